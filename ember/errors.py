@@ -1,0 +1,42 @@
+"""Ember's error hierarchy.
+
+Every error a user can trigger is an :class:`EmberError` subclass whose message names the thing
+at fault (the node, op, loop, buffer or shape) and, where there is one, what to do about it.
+"""
+from __future__ import annotations
+
+
+class EmberError(Exception):
+    """Base class of every error Ember raises on purpose."""
+
+
+class ScheduleError(EmberError):
+    """A schedule primitive whose precondition does not hold (names the loop and the reason)."""
+
+
+class CompileError(EmberError):
+    """Code generation or linking failed."""
+
+
+class ShapeError(EmberError):
+    """A tensor has the wrong shape (names the tensor, the expected and the actual shape)."""
+
+
+class DTypeError(EmberError):
+    """A tensor or expression has the wrong or an unsupported dtype."""
+
+
+class ArgumentError(EmberError):
+    """A kernel or executable was called with the wrong arguments."""
+
+
+class UnsupportedOpError(EmberError):
+    """An operator (or attribute) the compiler does not support."""
+
+
+class ParseError(EmberError):
+    """The text form of a loop program could not be parsed."""
+
+
+class LoweringError(EmberError):
+    """A tensor computation could not be lowered to a loop program."""

@@ -1,0 +1,68 @@
+"""Math intrinsics callable from tensor computations and loop programs.
+
+Each intrinsic is a pure function of its arguments. ``FLOAT_UNARY`` take and return one float;
+the code generator maps each onto an LLVM intrinsic or a short inline sequence.
+"""
+from __future__ import annotations
+
+from ..errors import DTypeError
+from . import dtype as dt
+from .expr import Call, Expr, as_expr, _coerce
+
+FLOAT_UNARY = ("exp", "exp2", "log", "log2", "log1p", "expm1", "sqrt", "rsqrt", "tanh", "erf",
+               "sigmoid", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh",
+               "acosh", "atanh", "floor", "ceil", "round", "trunc", "reciprocal")
+ANY_UNARY = ("abs",)
+FLOAT_BINARY = ("pow", "atan2")
+TERNARY = ("fma",)
+PREDICATES = ("isnan", "isinf")
+ALL = FLOAT_UNARY + ANY_UNARY + FLOAT_BINARY + TERNARY + PREDICATES
+
+
+def call(name: str, *args) -> Expr:
+    """Build a call of intrinsic ``name`` after checking its arity and dtypes."""
+    if name not in ALL:
+        raise DTypeError(f"unknown intrinsic {name!r}; known: {', '.join(ALL)}")
+    xs = [as_expr(a) for a in args]
+    if len(xs) > 1:
+        first = next((x for x in args if isinstance(x, Expr)), xs[0])
+        xs = [as_expr(a, dt.element(first.dtype)) for a in args]
+        for i in range(1, len(xs)):
+            xs[0], xs[i] = _coerce(xs[0], xs[i])
+    want = 1 if name in FLOAT_UNARY + ANY_UNARY + PREDICATES else 2 if name in FLOAT_BINARY else 3
+    if len(xs) != want:
+        raise DTypeError(f"{name} takes {want} argument(s), got {len(xs)}")
+    if name not in ANY_UNARY and not dt.is_float(xs[0].dtype):
+        raise DTypeError(f"{name} needs a float argument, got {xs[0].dtype}: cast it first")
+    out = dt.with_lanes("bool", dt.lanes(xs[0].dtype)) if name in PREDICATES else xs[0].dtype
+    return Call(out, name, tuple(xs))
+
+
+def _unary(name):
+    def f(x):
+        return call(name, x)
+    f.__name__ = name
+    f.__doc__ = f"Elementwise ``{name}``."
+    return f
+
+
+exp = _unary("exp"); exp2 = _unary("exp2"); log = _unary("log"); log2 = _unary("log2")
+log1p = _unary("log1p"); expm1 = _unary("expm1"); sqrt = _unary("sqrt"); rsqrt = _unary("rsqrt")
+tanh = _unary("tanh"); erf = _unary("erf"); sigmoid = _unary("sigmoid"); sin = _unary("sin")
+cos = _unary("cos"); tan = _unary("tan"); asin = _unary("asin"); acos = _unary("acos")
+atan = _unary("atan"); sinh = _unary("sinh"); cosh = _unary("cosh"); asinh = _unary("asinh")
+acosh = _unary("acosh"); atanh = _unary("atanh"); floor = _unary("floor"); ceil = _unary("ceil")
+round = _unary("round"); trunc = _unary("trunc"); abs = _unary("abs"); isnan = _unary("isnan")
+isinf = _unary("isinf"); reciprocal = _unary("reciprocal")
+
+
+def pow(x, y):
+    return call("pow", x, y)
+
+
+def atan2(y, x):
+    return call("atan2", y, x)
+
+
+def fma(a, b, c):
+    return call("fma", a, b, c)

@@ -1,0 +1,58 @@
+"""The base of every loop-IR node: an immutable value with structural equality.
+
+Nodes are frozen dataclasses. Two nodes are equal when their classes and fields are equal, all
+the way down; the hash is computed once and cached, so nodes can key dictionaries cheaply.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+
+class Node:
+    """Immutable IR node. Subclasses are ``@dataclasses.dataclass(frozen=True, eq=False)``."""
+
+    __slots__ = ()
+
+    def _key(self) -> tuple:
+        return tuple(getattr(self, f.name) for f in dataclasses.fields(self))
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if type(self) is not type(other):
+            return False
+        if hash(self) != hash(other):
+            return False
+        return self._key() == other._key()
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    def __hash__(self) -> int:
+        try:
+            return self.__dict__["_hash"]
+        except KeyError:
+            h = hash((type(self).__name__, self._key()))
+            object.__setattr__(self, "_hash", h)
+            return h
+
+    def replace(self, **changes):
+        """A copy with some fields changed (nodes are never mutated)."""
+        return dataclasses.replace(self, **changes)
+
+    def __repr__(self) -> str:
+        try:
+            from .printer import expr_to_str, stmt_to_str  # late: the printer imports the IR
+            from .stmt import Stmt
+
+            if isinstance(self, Stmt):
+                return stmt_to_str(self).rstrip()
+            return expr_to_str(self)
+        except Exception:  # printing must never hide the real error
+            fields = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in dataclasses.fields(self))
+            return f"{type(self).__name__}({fields})"
+
+
+def node(cls):
+    """Decorator: make ``cls`` a frozen dataclass node with structural equality."""
+    return dataclasses.dataclass(frozen=True, eq=False, repr=False)(cls)
