@@ -3,3 +3,10 @@ from .errors import (ArgumentError, CompileError, DTypeError, EmberError, Loweri
                      ScheduleError, ShapeError, UnsupportedOpError)
 
 __version__ = "0.1.0"
+
+
+def build(*args, **kwargs):
+    """Compile kernels (see :func:`ember.driver.build`)."""
+    from .driver import build as _build
+
+    return _build(*args, **kwargs)

@@ -1,0 +1,1 @@
+"""Benchmarks shipped with the package (``ember bench-ops``); ``bench/`` holds the scripts."""

@@ -1,0 +1,40 @@
+"""The ``ember`` command line."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    commands = {
+        "bench-ops": ("benchmark Ember's default kernels against numpy (and measure the FMA peak)",
+                      "ember.bench.ops"),
+    }
+    if not argv or argv[0] in ("-h", "--help") or argv[0] not in commands:
+        p = argparse.ArgumentParser(
+            prog="ember",
+            description="Ember, a deep-learning compiler: tensor programs to native code through LLVM.",
+            epilog="Run 'ember COMMAND --help' for a command's options. Environment: EMBER_CACHE_DIR "
+                   "(compiled-kernel cache, default ~/.cache/ember), EMBER_DEBUG=1..4 (print loop "
+                   "programs, LLVM IR, assembly).")
+        p.add_argument("command", choices=sorted(commands),
+                       help="; ".join(f"{k}: {v[0]}" for k, v in commands.items()))
+        if not argv or argv[0] in ("-h", "--help"):
+            p.print_help()
+            return 0
+        p.parse_args(argv[:1])
+    import importlib
+
+    from .errors import EmberError
+
+    mod = importlib.import_module(commands[argv[0]][1])
+    try:
+        return mod.main(argv[1:])
+    except EmberError as e:
+        print(f"ember {argv[0]}: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,50 @@
+"""Helpers the default schedules share: target facts and common loop patterns."""
+from __future__ import annotations
+
+from ..loop import dtype as dt
+from ..loop.expr import IntImm
+
+
+def vector_lanes(target, dtype: str = "float32") -> int:
+    """How many ``dtype`` elements one vector register of ``target`` holds."""
+    bits = 256
+    if target is not None:
+        bits = getattr(target, "vector_bits", None) or getattr(target, "vector_width", 256)
+    return max(1, bits // max(8, dt.bits(dtype)))
+
+
+def const_int(e):
+    return e.value if isinstance(e, IntImm) else None
+
+
+def host(target=None):
+    if target is not None:
+        return target
+    from ..target import Target
+
+    return Target.host()
+
+
+def vectorize_inner(stage, axis, lanes: int):
+    """Split ``axis`` by ``lanes`` and vectorize the inner part (tails become masked)."""
+    ext = const_int(axis.extent)
+    if ext is not None and ext <= lanes:
+        if ext > 1:
+            stage.vectorize(axis)
+        return None, axis
+    outer, inner = stage.split(axis, factor=lanes)
+    stage.vectorize(inner)
+    return outer, inner
+
+
+def parallel_outer(stage, axes, min_chunks: int = 2):
+    """Fuse the given outer loops and run them in parallel (one loop, one thread pool region)."""
+    axes = list(axes)
+    if len(axes) > 1:
+        fused = stage.fuse(*axes)
+    elif axes:
+        fused = axes[0]
+    else:
+        return None
+    stage.parallel(fused)
+    return fused

@@ -1,0 +1,16 @@
+"""Loop-IR passes, one file each; :func:`default_pipeline` is what a build runs."""
+from __future__ import annotations
+
+from ..stmt import PrimFunc
+from .unroll import unroll_loops
+from .vectorize import vectorize_loops
+
+
+def default_pipeline(func: PrimFunc) -> PrimFunc:
+    """simplify -> unroll -> simplify -> vectorize -> simplify."""
+    from ..arith import simplify
+
+    func = simplify(func)
+    func = simplify(unroll_loops(func))
+    func = simplify(vectorize_loops(func))
+    return func
