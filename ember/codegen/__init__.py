@@ -1,0 +1,1 @@
+"""Code generators: loop IR to native code (LLVM is the only backend)."""

@@ -1,0 +1,85 @@
+"""LLVM backend: compile loop-IR PrimFuncs into a shared library and load it.
+
+``build(funcs)`` generates one LLVM module for all ``funcs``, optimizes it at O3, links it with
+the system C compiler and loads it as an :class:`ember.runtime.Module`; results are cached on
+disk (``EMBER_CACHE_DIR``, default ``~/.cache/ember``) so rebuilding the same kernels is a
+dlopen. ``export_library`` writes the shared library somewhere; ``ember.runtime.load_module``
+loads it again with nothing but ctypes and numpy.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Iterable, Union
+
+from ...errors import CompileError
+from ...loop.stmt import PrimFunc
+from ...target import Target
+from . import build as _build
+from .codegen import emit_module
+
+__all__ = ["build", "export_library", "emit_llvm"]
+
+
+def _as_list(funcs) -> list:
+    if isinstance(funcs, PrimFunc):
+        return [funcs]
+    funcs = list(funcs)
+    if not funcs:
+        raise CompileError("build() needs at least one PrimFunc")
+    return funcs
+
+
+def _show(funcs: list) -> None:
+    for f in funcs:
+        try:
+            text = f.script()
+        except Exception:  # the printer is optional; fall back to repr
+            text = repr(f)
+        print(f"=== loop program {f.name} ===\n{text}", file=sys.stderr)
+
+
+def emit_llvm(funcs: Union[PrimFunc, Iterable[PrimFunc]], target: Target | None = None,
+              name: str = "module") -> str:
+    """The unoptimized LLVM IR text for ``funcs`` (what the cache key hashes)."""
+    target = target or Target.host()
+    module, _ = emit_module(_as_list(funcs), target.triple, _build.data_layout(target), name)
+    return str(module)
+
+
+def build(funcs: Union[PrimFunc, Iterable[PrimFunc]], target: Target | None = None,
+          name: str = "module"):
+    """Compile ``funcs`` into one shared library and load it.
+
+    Returns an :class:`ember.runtime.Module`; ``module["kernel_name"](*arrays)`` runs a kernel.
+    Raises :class:`ember.errors.CompileError` when code generation, LLVM or the linker fails.
+    """
+    from ...runtime.module import Module
+
+    funcs = _as_list(funcs)
+    target = target or Target.host()
+    if _build.debug_level() >= 2:
+        _show(funcs)
+    module, metadata = emit_module(funcs, target.triple, _build.data_layout(target), name)
+    ir_text = str(module)
+    key = _build.cache_key(ir_text, target)
+    path = _build.cached_library(key)
+    if path is None:
+        what = "kernel " + ", ".join(repr(f.name) for f in funcs[:4]) + (" ..." if len(funcs) > 4 else "")
+        obj = _build.compile_object(ir_text, target, what)
+        path = _build.link(obj, key, what)
+        _build.write_sidecar(key, metadata)
+    elif _build.debug_level() >= 3:
+        print(f"=== cache hit: {path} ===", file=sys.stderr)
+    return Module(path, metadata=metadata)
+
+
+def export_library(funcs_or_module, path: Union[str, os.PathLike], target: Target | None = None) -> str:
+    """Write a shared library holding ``funcs_or_module`` (PrimFuncs or a built Module) to ``path``.
+
+    The file can be loaded later with :func:`ember.runtime.load_module` (no llvmlite needed).
+    """
+    from ...runtime.module import Module
+
+    mod = funcs_or_module if isinstance(funcs_or_module, Module) else build(funcs_or_module, target)
+    return mod.export(path)

@@ -1,0 +1,360 @@
+"""Loop IR -> LLVM IR (an ``llvmlite.ir.Module``).
+
+Each PrimFunc becomes ``int32_t name(void *buf0, ..., int64_t|double scalar0, ...)`` returning 0
+(or -1 when a heap allocation fails). Buffer pointers are ``noalias`` and carry the buffer's
+alignment: the runtime checks both promises before calling. The module also gets a constant
+``__ember_metadata`` string (JSON, see ``metadata.py``) so a shared library can be loaded and
+called with nothing but ctypes.
+"""
+from __future__ import annotations
+
+import contextlib
+
+from llvmlite import ir
+
+from ...errors import CompileError, EmberError
+from ...loop import dtype as dt
+from ...loop.expr import (BINARY_OPS, Broadcast, Call, Cast, Expr, FloatImm, IntImm, Let, Load, Not,
+                          Ramp, Select, Var, as_expr)
+from ...loop.stmt import (Allocate, Buffer, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt,
+                          Store)
+from ...loop.visit import walk
+from . import memory, ops, parallel
+from . import types as T
+from .intrinsics import declare, emit_call
+from .metadata import METADATA_SYMBOL, kernel_metadata, module_metadata
+
+
+class FunctionEmitter:
+    """Emits the statements and expressions of one LLVM function.
+
+    ``vars`` maps loop-IR variables to LLVM values and ``buffers`` maps buffers to data pointers;
+    both are scoped with context managers. An outlined parallel body gets its own emitter.
+    """
+
+    def __init__(self, module: ir.Module, fn: ir.Function, func_name: str, fastmath: tuple,
+                 in_parallel: bool = False, returns_status: bool = True):
+        self.module = module
+        self.fn = fn
+        self.func_name = func_name
+        self.fastmath = fastmath
+        self.in_parallel = in_parallel
+        self.returns_status = returns_status
+        self.entry = fn.append_basic_block("entry")
+        self.builder = ir.IRBuilder(fn.append_basic_block("start"))
+        self._entry_builder = ir.IRBuilder(self.entry)
+        self.vars: dict = {}
+        self.buffers: dict = {}
+        self.buffers_by_name: dict = {}
+        self.n_outlined = 0
+
+    # --- environment ------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def bind(self, var: Var, value: ir.Value):
+        old = self.vars.get(var)
+        self.vars[var] = value
+        try:
+            yield
+        finally:
+            if old is None:
+                del self.vars[var]
+            else:
+                self.vars[var] = old
+
+    @contextlib.contextmanager
+    def bind_buffer(self, buf: Buffer, ptr: ir.Value):
+        old, old_name = self.buffers.get(buf), self.buffers_by_name.get(buf.name)
+        self.buffers[buf] = ptr
+        self.buffers_by_name[buf.name] = ptr
+        try:
+            yield
+        finally:
+            for d, k, o in ((self.buffers, buf, old), (self.buffers_by_name, buf.name, old_name)):
+                if o is None:
+                    d.pop(k, None)
+                else:
+                    d[k] = o
+
+    def buffer_ptr(self, buf: Buffer) -> ir.Value:
+        ptr = self.buffers.get(buf)
+        if ptr is None:
+            # A pass may re-declare a buffer (say, flattened) under the same name: same memory.
+            ptr = self.buffers_by_name.get(buf.name)
+        if ptr is None:
+            raise CompileError(f"kernel {self.func_name!r}: buffer {buf.name!r} is neither a "
+                               f"parameter nor allocated here")
+        return ptr
+
+    def entry_alloca(self, ty: ir.Type, align: int, name: str = "") -> ir.Value:
+        """A stack slot in the entry block, where LLVM's mem2reg/SROA look for them."""
+        slot = self._entry_builder.alloca(ty, name=name)
+        slot.align = align
+        return slot
+
+    def check_alloc(self, mem: ir.Value, buf: Buffer) -> None:
+        b = self.builder
+        with b.if_then(b.icmp_unsigned("==", mem, ir.Constant(T.PTR, None)), likely=False):
+            if self.returns_status:
+                b.ret(ir.Constant(T.I32, -1))
+            else:  # no way to report from a worker thread
+                b.call(declare(self.module, "abort", ir.VoidType(), []), [])
+                b.unreachable()
+
+    def finish(self) -> None:
+        """Terminate the function (return 0) and link the entry block to the code."""
+        if self.builder.block.terminator is None:
+            if self.returns_status:
+                self.builder.ret(ir.Constant(T.I32, 0))
+            else:
+                self.builder.ret_void()
+        self._entry_builder.branch(self.fn.blocks[1])
+
+    # --- expressions ------------------------------------------------------------------------
+    def expr(self, node: Expr) -> ir.Value:
+        fn = _EXPR.get(type(node))
+        if fn is None:
+            if isinstance(node, (bool, int, float)):  # hand-built IR: For(i, 0, 10, ...)
+                return self.expr(as_expr(node))
+            if type(node).__name__ in BINARY_OPS:
+                fn = FunctionEmitter._binary
+            else:
+                raise CompileError(f"kernel {self.func_name!r}: cannot generate code for "
+                                   f"{type(node).__name__} expression {node!r}")
+        return fn(self, node)
+
+    def index(self, node: Expr) -> ir.Value:
+        """An index expression as int64 (scalar or vector)."""
+        node = as_expr(node)
+        v = self.expr(node)
+        if dt.element(node.dtype) != "int64":
+            v = T.cast(self.builder, v, node.dtype, dt.with_lanes("int64", dt.lanes(node.dtype)))
+        return v
+
+    def _imm(self, node) -> ir.Value:
+        return T.const(node.dtype, node.value)
+
+    def _var(self, node: Var) -> ir.Value:
+        v = self.vars.get(node)
+        if v is None:
+            raise CompileError(f"kernel {self.func_name!r}: variable {node.name!r} ({node.dtype}) "
+                               f"is not bound (not a parameter, loop variable or let)")
+        return v
+
+    def _binary(self, node) -> ir.Value:
+        a, b = self.expr(node.a), self.expr(node.b)
+        la, lb = T.lanes_of(a), T.lanes_of(b)
+        if la != lb:  # hand-built IR may mix scalars and vectors; splat the scalar
+            a, b = (T.broadcast(self.builder, a, lb), b) if la == 1 else (a, T.broadcast(self.builder, b, la))
+        dtype = dt.with_lanes(node.a.dtype, max(la, lb))
+        return ops.binary(self, type(node).__name__, a, b, dtype)
+
+    def _not(self, node: Not) -> ir.Value:
+        v = self.expr(node.a)
+        ones = ir.Constant(v.type.element if isinstance(v.type, ir.VectorType) else v.type, -1)
+        if isinstance(v.type, ir.VectorType):
+            ones = ir.Constant(v.type, [ones] * v.type.count)
+        return self.builder.xor(v, ones)
+
+    def _cast(self, node: Cast) -> ir.Value:
+        v = self.expr(node.value)
+        n_out, n_in = dt.lanes(node.dtype), dt.lanes(node.value.dtype)
+        out = T.cast(self.builder, v, node.value.dtype, dt.with_lanes(node.dtype, n_in))
+        if n_out != n_in and n_in == 1:
+            out = T.broadcast(self.builder, out, n_out)
+        return out
+
+    def _select(self, node: Select) -> ir.Value:
+        c, t, f = self.expr(node.condition), self.expr(node.true_value), self.expr(node.false_value)
+        n = max(T.lanes_of(c), T.lanes_of(t), T.lanes_of(f))
+        b = self.builder
+        t, f = T.broadcast(b, t, n) if T.lanes_of(t) == 1 else t, T.broadcast(b, f, n) if T.lanes_of(f) == 1 else f
+        return b.select(c, t, f)
+
+    def _call(self, node: Call) -> ir.Value:
+        return emit_call(self, node, [self.expr(a) for a in node.args])
+
+    def _ramp(self, node: Ramp) -> ir.Value:
+        b, n = self.builder, node.lanes
+        base = T.broadcast(b, self.expr(node.base), n)
+        elem = dt.element(node.base.dtype)
+        if isinstance(node.stride, (IntImm, FloatImm)):
+            step = T.const(node.dtype, 0)
+            step = ir.Constant(step.type, [T.scalar_const(elem, node.stride.value * k) for k in range(n)])
+        else:
+            iota = ir.Constant(T.reg_type(node.dtype), [T.scalar_const(elem, k) for k in range(n)])
+            stride = T.broadcast(b, self.expr(node.stride), n)
+            step = b.fmul(stride, iota) if dt.is_float(elem) else b.mul(stride, iota)
+        return b.fadd(base, step) if dt.is_float(elem) else b.add(base, step)
+
+    def _broadcast(self, node: Broadcast) -> ir.Value:
+        return T.broadcast(self.builder, self.expr(node.value), node.lanes)
+
+    def _let(self, node: Let) -> ir.Value:
+        with self.bind(node.var, self.expr(node.value)):
+            return self.expr(node.body)
+
+    def _load(self, node: Load) -> ir.Value:
+        return memory.load(self, node)
+
+    # --- statements -------------------------------------------------------------------------
+    def stmt(self, node) -> None:
+        fn = _STMT.get(type(node))
+        if fn is None:
+            raise CompileError(f"kernel {self.func_name!r}: cannot generate code for statement "
+                               f"{type(node).__name__}")
+        fn(self, node)
+
+    def _seq(self, node: SeqStmt) -> None:
+        for s in node.stmts:
+            self.stmt(s)
+
+    def _evaluate(self, node: Evaluate) -> None:
+        self.expr(node.value)
+
+    def _let_stmt(self, node: LetStmt) -> None:
+        with self.bind(node.var, self.expr(node.value)):
+            self.stmt(node.body)
+
+    def _store(self, node: Store) -> None:
+        memory.store(self, node)
+
+    def _allocate(self, node: Allocate) -> None:
+        memory.allocate(self, node)
+
+    def _if(self, node: IfThenElse) -> None:
+        c = self.expr(node.condition)
+        if T.lanes_of(c) != 1:
+            raise CompileError(f"kernel {self.func_name!r}: if condition must be a scalar bool, "
+                               f"got {node.condition.dtype}")
+        b = self.builder
+        if node.else_case is None:
+            with b.if_then(c):
+                self.stmt(node.then_case)
+            return
+        with b.if_else(c) as (then, otherwise):
+            with then:
+                self.stmt(node.then_case)
+            with otherwise:
+                self.stmt(node.else_case)
+
+    def _for(self, node: For) -> None:
+        if node.kind == "parallel" and not self.in_parallel:
+            parallel.emit_parallel_for(self, node)
+            return
+        # Nested parallel loops, and unroll/vectorize hints that no pass consumed, run serially.
+        lo = self._as_var_type(node.min, node.var)
+        hi = self.builder.add(lo, self._as_var_type(node.extent, node.var))
+        self.serial_loop(node.var, lo, hi, lambda: self.stmt(node.body))
+
+    def _as_var_type(self, e: Expr, var: Var) -> ir.Value:
+        e = as_expr(e, var.dtype)
+        v = self.expr(e)
+        return T.cast(self.builder, v, e.dtype, var.dtype) if e.dtype != var.dtype else v
+
+    def serial_loop(self, var: Var, lo: ir.Value, hi: ir.Value, body) -> None:
+        """``for var in [lo, hi): body()`` as a canonical loop with an induction phi."""
+        b = self.builder
+        pre = b.block
+        header = b.append_basic_block(f"{var.name}.header")
+        loop = b.append_basic_block(f"{var.name}.body")
+        exit_ = b.append_basic_block(f"{var.name}.exit")
+        b.branch(header)
+        b.position_at_end(header)
+        i = b.phi(lo.type, name=var.name)
+        i.add_incoming(lo, pre)
+        signed = not dt.is_uint(var.dtype)
+        cond = b.icmp_signed("<", i, hi) if signed else b.icmp_unsigned("<", i, hi)
+        b.cbranch(cond, loop, exit_)
+        b.position_at_end(loop)
+        with self.bind(var, i):
+            body()
+        # i < hi, so i + 1 cannot overflow: nsw/nuw lets LLVM reason about the trip count.
+        nxt = b.add(i, ir.Constant(i.type, 1), flags=("nsw",) if signed else ("nuw",))
+        i.add_incoming(nxt, b.block)
+        b.branch(header)
+        b.position_at_end(exit_)
+
+
+_EXPR = {IntImm: FunctionEmitter._imm, FloatImm: FunctionEmitter._imm, Var: FunctionEmitter._var,
+         Not: FunctionEmitter._not, Cast: FunctionEmitter._cast, Select: FunctionEmitter._select,
+         Call: FunctionEmitter._call, Ramp: FunctionEmitter._ramp, Broadcast: FunctionEmitter._broadcast,
+         Let: FunctionEmitter._let, Load: FunctionEmitter._load}
+_STMT = {SeqStmt: FunctionEmitter._seq, Evaluate: FunctionEmitter._evaluate,
+         LetStmt: FunctionEmitter._let_stmt, Store: FunctionEmitter._store,
+         Allocate: FunctionEmitter._allocate, IfThenElse: FunctionEmitter._if, For: FunctionEmitter._for}
+
+
+# --- functions and modules -----------------------------------------------------------------
+
+def scalar_abi_type(dtype: str) -> ir.Type:
+    """Scalar parameters travel as int64 or double whatever their dtype (a simple C ABI)."""
+    return T.F64 if dt.is_float(dtype) else T.I64
+
+
+def signature_scalars(func: PrimFunc) -> list:
+    """The scalar parameters of the C function: ``func.scalars`` then any shape variable of a
+    buffer parameter that is not listed (the runtime infers those from array shapes)."""
+    scalars = list(func.scalars)
+    for buf in func.buffers:
+        for e in list(buf.shape) + list(buf.strides or ()):
+            for v in walk(e):
+                if isinstance(v, Var) and v not in scalars:
+                    scalars.append(v)
+    return scalars
+
+
+def fastmath_flags(func: PrimFunc) -> tuple:
+    # Only contraction by default: FMAs form, but results stay reproducible against numpy.
+    return ("fast",) if func.attr("fastmath", False) else ("contract",)
+
+
+def emit_function(module: ir.Module, func: PrimFunc) -> dict:
+    """Add ``func`` to ``module``; returns its metadata entry."""
+    buffers, scalars = list(func.buffers), signature_scalars(func)
+    ftype = ir.FunctionType(T.I32, [T.PTR] * len(buffers) + [scalar_abi_type(v.dtype) for v in scalars])
+    fn = ir.Function(module, ftype, func.name)
+    fn.attributes.add("nounwind")
+    e = FunctionEmitter(module, fn, func.name, fastmath_flags(func))
+    for arg, buf in zip(fn.args[:len(buffers)], buffers):
+        arg.name = buf.name
+        arg.add_attribute("noalias")
+        arg.attributes.align = max(buf.align, T.elem_align(buf.dtype))
+        e.buffers[buf] = arg
+        e.buffers_by_name.setdefault(buf.name, arg)
+    b = e.builder
+    for arg, var in zip(fn.args[len(buffers):], scalars):
+        arg.name = var.name
+        e.vars[var] = T.cast(b, arg, "float64" if dt.is_float(var.dtype) else "int64", var.dtype)
+    e.stmt(func.body)
+    e.finish()
+    return kernel_metadata(func, scalars)
+
+
+def emit_module(funcs: list, triple: str, data_layout: str, name: str = "module") -> tuple:
+    """All ``funcs`` in one LLVM module; returns ``(module, metadata_json)``."""
+    names = [f.name for f in funcs]
+    for f in funcs:
+        if not isinstance(f, PrimFunc):
+            raise CompileError(f"build() takes PrimFuncs, got {type(f).__name__}")
+        if names.count(f.name) > 1:
+            raise CompileError(f"two kernels are named {f.name!r}; kernel names must be unique")
+        if f.name.startswith("__ember") or not f.name:
+            raise CompileError(f"kernel name {f.name!r} is reserved or empty")
+    module = ir.Module(name=name)
+    module.triple = triple
+    module.data_layout = data_layout
+    entries = []
+    for f in funcs:
+        try:
+            entries.append(emit_function(module, f))
+        except EmberError:
+            raise
+        except Exception as exc:  # a bug or an unsupported construct: say which kernel
+            raise CompileError(f"kernel {f.name!r}: code generation failed: "
+                               f"{type(exc).__name__}: {exc}") from exc
+    text = module_metadata(entries)
+    data = bytearray(text.encode("utf-8") + b"\0")
+    g = ir.GlobalVariable(module, ir.ArrayType(T.I8, len(data)), METADATA_SYMBOL)
+    g.global_constant = True
+    g.initializer = ir.Constant(ir.ArrayType(T.I8, len(data)), data)
+    return module, text

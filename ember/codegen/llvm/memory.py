@@ -1,0 +1,246 @@
+"""Buffer addressing, loads, stores and allocations.
+
+A multi-dimensional index is flattened with ``Buffer.row_strides()`` (strides may be symbolic).
+An access whose flattened offset is ``Ramp(base, 1, n)`` becomes one vector load or store; any
+other vector offset becomes ``llvm.masked.gather``/``scatter``; a predicate becomes a masked
+load/store (vector) or a branch (scalar).
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from ...errors import CompileError
+from ...loop import dtype as dt
+from ...loop.expr import Broadcast, IntImm, Ramp, as_expr
+from . import types as T
+from .intrinsics import declare, llvm_intrinsic, type_suffix
+
+
+def _contiguous_base(buffer, indices):
+    """The scalar index expressions of the first lane when the access is unit-stride, else None.
+
+    Returns ``(scalar_indices, lanes)``: the access covers ``lanes`` consecutive elements
+    starting at ``buffer[scalar_indices]``.
+    """
+    strides = buffer.row_strides()
+    scalars, lanes, ramp_seen = [], 1, False
+    for idx, stride in zip(indices, strides):
+        n = dt.lanes(idx.dtype)
+        if n == 1:
+            scalars.append(idx)
+        elif isinstance(idx, Broadcast):
+            scalars.append(idx.value)
+        elif (isinstance(idx, Ramp) and not ramp_seen and isinstance(idx.stride, IntImm)
+              and isinstance(stride, IntImm) and idx.stride.value * stride.value == 1):
+            scalars.append(idx.base)
+            lanes, ramp_seen = n, True
+        else:
+            return None
+    return scalars, lanes
+
+
+def _flat_offset(e, buffer, indices) -> ir.Value:
+    """``sum(index_k * stride_k)`` as int64 (a vector when any index is one)."""
+    b = e.builder
+    n = max((dt.lanes(i.dtype) for i in indices), default=1)
+    total = None
+    for idx, stride in zip(indices, buffer.row_strides()):
+        v = e.index(idx)
+        if n > 1 and T.lanes_of(v) == 1:
+            v = T.broadcast(b, v, n)
+        if not (isinstance(stride, IntImm) and stride.value == 1):
+            s = e.index(stride)
+            v = b.mul(v, T.broadcast(b, s, n))
+        total = v if total is None else b.add(total, v)
+    if total is None:  # zero-dimensional buffer
+        total = ir.Constant(T.I64, 0)
+        total = T.broadcast(b, total, n)
+    return total
+
+
+def _check_rank(e, buffer, indices):
+    if len(indices) != len(buffer.shape):
+        raise CompileError(f"kernel {e.func_name!r}: buffer {buffer.name!r} has {len(buffer.shape)} "
+                           f"dimension(s) but is indexed with {len(indices)}")
+
+
+def _mask(e, predicate, lanes):
+    m = e.expr(predicate)
+    return T.broadcast(e.builder, m, lanes) if T.lanes_of(m) == 1 else m
+
+
+def load(e, node) -> ir.Value:
+    """Emit a Load node; bool comes back as i1 lanes."""
+    buf, b = node.buffer, e.builder
+    node = node.replace(indices=tuple(as_expr(i) for i in node.indices))
+    _check_rank(e, buf, node.indices)
+    ptr = e.buffer_ptr(buf)
+    dtype = node.dtype
+    lanes = dt.lanes(dtype)
+    mt = T.mem_type(dtype)
+    ealign = T.elem_align(buf.dtype)
+    contig = _contiguous_base(buf, node.indices) if lanes > 1 else None
+    if lanes == 1 or contig is not None:
+        if lanes > 1:
+            scalars, lanes_c = contig
+            if lanes_c == 1:  # every lane reads the same element
+                one = load_scalar_at(e, buf, ptr, scalars, node.predicate)
+                return T.broadcast(b, one, lanes)
+            addr = b.gep(ptr, [_flat_offset(e, buf, scalars)], source_etype=T.mem_type(buf.dtype))
+        else:
+            return load_scalar_at(e, buf, ptr, node.indices, node.predicate)
+        if node.predicate is None:
+            v = b.load(addr, typ=mt, align=ealign)
+        else:
+            mask = _mask(e, node.predicate, lanes)
+            v = llvm_intrinsic(b, "masked.load", [addr, ir.Constant(T.I32, ealign), mask,
+                                                   ir.Constant(mt, None)],
+                               ret=mt, overload=[mt, T.PTR])
+        return _from_mem(b, v, dtype)
+    # A gather: a vector of addresses.
+    offs = _flat_offset(e, buf, node.indices)
+    addrs = b.gep(ptr, [offs], source_etype=T.mem_type(buf.dtype))
+    addrs.type = ir.VectorType(T.PTR, lanes)  # llvmlite does not infer vector GEP types
+    mask = _mask(e, node.predicate, lanes) if node.predicate is not None else \
+        T.const(dt.with_lanes("bool", lanes), True)
+    v = llvm_intrinsic(b, "masked.gather", [addrs, ir.Constant(T.I32, ealign), mask,
+                                             ir.Constant(mt, None)],
+                       ret=mt, overload=[mt, addrs.type])
+    return _from_mem(b, v, dtype)
+
+
+def load_scalar_at(e, buf, ptr, indices, predicate) -> ir.Value:
+    b = e.builder
+    mt = T.mem_type(buf.dtype)
+    addr = b.gep(ptr, [_flat_offset(e, buf, indices)], source_etype=mt)
+    if predicate is None:
+        return _from_mem(b, b.load(addr, typ=mt, align=T.elem_align(buf.dtype)), buf.dtype)
+    # A scalar predicate guards the access itself: the address may be out of bounds when false.
+    cond = e.expr(predicate)
+    if T.lanes_of(cond) != 1:
+        raise CompileError(f"kernel {e.func_name!r}: a scalar load of {buf.name!r} has a vector "
+                           f"predicate")
+    start = b.block
+    with b.if_then(cond):
+        v = b.load(addr, typ=mt, align=T.elem_align(buf.dtype))
+        then_end = b.block
+    phi = b.phi(mt)
+    phi.add_incoming(v, then_end)
+    phi.add_incoming(ir.Constant(mt, None), start)
+    return _from_mem(b, phi, buf.dtype)
+
+
+def _from_mem(b, v, dtype):
+    if dt.is_bool(dtype):
+        return b.icmp_unsigned("!=", v, ir.Constant(v.type, None))
+    return v
+
+
+def _to_mem(b, v, dtype):
+    if dt.is_bool(dtype):
+        return b.zext(v, T.mem_type(dtype))
+    return v
+
+
+def store(e, node) -> None:
+    """Emit a Store statement."""
+    buf, b = node.buffer, e.builder
+    node = node.replace(indices=tuple(as_expr(i) for i in node.indices))
+    _check_rank(e, buf, node.indices)
+    ptr = e.buffer_ptr(buf)
+    idx_lanes = max((dt.lanes(i.dtype) for i in node.indices), default=1)
+    val_lanes = dt.lanes(node.value.dtype)
+    if val_lanes > 1 and idx_lanes == 1:
+        raise CompileError(f"kernel {e.func_name!r}: vector value of {node.value.dtype} stored to "
+                           f"{buf.name!r} at a scalar index (use a Ramp index)")
+    value = e.expr(node.value)
+    if dt.element(node.value.dtype) != dt.element(buf.dtype):
+        raise CompileError(f"kernel {e.func_name!r}: storing {node.value.dtype} into {buf.name!r} "
+                           f"of dtype {buf.dtype} (cast the value first)")
+    lanes = idx_lanes
+    if val_lanes == 1 and lanes > 1:
+        value = T.broadcast(b, value, lanes)
+    dtype = dt.with_lanes(buf.dtype, lanes)
+    mv = _to_mem(b, value, dtype)
+    ealign = T.elem_align(buf.dtype)
+    et = T.mem_type(buf.dtype)
+    contig = _contiguous_base(buf, node.indices) if lanes > 1 else None
+    if lanes == 1 or (contig is not None and contig[1] > 1):
+        scalars = node.indices if lanes == 1 else contig[0]
+        addr = b.gep(ptr, [_flat_offset(e, buf, scalars)], source_etype=et)
+        if node.predicate is None:
+            b.store(mv, addr, align=ealign)
+        elif lanes == 1:
+            cond = e.expr(node.predicate)
+            with b.if_then(cond):
+                b.store(mv, addr, align=ealign)
+        else:
+            mask = _mask(e, node.predicate, lanes)
+            llvm_intrinsic(b, "masked.store", [mv, addr, ir.Constant(T.I32, ealign), mask],
+                           ret=ir.VoidType(), overload=[mv.type, T.PTR])
+        return
+    offs = _flat_offset(e, buf, node.indices)
+    addrs = b.gep(ptr, [offs], source_etype=et)
+    addrs.type = ir.VectorType(T.PTR, lanes)
+    mask = _mask(e, node.predicate, lanes) if node.predicate is not None else \
+        T.const(dt.with_lanes("bool", lanes), True)
+    llvm_intrinsic(b, "masked.scatter", [mv, addrs, ir.Constant(T.I32, ealign), mask],
+                   ret=ir.VoidType(), overload=[mv.type, addrs.type])
+
+
+# --- allocations -------------------------------------------------------------------------------
+
+def allocate(e, node) -> None:
+    """Emit an Allocate: a stack slot in the entry block, or heap memory freed after the body."""
+    buf, b = node.buffer, e.builder
+    et = T.mem_type(buf.dtype)
+    align = max(buf.align, T.elem_align(buf.dtype))
+    dims = list(buf.shape) + (list(buf.strides) if buf.strides is not None else [])
+    if buf.scope == "local" and all(isinstance(d, IntImm) for d in dims):
+        # In the entry block, so that SROA/mem2reg can turn it into registers.
+        slot = e.entry_alloca(ir.ArrayType(et, max(_static_footprint(buf), 1)), align, buf.name)
+        with e.bind_buffer(buf, slot):
+            e.stmt(node.body)
+        return
+    nbytes = b.mul(_footprint(e, buf), ir.Constant(T.I64, dt.nbytes(buf.dtype)))
+    # aligned_alloc wants a size that is a multiple of the alignment (and nonzero).
+    a = ir.Constant(T.I64, align)
+    nbytes = b.select(b.icmp_signed("<=", nbytes, ir.Constant(T.I64, 0)), ir.Constant(T.I64, 1), nbytes)
+    nbytes = b.mul(b.udiv(b.add(nbytes, ir.Constant(T.I64, align - 1)), a), a)
+    alloc = declare(b.module, "aligned_alloc", T.PTR, [T.I64, T.I64])
+    free = declare(b.module, "free", ir.VoidType(), [T.PTR])
+    mem = b.call(alloc, [a, nbytes])
+    e.check_alloc(mem, buf)
+    with e.bind_buffer(buf, mem):
+        e.stmt(node.body)
+    b.call(free, [mem])
+
+
+def _static_footprint(buf) -> int:
+    """Elements spanned by a buffer whose shape and strides are constants."""
+    if any(s.value <= 0 for s in buf.shape):
+        return 0
+    if buf.strides is None:
+        n = 1
+        for s in buf.shape:
+            n *= s.value
+        return n
+    return 1 + sum((s.value - 1) * abs(st.value) for s, st in zip(buf.shape, buf.strides))
+
+
+def _footprint(e, buf) -> ir.Value:
+    """Elements spanned by ``buf`` (shape product, or the last strided offset plus one)."""
+    b = e.builder
+    zero, one = ir.Constant(T.I64, 0), ir.Constant(T.I64, 1)
+    if buf.strides is None:
+        n = one
+        for s in buf.shape:
+            n = b.mul(n, e.index(s))
+        return b.select(b.icmp_signed("<", n, zero), zero, n)
+    n = one
+    for s, st in zip(buf.shape, buf.strides):
+        n = b.add(n, b.mul(b.sub(e.index(s), one), e.index(st)))
+    return b.select(b.icmp_signed("<", n, zero), zero, n)
+
+
+__all__ = ["load", "store", "allocate", "type_suffix"]

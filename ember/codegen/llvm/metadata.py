@@ -1,0 +1,53 @@
+"""The JSON description of a module's kernels, embedded in the shared library.
+
+The runtime reads it back (``ember.runtime.module``) to check and marshal arguments without
+the loop IR or llvmlite. Shapes and strides are lists whose entries are an int, the name of a
+scalar parameter, a small expression ``["Mul", a, b]`` over those, or ``null`` (not checked).
+"""
+from __future__ import annotations
+
+import json
+
+from ...loop import dtype as dt
+from ...loop.expr import IntImm, Var
+
+METADATA_SYMBOL = "__ember_metadata"
+FORMAT_VERSION = 1
+_EXPR_OPS = ("Add", "Sub", "Mul", "FloorDiv", "FloorMod", "Min", "Max")
+
+
+def dim_to_json(e):
+    """A shape/stride expression as JSON (``None`` when the runtime cannot evaluate it)."""
+    if isinstance(e, IntImm):
+        return e.value
+    if isinstance(e, Var):
+        return e.name
+    name = type(e).__name__
+    if name in _EXPR_OPS:
+        a, b = dim_to_json(e.a), dim_to_json(e.b)
+        if a is not None and b is not None:
+            return [name, a, b]
+    return None
+
+
+def kernel_metadata(func, scalars: list) -> dict:
+    """Everything the runtime needs to call ``func``: parameter names, dtypes, shapes, alignment."""
+    params = []
+    for buf in func.buffers:
+        params.append({
+            "kind": "buffer", "name": buf.name, "dtype": buf.dtype,
+            "shape": [dim_to_json(s) for s in buf.shape],
+            "strides": None if buf.strides is None else [dim_to_json(s) for s in buf.strides],
+            "align": max(buf.align, dt.nbytes(buf.dtype)),
+        })
+    for v in scalars:
+        params.append({"kind": "scalar", "name": v.name, "dtype": v.dtype,
+                       "abi": "double" if dt.is_float(v.dtype) else "int64"})
+    return {"name": func.name, "params": params}
+
+
+def module_metadata(entries: list) -> str:
+    from ... import __version__
+
+    return json.dumps({"format": FORMAT_VERSION, "ember_version": __version__, "kernels": entries},
+                      separators=(",", ":"), sort_keys=True)

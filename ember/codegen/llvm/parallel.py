@@ -1,0 +1,129 @@
+"""Parallel loops: outline the body and run it on libgomp's thread team.
+
+``for i in parallel(min, extent): body`` becomes::
+
+    struct {captured pointers and values; min; extent} data = {...};
+    GOMP_parallel(trampoline, &data, 0, 0);      // 0 threads: OMP_NUM_THREADS or all cores
+
+The trampoline splits ``[0, extent)`` statically into one contiguous chunk per thread
+(``omp_get_thread_num``/``omp_get_num_threads``) and calls a separate *body* function whose
+buffer parameters are ``noalias`` (when LLVM inlines it into the trampoline it keeps that
+knowledge as scoped alias metadata, so the body still vectorizes without runtime checks).
+Parallel loops nested inside run serially.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from ...loop.expr import Load, Var
+from ...loop.stmt import Allocate, For, Store
+from ...loop.visit import walk
+from . import types as T
+from .intrinsics import declare
+
+
+def _uses(loop: For) -> tuple[list, list]:
+    """Variables (also those inside buffer shapes) and buffers that ``loop`` refers to."""
+    vars_, bufs = {}, {}
+    for n in walk(loop):
+        if isinstance(n, Var):
+            vars_[n] = None
+        elif isinstance(n, (Load, Store, Allocate)):
+            buf = n.buffer
+            if buf not in bufs:
+                bufs[buf] = None
+                for e in list(buf.shape) + list(buf.strides or ()):
+                    for v in walk(e):
+                        if isinstance(v, Var):
+                            vars_[v] = None
+    return list(vars_), list(bufs)
+
+
+def emit_parallel_for(e, loop: For) -> None:
+    """Emit ``loop`` (kind 'parallel') from the emitter ``e`` of the enclosing kernel."""
+    from .codegen import FunctionEmitter  # codegen imports this module
+
+    b, module = e.builder, e.module
+    used_vars, used_bufs = _uses(loop)
+    allocated = {n.buffer for n in walk(loop) if isinstance(n, Allocate)}
+    allocated_names = {buf.name for buf in allocated}
+
+    # Captured state: distinct data pointers, and every bound variable the body reads.
+    ptrs, ptr_index, buf_param = [], {}, {}
+    for buf in used_bufs:
+        if buf in allocated:
+            continue
+        if buf not in e.buffers and buf.name not in e.buffers_by_name and buf.name in allocated_names:
+            continue  # a re-declaration of a buffer allocated inside the loop
+        ptr = e.buffer_ptr(buf)
+        if id(ptr) not in ptr_index:
+            ptr_index[id(ptr)] = len(ptrs)
+            ptrs.append((ptr, buf))
+        buf_param[buf] = ptr_index[id(ptr)]
+    values = [(v, e.vars[v]) for v in used_vars if v in e.vars and v != loop.var]
+
+    var_t = T.reg_type(loop.var.dtype)
+    lo = e._as_var_type(loop.min, loop.var)
+    extent = e._as_var_type(loop.extent, loop.var)
+    lo64 = T.cast(b, lo, loop.var.dtype, "int64")
+    ext64 = T.cast(b, extent, loop.var.dtype, "int64")
+
+    k = e.n_outlined
+    e.n_outlined += 1
+    base = f"{e.func_name}.par{k}"
+
+    # The body function: noalias pointers, captured values, then [lo, hi) of this thread.
+    body_args = [T.PTR] * len(ptrs) + [v.type for _, v in values] + [var_t, var_t]
+    body_fn = ir.Function(module, ir.FunctionType(ir.VoidType(), body_args), base + ".body")
+    body_fn.linkage = "internal"
+    body_fn.attributes.add("nounwind")
+    sub = FunctionEmitter(module, body_fn, e.func_name, e.fastmath, in_parallel=True,
+                          returns_status=False)
+    for (ptr, buf), arg in zip(ptrs, body_fn.args):
+        arg.add_attribute("noalias")
+        arg.attributes.align = max(buf.align, T.elem_align(buf.dtype))
+    for buf, i in buf_param.items():
+        sub.buffers[buf] = body_fn.args[i]
+        sub.buffers_by_name.setdefault(buf.name, body_fn.args[i])
+    for (var, _), arg in zip(values, body_fn.args[len(ptrs):]):
+        sub.vars[var] = arg
+    t_lo, t_hi = body_fn.args[-2], body_fn.args[-1]
+    sub.serial_loop(loop.var, t_lo, t_hi, lambda: sub.stmt(loop.body))
+    sub.finish()
+
+    # The trampoline libgomp calls on every thread.
+    fields = [T.PTR] * len(ptrs) + [v.type for _, v in values] + [T.I64, T.I64]
+    struct_t = ir.LiteralStructType(fields)
+    tramp = ir.Function(module, ir.FunctionType(ir.VoidType(), [T.PTR]), base)
+    tramp.linkage = "internal"
+    tramp.attributes.add("nounwind")
+    tb = ir.IRBuilder(tramp.append_basic_block("entry"))
+    data = tramp.args[0]
+    loaded = []
+    for i, ft in enumerate(fields):
+        p = tb.gep(data, [ir.Constant(T.I32, 0), ir.Constant(T.I32, i)], inbounds=True,
+                   source_etype=struct_t)
+        loaded.append(tb.load(p, typ=ft))
+    t_min, t_ext = loaded[-2], loaded[-1]
+    tid = tb.sext(tb.call(declare(module, "omp_get_thread_num", T.I32, []), []), T.I64)
+    nt = tb.sext(tb.call(declare(module, "omp_get_num_threads", T.I32, []), []), T.I64)
+    one = ir.Constant(T.I64, 1)
+    chunk = tb.sdiv(tb.add(t_ext, tb.sub(nt, one)), nt)
+    begin = tb.mul(tid, chunk)
+    end = tb.add(begin, chunk)
+    end = tb.select(tb.icmp_signed("<", end, t_ext), end, t_ext)
+    with tb.if_then(tb.icmp_signed("<", begin, end)):
+        args = loaded[:-2] + [T.cast(tb, tb.add(t_min, x), "int64", loop.var.dtype) for x in (begin, end)]
+        tb.call(body_fn, args)
+    tb.ret_void()
+
+    # The call site: fill the struct (a stack slot in the entry block) and start the team.
+    with b.if_then(b.icmp_signed(">", ext64, ir.Constant(T.I64, 0))):
+        slot = e.entry_alloca(struct_t, 8, base + ".data")
+        for i, v in enumerate([p for p, _ in ptrs] + [v for _, v in values] + [lo64, ext64]):
+            p = b.gep(slot, [ir.Constant(T.I32, 0), ir.Constant(T.I32, i)], inbounds=True,
+                      source_etype=struct_t)
+            b.store(v, p)
+        gomp = declare(module, "GOMP_parallel", ir.VoidType(), [T.PTR, T.PTR, T.I32, T.I32])
+        b.call(gomp, [tramp, slot, ir.Constant(T.I32, 0), ir.Constant(T.I32, 0)])
+

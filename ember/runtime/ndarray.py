@@ -1,0 +1,113 @@
+"""Aligned n-d arrays that share memory with numpy.
+
+Kernels promise LLVM that buffer pointers are aligned (64 bytes by default) so that vector
+loads need no peeling; numpy only guarantees 16. :class:`NDArray` owns 64-byte-aligned memory
+and hands out zero-copy numpy views; kernels accept NDArrays and plain numpy arrays alike.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+DEFAULT_ALIGN = 64
+
+
+def numpy_dtype(dtype: Any) -> np.dtype:
+    """``"float32"``, ``"bfloat16"`` (through ml_dtypes) or any numpy dtype-like."""
+    if isinstance(dtype, str) and dtype == "bfloat16":
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(dtype)
+
+
+def _aligned_empty(shape: tuple, dtype: np.dtype, align: int) -> np.ndarray:
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    raw = np.empty(nbytes + align, dtype=np.uint8)
+    offset = (-raw.ctypes.data) % align
+    # The view keeps ``raw`` alive through its ``base``.
+    return raw[offset:offset + nbytes].view(dtype).reshape(shape)
+
+
+class NDArray:
+    """A C-contiguous array in ``align``-byte-aligned memory; ``numpy()`` views it without copying."""
+
+    __slots__ = ("_arr", "__weakref__")
+
+    def __init__(self, arr: np.ndarray):
+        self._arr = arr
+
+    @property
+    def shape(self) -> tuple:
+        return self._arr.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._arr.dtype
+
+    @property
+    def ndim(self) -> int:
+        return self._arr.ndim
+
+    @property
+    def size(self) -> int:
+        return self._arr.size
+
+    @property
+    def nbytes(self) -> int:
+        return self._arr.nbytes
+
+    @property
+    def data_ptr(self) -> int:
+        """Address of the first element."""
+        return self._arr.ctypes.data
+
+    def numpy(self) -> np.ndarray:
+        """A numpy view of the same memory (writes through both ways)."""
+        return self._arr
+
+    def copyfrom(self, src) -> "NDArray":
+        """Copy ``src`` (array-like of the same shape) into this array."""
+        np.copyto(self._arr, np.asarray(src, dtype=self._arr.dtype))
+        return self
+
+    def __array__(self, dtype=None, copy=None):
+        if dtype is None or np.dtype(dtype) == self._arr.dtype:
+            return self._arr.copy() if copy else self._arr
+        return self._arr.astype(dtype)
+
+    def __len__(self) -> int:
+        return len(self._arr)
+
+    def __repr__(self) -> str:
+        return f"ember.NDArray({self._arr!r})"
+
+
+def empty(shape: Sequence[int] | int, dtype: Any = "float32", align: int = DEFAULT_ALIGN) -> NDArray:
+    """An uninitialized aligned array."""
+    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
+    return NDArray(_aligned_empty(shape, numpy_dtype(dtype), align))
+
+
+def zeros(shape: Sequence[int] | int, dtype: Any = "float32", align: int = DEFAULT_ALIGN) -> NDArray:
+    """An aligned array of zeros."""
+    out = empty(shape, dtype, align)
+    out._arr.fill(0)
+    return out
+
+
+def array(obj: Any, dtype: Any = None, align: int = DEFAULT_ALIGN) -> NDArray:
+    """Copy ``obj`` (anything numpy accepts) into a new aligned array."""
+    src = np.asarray(obj, dtype=None if dtype is None else numpy_dtype(dtype))
+    out = NDArray(_aligned_empty(src.shape, src.dtype, align))
+    np.copyto(out._arr, src)
+    return out
+
+
+def from_numpy(arr: np.ndarray, align: int = DEFAULT_ALIGN) -> NDArray:
+    """Wrap ``arr`` without copying when it is C-contiguous and aligned, else copy it."""
+    arr = np.asarray(arr)
+    if arr.flags.c_contiguous and arr.ctypes.data % align == 0:
+        return NDArray(arr)
+    return array(arr, align=align)

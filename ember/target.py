@@ -1,0 +1,168 @@
+"""The machine Ember generates code for: triple, CPU, features, vector width, cores and caches.
+
+Schedules read the vector width and cache sizes to pick tile shapes; the code generator reads
+the triple, CPU and features to create an LLVM target machine.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import platform
+import shlex
+
+_SYS_CACHE = "/sys/devices/system/cpu/cpu0/cache"
+# Used when sysfs is unavailable (containers, non-Linux): typical current x86 server values.
+_DEFAULT_CACHES = {"l1d": 32 * 1024, "l2": 1024 * 1024, "l3": 32 * 1024 * 1024}
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """A code-generation target (immutable, hashable; part of the compile-cache key)."""
+
+    triple: str
+    cpu: str
+    features: str = ""
+    vector_bits: int = 128
+    cores: int = 1
+    l1d_bytes: int = _DEFAULT_CACHES["l1d"]
+    l2_bytes: int = _DEFAULT_CACHES["l2"]
+    l3_bytes: int = _DEFAULT_CACHES["l3"]
+
+    @property
+    def fp32_lanes(self) -> int:
+        """float32 lanes in one vector register."""
+        return self.vector_bits // 32
+
+    def lanes(self, dtype_bits: int) -> int:
+        """Lanes of a ``dtype_bits``-wide element in one vector register."""
+        return max(1, self.vector_bits // max(8, dtype_bits))
+
+    def has_feature(self, name: str) -> bool:
+        return f"+{name}" in self.features.split(",")
+
+    @staticmethod
+    @functools.lru_cache(maxsize=None)
+    def host() -> "Target":
+        """The machine this process runs on."""
+        import llvmlite.binding as llvm
+
+        cpu = llvm.get_host_cpu_name()
+        try:
+            features = llvm.get_host_cpu_features().flatten()
+        except RuntimeError:  # some platforms cannot report features
+            features = ""
+        return _make(llvm.get_process_triple(), cpu, features)
+
+    @staticmethod
+    def from_string(spec: str) -> "Target":
+        """Parse ``"llvm -mcpu=skylake-avx512 -mattr=+avx2 -mtriple=..."`` (host defaults).
+
+        ``-mcpu`` alone selects that CPU's default feature set (the host's features are dropped,
+        so the code does not claim instructions the named CPU lacks).
+        """
+        words = shlex.split(spec)
+        if words and words[0] in ("llvm", "cpu"):
+            words = words[1:]
+        host = Target.host()
+        triple, cpu, features = host.triple, host.cpu, host.features
+        opts = {}
+        for w in words:
+            key, sep, value = w.partition("=")
+            if not sep or key not in ("-mcpu", "-mattr", "-mtriple", "-cores"):
+                from .errors import EmberError
+
+                raise EmberError(f"bad target option {w!r} in {spec!r}: expected -mcpu=, -mattr=, "
+                                 f"-mtriple= or -cores=")
+            opts[key] = value
+        if "-mtriple" in opts:
+            triple = opts["-mtriple"]
+        if "-mcpu" in opts and opts["-mcpu"] != cpu:
+            cpu, features = opts["-mcpu"], _cpu_default_features(opts["-mcpu"])
+        if "-mattr" in opts:
+            features = _merge_features(features, opts["-mattr"])
+        t = _make(triple, cpu, features)
+        if "-cores" in opts:
+            t = dataclasses.replace(t, cores=int(opts["-cores"]))
+        return t
+
+    def __str__(self) -> str:
+        return f"llvm -mtriple={self.triple} -mcpu={self.cpu}"
+
+
+def _make(triple: str, cpu: str, features: str) -> Target:
+    flags = set(features.split(","))
+    if "+avx512f" in flags:
+        bits = 512
+    elif "+avx2" in flags:
+        bits = 256
+    else:
+        bits = 128
+    caches = _cache_sizes()
+    return Target(triple, cpu, features, bits, _cores(), caches["l1d"], caches["l2"], caches["l3"])
+
+
+# A CPU named on the command line gets the features its family is known for. We only need the
+# ones that decide vector width; LLVM fills in the rest from the CPU name.
+_KNOWN_WIDE = {
+    "skylake-avx512": "+avx512f,+avx512bw,+avx512dq,+avx512vl,+avx2,+fma,+f16c,+avx",
+    "cascadelake": "+avx512f,+avx512bw,+avx512dq,+avx512vl,+avx512vnni,+avx2,+fma,+f16c,+avx",
+    "icelake-server": "+avx512f,+avx512bw,+avx512dq,+avx512vl,+avx2,+fma,+f16c,+avx",
+    "sapphirerapids": "+avx512f,+avx512bw,+avx512dq,+avx512vl,+avx512bf16,+avx512fp16,+avx2,+fma,+f16c,+avx",
+    "znver4": "+avx512f,+avx512bw,+avx512dq,+avx512vl,+avx512bf16,+avx2,+fma,+f16c,+avx",
+    "znver3": "+avx2,+fma,+f16c,+avx", "znver2": "+avx2,+fma,+f16c,+avx",
+    "haswell": "+avx2,+fma,+f16c,+avx", "skylake": "+avx2,+fma,+f16c,+avx",
+    "x86-64-v3": "+avx2,+fma,+f16c,+avx", "x86-64-v4": "+avx512f,+avx512bw,+avx512dq,+avx512vl,+avx2,+fma,+f16c,+avx",
+}
+
+
+def _cpu_default_features(cpu: str) -> str:
+    return _KNOWN_WIDE.get(cpu, "")
+
+
+def _merge_features(base: str, extra: str) -> str:
+    out = {}
+    for f in [x for x in base.split(",") if x] + [x for x in extra.split(",") if x]:
+        out[f[1:] if f[0] in "+-" else f] = f if f[0] in "+-" else "+" + f
+    return ",".join(out.values())
+
+
+def _cores() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+@functools.lru_cache(maxsize=None)
+def _cache_sizes() -> dict:
+    sizes = dict(_DEFAULT_CACHES)
+    if platform.system() != "Linux" or not os.path.isdir(_SYS_CACHE):
+        return sizes
+    for entry in sorted(os.listdir(_SYS_CACHE)):
+        d = os.path.join(_SYS_CACHE, entry)
+        try:
+            level = int(_read(d, "level"))
+            kind = _read(d, "type")
+            size = _parse_size(_read(d, "size"))
+        except (OSError, ValueError):
+            continue
+        if level == 1 and kind in ("Data", "Unified"):
+            sizes["l1d"] = size
+        elif level == 2:
+            sizes["l2"] = size
+        elif level == 3:
+            sizes["l3"] = size
+    return sizes
+
+
+def _read(d: str, name: str) -> str:
+    with open(os.path.join(d, name)) as f:
+        return f.read().strip()
+
+
+def _parse_size(s: str) -> int:
+    mult = {"K": 1024, "M": 1024 ** 2, "G": 1024 ** 3}
+    if s and s[-1].upper() in mult:
+        return int(s[:-1]) * mult[s[-1].upper()]
+    return int(s)
