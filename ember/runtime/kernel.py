@@ -11,43 +11,12 @@ kernel over static shapes costs a few attribute reads per array plus the ctypes 
 from __future__ import annotations
 
 import ctypes
-import sys
 
 import numpy as np
 
 from ..errors import ArgumentError, DTypeError, EmberError, ShapeError
+from .call import make_call
 from .ndarray import NDArray, numpy_dtype
-
-
-def _find_data_offset():
-    """Offset of the data pointer inside a numpy array object, if we can read it directly.
-
-    ``arr.ctypes.data`` costs over a microsecond; reading the ``data`` field of numpy's
-    ``PyArrayObject`` (right after the object header) costs a tenth of that. We verify the
-    layout on live arrays and fall back to the public API if it does not hold.
-    """
-    if sys.implementation.name != "cpython":
-        return None
-    probe = np.arange(16, dtype=np.float64)
-    for off in (16,):
-        try:
-            ok = all(ctypes.c_void_p.from_address(id(x) + off).value == x.ctypes.data
-                     for x in (probe, probe[3:], probe.reshape(4, 4)[1:, 2:], np.empty(0)))
-        except (ValueError, OSError):
-            ok = False
-        if ok:
-            return off
-    return None
-
-
-_DATA_OFFSET = _find_data_offset()
-_read_ptr = ctypes.c_void_p.from_address
-
-
-def data_pointer(a: np.ndarray) -> int:
-    if _DATA_OFFSET is not None:
-        return _read_ptr(id(a) + _DATA_OFFSET).value or 0
-    return a.__array_interface__["data"][0]
 
 
 def eval_dim(e, env: dict):
@@ -142,12 +111,15 @@ class Kernel:
         self._scalars = [(p["name"], p["dtype"], p["name"] in dims) for p in scalars]
         self._explicit = [name for name, _, inferred in self._scalars if not inferred]
         self._nargs = len(self._bufs) + len(self._explicit)
-        self._static = not scalars and all(b.static_shape is not None and not b.explicit_strides
-                                           for b in self._bufs)
         argtypes = [ctypes.c_void_p] * len(self._bufs)
         argtypes += [ctypes.c_double if p["abi"] == "double" else ctypes.c_int64 for p in scalars]
         cfunc.argtypes = argtypes
         cfunc.restype = ctypes.c_int32
+        # Calls go straight to the generated checker: a per-kernel subclass whose __call__ *is*
+        # that function saves a Python frame (about 0.1 us) per call.
+        self._call = make_call(self)
+        self.__class__ = type("Kernel", (Kernel,), {"__call__": staticmethod(self._call),
+                                                    "__module__": Kernel.__module__})
 
     @property
     def param_names(self) -> list:
@@ -163,117 +135,69 @@ class Kernel:
 
     # --- calling --------------------------------------------------------------------------
     def __call__(self, *args):
-        if len(args) != self._nargs:
-            raise ArgumentError(f"kernel {self.name!r} takes {self._nargs} argument(s) "
-                                f"{self.signature()}, got {len(args)}")
-        if self._static:
-            ptrs = []
-            for p, a in zip(self._bufs, args):
-                if type(a) is not np.ndarray:
-                    a = self._coerce(p, a)
-                if a.dtype is not p.dtype and a.dtype != p.dtype:
-                    self._bad_dtype(p, a)
-                if a.shape != p.static_shape:
-                    self._bad_shape(p, a, {})
-                if a.strides != p.c_strides and not a.flags.c_contiguous:
-                    self._bad_layout(p, a, "must be C-contiguous")
-                ptr = data_pointer(a)
-                if ptr & p.align_mask:
-                    self._bad_align(p, ptr)
-                ptrs.append(ptr)
-            return self._run(ptrs)
-        return self._run(self._marshal_dynamic(args))
+        """Check ``args`` against the parameters and run the kernel (see the class docstring)."""
+        return self._call(*args)
 
-    def _run(self, cargs: list):
-        try:
-            rc = self._cfunc(*cargs)
-        except ctypes.ArgumentError as exc:
-            raise ArgumentError(f"kernel {self.name!r}: bad scalar argument: {exc}") from None
-        if rc != 0:
-            raise EmberError(f"kernel {self.name!r} failed (status {rc}): a scratch allocation "
-                             f"ran out of memory")
-
-    def _marshal_dynamic(self, args) -> list:
-        env: dict = {}
-        arrays = []
-        for p, a in zip(self._bufs, args):
-            if type(a) is not np.ndarray:
-                a = self._coerce(p, a)
-            if a.dtype is not p.dtype and a.dtype != p.dtype:
-                self._bad_dtype(p, a)
-            if a.ndim != p.ndim:
-                self._bad_shape(p, a, env)
+    def _check_extra(self, arrays: tuple, env: dict) -> None:
+        """Checks that need every scalar: dimensions that are expressions, explicit strides."""
+        for p, a in zip(self._bufs, arrays):
             for k, s in enumerate(p.shape):
-                got = a.shape[k]
-                if isinstance(s, int):
-                    if got != s:
-                        self._bad_shape(p, a, env)
-                elif isinstance(s, str):
-                    bound = env.setdefault(s, got)
-                    if bound != got:
-                        self._bad_shape(p, a, env, f"{s} = {bound} from an earlier argument")
-            arrays.append((p, a))
-        for name, value in zip(self._explicit, args[len(self._bufs):]):
-            if isinstance(value, (np.ndarray, NDArray)):
-                raise ArgumentError(f"kernel {self.name!r}: scalar parameter {name!r} got an array; "
-                                    f"the signature is {self.signature()}")
-            env[name] = value
-        ptrs = []
-        for p, a in arrays:
-            for k, s in enumerate(p.shape):  # dimensions that are expressions of the scalars
                 if isinstance(s, list):
                     want = eval_dim(s, env)
                     if want is not None and want != a.shape[k]:
-                        self._bad_shape(p, a, env)
+                        self._bad_shape(p.index, a, env)
             if p.explicit_strides:
                 item = p.dtype.itemsize
                 for k, s in enumerate(p.strides):
                     want = eval_dim(s, env)
                     if want is not None and a.shape[k] > 1 and a.strides[k] != want * item:
-                        self._bad_layout(p, a, f"needs strides (in elements) "
-                                               f"({', '.join(dim_str(x) for x in p.strides)})")
-            elif not a.flags.c_contiguous:
-                self._bad_layout(p, a, "must be C-contiguous")
-            ptr = data_pointer(a)
-            if ptr & p.align_mask:
-                self._bad_align(p, ptr)
-            ptrs.append(ptr)
-        out = ptrs
-        for name, dtype, _ in self._scalars:
-            v = env[name]
-            out.append(float(v) if _is_float(dtype) else int(v))
-        return out
+                        self._bad_layout(p.index, a, f"needs strides (in elements) "
+                                                     f"({', '.join(dim_str(x) for x in p.strides)})")
 
     # --- errors -----------------------------------------------------------------------------
-    def _where(self, p: _BufferParam) -> str:
-        return f"kernel {self.name!r}: argument {p.name!r} (#{p.index})"
+    def _where(self, index: int) -> str:
+        return f"kernel {self.name!r}: argument {self._bufs[index].name!r} (#{index})"
 
-    def _coerce(self, p: _BufferParam, a) -> np.ndarray:
+    def _bad_count(self, args):
+        raise ArgumentError(f"kernel {self.name!r} takes {self._nargs} argument(s) "
+                            f"{self.signature()}, got {len(args)}")
+
+    def _coerce(self, index: int, a) -> np.ndarray:
         if isinstance(a, NDArray):
             return a._arr
-        raise ArgumentError(f"{self._where(p)} must be a numpy array or ember NDArray, got "
+        raise ArgumentError(f"{self._where(index)} must be a numpy array or ember NDArray, got "
                             f"{type(a).__name__}")
 
-    def _bad_dtype(self, p, a):
-        raise DTypeError(f"{self._where(p)} has dtype {a.dtype}, expected {p.dtype_name}")
+    def _bad_dtype(self, index: int, a):
+        raise DTypeError(f"{self._where(index)} has dtype {a.dtype}, expected "
+                         f"{self._bufs[index].dtype_name}")
 
-    def _bad_shape(self, p, a, env, why: str = ""):
-        bound = ", ".join(f"{k}={v}" for k, v in env.items() if isinstance(k, str))
+    def _bad_shape(self, index: int, a, env: dict, name: str = ""):
+        p = self._bufs[index]
+        bound = ", ".join(f"{k}={v}" for k, v in env.items())
         want = "(" + ", ".join(dim_str(s) for s in p.shape) + ("," if p.ndim == 1 else "") + ")"
         extra = f" with {bound}" if bound else ""
-        raise ShapeError(f"{self._where(p)} has shape {tuple(a.shape)}, expected {want}{extra}"
-                         + (f" ({why})" if why else ""))
+        why = f" ({name} was bound by an earlier argument)" if name else ""
+        raise ShapeError(f"{self._where(index)} has shape {tuple(a.shape)}, expected {want}{extra}{why}")
 
-    def _bad_layout(self, p, a, what: str):
-        raise ArgumentError(f"{self._where(p)} {what} (got strides {a.strides} in bytes); pass "
-                            f"np.ascontiguousarray(x) or ember.runtime.array(x)")
+    def _bad_layout(self, index: int, a, what: str = "must be C-contiguous"):
+        raise ArgumentError(f"{self._where(index)} {what} (got strides {a.strides} in bytes); "
+                            f"pass np.ascontiguousarray(x) or ember.runtime.array(x)")
 
-    def _bad_align(self, p, ptr: int):
+    def _bad_scalars(self, values, exc):
+        names = ", ".join(self._explicit)
+        raise ArgumentError(f"kernel {self.name!r}: bad scalar argument for ({names}): got "
+                            f"{tuple(values)!r} ({exc})") from None
+
+    def _failed(self, rc: int):
+        raise EmberError(f"kernel {self.name!r} failed (status {rc}): a scratch allocation ran "
+                         f"out of memory")
+
+    def _bad_align(self, index: int, ptr: int):
+        p = self._bufs[index]
         align = p.align_mask + 1
-        raise ArgumentError(f"{self._where(p)} is not {align}-byte aligned (address {ptr:#x} is "
+        raise ArgumentError(f"{self._where(index)} is not {align}-byte aligned (address {ptr:#x} is "
                             f"{ptr % align} bytes off); allocate it with ember.runtime.empty/"
                             f"array, which align to {align} bytes")
 
 
-def _is_float(dtype: str) -> bool:
-    return dtype.startswith(("float", "bfloat"))

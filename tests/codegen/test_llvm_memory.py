@@ -1,0 +1,274 @@
+"""LLVM code generation of memory access and statements: vector loads/stores, gathers,
+predicates, allocations, control flow, symbolic shapes and parallel loops.
+
+All kernels are compiled as one module.
+"""
+import numpy as np
+import pytest
+
+from ember import CompileError
+from ember import runtime as rt
+from ember.codegen.llvm import build
+from ember.loop import (Allocate, Broadcast, Buffer, Cast, Evaluate, FloatImm, For, IfThenElse,
+                        IntImm, Let, LetStmt, Not, PrimFunc, Ramp, Select, Store, Var, as_expr,
+                        seq)
+from ember.loop import intrinsics
+
+L = 8
+
+
+def ramp(base, stride=1, lanes=L):
+    return Ramp(as_expr(base), IntImm(stride), lanes)
+
+
+def kernels():
+    i, j, k = Var("i"), Var("j"), Var("k")
+    n, m = Var("n"), Var("m")
+    fs = []
+
+    # Contiguous vector access in 2-D, and a strided (gather) read down columns.
+    A2, C2 = Buffer("A", (4, 32)), Buffer("C", (4, 32))
+    fs.append(PrimFunc("vec2d", (A2, C2), For(j, 0, 4, "serial", For(k, 0, 4, "serial", Store(
+        C2, A2[j, ramp(k * 8)] * 2.0, (j, ramp(k * 8)))))))
+    AT, CT = Buffer("A", (8, 4)), Buffer("C", (4, 8))
+    fs.append(PrimFunc("transpose", (AT, CT), For(j, 0, 4, "serial", Store(CT, AT[ramp(0), j], (j, ramp(0))))))
+
+    # Gathers and scatters.
+    A, C, Idx = Buffer("A", (64,)), Buffer("C", (32,)), Buffer("Idx", (32,), "int32")
+    fs.append(PrimFunc("gather_stride", (A, C), For(i, 0, 4, "serial", Store(
+        C, A[ramp(i * 16, 2)], (ramp(i * 8),)))))
+    fs.append(PrimFunc("gather_index", (A, Idx, C), For(i, 0, 4, "serial", Store(
+        C, A[Idx[ramp(i * 8)]], (ramp(i * 8),)))))
+    fs.append(PrimFunc("scatter_stride", (C, A), For(i, 0, 4, "serial", Store(
+        A, C[ramp(i * 8)], (ramp(i * 16, 2),)))))
+
+    # Predicated (masked) vector access over a tail, with n <= 32 a scalar parameter.
+    Am, Cm = Buffer("A", (32,)), Buffer("C", (32,))
+    pred = ramp(i * 8) < Broadcast(n, L)
+    fs.append(PrimFunc("masked", (Am, Cm, n), For(i, 0, (n + 7) // 8, "serial", Store(
+        Cm, Am.load(ramp(i * 8), predicate=pred) + 1.0, (ramp(i * 8),), pred))))
+    gpred = ramp(i * 8) < Broadcast(n, L)
+    fs.append(PrimFunc("masked_gather", (A, Cm, n), For(i, 0, 4, "serial", Store(
+        Cm, A.load(ramp(i * 16, 2), predicate=gpred), (ramp(i * 8, 1),), gpred))))
+    fs.append(PrimFunc("scalar_pred", (Am, Cm, n, m), For(i, 0, 32, "serial", Store(
+        Cm, Am.load(i, predicate=i < n), (i,), i < m))))
+
+    # bool vectors, broadcast index (all lanes read one element), select on vectors.
+    Bb, Cb = Buffer("B", (32,), "bool"), Buffer("C", (32,), "bool")
+    fs.append(PrimFunc("not_bool", (Bb, Cb), For(i, 0, 4, "serial", Store(
+        Cb, Not(Bb[ramp(i * 8)]), (ramp(i * 8),)))))
+    A8, C64 = Buffer("A", (8,)), Buffer("C", (64,))
+    fs.append(PrimFunc("bcast_index", (A8, C64), For(i, 0, 8, "serial", Store(
+        C64, A8[Broadcast(i, L)], (ramp(i * 8),)))))
+    fs.append(PrimFunc("vselect", (Am, Cm), For(i, 0, 4, "serial", Store(
+        Cm, Select(Am[ramp(i * 8)] > Broadcast(FloatImm(0.0), L), Am[ramp(i * 8)],
+                   Broadcast(FloatImm(-1.0), L)), (ramp(i * 8),)))))
+
+    # Lets, ifs, evaluate, unrolled/vectorized kinds left for codegen.
+    x = Var("x", "float32")
+    fs.append(PrimFunc("control", (Am, Cm), For(i, 0, 32, "unrolled", LetStmt(x, Am[i] * 2.0, seq(
+        Evaluate(IntImm(0)),
+        IfThenElse(i < 16, Store(Cm, Let(Var("y", "float32"), x + 1.0, Var("y", "float32") * 3.0), (i,)),
+                   IfThenElse(i % 2 < 1, Store(Cm, x, (i,)))))))))
+    fs.append(PrimFunc("vector_kind", (Am, Cm), For(i, 0, 32, "vectorized", Store(Cm, Am[i] + 1.0, (i,)))))
+
+    # Allocations: local (registers), global with a symbolic size.
+    tmp = Buffer("tmp", (8,), scope="local")
+    fs.append(PrimFunc("local_alloc", (Am, Cm), For(i, 0, 4, "serial", Allocate(tmp, seq(
+        For(j, 0, 8, "unrolled", Store(tmp, Am[i * 8 + j] * 2.0, (j,))),
+        For(j, 0, 8, "unrolled", Store(Cm, tmp[7 - j], (i * 8 + j,))))))))
+    An, Cn = Buffer("A", (n,)), Buffer("C", (n,))
+    heap = Buffer("heap", (n,), scope="global")
+    fs.append(PrimFunc("global_alloc", (An, Cn), Allocate(heap, seq(
+        For(i, 0, n, "serial", Store(heap, An[i] + 1.0, (i,))),
+        For(i, 0, n, "serial", Store(Cn, heap[n - 1 - i], (i,)))))))
+
+    # Symbolic shapes and scalar parameters.
+    S, T = Buffer("S", (n, 4)), Buffer("T", (n, 4))
+    alpha = Var("alpha", "float32")
+    fs.append(PrimFunc("scale_rows", (S, T, alpha), For(i, 0, n, "serial", For(j, 0, 4, "serial", Store(
+        T, S[i, j] * alpha + Cast("float32", i), (i, j))))))
+    # Explicit strides: a transposed view of a (4, n) array.
+    V = Buffer("V", (n, 4), strides=(IntImm(1), n), align=4)
+    fs.append(PrimFunc("strided", (V, T), For(i, 0, n, "serial", For(j, 0, 4, "serial", Store(
+        T, V[i, j], (i, j))))))
+
+    # Parallel loops: plain, with a captured let and a nonzero min, nested, with scratch.
+    P, Q = Buffer("P", (n,)), Buffer("Q", (n,))
+    fs.append(PrimFunc("par", (P, Q), For(i, 0, n, "parallel", Store(Q, intrinsics.sqrt(P[i]) + 1.0, (i,)))))
+    c = Var("c", "float32")
+    fs.append(PrimFunc("par_let", (P, Q, alpha), LetStmt(c, alpha * 2.0, seq(
+        Store(Q, FloatImm(-1.0), (0,)),
+        For(i, 1, n - 2, "parallel", Store(Q, P[i] * c, (i,)))))))  # [1, n - 1)
+    M2, N2 = Buffer("M", (n, 16)), Buffer("N", (n, 16))
+    fs.append(PrimFunc("par_nested", (M2, N2), For(i, 0, n, "parallel", For(j, 0, 16, "parallel", Store(
+        N2, M2[i, j] + Cast("float32", j), (i, j))))))
+    row = Buffer("row", (16,), scope="local")
+    whole = Buffer("whole", (n, 16), scope="global")
+    fs.append(PrimFunc("par_scratch", (M2, N2), Allocate(whole, seq(
+        For(i, 0, n, "parallel", Allocate(row, seq(
+            For(j, 0, 16, "serial", Store(row, M2[i, j] * 2.0, (j,))),
+            For(j, 0, 16, "serial", Store(whole, row[15 - j], (i, j)))))),
+        For(i, 0, n, "parallel", For(j, 0, 4, "serial", Store(
+            N2, whole[i, ramp(j * 4, 1, 4)] + Broadcast(FloatImm(1.0), 4), (i, ramp(j * 4, 1, 4)))))))))
+    fs.append(PrimFunc("fastmath", (P, Q), For(i, 0, n, "serial", Store(Q, P[i] * 2.0 + 1.0, (i,))),
+                       attrs=(("fastmath", True),)))
+    return fs
+
+
+@pytest.fixture(scope="module")
+def mod():
+    return build(kernels(), name="memory_tests")
+
+
+def arr(x, dtype="float32"):
+    return rt.array(np.asarray(x, dtype=dtype))
+
+
+def test_vector_2d_and_column_gather(mod):
+    a = np.arange(128, dtype=np.float32).reshape(4, 32)
+    c = rt.zeros((4, 32))
+    mod["vec2d"](arr(a), c)
+    np.testing.assert_array_equal(c.numpy(), a * 2)
+    at = np.arange(32, dtype=np.float32).reshape(8, 4)
+    ct = rt.zeros((4, 8))
+    mod["transpose"](arr(at), ct)
+    np.testing.assert_array_equal(ct.numpy(), at.T)
+
+
+def test_gather_scatter(mod):
+    a = np.arange(64, dtype=np.float32)
+    c = rt.zeros(32)
+    mod["gather_stride"](arr(a), c)
+    np.testing.assert_array_equal(c.numpy(), a[::2])
+    idx = np.random.default_rng(0).integers(0, 64, 32).astype(np.int32)
+    mod["gather_index"](arr(a), arr(idx, "int32"), c)
+    np.testing.assert_array_equal(c.numpy(), a[idx])
+    out = rt.zeros(64)
+    mod["scatter_stride"](arr(a[:32]), out)
+    want = np.zeros(64, np.float32)
+    want[::2] = a[:32]
+    np.testing.assert_array_equal(out.numpy(), want)
+
+
+@pytest.mark.parametrize("n", [0, 3, 13, 16, 32])
+def test_masked(mod, n):
+    a = np.arange(32, dtype=np.float32)
+    c = rt.array(np.full(32, -5, np.float32))
+    mod["masked"](arr(a), c, n)
+    want = np.full(32, -5, np.float32)
+    want[:n] = a[:n] + 1
+    np.testing.assert_array_equal(c.numpy(), want)
+    a64 = np.arange(64, dtype=np.float32)
+    c = rt.array(np.full(32, -5, np.float32))
+    mod["masked_gather"](arr(a64), c, n)
+    want = np.full(32, -5, np.float32)
+    want[:n] = a64[: 2 * n : 2]
+    np.testing.assert_array_equal(c.numpy(), want)
+
+
+def test_scalar_predicates(mod):
+    a = np.arange(32, dtype=np.float32) + 1
+    c = rt.array(np.full(32, -5, np.float32))
+    mod["scalar_pred"](arr(a), c, 10, 20)
+    want = np.full(32, -5, np.float32)
+    want[:20] = np.where(np.arange(20) < 10, a[:20], 0)  # a masked-off load reads as zero
+    np.testing.assert_array_equal(c.numpy(), want)
+
+
+def test_bool_broadcast_select(mod):
+    b = np.random.default_rng(1).integers(0, 2, 32).astype(bool)
+    c = rt.zeros(32, "bool")
+    mod["not_bool"](rt.array(b), c)
+    np.testing.assert_array_equal(c.numpy(), ~b)
+    a8 = np.arange(8, dtype=np.float32)
+    c = rt.zeros(64)
+    mod["bcast_index"](arr(a8), c)
+    np.testing.assert_array_equal(c.numpy(), np.repeat(a8, 8))
+    a = np.random.default_rng(2).standard_normal(32).astype(np.float32)
+    c = rt.zeros(32)
+    mod["vselect"](arr(a), c)
+    np.testing.assert_array_equal(c.numpy(), np.where(a > 0, a, -1))
+
+
+def test_control_flow(mod):
+    a = np.arange(32, dtype=np.float32)
+    c = rt.array(np.full(32, -5, np.float32))
+    mod["control"](arr(a), c)
+    i = np.arange(32)
+    want = np.where(i < 16, (a * 2 + 1) * 3, np.where(i % 2 == 0, a * 2, -5)).astype(np.float32)
+    np.testing.assert_array_equal(c.numpy(), want)
+    mod["vector_kind"](arr(a), c)
+    np.testing.assert_array_equal(c.numpy(), a + 1)
+
+
+def test_allocations(mod):
+    a = np.arange(32, dtype=np.float32)
+    c = rt.zeros(32)
+    mod["local_alloc"](arr(a), c)
+    np.testing.assert_array_equal(c.numpy(), (a * 2).reshape(4, 8)[:, ::-1].ravel())
+    for n in (1, 5, 1000):
+        x = np.arange(n, dtype=np.float32)
+        out = rt.zeros(n)
+        mod["global_alloc"](arr(x), out)
+        np.testing.assert_array_equal(out.numpy(), (x + 1)[::-1])
+
+
+@pytest.mark.parametrize("n", [0, 1, 3, 10])
+def test_symbolic_dims(mod, n):
+    s = np.random.default_rng(n).standard_normal((n, 4)).astype(np.float32)
+    t = rt.zeros((n, 4))
+    mod["scale_rows"](arr(s), t, 1.5)
+    want = s * np.float32(1.5) + np.arange(n, dtype=np.float32)[:, None]
+    np.testing.assert_allclose(t.numpy(), want, rtol=1e-6, atol=1e-6)  # a*b+c may fuse
+    v = np.asarray(s.T.copy()).T  # (n, 4) view of a (4, n) array: strides (1, n) elements
+    mod["strided"](v, t)
+    np.testing.assert_array_equal(t.numpy(), s)
+
+
+@pytest.mark.parametrize("n", [1, 7, 10000])
+def test_parallel(mod, n):
+    p = np.random.default_rng(0).uniform(0, 4, n).astype(np.float32)
+    q = rt.zeros(n)
+    mod["par"](arr(p), q)
+    np.testing.assert_allclose(q.numpy(), np.sqrt(p) + 1, rtol=1e-6)
+    q = rt.zeros(n)
+    mod["par_let"](arr(p), q, 0.5)
+    want = np.zeros(n, np.float32)
+    want[1:n - 1] = p[1:n - 1] * 1.0
+    want[0] = -1
+    np.testing.assert_array_equal(q.numpy(), want)
+    mm = np.random.default_rng(1).standard_normal((n, 16)).astype(np.float32)
+    out = rt.zeros((n, 16))
+    mod["par_nested"](arr(mm), out)
+    np.testing.assert_array_equal(out.numpy(), mm + np.arange(16, dtype=np.float32))
+    mod["par_scratch"](arr(mm), out)
+    np.testing.assert_array_equal(out.numpy(), (mm * 2)[:, ::-1] + 1)
+
+
+def test_parallel_calls_libgomp(mod):
+    with open(mod.path, "rb") as f:
+        assert b"GOMP_parallel" in f.read()
+
+
+def test_fastmath(mod):
+    p = np.arange(100, dtype=np.float32)
+    q = rt.zeros(100)
+    mod["fastmath"](arr(p), q)
+    np.testing.assert_allclose(q.numpy(), p * 2 + 1)
+
+
+def test_unbound_variable_names_kernel():
+    i, ghost = Var("i"), Var("ghost")
+    A = Buffer("A", (4,))
+    f = PrimFunc("haunted", (A,), For(i, 0, 4, "serial", Store(A, Cast("float32", ghost), (i,))))
+    with pytest.raises(CompileError, match="haunted.*ghost"):
+        build([f])
+
+
+def test_unknown_buffer_names_kernel():
+    i = Var("i")
+    A, B = Buffer("A", (4,)), Buffer("B", (4,))
+    f = PrimFunc("lost", (A,), For(i, 0, 4, "serial", Store(A, B[i], (i,))))
+    with pytest.raises(CompileError, match="lost.*'B'"):
+        build([f])
