@@ -7,3 +7,4 @@ from .expr import (Add, And, BinaryOp, Broadcast, Call, Cast, CmpOp, Div, EQ, Ex
 from .stmt import (Allocate, Buffer, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, Stmt, Store,
                    seq)
 from .visit import free_vars, rewrite, substitute, walk
+from .parser import parse
