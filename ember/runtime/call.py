@@ -13,6 +13,8 @@ import sys
 
 import numpy as np
 
+from .ndarray import NDArray
+
 
 def _find_data_offset():
     """Offset of the data pointer inside a numpy array object, if we can read it directly.
@@ -53,7 +55,7 @@ def make_call(kernel) -> callable:
     bufs, scalars = kernel._bufs, kernel._scalars
     explicit = [name for name, _, inferred in scalars if not inferred]
     nb = len(bufs)
-    ns = {"_ndarray": np.ndarray, "_vp": ctypes.c_void_p.from_address, "_id": id,
+    ns = {"_ndarray": np.ndarray, "_NDArray": NDArray, "_vp": ctypes.c_void_p.from_address, "_id": id,
           "_cfunc": kernel._cfunc, "_k": kernel, "_ArgErr": ctypes.ArgumentError}
     lines = [f"def __call__(*args):",
              f"    if len(args) != {nb + len(explicit)}: _k._bad_count(args)"]
@@ -69,7 +71,8 @@ def make_call(kernel) -> callable:
         a = f"a{k}"
         ns[f"D{k}"] = b.dtype
         lines += [f"    {a} = args[{k}]",
-                  f"    if type({a}) is not _ndarray: {a} = _k._coerce({k}, {a})",
+                  f"    if type({a}) is not _ndarray:",
+                  f"        {a} = {a}._arr if type({a}) is _NDArray else _k._coerce({k}, {a})",
                   f"    if {a}.dtype is not D{k} and {a}.dtype != D{k}: _k._bad_dtype({k}, {a})"]
         if b.static_shape is not None:
             lines.append(f"    if {a}.shape != {b.static_shape!r}: _k._bad_shape({k}, {a}, {{}})")
@@ -95,6 +98,15 @@ def make_call(kernel) -> callable:
         lines.append(f"    p{k} = {_ptr_expr(a)}")
         if b.align_mask:
             lines.append(f"    if p{k} & {b.align_mask} and {a}.size: _k._bad_align({k}, p{k})")
+        if b.output:
+            lines.append(f"    if not {a}.flags.writeable: _k._read_only({k})")
+    # Outputs must not be another argument (the code is compiled with noalias pointers). Only
+    # identical start addresses are caught; partial overlaps are the caller's responsibility.
+    for k, b in enumerate(bufs):
+        others = [f"p{j}" for j in range(nb) if j != k]
+        if b.output and others:
+            lines.append(f"    if p{k} in ({', '.join(others)},) and a{k}.size: "
+                         f"_k._aliased({k}, ({', '.join(f'p{j}' for j in range(nb))},))")
     for j, name in enumerate(explicit):
         lines.append(f"    {local[name]} = args[{nb + j}]")
         bound.append(name)

@@ -61,13 +61,14 @@ class _BufferParam:
     """One buffer parameter, with everything a call needs precomputed."""
 
     __slots__ = ("name", "index", "dtype", "dtype_name", "shape", "strides", "align_mask",
-                 "static_shape", "c_strides", "explicit_strides", "ndim")
+                 "static_shape", "c_strides", "explicit_strides", "ndim", "output")
 
     def __init__(self, meta: dict, index: int):
         self.name = meta["name"]
         self.index = index
         self.dtype_name = meta["dtype"]
         self.dtype = numpy_dtype(meta["dtype"])
+        self.output = bool(meta.get("output", False))
         self.shape = tuple(meta["shape"])
         self.ndim = len(self.shape)
         self.strides = None if meta.get("strides") is None else tuple(meta["strides"])
@@ -165,6 +166,8 @@ class Kernel:
     def _coerce(self, index: int, a) -> np.ndarray:
         if isinstance(a, NDArray):
             return a._arr
+        if isinstance(a, np.ndarray):  # a subclass (memmap, ...): same memory layout
+            return a
         raise ArgumentError(f"{self._where(index)} must be a numpy array or ember NDArray, got "
                             f"{type(a).__name__}")
 
@@ -183,6 +186,15 @@ class Kernel:
     def _bad_layout(self, index: int, a, what: str = "must be C-contiguous"):
         raise ArgumentError(f"{self._where(index)} {what} (got strides {a.strides} in bytes); "
                             f"pass np.ascontiguousarray(x) or ember.runtime.array(x)")
+
+    def _read_only(self, index: int):
+        raise ArgumentError(f"{self._where(index)} is written by the kernel but is read-only")
+
+    def _aliased(self, index: int, ptrs: tuple):
+        other = next(k for k, p in enumerate(ptrs) if k != index and p == ptrs[index])
+        raise ArgumentError(f"{self._where(index)} is the same memory as argument "
+                            f"{self._bufs[other].name!r} (#{other}); kernels assume their buffers "
+                            f"do not overlap, so pass a separate output array")
 
     def _bad_scalars(self, values, exc):
         names = ", ".join(self._explicit)

@@ -103,6 +103,27 @@ def test_non_contiguous_and_non_array(mod):
         mod.rows(f32(3, 4), f32(3, 4), "three")
 
 
+def test_outputs_must_be_writable_and_distinct(mod):
+    a = f32(16)
+    frozen = f32(16).numpy()
+    frozen.flags.writeable = False
+    mod.add(frozen, a, f32(16))  # read-only inputs are fine
+    with pytest.raises(ArgumentError, match="'C' \\(#2\\) is written by the kernel but is read-only"):
+        mod.add(a, a, frozen)
+    with pytest.raises(ArgumentError, match="'C' \\(#2\\) is the same memory as argument 'A'"):
+        mod.add(a, f32(16), a)
+
+
+def test_ndarray_subclasses_are_accepted(mod):
+    class Tagged(np.ndarray):
+        pass
+
+    a = f32(16).numpy().view(Tagged)
+    c = rt.empty(16)
+    mod.add(a, a, c)
+    np.testing.assert_array_equal(c.numpy(), 2 * np.asarray(a))
+
+
 def test_cache_hit_is_fast_and_works(ember_cache_dir):
     funcs = [add_kernel("cached_add", 32, "int32")]
     first = build(funcs)

@@ -89,6 +89,7 @@ class FunctionEmitter:
         """A stack slot in the entry block, where LLVM's mem2reg/SROA look for them."""
         slot = self._entry_builder.alloca(ty, name=name)
         slot.align = align
+        slot.type = T.PTR  # llvmlite types allocas as typed pointers; we address with opaque ones
         return slot
 
     def check_alloc(self, mem: ir.Value, buf: Buffer) -> None:

@@ -79,16 +79,15 @@ def load(e, node) -> ir.Value:
     lanes = dt.lanes(dtype)
     mt = T.mem_type(dtype)
     ealign = T.elem_align(buf.dtype)
-    contig = _contiguous_base(buf, node.indices) if lanes > 1 else None
-    if lanes == 1 or contig is not None:
-        if lanes > 1:
-            scalars, lanes_c = contig
-            if lanes_c == 1:  # every lane reads the same element
-                one = load_scalar_at(e, buf, ptr, scalars, node.predicate)
-                return T.broadcast(b, one, lanes)
-            addr = b.gep(ptr, [_flat_offset(e, buf, scalars)], source_etype=T.mem_type(buf.dtype))
-        else:
-            return load_scalar_at(e, buf, ptr, node.indices, node.predicate)
+    if lanes == 1:
+        return load_scalar_at(e, buf, ptr, node.indices, node.predicate)
+    contig = _contiguous_base(buf, node.indices)
+    vector_pred = node.predicate is not None and dt.lanes(node.predicate.dtype) > 1
+    if contig is not None and contig[1] == 1 and not vector_pred:
+        # Every lane reads the same element: one scalar load, splatted.
+        return T.broadcast(b, load_scalar_at(e, buf, ptr, contig[0], node.predicate), lanes)
+    if contig is not None and contig[1] > 1:
+        addr = b.gep(ptr, [_flat_offset(e, buf, contig[0])], source_etype=T.mem_type(buf.dtype))
         if node.predicate is None:
             v = b.load(addr, typ=mt, align=ealign)
         else:

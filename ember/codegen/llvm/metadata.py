@@ -31,11 +31,16 @@ def dim_to_json(e):
 
 
 def kernel_metadata(func, scalars: list) -> dict:
-    """Everything the runtime needs to call ``func``: parameter names, dtypes, shapes, alignment."""
+    """Everything the runtime needs to call ``func``: parameter names, dtypes, shapes, alignment,
+    and which buffers it writes (those must be writable and distinct from the other arguments)."""
+    from ...loop.stmt import Store
+    from ...loop.visit import walk
+
+    written = {n.buffer.name for n in walk(func.body) if isinstance(n, Store)}
     params = []
     for buf in func.buffers:
         params.append({
-            "kind": "buffer", "name": buf.name, "dtype": buf.dtype,
+            "kind": "buffer", "name": buf.name, "dtype": buf.dtype, "output": buf.name in written,
             "shape": [dim_to_json(s) for s in buf.shape],
             "strides": None if buf.strides is None else [dim_to_json(s) for s in buf.strides],
             "align": max(buf.align, dt.nbytes(buf.dtype)),
