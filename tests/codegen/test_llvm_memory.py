@@ -8,7 +8,7 @@ import pytest
 
 from ember import CompileError
 from ember import runtime as rt
-from ember.codegen.llvm import build
+from ember.codegen.llvm import build, emit_llvm
 from ember.loop import (Allocate, Broadcast, Buffer, Cast, Evaluate, FloatImm, For, IfThenElse,
                         IntImm, Let, LetStmt, Not, PrimFunc, Ramp, Select, Store, Var, as_expr,
                         seq)
@@ -41,6 +41,15 @@ def kernels():
         C, A[Idx[ramp(i * 8)]], (ramp(i * 8),)))))
     fs.append(PrimFunc("scatter_stride", (C, A), For(i, 0, 4, "serial", Store(
         A, C[ramp(i * 8)], (ramp(i * 16, 2),)))))
+
+    # Vector indices as an unsimplified vectorizer leaves them: sums with broadcasts, folded
+    # constant strides, casts. Still one contiguous access each (see test_unsimplified_indices).
+    i32 = Var("i32", "int32")
+    lane = Ramp(IntImm(0), IntImm(1) * IntImm(1), L) * Broadcast(IntImm(1), L) + Broadcast(i * 8, L)
+    lane32 = Cast("int64x8", Ramp(i32 * 8, IntImm(1, "int32"), L))
+    fs.append(PrimFunc("unsimplified", (A, C), seq(
+        For(i, 0, 2, "serial", Store(C, A[lane + Broadcast(IntImm(16), L)], (lane,))),
+        For(i32, 2, 2, "serial", Store(C, A[lane32], (lane32,))))))
 
     # Predicated (masked) vector access over a tail, with n <= 32 a scalar parameter.
     Am, Cm = Buffer("A", (32,)), Buffer("C", (32,))
@@ -149,6 +158,16 @@ def test_gather_scatter(mod):
     want = np.zeros(64, np.float32)
     want[::2] = a[:32]
     np.testing.assert_array_equal(out.numpy(), want)
+
+
+def test_unsimplified_indices(mod):
+    a = np.arange(64, dtype=np.float32)
+    c = rt.zeros(32)
+    mod["unsimplified"](arr(a), c)
+    np.testing.assert_array_equal(c.numpy(), np.concatenate([a[16:32], a[16:32]]))
+    f = next(k for k in kernels() if k.name == "unsimplified")
+    text = emit_llvm(f)
+    assert "<8 x float>" in text and "gather" not in text and "scatter" not in text
 
 
 @pytest.mark.parametrize("n", [0, 3, 13, 16, 32])
@@ -272,3 +291,13 @@ def test_unknown_buffer_names_kernel():
     f = PrimFunc("lost", (A,), For(i, 0, 4, "serial", Store(A, B[i], (i,))))
     with pytest.raises(CompileError, match="lost.*'B'"):
         build([f])
+
+
+def test_kernel_names_checked():
+    i = Var("i")
+    A = Buffer("A", (4,))
+    body = For(i, 0, 4, "serial", Store(A, FloatImm(1.0), (i,)))
+    with pytest.raises(CompileError, match="'expf' is a C library function"):
+        build([PrimFunc("expf", (A,), body)])
+    with pytest.raises(CompileError, match="two kernels are named 'k'"):
+        build([PrimFunc("k", (A,), body), PrimFunc("k", (A,), body)])

@@ -287,6 +287,16 @@ _STMT = {SeqStmt: FunctionEmitter._seq, Evaluate: FunctionEmitter._evaluate,
 
 # --- functions and modules -----------------------------------------------------------------
 
+_MATH = ("exp exp2 expm1 log log2 log10 log1p sqrt cbrt pow floor ceil round roundeven trunc rint "
+         "nearbyint fabs fmod remainder copysign fma fmin fmax sin cos tan asin acos atan atan2 "
+         "sinh cosh tanh asinh acosh atanh erf erfc sincos ldexp frexp").split()
+# Symbols that generated code calls (libm, libc, libgomp, compiler runtime): kernels exported
+# under these names would shadow them.
+RESERVED_NAMES = frozenset(
+    [m + s for m in _MATH for s in ("", "f", "l")]
+    + "malloc free aligned_alloc posix_memalign calloc realloc abort memcpy memmove memset "
+      "omp_get_thread_num omp_get_num_threads GOMP_parallel main".split())
+
 def scalar_abi_type(dtype: str) -> ir.Type:
     """Scalar parameters travel as int64 or double whatever their dtype (a simple C ABI)."""
     return T.F64 if dt.is_float(dtype) else T.I64
@@ -341,6 +351,10 @@ def emit_module(funcs: list, triple: str, data_layout: str, name: str = "module"
             raise CompileError(f"two kernels are named {f.name!r}; kernel names must be unique")
         if f.name.startswith("__ember") or not f.name:
             raise CompileError(f"kernel name {f.name!r} is reserved or empty")
+        if f.name in RESERVED_NAMES:
+            # A kernel named ``exp`` would capture the generated code's own calls to libm's exp.
+            raise CompileError(f"kernel name {f.name!r} is a C library function the generated "
+                               f"code may call; rename the kernel")
     module = ir.Module(name=name)
     module.triple = triple
     module.data_layout = data_layout

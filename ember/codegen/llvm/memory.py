@@ -1,8 +1,10 @@
 """Buffer addressing, loads, stores and allocations.
 
 A multi-dimensional index is flattened with ``Buffer.row_strides()`` (strides may be symbolic).
-An access whose flattened offset is ``Ramp(base, 1, n)`` becomes one vector load or store; any
-other vector offset becomes ``llvm.masked.gather``/``scatter``; a predicate becomes a masked
+An access whose flattened offset is ``base + lane`` (a unit-stride Ramp in some dimension, possibly
+inside sums and constant multiples) becomes one vector load or store; one whose lanes all hit
+the same element becomes a scalar load and a splat; any other vector offset becomes
+``llvm.masked.gather``/``scatter``; a predicate becomes a masked
 load/store (vector) or a branch (scalar).
 """
 from __future__ import annotations
@@ -11,32 +13,81 @@ from llvmlite import ir
 
 from ...errors import CompileError
 from ...loop import dtype as dt
-from ...loop.expr import Broadcast, IntImm, Ramp, as_expr
+from ...loop.expr import Add, Broadcast, Cast, IntImm, Mul, Ramp, Sub, as_expr, cast, const
 from . import types as T
 from .intrinsics import declare, llvm_intrinsic, type_suffix
 
 
-def _contiguous_base(buffer, indices):
-    """The scalar index expressions of the first lane when the access is unit-stride, else None.
-
-    Returns ``(scalar_indices, lanes)``: the access covers ``lanes`` consecutive elements
-    starting at ``buffer[scalar_indices]``.
-    """
-    strides = buffer.row_strides()
-    scalars, lanes, ramp_seen = [], 1, False
-    for idx, stride in zip(indices, strides):
-        n = dt.lanes(idx.dtype)
-        if n == 1:
-            scalars.append(idx)
-        elif isinstance(idx, Broadcast):
-            scalars.append(idx.value)
-        elif (isinstance(idx, Ramp) and not ramp_seen and isinstance(idx.stride, IntImm)
-              and isinstance(stride, IntImm) and idx.stride.value * stride.value == 1):
-            scalars.append(idx.base)
-            lanes, ramp_seen = n, True
-        else:
+def _const_int(e):
+    """The value of an integer expression made only of constants, else None."""
+    if isinstance(e, IntImm):
+        return e.value
+    if isinstance(e, Broadcast):
+        return _const_int(e.value)
+    if isinstance(e, Cast) and dt.is_int(e.dtype) and dt.is_int(e.value.dtype):
+        return _const_int(e.value)  # index-sized values: widening keeps the value
+    if isinstance(e, (Add, Sub, Mul)):
+        a, b = _const_int(e.a), _const_int(e.b)
+        if a is None or b is None:
             return None
-    return scalars, lanes
+        return a + b if isinstance(e, Add) else a - b if isinstance(e, Sub) else a * b
+    return None
+
+
+def _linear(e):
+    """``(base, step)`` when vector index ``e`` is ``base + lane * step`` (base scalar, step an int).
+
+    Recognizes what vectorization produces before (or without) simplification: ramps,
+    broadcasts, and sums, differences and constant multiples of those.
+    """
+    if dt.lanes(e.dtype) == 1:
+        return e, 0
+    if isinstance(e, Ramp):
+        step = _const_int(e.stride)
+        return None if step is None else (e.base, step)
+    if isinstance(e, Broadcast):
+        return e.value, 0
+    if isinstance(e, Cast) and dt.is_int(e.dtype) and dt.is_int(e.value.dtype) \
+            and dt.bits(e.dtype) >= dt.bits(e.value.dtype):
+        inner = _linear(e.value)
+        return None if inner is None else (cast(dt.element(e.dtype), inner[0]), inner[1])
+    if isinstance(e, (Add, Sub)):
+        la, lb = _linear(e.a), _linear(e.b)
+        if la is None or lb is None:
+            return None
+        base = type(e)(*_same(la[0], lb[0]))
+        return base, la[1] + lb[1] if isinstance(e, Add) else la[1] - lb[1]
+    if isinstance(e, Mul):
+        for x, y in ((e.a, e.b), (e.b, e.a)):
+            c = _const_int(y)
+            lx = _linear(x) if c is not None else None
+            if lx is not None:
+                return Mul(*_same(lx[0], const(c, dt.element(y.dtype)))), lx[1] * c
+    return None
+
+
+def _same(a, b):
+    """Bring two scalar index expressions to one dtype (int64 when they differ)."""
+    if a.dtype == b.dtype:
+        return a, b
+    return cast(dt.INDEX, a), cast(dt.INDEX, b)
+
+
+def _lane_layout(buffer, indices):
+    """``(base_indices, step)``: lane ``k`` reads ``buffer[base_indices]`` plus ``k * step`` elements
+    (flattened), or None when the lanes follow no constant step (a general gather)."""
+    bases, step = [], 0
+    for idx, stride in zip(indices, buffer.row_strides()):
+        lin = _linear(idx)
+        if lin is None:
+            return None
+        bases.append(lin[0])
+        if lin[1]:
+            st = _const_int(stride)
+            if st is None:
+                return None
+            step += lin[1] * st
+    return bases, step
 
 
 def _flat_offset(e, buffer, indices) -> ir.Value:
@@ -81,13 +132,13 @@ def load(e, node) -> ir.Value:
     ealign = T.elem_align(buf.dtype)
     if lanes == 1:
         return load_scalar_at(e, buf, ptr, node.indices, node.predicate)
-    contig = _contiguous_base(buf, node.indices)
+    layout = _lane_layout(buf, node.indices)
     vector_pred = node.predicate is not None and dt.lanes(node.predicate.dtype) > 1
-    if contig is not None and contig[1] == 1 and not vector_pred:
+    if layout is not None and layout[1] == 0 and not vector_pred:
         # Every lane reads the same element: one scalar load, splatted.
-        return T.broadcast(b, load_scalar_at(e, buf, ptr, contig[0], node.predicate), lanes)
-    if contig is not None and contig[1] > 1:
-        addr = b.gep(ptr, [_flat_offset(e, buf, contig[0])], source_etype=T.mem_type(buf.dtype))
+        return T.broadcast(b, load_scalar_at(e, buf, ptr, layout[0], node.predicate), lanes)
+    if layout is not None and layout[1] == 1:
+        addr = b.gep(ptr, [_flat_offset(e, buf, layout[0])], source_etype=T.mem_type(buf.dtype))
         if node.predicate is None:
             v = b.load(addr, typ=mt, align=ealign)
         else:
@@ -163,9 +214,9 @@ def store(e, node) -> None:
     mv = _to_mem(b, value, dtype)
     ealign = T.elem_align(buf.dtype)
     et = T.mem_type(buf.dtype)
-    contig = _contiguous_base(buf, node.indices) if lanes > 1 else None
-    if lanes == 1 or (contig is not None and contig[1] > 1):
-        scalars = node.indices if lanes == 1 else contig[0]
+    layout = _lane_layout(buf, node.indices) if lanes > 1 else None
+    if lanes == 1 or (layout is not None and layout[1] == 1):
+        scalars = node.indices if lanes == 1 else layout[0]
         addr = b.gep(ptr, [_flat_offset(e, buf, scalars)], source_etype=et)
         if node.predicate is None:
             b.store(mv, addr, align=ealign)
