@@ -15,8 +15,8 @@ from ..loop.stmt import Allocate, Buffer, For, PrimFunc, Store, seq
 
 def fma_peak_kernel(lanes: int, threads: int, accumulators: int = 10, iters: int = 200_000) -> tuple:
     """A PrimFunc doing ``threads * iters * accumulators`` vector FMAs; returns (func, flops)."""
-    xy = Buffer("xy", (2,), "float32")
-    out = Buffer("out", (threads, lanes), "float32")
+    xy = Buffer("xy", (2,), "float32", align=4)
+    out = Buffer("out", (threads, lanes), "float32", align=4)
     acc = Buffer("acc", (accumulators, lanes), "float32", scope="local")
     t, it, a = Var("t"), Var("it"), Var("a")
     lane = Ramp(IntImm(0), IntImm(1), lanes)

@@ -18,7 +18,7 @@ def _lane_reduce(x: te.Tensor, rows, n: int, lanes: int, combiner: str, fn, name
     chunks = -(-n // lanes)
     k = te.reduce_axis(chunks, f"{name}_k")
     red = getattr(te, combiner)
-    ident = 0.0 if combiner == "sum" else float("-inf")
+    ident = {"sum": 0.0, "prod": 1.0, "max": float("-inf"), "min": float("inf")}[combiner]
 
     def part(r, l):
         j = k * lanes + l

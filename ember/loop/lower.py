@@ -47,7 +47,9 @@ class _Lowerer:
                 self.children.setdefault(parent, {}).setdefault(iv, []).append(st)
         for t in self.args:
             st = sch[t]
-            self.buffers[st] = Buffer(self.names.fresh(t.name), t.shape, t.dtype)
+            # arguments only promise natural alignment, so any numpy array can be passed
+            self.buffers[st] = Buffer(self.names.fresh(t.name), t.shape, t.dtype,
+                                      align=dt.nbytes(t.dtype))
             self.region_min[st] = [IntImm(0)] * len(t.shape)
         arg_ops = {id(t.op) for t in self.args}
         for st in sch.stages:

@@ -1,0 +1,108 @@
+"""The default kernels against numpy, on shapes that do not divide the tile sizes."""
+import operator
+
+import numpy as np
+import pytest
+
+import ember
+from ember import kernels as K
+from ember.driver import lower_kernel
+from ember.loop import parse
+
+RNG = np.random.default_rng(1)
+
+
+def _run(sched_args, *inputs, out_dtype=np.float32):
+    s, args = sched_args
+    mod = ember.build(s, args, "k")
+    out = np.zeros([d.value for d in args[-1].shape], out_dtype)
+    mod["k"](*inputs, out)
+    text = lower_kernel(s, args, "k").script()
+    assert parse(text).script() == text
+    return out
+
+
+def _r(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+@pytest.mark.parametrize("m,n,k", [(64, 64, 64), (37, 29, 53), (1, 100, 7), (130, 17, 1)])
+def test_matmul(m, n, k):
+    a, b = _r(m, k), _r(k, n)
+    np.testing.assert_allclose(_run(K.matmul(m, n, k), a, b), a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_matmul_transposed_b():
+    a, b = _r(19, 23), _r(11, 23)
+    np.testing.assert_allclose(_run(K.matmul(19, 11, 23, trans_b=True), a, b), a @ b.T, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("b,m,n,k", [(3, 16, 16, 16), (2, 7, 19, 5)])
+def test_batch_matmul(b, m, n, k):
+    x, y = _r(b, m, k), _r(b, k, n)
+    np.testing.assert_allclose(_run(K.batch_matmul(b, m, n, k), x, y), x @ y, rtol=1e-4, atol=1e-4)
+
+
+def _conv_ref(x, w, stride, pad, dil):
+    n, c, h, wd = x.shape
+    f, _, kh, kw = w.shape
+    pt, pl, pb, pr = pad
+    xp = np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+    oh = (h + pt + pb - dil[0] * (kh - 1) - 1) // stride[0] + 1
+    ow = (wd + pl + pr - dil[1] * (kw - 1) - 1) // stride[1] + 1
+    out = np.zeros((n, f, oh, ow), np.float64)
+    for ry in range(kh):
+        for rx in range(kw):
+            patch = xp[:, :, ry * dil[0]: ry * dil[0] + stride[0] * (oh - 1) + 1: stride[0],
+                       rx * dil[1]: rx * dil[1] + stride[1] * (ow - 1) + 1: stride[1]]
+            out += np.einsum("nchw,fc->nfhw", patch, w[:, :, ry, rx])
+    return out.astype(np.float32)
+
+
+@pytest.mark.parametrize("shape,wshape,stride,pad,dil", [
+    ((1, 3, 10, 11), (5, 3, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),
+    ((2, 4, 9, 20), (6, 4, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1)),
+    ((1, 3, 13, 13), (4, 3, 3, 3), (2, 2), (1, 0, 1, 2), (1, 1)),
+    ((1, 2, 12, 12), (3, 2, 3, 3), (1, 1), (2, 2, 2, 2), (2, 2)),
+])
+def test_conv2d(shape, wshape, stride, pad, dil):
+    x, w = _r(*shape), _r(*wshape)
+    got = _run(K.conv2d_nchw(shape, wshape, stride, pad, dil), x, w)
+    np.testing.assert_allclose(got, _conv_ref(x, w, stride, pad, dil), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("rows,cols", [(4, 16), (7, 33)])
+def test_softmax(rows, cols):
+    x = _r(rows, cols) * 5
+    e = np.exp(x - x.max(-1, keepdims=True))
+    np.testing.assert_allclose(_run(K.softmax(rows, cols), x), e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("rows,cols", [(4, 16), (5, 37)])
+def test_layer_norm(rows, cols):
+    x, g, b = _r(rows, cols), _r(cols), _r(cols)
+    m = x.mean(-1, keepdims=True)
+    v = x.var(-1, keepdims=True)
+    want = (x - m) / np.sqrt(v + 1e-5) * g + b
+    np.testing.assert_allclose(_run(K.layer_norm(rows, cols), x, g, b), want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("sa,sb", [((100,), (100,)), ((5, 7), (7,)), ((5, 1), (1, 9)), ((3, 1, 4), (2, 1))])
+@pytest.mark.parametrize("op", [operator.add, operator.mul, operator.sub])
+def test_broadcast_binary(sa, sb, op):
+    a, b = _r(*sa), _r(*sb)
+    np.testing.assert_allclose(_run(K.broadcast_binary(op, sa, sb), a, b), op(a, b), rtol=1e-6)
+
+
+@pytest.mark.parametrize("shape,perm", [((33, 47), (1, 0)), ((4, 5, 6), (2, 0, 1)), ((4, 5, 6), (0, 2, 1))])
+def test_transpose(shape, perm):
+    x = _r(*shape)
+    np.testing.assert_array_equal(_run(K.transpose(shape, perm), x), x.transpose(perm))
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2])
+@pytest.mark.parametrize("combiner", ["sum", "max", "min", "prod"])
+def test_reduce(axis, combiner):
+    x = _r(6, 5, 19) if combiner != "prod" else (1 + 0.01 * _r(6, 5, 19))
+    want = getattr(np, combiner)(x, axis=axis)
+    np.testing.assert_allclose(_run(K.reduce(x.shape, axis, combiner), x), want, rtol=1e-5, atol=1e-5)
