@@ -27,6 +27,7 @@ def transpose(shape, perm, dtype: str = "float32", target=None):
         bio, bii = st.split(bi, factor=lanes)
         st.vectorize(bii)
         outer = [l for l in st.leaf if l not in (ai, bio, bii, bo, ao)]
+        st.reorder(*outer, ao, bo, ai, bio, bii)
         st.parallel(st.fuse(*outer, ao) if outer else ao)
     else:
         bo, bi = st.split(leaves[-1], factor=lanes)

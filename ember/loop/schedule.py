@@ -84,12 +84,11 @@ class Trace(list):
                     sch.cache_write(tensor, ins.args[1])
                 continue
             stage = sch.stage(ins.stage)
-            args = [sch.stage(a[1:]) if isinstance(a, str) and a.startswith("@") else
-                    stage.loop(a) if isinstance(a, str) else a for a in ins.args]
-            if ins.primitive == "compute_at":
-                parent = args[0]
-                getattr(stage, "compute_at")(parent, parent.loop(ins.args[1]))
+            if ins.primitive == "compute_at":  # its loop belongs to the parent stage
+                parent = sch.stage(ins.args[0][1:])
+                stage.compute_at(parent, parent.loop(ins.args[1]))
                 continue
+            args = [stage.loop(a) if isinstance(a, str) else a for a in ins.args]
             getattr(stage, ins.primitive)(*args, **kwargs)
         return sch
 
