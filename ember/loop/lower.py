@@ -79,8 +79,24 @@ class _Lowerer:
         return rewrite(e, fn)
 
     # -- one stage ------------------------------------------------------------------------
-    def stage_stmt(self, st: Stage, region: list) -> object:
-        """The loop nest computing ``st`` over ``region`` [(min, extent) per axis]."""
+    def _reads_in_bounds(self, body, ranges) -> bool:
+        """Every load of ``body`` provably inside its buffer while ``ranges`` vary."""
+        from .expr import Select
+
+        if any(isinstance(n, Select) for n in walk(body)):
+            return False  # a select arm may read what the condition rules out
+        body = self.to_loads(body.source if isinstance(body, Reduce) else body)
+        for n in walk(body):
+            if isinstance(n, Load):
+                for i, extent in zip(n.indices, n.buffer.shape):
+                    if not (can_prove(i >= 0, ranges) and can_prove(i < extent, ranges)):
+                        return False
+        return True
+
+    def stage_stmt(self, st: Stage, region: list, outer_ranges: Optional[dict] = None) -> object:
+        """The loop nest computing ``st`` over ``region`` [(min, extent) per axis]; the loops
+        enclosing it range over ``outer_ranges``."""
+        outer_ranges = outer_ranges or {}
         ext: dict[IterVar, Expr] = {}
         for iv, (_, e) in zip(st.axis, region):
             ext[iv] = e
@@ -129,15 +145,15 @@ class _Lowerer:
                 cond = value(rel.parent) < ext[rel.parent]
                 if not can_prove(cond, leaf_ranges):
                     (reduce_preds if rel.parent.kind == "reduce" else spatial_preds).append(cond)
-        glob = []
+        glob, region_preds = [], []
         for d, (iv, (m, e)) in enumerate(zip(st.axis, region)):
             g = simplify(m + value(iv)) if not _is_zero(m) else value(iv)
             glob.append(g)
             if st.attach[0] == "at":
                 full = st.tensor.shape[d]
                 for cond in (g < full, g >= 0):
-                    if not can_prove(cond, leaf_ranges):
-                        spatial_preds.append(cond)
+                    if not can_prove(cond, {**outer_ranges, **leaf_ranges}):
+                        region_preds.append(cond)
         sub = {iv.var: g for iv, g in zip(st.axis, glob)}
         sub.update({iv.var: value(iv) for iv in st.reduce_axis})
 
@@ -157,6 +173,11 @@ class _Lowerer:
             for kid in kids[iv]:
                 planned.append(self.region_view(kid))
 
+        # A region rounded up past the tensor's end computes a few extra elements into the
+        # scratch buffer, which is harmless unless one of its reads would leave its buffer.
+        all_ranges = {**outer_ranges, **leaf_ranges}
+        if region_preds and not self._reads_in_bounds(substitute(body, sub), all_ranges):
+            spatial_preds += region_preds
         if isinstance(body, Reduce):
             src = self.to_loads(substitute(body.source, sub))
             cond = None if body.condition is None else self.to_loads(substitute(body.condition, sub))
@@ -169,6 +190,7 @@ class _Lowerer:
 
         first_red = next((k for k, iv in enumerate(st.leaf) if iv.kind == "reduce"), len(st.leaf))
         outer, inner = st.leaf[:first_red], st.leaf[first_red:]
+        self._kid_ranges = {**outer_ranges, **leaf_ranges}
         stmt = self.nest(st, inner, upd, var, ext, kids)
         if init is not None:
             init_nest = init
@@ -178,9 +200,10 @@ class _Lowerer:
         return self.nest(st, outer, stmt, var, ext, kids)
 
     def nest(self, st, leaves, body, var, ext, kids):
+        ranges = self._kid_ranges
         for iv in reversed(leaves):
             for kid in reversed(kids.get(iv, [])):
-                body = Allocate(self.buffers[kid], seq(self.stage_stmt(kid, self.regions[kid]), body))
+                body = Allocate(self.buffers[kid], seq(self.stage_stmt(kid, self.regions[kid], ranges), body))
             body = For(var[iv], IntImm(0), ext[iv], st.kinds.get(iv, "serial"), body)
         return body
 
@@ -230,8 +253,13 @@ class _Lowerer:
             region.append((lo, extent))
         self.regions[kid] = region
         shape = tuple(e for _, e in region)
-        self.buffers[kid] = Buffer(self.names.fresh(kid.name), shape, kid.tensor.dtype, scope=kid.scope
-                                   if kid.scope == "local" else "global")
+        # small scratch lives on the stack (no allocator call inside the loop it is computed at)
+        size = 1
+        for e in shape:
+            size *= e.value
+        small = size * dt.nbytes(kid.tensor.dtype) <= (128 << 10)
+        self.buffers[kid] = Buffer(self.names.fresh(kid.name), shape, kid.tensor.dtype,
+                                   scope="local" if kid.scope == "local" or small else "global")
         self.region_min[kid] = [lo for lo, _ in region]
 
     # -- whole function -------------------------------------------------------------------

@@ -2,15 +2,16 @@
 from __future__ import annotations
 
 from ..stmt import PrimFunc
+from .guard_loads import guard_select_loads
 from .unroll import unroll_loops
 from .vectorize import vectorize_loops
 
 
 def default_pipeline(func: PrimFunc) -> PrimFunc:
-    """simplify -> unroll -> simplify -> vectorize -> simplify."""
+    """simplify -> guard select loads -> unroll -> simplify -> vectorize -> simplify."""
     from ..arith import simplify
 
-    func = simplify(func)
+    func = guard_select_loads(simplify(func))
     func = simplify(unroll_loops(func))
     func = simplify(vectorize_loops(func))
     return func
