@@ -185,9 +185,10 @@ def compute(shape, fcompute: Callable, name: str = "compute", tag: str = "",
             attrs: Optional[dict] = None) -> Tensor:
     """A tensor whose element at index ``(i, j, ...)`` is ``fcompute(i, j, ...)``."""
     shape = _shape(shape)
-    params = list(inspect.signature(fcompute).parameters)
-    if len(params) != len(shape) and not any(
-            p.kind == inspect.Parameter.VAR_POSITIONAL for p in inspect.signature(fcompute).parameters.values()):
+    sig = inspect.signature(fcompute).parameters.values()
+    params = [p.name for p in sig if p.default is inspect.Parameter.empty
+              and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(params) != len(shape) and not any(p.kind == p.VAR_POSITIONAL for p in sig):
         raise ShapeError(f"compute {name}: shape has {len(shape)} dims but fcompute takes {len(params)}")
     names = params if len(params) == len(shape) else [f"i{k}" for k in range(len(shape))]
     axis = tuple(IterVar(Var(f"{nm}"), ext, "spatial") for nm, ext in zip(names, shape))
