@@ -8,3 +8,8 @@ from .stmt import (Allocate, Buffer, Evaluate, For, IfThenElse, LetStmt, PrimFun
                    seq)
 from .visit import free_vars, rewrite, substitute, walk
 from .parser import parse
+from . import compute, intrinsics
+from .arith import simplify
+from .compute import compute as compute_tensor, placeholder, reduce_axis
+from .lower import lower
+from .schedule import Schedule, Trace
