@@ -2,7 +2,8 @@
 
 Row reductions are written in two steps so they vectorize: a partial reduction keeps one
 accumulator per vector lane (``part[r, l]`` over ``x[r, k*lanes + l]``), then the lanes are
-combined. Every stage runs its rows in parallel.
+combined. Every intermediate of a row is computed at the output's row loop, so a row is read
+from memory once, its intermediates stay in L1, and the whole kernel is one parallel loop.
 """
 from __future__ import annotations
 
@@ -12,37 +13,50 @@ from ..loop.expr import select
 from ..loop.schedule import Schedule
 from .common import host, vector_lanes
 
+_IDENTITY = {"sum": 0.0, "prod": 1.0, "max": float("-inf"), "min": float("inf")}
 
-def _lane_reduce(x: te.Tensor, rows, n: int, lanes: int, combiner: str, fn, name: str):
-    """``combiner`` over the last axis of ``fn(r, j)``, through per-lane partials."""
+
+def lane_reduce(rows: tuple, n: int, lanes: int, combiner: str, fn, name: str):
+    """``combiner`` over the last axis (length ``n``) of ``fn(*row, j)`` for every ``row`` index
+    in ``rows``, through per-lane partials; returns (partials, result)."""
     chunks = -(-n // lanes)
     k = te.reduce_axis(chunks, f"{name}_k")
     red = getattr(te, combiner)
-    ident = {"sum": 0.0, "prod": 1.0, "max": float("-inf"), "min": float("inf")}[combiner]
+    ident = _IDENTITY[combiner]
 
-    def part(r, l):
+    def part(*idx):
+        *r, l = idx
         j = k * lanes + l
-        v = fn(r, j)
+        v = fn(*r, j)
         return red(v if n % lanes == 0 else select(j < n, v, ident), axis=k)
-    P = te.compute((rows, lanes), part, f"{name}_part")
+    P = te.compute(tuple(rows) + (lanes,), part, f"{name}_part")
     l = te.reduce_axis(lanes, f"{name}_l")
-    R = te.compute((rows,), lambda r: red(P[r, l], axis=l), name)
+    R = te.compute(tuple(rows), lambda *r: red(P[tuple(r) + (l,)], axis=l), name)
     return P, R
 
 
-def _schedule_rows(s: Schedule, lanes: int, parts, elementwise):
-    for P in parts:
-        st = s[P]
-        r, l, k = st.leaf
-        st.reorder(r, k, l)
-        st.vectorize(l)
-        st.parallel(r)
-    for R in elementwise:
-        st = s[R]
-        r, c = st.leaf
-        co, ci = st.split(c, factor=lanes)
-        st.vectorize(ci)
-        st.parallel(r)
+def schedule_lane_reduce(s: Schedule, P, R):
+    """Partials in registers at the row loop: k outer, the lanes vectorized."""
+    st = s[P]
+    *_, l, k = st.leaf
+    st.reorder(k, l)
+    st.vectorize(l)
+    spatial = [iv for iv in s[R].leaf if iv.kind == "spatial"]
+    st.compute_at(s[R], spatial[-1])
+
+
+def _row_outputs(s: Schedule, Y, lanes: int, at_row: list):
+    """Compute ``at_row`` (producers first) at Y's row loop; Y's row in parallel, vectorized."""
+    st = s[Y]
+    r, c = st.leaf
+    co, ci = st.split(c, factor=lanes)
+    st.vectorize(ci)
+    st.parallel(r)
+    for T in reversed(at_row):  # consumers first: compute_at needs every reader placed
+        s[T].compute_at(st, r)
+        if len(T.shape) == 2 and not any(iv.kind == "reduce" for iv in s[T].leaf):
+            o, i = s[T].split(s[T].leaf[-1], factor=lanes)
+            s[T].vectorize(i)
 
 
 def softmax(rows: int, cols: int, dtype: str = "float32", target=None):
@@ -50,14 +64,14 @@ def softmax(rows: int, cols: int, dtype: str = "float32", target=None):
     target = host(target)
     lanes = vector_lanes(target, dtype)
     X = te.placeholder((rows, cols), dtype, "X")
-    Pm, M = _lane_reduce(X, rows, cols, lanes, "max", lambda r, j: X[r, j], "rowmax")
+    Pm, M = lane_reduce((rows,), cols, lanes, "max", lambda r, j: X[r, j], "rowmax")
     E = te.compute((rows, cols), lambda r, c: intr.exp(X[r, c] - M[r]), "e")
-    Ps, S = _lane_reduce(E, rows, cols, lanes, "sum", lambda r, j: E[r, j], "rowsum")
+    Ps, S = lane_reduce((rows,), cols, lanes, "sum", lambda r, j: E[r, j], "rowsum")
     Y = te.compute((rows, cols), lambda r, c: E[r, c] * (1.0 / S[r]), "Y")
     s = Schedule(Y)
-    for R in (M, S):
-        s[R].parallel(s[R].leaf[0])
-    _schedule_rows(s, lanes, [Pm, Ps], [E, Y])
+    schedule_lane_reduce(s, Pm, M)
+    schedule_lane_reduce(s, Ps, S)
+    _row_outputs(s, Y, lanes, [M, E, S])
     return s, [X, Y]
 
 
@@ -69,14 +83,14 @@ def layer_norm(rows: int, cols: int, eps: float = 1e-5, dtype: str = "float32", 
     X = te.placeholder((rows, cols), dtype, "X")
     G = te.placeholder((cols,), dtype, "gamma")
     B = te.placeholder((cols,), dtype, "beta")
-    Pm, Sm = _lane_reduce(X, rows, cols, lanes, "sum", lambda r, j: X[r, j], "rowsum")
-    Pv, Sv = _lane_reduce(X, rows, cols, lanes, "sum",
-                          lambda r, j: (X[r, j] - Sm[r] * (1.0 / cols)) * (X[r, j] - Sm[r] * (1.0 / cols)),
-                          "rowsq")
-    Y = te.compute((rows, cols), lambda r, c: (X[r, c] - Sm[r] * (1.0 / cols))
-                   * intr.rsqrt(Sv[r] * (1.0 / cols) + eps) * G[c] + B[c], "Y")
+    inv = 1.0 / cols
+    Pm, Sm = lane_reduce((rows,), cols, lanes, "sum", lambda r, j: X[r, j], "rowsum")
+    Pv, Sv = lane_reduce((rows,), cols, lanes, "sum",
+                         lambda r, j: (X[r, j] - Sm[r] * inv) * (X[r, j] - Sm[r] * inv), "rowsq")
+    Y = te.compute((rows, cols), lambda r, c: (X[r, c] - Sm[r] * inv)
+                   * intr.rsqrt(Sv[r] * inv + eps) * G[c] + B[c], "Y")
     s = Schedule(Y)
-    for R in (Sm, Sv):
-        s[R].parallel(s[R].leaf[0])
-    _schedule_rows(s, lanes, [Pm, Pv], [Y])
+    schedule_lane_reduce(s, Pm, Sm)
+    schedule_lane_reduce(s, Pv, Sv)
+    _row_outputs(s, Y, lanes, [Sm, Sv])
     return s, [X, G, B, Y]

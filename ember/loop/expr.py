@@ -6,6 +6,7 @@ equality (nodes are values), so equality comparisons are built with :func:`eq` a
 """
 from __future__ import annotations
 
+import struct
 from typing import Any, Optional
 
 from ..errors import DTypeError
@@ -84,6 +85,11 @@ class FloatImm(Expr):
     @property
     def dtype(self) -> str:
         return self.type
+
+    def _key(self) -> tuple:
+        # Compare constants by their bits: in Python -0.0 == 0.0 and nan != nan, but as
+        # constants -0.0 and 0.0 differ (1/x) and a NaN is the same value as itself.
+        return (struct.pack("<d", float(self.value)), self.type)
 
 
 @node

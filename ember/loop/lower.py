@@ -167,10 +167,10 @@ class _Lowerer:
         for iv in sorted(kids, key=st.leaf.index, reverse=True):
             inner = st.leaf[st.leaf.index(iv) + 1:]
             ranges = {var[l]: (IntImm(0), simplify(ext[l] - 1)) for l in inner}
-            readers = [(substitute(body, sub), ranges)] + [(b, {**ranges, **r}) for b, r in planned]
-            for kid in kids[iv]:
+            # siblings at one loop run in producer order, so plan consumers first
+            for kid in reversed(kids[iv]):
+                readers = [(substitute(body, sub), ranges)] + [(b, {**ranges, **r}) for b, r in planned]
                 self.plan_region(kid, readers, st)
-            for kid in kids[iv]:
                 planned.append(self.region_view(kid))
 
         # A region rounded up past the tensor's end computes a few extra elements into the

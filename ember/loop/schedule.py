@@ -144,6 +144,12 @@ class Stage:
             name, k = f"{base}{k}", k + 1
         return IterVar(Var(name), as_expr(extent), kind)
 
+    def _check_not_attach_point(self, what: str, iv: IterVar):
+        kids = [st.name for st in self.sch.stages if st.attach[0] == "at" and st.attach[2] is iv]
+        if kids:
+            raise ScheduleError(f"{what} of {self.name}.{iv.name}: stages {kids} are computed at this "
+                                f"loop; transform the loop before compute_at")
+
     def _check_mutable(self, what: str):
         if self.is_placeholder:
             raise ScheduleError(f"{what}: {self.name} is an input placeholder; it has no loops")
@@ -157,6 +163,7 @@ class Stage:
         guarded by a predicate (which the simplifier drops where it can prove it true)."""
         self._check_mutable("split")
         iv = self.loop(axis)
+        self._check_not_attach_point("split", iv)
         if (factor is None) == (nparts is None):
             raise ScheduleError(f"split of {self.name}.{iv.name}: give exactly one of factor, nparts")
         amount = factor if factor is not None else nparts
@@ -186,6 +193,8 @@ class Stage:
         if pos != list(range(pos[0], pos[0] + len(pos))):
             raise ScheduleError(f"fuse on {self.name}: loops {[iv.name for iv in ivs]} are not "
                                 f"adjacent in order outer->inner (order: {[iv.name for iv in self.leaf]})")
+        for iv in ivs:
+            self._check_not_attach_point("fuse", iv)
         kinds = {iv.kind for iv in ivs}
         if len(kinds) > 1:
             raise ScheduleError(f"fuse on {self.name}: cannot fuse a reduction loop with a spatial loop "
