@@ -49,11 +49,25 @@ def conv2d_compute(data: te.Tensor, weight: te.Tensor, stride=(1, 1), padding=(0
     return out, {"pad": padded if any(padding) else None, "Wp": Wp}
 
 
-def schedule_conv2d_nchw(s: Schedule, out: te.Tensor, parts: dict, fb: int, target=None):
+def register_block(F: int, OW: int, lanes: int, accumulators: int) -> tuple[int, int]:
+    """(FB, XB): output channels x output columns kept in registers. Maximizes useful
+    accumulators, discounting the work wasted on padded channels and column tails."""
+    best, best_score = (1, lanes), 0.0
+    for xv in range(1, 5):
+        xb = xv * lanes
+        if xv > 1 and xb > OW:
+            break
+        fb = max(1, min(accumulators // xv, F))
+        waste = (-(-OW // xb) * xb / OW) * (-(-F // fb) * fb / F)
+        score = fb * xv / waste
+        if score > best_score:
+            best, best_score = (fb, xb), score
+    return best
+
+
+def schedule_conv2d_nchw(s: Schedule, out: te.Tensor, parts: dict, fb: int, xb: int, target=None):
     target = host(target)
     lanes = vector_lanes(target, out.dtype)
-    OW = out.shape[3].value
-    xb = 2 * lanes if OW >= 2 * lanes else lanes
     CL = s.cache_write(out, "local")
     n, f, y, x = s[out].leaf
     fo, fi = s[out].split(f, factor=fb)
@@ -88,8 +102,10 @@ def conv2d_nchw(data_shape, weight_shape, stride=(1, 1), padding=(0, 0, 0, 0), d
     data = te.placeholder(tuple(data_shape), dtype, "data")
     weight = te.placeholder(tuple(weight_shape), dtype, "weight")
     lanes = vector_lanes(target, dtype)
-    fb = 4 if lanes <= 8 else 6
+    regs = 32 if lanes * 32 >= 512 else 16
+    ow = (data_shape[3] + padding[1] + padding[3] - dilation[1] * (weight_shape[3] - 1) - 1) // stride[1] + 1
+    fb, xb = register_block(weight_shape[0], ow, lanes, regs - 4)
     out, parts = conv2d_compute(data, weight, stride, padding, dilation, fb)
     s = Schedule(out)
-    schedule_conv2d_nchw(s, out, parts, fb, target)
+    schedule_conv2d_nchw(s, out, parts, fb, xb, target)
     return s, [data, weight, out]
