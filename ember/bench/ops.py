@@ -108,6 +108,9 @@ def run(quick: bool = False, only: Optional[str] = None, repeat: int = 15, check
     peak = measure_peak(target)
     print(f"target: {target.cpu} ({target.vector_bits}-bit vectors, {target.cores} cores)", file=out)
     print(f"measured fp32 FMA peak (generated kernel, all cores): {peak:.1f} GFLOP/s", file=out)
+    overhead_us, cache_ms = _runtime_costs()
+    print(f"kernel call overhead (1-element add, numpy arrays): {overhead_us:.2f} us; "
+          f"rebuild from the compile cache: {cache_ms:.1f} ms", file=out)
     rows = []
     for name, shape, make, inputs, ref, flops, nbytes in _cases(quick):
         if only and only not in name:
@@ -133,7 +136,33 @@ def run(quick: bool = False, only: Optional[str] = None, repeat: int = 15, check
                         t["numpy"] / t["ember"]))
     _print(rows, out)
     return {"target": target.cpu, "cores": target.cores, "peak_gflops": peak,
+            "call_overhead_us": overhead_us, "cache_hit_build_ms": cache_ms,
             "rows": [asdict(r) for r in rows]}
+
+
+def _runtime_costs() -> tuple[float, float]:
+    """Per-call overhead of a kernel (microseconds) and the time of a build that hits the cache."""
+    import time
+
+    from .. import driver
+    from ..kernels import broadcast_binary
+
+    s, args = broadcast_binary(operator.add, (1,), (1,))
+    driver.build(s, args, "tiny")
+    t = time.perf_counter()
+    s, args = broadcast_binary(operator.add, (1,), (1,))
+    kern = driver.build(s, args, "tiny")["tiny"]
+    cache_ms = (time.perf_counter() - t) * 1e3
+    a, b, c = (np.ones(1, np.float32) for _ in range(3))
+    for _ in range(1000):
+        kern(a, b, c)
+    best = float("inf")
+    for _ in range(5):
+        t = time.perf_counter()
+        for _ in range(10000):
+            kern(a, b, c)
+        best = min(best, (time.perf_counter() - t) / 10000)
+    return best * 1e6, cache_ms
 
 
 def _print(rows, out):
