@@ -28,34 +28,57 @@ def micro_tile(target, dtype: str = "float32") -> tuple[int, int]:
     return min(mr, 14), nr_vecs * lanes
 
 
+def _zero(dtype: str):
+    return 0.0 if "float" in dtype else 0
+
+
 def pack_b(B: te.Tensor, nr: int, name: str = "Bp", trans: bool = False) -> te.Tensor:
-    """Pack B (K, N) -- or (N, K) with ``trans`` -- into zero-padded column panels [N/nr, K, nr]."""
-    K, N = (B.shape[1], B.shape[0]) if trans else B.shape
+    """Pack B (..., K, N) -- or (..., N, K) with ``trans`` -- into zero-padded column panels
+    (..., N/nr, K, nr)."""
+    *batch, d0, d1 = B.shape
+    K, N = (d1, d0) if trans else (d0, d1)
     n = N.value
     panels = -(-n // nr)
 
-    def f(jo, k, ji):
+    def f(*idx):
+        *b, jo, k, ji = idx
         j = jo * nr + ji
-        v = B[j, k] if trans else B[k, j]
-        return v if n % nr == 0 else select(j < n, v, 0.0 if "float" in B.dtype else 0)
-    return te.compute((panels, K, nr), f, name)
+        v = B[(*b, j, k)] if trans else B[(*b, k, j)]
+        return v if n % nr == 0 else select(j < n, v, _zero(B.dtype))
+    return te.compute((*batch, panels, K, nr), f, name)
+
+
+def pack_a(A: te.Tensor, mr: int, name: str = "Ap") -> te.Tensor:
+    """Pack A (..., M, K) into zero-padded row panels (..., M/mr, K, mr)."""
+    *batch, M, K = A.shape
+    m = M.value
+
+    def f(*idx):
+        *b, io, k, ii = idx
+        i = io * mr + ii
+        v = A[(*b, i, k)]
+        return v if m % mr == 0 else select(i < m, v, _zero(A.dtype))
+    return te.compute((*batch, -(-m // mr), K, mr), f, name)
 
 
 def matmul_compute(A: te.Tensor, B: te.Tensor, target=None, name: str = "C",
                    trans_b: bool = False) -> tuple[te.Tensor, dict]:
-    """C = A @ B (or A @ B.T) through packed panels; returns C and the stages to schedule."""
+    """C = A @ B (or A @ B^T) through packed panels; A may have leading batch dims, which B
+    has too or not at all. Returns C and the stages the schedule needs."""
     target = host(target)
     mr, nr = micro_tile(target, A.dtype)
-    M, K = A.shape
-    m = M.value
+    *batch, M, K = A.shape
+    nb = len(B.shape) - 2
     Bp = pack_b(B, nr, "Bp", trans_b)
-    zero = 0.0 if "float" in A.dtype else 0
-    Ap = te.compute((-(-m // mr), K, mr),
-                    lambda io, k, ii: A[io * mr + ii, k] if m % mr == 0
-                    else select(io * mr + ii < m, A[io * mr + ii, k], zero), "Ap")
-    N = B.shape[0] if trans_b else B.shape[1]
+    Ap = pack_a(A, mr, "Ap")
+    N = B.shape[-2] if trans_b else B.shape[-1]
     k = te.reduce_axis(K, "k")
-    C = te.compute((M, N), lambda i, j: te.sum(Ap[i // mr, k, i % mr] * Bp[j // nr, k, j % nr], axis=k), name)
+
+    def c(*idx):
+        *b, i, j = idx
+        bb = tuple(b[len(b) - nb:]) if nb else ()
+        return te.sum(Ap[(*b, i // mr, k, i % mr)] * Bp[(*bb, j // nr, k, j % nr)], axis=k)
+    C = te.compute((*batch, M, N), c, name)
     return C, {"Ap": Ap, "Bp": Bp, "mr": mr, "nr": nr}
 
 
@@ -66,9 +89,10 @@ def schedule_matmul(s: Schedule, C: te.Tensor, parts: dict, target=None):
     mr, nr = parts["mr"], parts["nr"]
     Ap, Bp = parts["Ap"], parts["Bp"]
     CL = s.cache_write(C, "local")
-    i, j = s[C].leaf
+    *batch, i, j = s[C].leaf
     io, jo, ii, ji = s[C].tile(i, j, mr, nr)
-    s[C].parallel(io)
+    rows = s[C].fuse(*batch, io) if batch else io
+    s[C].parallel(rows)
     s[C].unroll(ii)
     jv_o, jv_i = s[C].split(ji, factor=lanes)
     s[C].unroll(jv_o)
@@ -76,19 +100,19 @@ def schedule_matmul(s: Schedule, C: te.Tensor, parts: dict, target=None):
     # micro-kernel: k outermost, the MR x NR block unrolled into registers
     st = s[CL]
     st.compute_at(s[C], jo)
-    ci, cj, ck = st.leaf
-    st.reorder(ck, ci, cj)
+    *cb, ci, cj, ck = st.leaf
+    st.reorder(ck, *cb, ci, cj)
     st.unroll(ci)
     cjo, cji = st.split(cj, factor=lanes)
     st.unroll(cjo)
     st.vectorize(cji)
-    # A panel: packed once per row block, inside the parallel loop
-    sa = s[Ap]
-    sa.compute_at(s[C], io)
+    # A panel: packed once per row block, inside the parallel loop (it stays in L1)
+    s[Ap].compute_at(s[C], rows)
     # B panels: packed once for the whole call, in parallel
     sb = s[Bp]
-    sb.parallel(sb.leaf[0])
-    sb.vectorize(sb.leaf[2])
+    *outer, pk, pj = sb.leaf
+    sb.parallel(sb.fuse(*outer) if len(outer) > 1 else outer[0])
+    sb.vectorize(pj)
     return s
 
 
@@ -104,37 +128,12 @@ def matmul(M: int, N: int, K: int, dtype: str = "float32", target=None, trans_b:
 
 
 def batch_matmul(batch: int, M: int, N: int, K: int, dtype: str = "float32", target=None):
-    """A (b, M, K) @ B (b, K, N) -> C (b, M, N): a register-blocked kernel per batch, batches
-    and row blocks in parallel."""
+    """A (b, M, K) @ B (b, K, N) -> C (b, M, N): the same packed kernel per batch, batches and
+    row blocks in parallel."""
     target = host(target)
-    mr, nr = micro_tile(target, dtype)
-    lanes = vector_lanes(target, dtype)
     A = te.placeholder((batch, M, K), dtype, "A")
     B = te.placeholder((batch, K, N), dtype, "B")
-    n_pan = -(-N // nr)
-    zero = 0.0 if "float" in dtype else 0
-    Bp = te.compute((batch, n_pan, K, nr),
-                    lambda b, jo, k, ji: B[b, k, jo * nr + ji] if N % nr == 0
-                    else select(jo * nr + ji < N, B[b, k, jo * nr + ji], zero), "Bp")
-    k = te.reduce_axis(K, "k")
-    C = te.compute((batch, M, N), lambda b, i, j: te.sum(A[b, i, k] * Bp[b, j // nr, k, j % nr], axis=k), "C")
+    C, parts = matmul_compute(A, B, target, "C")
     s = Schedule(C)
-    CL = s.cache_write(C, "local")
-    b, i, j = s[C].leaf
-    io, jo, ii, ji = s[C].tile(i, j, mr, nr)
-    s[C].parallel(s[C].fuse(b, io))
-    s[C].unroll(ii)
-    jv_o, jv_i = s[C].split(ji, factor=lanes)
-    s[C].vectorize(jv_i)
-    st = s[CL]
-    st.compute_at(s[C], jo)
-    cb, ci, cj, ck = st.leaf
-    st.reorder(ck, cb, ci, cj)
-    st.unroll(ci)
-    cjo, cji = st.split(cj, factor=lanes)
-    st.unroll(cjo)
-    st.vectorize(cji)
-    sb = s[Bp]
-    sb.parallel(sb.fuse(sb.leaf[0], sb.leaf[1]))
-    sb.vectorize(sb.leaf[-1])
+    schedule_matmul(s, C, parts, target)
     return s, [A, B, C]
