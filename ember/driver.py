@@ -37,4 +37,6 @@ def build(kernels: Union[Schedule, PrimFunc, Sequence], args: Optional[Sequence]
         else:
             s, a, n = k
             funcs.append(lower_kernel(s, a, n))
-    return llvm_build(funcs, target=target, name=funcs[0].name if len(funcs) == 1 else name)
+    from .kernels.common import host
+
+    return llvm_build(funcs, target=host(target), name=funcs[0].name if len(funcs) == 1 else name)

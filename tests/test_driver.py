@@ -67,3 +67,17 @@ def test_bench_ops_quick_json(tmp_path):
     assert res["peak_gflops"] > 0
     assert {r["kernel"] for r in res["rows"]} == {"add", "add broadcast"}
     assert "ember vs numpy" in out.stdout
+
+
+def test_target_string_overrides_cpu():
+    from ember.target import Target
+
+    t = Target.from_string("llvm -mcpu=x86-64")
+    assert t.vector_bits == 128 and t.cpu == "x86-64"
+    s, args = K.matmul(9, 10, 11, target=t)
+    mod = ember.build(s, args, "mm", target="llvm -mcpu=x86-64")
+    a = np.random.rand(9, 11).astype("float32")
+    b = np.random.rand(11, 10).astype("float32")
+    c = np.empty((9, 10), "float32")
+    mod["mm"](a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5)

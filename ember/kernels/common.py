@@ -18,11 +18,14 @@ def const_int(e):
 
 
 def host(target=None):
-    if target is not None:
-        return target
+    """``target`` as a Target: None means the host CPU, a string is parsed (``"llvm -mcpu=..."``)."""
     from ..target import Target
 
-    return Target.host()
+    if target is None:
+        return Target.host()
+    if isinstance(target, str):
+        return Target.from_string(target)
+    return target
 
 
 def vectorize_inner(stage, axis, lanes: int):
