@@ -1,0 +1,387 @@
+"""Integer rules: canonical sums, floordiv/floormod, min/max, comparisons, bit operations.
+
+Rules that reason about magnitudes are applied to int64 (the index type, assumed never to
+overflow) only; other integer types get ring identities (exact under wraparound) and decisions
+from intervals that account for wrapping.
+"""
+from __future__ import annotations
+
+import math
+
+from ..expr import (Add, BitAnd, BitOr, BitXor, Div, EQ, Expr, FloorDiv, FloorMod, GE, GT, IntImm, LE, LT,
+                    Max, Min, Mod, Mul, NE, Sub)
+from . import poly as P
+from .common import FLIP, INDEX, INT64_MAX, is_index, same_block
+from .fold import bool_const, fold_binary, imm, wrap, wrap_signed
+from .poly import order_key, poly_of, to_expr
+
+
+class IntegerMixin:
+    """Mixed into the Analyzer (uses ``iv``, ``iv_poly``, ``prove_le0``)."""
+
+    def _int(self, cls, a, b, ctx):
+        if cls is Add or cls is Sub or cls is Mul:
+            return self._arith(cls, a, b, ctx)
+        if cls is FloorDiv:
+            return self._floordiv(a, b, ctx)
+        if cls is FloorMod:
+            return self._floormod(a, b, ctx)
+        if cls is Div or cls is Mod:
+            return self._truncdivmod(cls, a, b, ctx)
+        if cls is Min or cls is Max:
+            return self._minmax(cls, a, b, ctx)
+        if cls in FLIP:
+            return self._cmp(cls, a, b, ctx)
+        return self._bits(cls, a, b)
+
+    def _arith(self, cls, a, b, ctx):
+        pa, pb = poly_of(a), poly_of(b)
+        if cls is Add:
+            p = P.add(pa, pb)
+        elif cls is Sub:
+            p = P.add(pa, pb, -1)
+        else:
+            p = P.mul(pa, pb)
+            if p is None:  # sum * sum: kept as one product, operands in canonical order
+                x, y = sorted((a, b), key=order_key)
+                return Mul(x, y)
+        return to_expr(self._fuse_divmod(p, ctx))
+
+    def _arith_chain(self, e, ctx):
+        """A tree of int ``+ - *`` simplified into one canonical sum."""
+        return to_expr(self._fuse_divmod(self._chain_poly(e, ctx), ctx))
+
+    def _chain_poly(self, e, ctx) -> P.Poly:
+        terms: dict = {}
+        c = self._collect(e, ctx, 1, terms, 0)
+        return P.make(terms, c, e.dtype)
+
+    def _collect(self, e, ctx, k: int, terms: dict, c: int) -> int:
+        """Add ``k * e`` into ``terms``; returns the new constant. Leaves are simplified."""
+        t = type(e)
+        if (t is Add or t is Sub or t is Mul) and e.a.dtype == e.b.dtype:
+            if t is Add or t is Sub:
+                c = self._collect(e.a, ctx, k, terms, c)
+                return self._collect(e.b, ctx, k if t is Add else -k, terms, c)
+            if type(e.b) is IntImm:
+                return self._collect(e.a, ctx, k * wrap(e.b.value, e.dtype), terms, c)
+            if type(e.a) is IntImm:
+                return self._collect(e.b, ctx, k * wrap(e.a.value, e.dtype), terms, c)
+            pa, pb = self._chain_poly(e.a, ctx), self._chain_poly(e.b, ctx)
+            p = P.mul(pa, pb)
+            if p is None:  # sum * sum: kept as one product, operands in canonical order
+                x, y = sorted((self._arith_chain_of(pa, ctx), self._arith_chain_of(pb, ctx)), key=order_key)
+                p = P.atom(Mul(x, y))
+        elif t is IntImm:
+            return c + k * wrap(e.value, e.dtype)
+        else:
+            p = poly_of(self.expr(e, ctx))
+        for m, kk in p.terms.items():
+            terms[m] = terms.get(m, 0) + k * kk
+        return c + k * p.const
+
+    def _arith_chain_of(self, p: P.Poly, ctx):
+        return to_expr(self._fuse_divmod(p, ctx))
+
+    def _fuse_divmod(self, p: P.Poly, ctx) -> P.Poly:
+        """``(x // c)*c*k + (x % c)*k -> x*k``: recombine what a split took apart."""
+        for _ in range(8):
+            for m, k in p.terms.items():
+                a = m[0]
+                if len(m) != 1 or type(a) is not FloorMod:
+                    continue
+                unit = _divisor_monomial(a.b)
+                # x // 0 and x % 0 are 0 on the machine: the identity needs a nonzero divisor.
+                if unit is None or (unit[0] and not self._nonzero(a.b, ctx)):
+                    continue
+                mb, kb = unit
+                dm = P.merge((FloorDiv(a.a, a.b),), mb)
+                if p.terms.get(dm) != wrap_signed(k * kb, p.dtype):
+                    continue
+                pair = P.Poly({m: k, dm: p.terms[dm]}, 0, p.dtype)
+                p = P.add(P.add(p, pair, -1), P.scale(poly_of(a.a), k))
+                break
+            else:
+                return p
+        return p
+
+    def _nonzero(self, b, ctx) -> bool:
+        lo, hi = self.iv(b, ctx)
+        if lo > 0 or hi < 0:
+            return True
+        if is_index(b.dtype):
+            pb = poly_of(b)
+            one = P.constant(1, INDEX)
+            return self.prove_le0(P.add(one, pb, -1), ctx) or self.prove_le0(P.add(pb, one), ctx)
+        return False
+
+    def _floordiv(self, a, b, ctx):
+        dtype = a.dtype
+        if type(b) is IntImm:
+            c = wrap(b.value, dtype)
+            if c == 1:
+                return a
+            if c > 0:
+                if is_index(dtype):
+                    return self._floordiv_index(a, c, ctx)
+                k = same_block(self.iv(a, ctx), c)
+                return imm(k, dtype) if k is not None else FloorDiv(a, b)
+        ia, ib = self.iv(a, ctx), self.iv(b, ctx)
+        if ib[0] > 0 and ia[0] >= 0 and ia[1] < ib[0]:
+            return imm(0, dtype)
+        qr = self._symbolic_divmod(a, b, ctx) if is_index(dtype) else None
+        return to_expr(qr[0]) if qr is not None else FloorDiv(a, b)
+
+    def _floordiv_index(self, a, c: int, ctx):
+        if type(a) is FloorDiv and type(a.b) is IntImm and a.b.value > 0 and a.b.value * c <= INT64_MAX:
+            return self._floordiv(a.a, imm(a.b.value * c, INDEX), ctx)  # (x // c1) // c == x // (c1*c)
+        p = poly_of(a)
+        g = math.gcd(c, p.const, *p.terms.values())
+        if g > 1:  # (4i + 2j) // 8 == (2i + j) // 4
+            p = P.make({m: k // g for m, k in p.terms.items()}, p.const // g, INDEX)
+            c //= g
+            if c == 1:
+                return to_expr(p)
+        # x == c*q + r  =>  x // c == q + r // c; the constant keeps its part in [0, c).
+        q, r = P.split(p, lambda m, k: k % c == 0)
+        q = P.make({m: k // c for m, k in q.terms.items()}, r.const // c, INDEX)
+        r = P.Poly(r.terms, r.const % c, INDEX)
+        if q.terms or q.const:
+            rest = self._floordiv(to_expr(r), imm(c, INDEX), ctx) if r.terms else imm(0, INDEX)
+            return self._arith(Add, to_expr(q), rest, ctx)
+        k = same_block(self.iv_poly(p, ctx), c)
+        if k is not None:
+            return imm(k, INDEX)
+        return FloorDiv(to_expr(p), imm(c, INDEX))
+
+    def _floormod(self, a, b, ctx):
+        dtype = a.dtype
+        if type(b) is IntImm:
+            c = wrap(b.value, dtype)
+            if c == 1:
+                return imm(0, dtype)
+            if c > 0:
+                if is_index(dtype):
+                    return self._floormod_index(a, c, ctx)
+                k = same_block(self.iv(a, ctx), c)
+                if k is not None:  # a machine value in [k*c, k*c + c): subtracting is exact
+                    return self._arith(Sub, a, imm(k * c, dtype), ctx)
+                return FloorMod(a, b)
+        ia, ib = self.iv(a, ctx), self.iv(b, ctx)
+        if ib[0] > 0 and ia[0] >= 0 and ia[1] < ib[0]:
+            return a
+        qr = self._symbolic_divmod(a, b, ctx) if is_index(dtype) else None
+        return to_expr(qr[1]) if qr is not None else FloorMod(a, b)
+
+    def _symbolic_divmod(self, a, b, ctx):
+        """(q, r) with ``a == q*b + r`` and ``0 <= r < b`` provable, for a divisor ``b`` that is
+        one positive monomial (``(i*n + j) // n -> i`` when j is in [0, n - 1])."""
+        unit = _divisor_monomial(b)
+        if unit is None or unit[1] != 1 or not unit[0]:
+            return None
+        mb = unit[0]
+        pb = poly_of(b)
+        if not self.prove_le0(P.add(P.constant(1, INDEX), pb, -1), ctx):  # b >= 1
+            return None
+        pa = poly_of(a)
+        q, r = {}, {}
+        for m, k in pa.terms.items():
+            rest = _mono_div(m, mb)
+            if rest is None:
+                r[m] = k
+            else:
+                q[rest] = q.get(rest, 0) + k
+        if not q:
+            return None
+        qc = q.pop((), 0)
+        qp, rp = P.make(q, qc, INDEX), P.make(r, pa.const, INDEX)
+        if self.prove_le0(P.scale(rp, -1), ctx) and \
+                self.prove_le0(P.add(P.add(rp, pb, -1), P.constant(1, INDEX)), ctx):
+            return qp, rp
+        return None
+
+    def _floormod_index(self, a, c: int, ctx):
+        if type(a) is FloorMod and type(a.b) is IntImm and a.b.value > 0 and a.b.value % c == 0:
+            return self._floormod(a.a, imm(c, INDEX), ctx)  # (x % (c*m)) % c == x % c
+        p = poly_of(a)
+        # Inside a sum taken modulo c, x % (c*m) may be replaced by x.
+        for _ in range(8):
+            inner = [(m, k) for m, k in p.terms.items() if len(m) == 1 and type(m[0]) is FloorMod
+                     and type(m[0].b) is IntImm and m[0].b.value > 0 and m[0].b.value % c == 0]
+            if not inner:
+                break
+            for m, k in inner:
+                p = P.add(P.add(p, P.Poly({m: k}, 0, INDEX), -1), P.scale(poly_of(m[0].a), k))
+        # Multiples of c vanish; big coefficients reduce.
+        terms = {}
+        for m, k in p.terms.items():
+            if k % c:
+                terms[m] = k % c if abs(k) >= c else k
+        p = P.make(terms, p.const % c, INDEX)
+        if not p.terms:
+            return imm(p.const, INDEX)
+        g = math.gcd(c, p.const, *p.terms.values())
+        if g > 1:  # (2x) % 8 == (x % 4) * 2
+            inner = self._floormod_index(to_expr(P.make({m: k // g for m, k in p.terms.items()},
+                                                        p.const // g, INDEX)), c // g, ctx)
+            return self._arith(Mul, inner, imm(g, INDEX), ctx)
+        k = same_block(self.iv_poly(p, ctx), c)
+        if k is not None:
+            return to_expr(P.add(p, P.constant(k * c, INDEX), -1))
+        return FloorMod(to_expr(p), imm(c, INDEX))
+
+    def _truncdivmod(self, cls, a, b, ctx):
+        dtype = a.dtype
+        if type(b) is IntImm and wrap(b.value, dtype) == 1:
+            return a if cls is Div else imm(0, dtype)
+        ia, ib = self.iv(a, ctx), self.iv(b, ctx)
+        if ia[0] >= 0 and ib[0] > 0:  # C and floor division agree here
+            return self._floordiv(a, b, ctx) if cls is Div else self._floormod(a, b, ctx)
+        return cls(a, b)
+
+    def _minmax(self, cls, a, b, ctx):
+        if a == b:
+            return a
+        if type(a) is IntImm or (type(b) is not IntImm and order_key(b) < order_key(a)):
+            a, b = b, a  # canonical operand order, constants last
+        le = self._le(a, b, ctx)
+        if le is not None:
+            return (a if le else b) if cls is Min else (b if le else a)
+        if type(b) is IntImm and type(a) is cls and type(a.b) is IntImm:
+            c = min(a.b.value, b.value) if cls is Min else max(a.b.value, b.value)
+            return self._minmax(cls, a.a, imm(c, a.dtype), ctx)
+        return cls(a, b)
+
+    def _le(self, a, b, ctx):
+        """True if a <= b always, False if b <= a always, else None."""
+        if is_index(a.dtype):
+            d = P.add(poly_of(a), poly_of(b), -1)
+            if self.prove_le0(d, ctx):
+                return True
+            if self.prove_le0(P.scale(d, -1), ctx):
+                return False
+            return None
+        ia, ib = self.iv(a, ctx), self.iv(b, ctx)
+        if ia[1] <= ib[0]:
+            return True
+        if ib[1] <= ia[0]:
+            return False
+        return None
+
+    def _cmp(self, cls, a, b, ctx):
+        if a == b:
+            return bool_const(cls in (EQ, LE, GE))
+        if is_index(a.dtype):
+            d = P.add(poly_of(a), poly_of(b), -1)
+            v = self._decide(cls, d, ctx)
+            if v is not None:
+                return bool_const(v)
+            return self._cmp_canonical(cls, d)
+        v = _decide_iv(cls, self.iv(a, ctx), self.iv(b, ctx))
+        return bool_const(v) if v is not None else cls(a, b)
+
+    def _decide(self, cls, d: P.Poly, ctx):
+        """The value of ``d <cls> 0`` if provable either way."""
+        if not d.terms:
+            return fold_binary(cls, imm(d.const, INDEX), imm(0, INDEX)).value == 1
+        le = lambda p: self.prove_le0(p, ctx)  # noqa: E731
+        one = P.constant(1, INDEX)
+        nd = P.scale(d, -1)
+        lt0, ge0 = (lambda: le(P.add(d, one))), (lambda: le(nd))  # d < 0, d >= 0
+        gt0, le0 = (lambda: le(P.add(nd, one))), (lambda: le(d))  # d > 0, d <= 0
+        if cls is LT:
+            return True if lt0() else False if ge0() else None
+        if cls is GE:
+            return True if ge0() else False if lt0() else None
+        if cls is LE:
+            return True if le0() else False if gt0() else None
+        if cls is GT:
+            return True if gt0() else False if le0() else None
+        if lt0() or gt0():
+            return cls is NE
+        return None
+
+    def _cmp_canonical(self, cls, d: P.Poly):
+        """``d <cls> 0`` written as positive terms on the left, the rest on the right, divided
+        by the gcd of the coefficients (``i*6 < 35 -> i < 6``)."""
+        g = math.gcd(*d.terms.values())
+        if g > 1:
+            k0 = d.const
+            if cls is EQ or cls is NE:
+                if k0 % g:
+                    return bool_const(cls is NE)
+                c = k0 // g
+            elif cls is LT or cls is GE:  # g*t + k0 < 0  <=>  t + floor(k0/g) < 0
+                c = k0 // g
+            else:  # g*t + k0 <= 0  <=>  t + ceil(k0/g) <= 0
+                c = -(-k0 // g)
+            d = P.make({m: k // g for m, k in d.terms.items()}, c, INDEX)
+        left = P.make({m: k for m, k in d.terms.items() if k > 0}, 0, INDEX)
+        right = P.make({m: -k for m, k in d.terms.items() if k < 0}, -d.const, INDEX)
+        if left.terms:
+            return cls(to_expr(left), to_expr(right))
+        return FLIP[cls](to_expr(P.Poly(right.terms, 0, INDEX)), imm(d.const, INDEX))
+
+    def _bits(self, cls, a, b):
+        dtype = a.dtype
+        ones = wrap(-1, dtype)
+        for x, y in ((a, b), (b, a)) if cls in (BitAnd, BitOr, BitXor) else ((a, b),):
+            if type(y) is not IntImm:
+                continue
+            v = wrap(y.value, dtype)
+            if v == 0:
+                return imm(0, dtype) if cls is BitAnd else x
+            if v == ones and cls in (BitAnd, BitOr):
+                return x if cls is BitAnd else imm(ones, dtype)
+        if a == b and cls in (BitAnd, BitOr):
+            return a
+        if a == b and cls is BitXor:
+            return imm(0, dtype)
+        return cls(a, b)
+
+    # --- floats, logic, vectors ----------------------------------------------------------------
+
+
+def _divisor_monomial(b: Expr):
+    """``(monomial, coeff)`` when the divisor ``b`` is ``coeff * monomial`` with a positive
+    constant coefficient (a constant divisor has the empty monomial), else None."""
+    if type(b) is IntImm:
+        return ((), b.value) if b.value > 0 else None
+    if not P.is_int_scalar(b.dtype):
+        return None
+    pb = poly_of(b)
+    if pb.const or len(pb.terms) != 1:
+        return None
+    (m, k), = pb.terms.items()
+    return (m, k) if k > 0 else None
+
+
+def _mono_div(m: tuple, d: tuple):
+    """``m / d`` for monomials (one factor removed per factor of ``d``), or None."""
+    rest = list(m)
+    for a in d:
+        for i, x in enumerate(rest):
+            if x == a:
+                del rest[i]
+                break
+        else:
+            return None
+    return tuple(rest)
+
+
+def _decide_iv(cls, ia: tuple, ib: tuple):
+    if cls is LT:
+        return True if ia[1] < ib[0] else False if ia[0] >= ib[1] else None
+    if cls is LE:
+        return True if ia[1] <= ib[0] else False if ia[0] > ib[1] else None
+    if cls is GT:
+        return True if ia[0] > ib[1] else False if ia[1] <= ib[0] else None
+    if cls is GE:
+        return True if ia[0] >= ib[1] else False if ia[1] < ib[0] else None
+    disjoint = ia[1] < ib[0] or ib[1] < ia[0]
+    same = ia[0] == ia[1] == ib[0] == ib[1]
+    if cls is EQ:
+        return True if same else False if disjoint else None
+    return False if same else True if disjoint else None
+
+
