@@ -1,0 +1,169 @@
+"""Traversal of graph-IR DAGs: the one mechanism every graph pass builds on.
+
+Graphs share subexpressions (a value used twice is one node), so every function here visits
+each distinct node once, children before parents, arguments left to right. Traversal uses an
+explicit stack: a model's graph is thousands of nodes deep, far past Python's recursion limit.
+
+    >>> x = Var("x"); y = Call("nn.relu", [x]); z = Call("add", [y, y])
+    >>> post_order(z) == [x, y, z]
+    True
+    >>> print(rewrite(z, lambda n: Call("nn.gelu", n.args) if n == y else None))
+    %0 = nn.gelu(%x)
+    %1 = add(%0, %0)
+    %1
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterable, Optional, Union
+
+from .ir import Call, Expr, Function, Module, Tuple, TupleGetItem, Var
+
+Root = Union[Expr, Module]
+
+
+def children(expr: Expr) -> tuple:
+    """The direct operands of ``expr``; a Function's are its params then its body."""
+    if isinstance(expr, Call):
+        return expr.args
+    if isinstance(expr, Tuple):
+        return expr.fields
+    if isinstance(expr, TupleGetItem):
+        return (expr.tuple,)
+    if isinstance(expr, Function):
+        return expr.params + (expr.body,)
+    return ()
+
+
+def _roots(root: Root) -> list:
+    if isinstance(root, Module):
+        return [fn for _, fn in root.functions]
+    if not isinstance(root, Expr):
+        raise TypeError(f"expected a graph expression or Module, got {type(root).__name__}")
+    return [root]
+
+
+def post_order(root: Root) -> list:
+    """Every distinct node of ``root`` once, each after all of its operands.
+
+    For a Module, its functions in name order (sharing nodes between them is allowed).
+    """
+    seen: set[int] = set()  # ids are safe: ``root`` keeps every node alive meanwhile
+    out: list = []
+    for r in _roots(root):
+        stack = [(r, False)]
+        while stack:
+            n, expanded = stack.pop()
+            if expanded:
+                out.append(n)
+                continue
+            if id(n) in seen:
+                continue
+            seen.add(id(n))
+            stack.append((n, True))
+            # in a DAG a seen child is already finished (it cannot be an ancestor), so skip it
+            stack.extend((c, False) for c in reversed(children(n)) if id(c) not in seen)
+    return out
+
+
+def walk(root: Root, fn: Callable[[Expr], None]) -> None:
+    """Call ``fn`` on every distinct node, operands first (see :func:`post_order`)."""
+    for n in post_order(root):
+        fn(n)
+
+
+def _rebuild(n: Expr, new: Callable[[Expr], Expr]) -> Expr:
+    """``n`` with its operands replaced by their rewritten versions (``n`` itself if none changed)."""
+    kids = children(n)
+    if not kids:
+        return n
+    nk = tuple(new(c) for c in kids)
+    if all(a is b for a, b in zip(nk, kids)):
+        return n
+    if isinstance(n, Call):
+        return n.replace(args=nk)
+    if isinstance(n, Tuple):
+        return Tuple(nk)
+    if isinstance(n, TupleGetItem):
+        return n.replace(tuple=nk[0])
+    return n.replace(params=nk[:-1], body=nk[-1])  # Function
+
+
+def rewrite(root: Root, fn: Callable[[Expr], Optional[Expr]]):
+    """Rebuild ``root`` bottom-up. ``fn`` gets each node with its operands already rewritten and
+    returns a replacement, or None to keep it. ``fn`` runs once per distinct node (a shared
+    subexpression is rewritten once and stays shared); unchanged subtrees are returned as is.
+
+    >>> e = Call("exp", [Var("x")])
+    >>> rewrite(e, lambda n: None) is e
+    True
+
+    A Module is rewritten function by function (with one memo) into a new Module.
+    """
+    memo: dict[int, Expr] = {}
+    get = lambda c: memo[id(c)]  # noqa: E731 - operands are always rewritten first
+    for n in post_order(root):
+        m = _rebuild(n, get)
+        out = fn(m)
+        if out is not None and not isinstance(out, Expr):
+            raise TypeError(f"rewrite: the function returned {out!r} ({type(out).__name__}) for "
+                            f"{type(n).__name__}; expected a graph expression or None")
+        memo[id(n)] = m if out is None else out
+    if isinstance(root, Module):
+        new = [(name, memo[id(f)]) for name, f in root.functions]
+        if all(memo[id(f)] is f for _, f in root.functions):
+            return root
+        return Module(new)
+    return memo[id(root)]
+
+
+def substitute(root: Root, mapping: dict):
+    """Replace nodes (usually Vars) by the expressions ``mapping`` gives for them."""
+    if not mapping:
+        return root
+    return rewrite(root, lambda n: mapping.get(n))
+
+
+def topo_calls(root: Root) -> list:
+    """The Calls of ``root`` in an order that computes every Call after the Calls it uses
+    (the executor's order; deterministic: operands left to right)."""
+    return [n for n in post_order(root) if isinstance(n, Call)]
+
+
+def free_vars(root: Root) -> list:
+    """Variables used but not bound by an enclosing Function's params, in first-use order.
+
+    ``Function(free_vars(e), e)`` closes an expression over its inputs.
+    """
+    out: dict = {}
+    for r in _roots(root):
+        bound = set(r.params) if isinstance(r, Function) else set()
+        body = r.body if isinstance(r, Function) else r
+        for n in post_order(body):
+            if isinstance(n, Var) and n not in bound:
+                out.setdefault(n, None)
+    return list(out)
+
+
+def use_counts(root: Root) -> dict:
+    """How many times each distinct node is used as an operand; a Function's body counts one use
+    (its caller reads the result), params are bindings, not uses.
+
+    ``add(x, x)`` uses ``x`` twice. Every node of ``root`` is a key (unused ones map to 0).
+    Fusion uses this: a value with more than one use must be materialized.
+    """
+    counts: dict = {}
+    for n in post_order(root):
+        counts.setdefault(n, 0)
+        for c in ((n.body,) if isinstance(n, Function) else children(n)):
+            counts[c] = counts.get(c, 0) + 1
+    return counts
+
+
+def count_nodes(root: Root, kinds: Iterable[type] = (Call,)) -> int:
+    """How many distinct nodes of the given kinds ``root`` holds (Calls by default)."""
+    kinds = tuple(kinds)
+    return sum(isinstance(n, kinds) for n in post_order(root))
+
+
+__all__ = ["children", "post_order", "walk", "rewrite", "substitute", "topo_calls", "free_vars",
+           "use_counts", "count_nodes"]
