@@ -1,9 +1,13 @@
 """Lowering of math intrinsic calls (``exp``, ``tanh``, ``fma``, ...) to LLVM.
 
-Functions LLVM knows (``llvm.exp``, ``llvm.sqrt``, ...) become LLVM intrinsics, which the backend
-turns into instructions or libm calls; the rest call libm directly (``tanhf`` for float32,
-``tanh`` for float64), one lane at a time for vectors. float16/bfloat16 are computed in float32
-and rounded back, which is what numpy and ml_dtypes do.
+float32 (and so float16/bfloat16, which are computed in float32 and rounded back, like numpy and
+ml_dtypes) ``exp``, ``exp2``, ``expm1``, ``log``, ``log2``, ``log1p``, ``tanh``, ``sigmoid`` and
+``erf`` are emitted inline as branch-free polynomial code (:mod:`.vmath`), which vectorizes;
+LLVM would otherwise turn a vector ``llvm.exp`` into one ``expf`` call per lane.
+
+Other functions LLVM knows (``llvm.sqrt``, ``llvm.sin``, ...) and all of them for float64 become
+LLVM intrinsics, which the backend turns into instructions or libm calls; the rest call libm
+directly (``tanhf`` for float32, ``tanh`` for float64), one lane at a time for vectors.
 """
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from llvmlite import ir
 from ...errors import CompileError
 from ...loop import dtype as dt
 from . import types as T
+from . import vmath
 
 # Ember name -> LLVM intrinsic base name. ``round`` rounds half to even, like numpy.
 LLVM_UNARY = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "sqrt": "sqrt",
@@ -92,7 +97,9 @@ def emit_call(e, node, args: list) -> ir.Value:
         inf = T.const(dt.with_lanes(T.compute_type(elem), lanes), float("inf"))
         return b.fcmp_ordered("==", llvm_intrinsic(b, "fabs", [x]), inf)
     one = T.const(dt.with_lanes(T.compute_type(elem), lanes), 1.0)
-    if name in LLVM_UNARY:
+    if name in vmath.FUNCTIONS and vmath.is_f32(x.type):
+        r = vmath.emit(b, name, x)
+    elif name in LLVM_UNARY:
         r = llvm_intrinsic(b, LLVM_UNARY[name], [x])
     elif name in LIBM_UNARY:
         r = libm_call(b, name, [x])
