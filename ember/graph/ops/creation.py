@@ -1,0 +1,63 @@
+"""Ops that make tensors from shapes rather than data: shape_of, size, constant_of_shape, range.
+
+``shape_of``/``size`` read only their input's type, so on static shapes constant folding turns
+them into constants; on symbolic shapes they are computed when the model runs.
+"""
+from __future__ import annotations
+
+import math
+
+from ...errors import DTypeError, ShapeError
+from ...loop import dtype as dt
+from ..types import TensorType
+from .registry import Pattern, attr, register_op, tensor
+
+
+def _int_dtype(attrs) -> str:
+    if not dt.is_int(attrs["dtype"]):
+        raise DTypeError(f"dtype must be an integer dtype, got {attrs['dtype']}")
+    return attrs["dtype"]
+
+
+def _infer_shape_of(args, attrs):
+    return TensorType((tensor(args[0]).ndim,), _int_dtype(attrs))
+
+
+def _infer_size(args, attrs):
+    tensor(args[0])
+    return TensorType((), _int_dtype(attrs))
+
+
+register_op("shape_of", infer=_infer_shape_of, pattern=Pattern.OPAQUE, attrs_schema={"dtype": attr("dtype", "int64")},
+            doc="the input's shape as a 1-D tensor")
+register_op("size", infer=_infer_size, pattern=Pattern.OPAQUE, attrs_schema={"dtype": attr("dtype", "int64")},
+            doc="the input's element count as a scalar")
+
+
+def _infer_constant_of_shape(args, attrs):
+    return TensorType(attrs["shape"], attrs["dtype"])
+
+
+register_op("constant_of_shape", infer=_infer_constant_of_shape, pattern=Pattern.ELEMWISE, num_args=0,
+            attrs_schema={"shape": attr("dims"), "value": attr(("float", "bool"), 0.0),
+                          "dtype": attr("dtype", "float32")},
+            doc="a tensor of the given shape filled with value")
+
+
+def range_len(start, stop, step) -> int:
+    """ONNX Range's element count: ``max(ceil((stop - start) / step), 0)``."""
+    if step == 0:
+        raise ShapeError("range step must not be 0")
+    return max(int(math.ceil((stop - start) / step)), 0)
+
+
+def _infer_range(args, attrs):
+    if dt.is_bool(attrs["dtype"]):
+        raise DTypeError("range cannot produce bool")
+    return TensorType((range_len(attrs["start"], attrs["stop"], attrs["step"]),), attrs["dtype"])
+
+
+register_op("range", infer=_infer_range, pattern=Pattern.INJECTIVE, num_args=0,
+            attrs_schema={"start": attr("float"), "stop": attr("float"), "step": attr("float", 1),
+                          "dtype": attr("dtype", "int64")},
+            doc="start, start + step, ... up to (not including) stop")

@@ -1,0 +1,353 @@
+"""Layout ops: ops that move elements without computing new values.
+
+reshape, flatten, transpose, squeeze, unsqueeze, expand, tile, concat, split, strided_slice,
+pad, depth_to_space, space_to_depth, resize. (Indexing ops live in :mod:`.index`, ops that
+create tensors from shapes in :mod:`.creation`.)
+
+Shapes are attributes and may hold symbolic dims: ``reshape(x, newshape=(batch, -1))``. The
+values follow ONNX: in ``newshape`` 0 copies the input's dimension (unless ``allowzero``) and
+-1 is inferred; slices clamp out-of-range bounds; pads may be negative (crop).
+"""
+from __future__ import annotations
+
+import math
+
+from ...errors import ShapeError
+from ..types import Dim, TensorType, TupleType
+from . import dims as D
+from .registry import Pattern, attr, norm_axis, register_op, same_dtype, tensor
+
+INJ = Pattern.INJECTIVE
+
+# -- reshape family -----------------------------------------------------------------------------
+
+
+def _infer_reshape(args, attrs):
+    x = tensor(args[0])
+    new = list(attrs["newshape"])
+    if sum(1 for d in new if d == -1) > 1:
+        raise ShapeError(f"newshape {attrs['newshape']} has more than one -1")
+    for i, d in enumerate(new):
+        if isinstance(d, int) and d < -1:
+            raise ShapeError(f"newshape {attrs['newshape']}: dimension {d} is invalid")
+        if d == 0 and not attrs["allowzero"]:
+            if i >= x.ndim:
+                raise ShapeError(f"newshape {attrs['newshape']} copies dimension {i} (0) of {x}, which has none")
+            new[i] = x.shape[i]
+    total = D.prod(x.shape)
+    if -1 in new:
+        i = new.index(-1)
+        known = D.prod(d for d in new if d != -1)
+        q = D.dim_div_exact(total, known)
+        if q is None:
+            if isinstance(total, int) and isinstance(known, int):
+                raise ShapeError(f"cannot reshape {x} ({total} elements) to {attrs['newshape']}: "
+                                 f"{total} is not a multiple of {known}")
+            q = Dim(f"{D._paren(total)}/{D._paren(known)}")
+        new[i] = q
+    elif isinstance(total, int) and all(isinstance(d, int) for d in new) and D.prod(new) != total:
+        raise ShapeError(f"cannot reshape {x} ({total} elements) to {tuple(new)} ({D.prod(new)} elements)")
+    return TensorType(tuple(new), x.dtype)
+
+
+register_op("reshape", infer=_infer_reshape, pattern=INJ,
+            attrs_schema={"newshape": attr("dims"), "allowzero": attr("bool", False)})
+
+
+def _infer_flatten(args, attrs):
+    x = tensor(args[0])
+    axis = attrs["axis"]
+    if not -x.ndim <= axis <= x.ndim:
+        raise ShapeError(f"axis {axis} is out of range for rank {x.ndim}")
+    if axis < 0:
+        axis += x.ndim
+    return TensorType((D.prod(x.shape[:axis]), D.prod(x.shape[axis:])), x.dtype)
+
+
+register_op("flatten", infer=_infer_flatten, pattern=INJ, attrs_schema={"axis": attr("int", 1)},
+            doc="2-D: dimensions before axis multiplied, and those from axis on")
+
+
+def _infer_transpose(args, attrs):
+    x = tensor(args[0])
+    axes = attrs["axes"]
+    if axes is None:
+        axes = tuple(reversed(range(x.ndim)))
+    if sorted(a % x.ndim if x.ndim else a for a in axes) != list(range(x.ndim)) or len(axes) != x.ndim:
+        raise ShapeError(f"axes {axes} is not a permutation of the {x.ndim} axes of {x}")
+    return TensorType(tuple(x.shape[a] for a in axes), x.dtype)
+
+
+register_op("transpose", infer=_infer_transpose, pattern=INJ, attrs_schema={"axes": attr("ints", None)},
+            doc="permute axes (None: reverse them)")
+
+
+def _infer_squeeze(args, attrs):
+    x = tensor(args[0])
+    if attrs["axis"] is None:
+        sym = [i for i, d in enumerate(x.shape) if not isinstance(d, int)]
+        if sym:
+            raise ShapeError(f"squeeze without axes cannot tell whether symbolic dimension(s) of {x} are 1")
+        axes = {i for i, d in enumerate(x.shape) if d == 1}
+    else:
+        axes = {norm_axis(a, x.ndim) for a in attrs["axis"]}
+        for a in axes:
+            if isinstance(x.shape[a], int) and x.shape[a] != 1:
+                raise ShapeError(f"cannot squeeze axis {a} of {x}: its size is {x.shape[a]}, not 1")
+    return TensorType(tuple(d for i, d in enumerate(x.shape) if i not in axes), x.dtype)
+
+
+register_op("squeeze", infer=_infer_squeeze, pattern=INJ, attrs_schema={"axis": attr("ints", None)},
+            doc="drop size-1 axes (None: all of them)")
+
+
+def _infer_unsqueeze(args, attrs):
+    x = tensor(args[0])
+    nout = x.ndim + len(attrs["axes"])
+    axes = {norm_axis(a, nout) for a in attrs["axes"]}
+    if len(axes) != len(attrs["axes"]):
+        raise ShapeError(f"axes {attrs['axes']} names an axis twice")
+    it = iter(x.shape)
+    return TensorType(tuple(1 if i in axes else next(it) for i in range(nout)), x.dtype)
+
+
+register_op("unsqueeze", infer=_infer_unsqueeze, pattern=INJ, attrs_schema={"axes": attr("ints")},
+            doc="insert size-1 axes at the given positions of the output")
+
+
+def _infer_expand(args, attrs):
+    x = tensor(args[0])
+    try:
+        shape = D.broadcast_shapes(x.shape, attrs["shape"])
+    except ShapeError as e:
+        raise ShapeError(f"cannot expand {x} to {attrs['shape']}: {e}") from None
+    return TensorType(shape, x.dtype)
+
+
+register_op("expand", infer=_infer_expand, pattern=Pattern.BROADCAST, attrs_schema={"shape": attr("dims")},
+            doc="broadcast x and shape against each other (ONNX Expand: either side may be 1)")
+
+
+def _infer_tile(args, attrs):
+    x = tensor(args[0])
+    reps = attrs["reps"]
+    if len(reps) != x.ndim or any(r < 0 for r in reps):
+        raise ShapeError(f"reps {reps} must have one value >= 0 per axis of {x}")
+    return TensorType(tuple(D.dim_mul(d, r) for d, r in zip(x.shape, reps)), x.dtype)
+
+
+register_op("tile", infer=_infer_tile, pattern=INJ, attrs_schema={"reps": attr("ints")})
+
+# -- concat and split ---------------------------------------------------------------------------
+
+
+def _infer_concat(args, attrs):
+    ts = [tensor(a, f"input {i}") for i, a in enumerate(args)]
+    dtype = same_dtype(ts)
+    nd = ts[0].ndim
+    if nd == 0 or any(t.ndim != nd for t in ts):
+        raise ShapeError(f"inputs must have one rank >= 1, got {', '.join(map(str, ts))}")
+    axis = norm_axis(attrs["axis"], nd)
+    out = list(ts[0].shape)
+    out[axis] = 0
+    for t in ts:
+        for i, d in enumerate(t.shape):
+            if i == axis:
+                out[i] = D.dim_add(out[i], d)
+            elif d != out[i]:
+                if isinstance(d, int) and isinstance(out[i], int):
+                    raise ShapeError(f"inputs differ in dimension {i} (not the axis {axis}): "
+                                     f"{', '.join(map(str, ts))}")
+                if isinstance(d, int):  # a symbol meets a number: the number is the size
+                    out[i] = d
+    return TensorType(tuple(out), dtype)
+
+
+register_op("concat", infer=_infer_concat, pattern=INJ, num_args=(1, None), attrs_schema={"axis": attr("int")})
+
+
+def split_sizes(dim, sizes, num_outputs) -> list:
+    """The sizes of the parts of ``dim``: explicit ``sizes``, or ``num_outputs`` parts of
+    ``ceil(dim / n)`` with a smaller last one (ONNX 18)."""
+    if sizes is not None:
+        if any(s < 0 for s in sizes):
+            raise ShapeError(f"split sizes must be >= 0, got {sizes}")
+        if isinstance(dim, int) and sum(sizes) != dim:
+            raise ShapeError(f"split sizes {sizes} sum to {sum(sizes)}, not the axis size {dim}")
+        return list(sizes)
+    n = num_outputs
+    if n is None or n < 1:
+        raise ShapeError("split needs sizes or num_outputs >= 1")
+    if isinstance(dim, int):
+        chunk = -(-dim // n)
+        if chunk * (n - 1) > dim:
+            raise ShapeError(f"cannot split {dim} into {n} parts")
+        return [chunk] * (n - 1) + [dim - chunk * (n - 1)]
+    part = D.dim_div_exact(dim, n)
+    if part is None:
+        part = D.dim_ceildiv(dim, n)
+        last = D.dim_add(dim, Dim(f"-{n - 1}*{D._paren(part)}")) if n > 1 else part
+        return [part] * (n - 1) + [last]
+    return [part] * n
+
+
+def _infer_split(args, attrs):
+    x = tensor(args[0])
+    axis = norm_axis(attrs["axis"], x.ndim)
+    parts = split_sizes(x.shape[axis], attrs["sizes"], attrs["num_outputs"])
+    return TupleType([TensorType(x.shape[:axis] + (p,) + x.shape[axis + 1:], x.dtype) for p in parts])
+
+
+register_op("split", infer=_infer_split, pattern=INJ,
+            attrs_schema={"axis": attr("int", 0), "sizes": attr("ints", None), "num_outputs": attr("int", None)},
+            doc="a tuple of parts along axis: explicit sizes, or num_outputs (near-)equal parts")
+
+# -- slice and pad ------------------------------------------------------------------------------
+
+
+def slice_len(dim, begin: int, end: int, step: int):
+    """Elements of ``range(begin, end, step)`` on an axis of size ``dim`` (ONNX clamping)."""
+    if step == 0:
+        raise ShapeError("slice step must not be 0")
+    if isinstance(dim, int):
+        return len(range(*slice(begin, end, step).indices(dim)))
+    huge = 1 << 30  # ONNX models spell "to the end" as INT_MAX / INT64_MAX
+    if step > 0 and end >= huge:
+        if begin >= 0:
+            return D.dim_add(dim, -begin) if step == 1 else D.dim_ceildiv(D.dim_add(dim, -begin), step)
+        return -(-(-begin) // step)  # the last -begin elements (the axis has at least that many)
+    if step > 0 and 0 <= begin <= end:
+        return -(-(end - begin) // step)  # inside the axis: a symbolic axis is assumed long enough
+    if step > 0 and begin < 0 and end < 0:
+        return max(0, -(-(end - begin) // step))
+    return Dim(f"slice({dim},{begin},{end},{step})")
+
+
+def _infer_strided_slice(args, attrs):
+    x = tensor(args[0])
+    begin, end = attrs["begin"], attrs["end"]
+    axes = attrs["axes"] if attrs["axes"] is not None else tuple(range(len(begin)))
+    strides = attrs["strides"] if attrs["strides"] is not None else (1,) * len(axes)
+    if not len(begin) == len(end) == len(axes) == len(strides):
+        raise ShapeError(f"begin {begin}, end {end}, axes {axes} and strides {strides} differ in length")
+    out = list(x.shape)
+    seen = set()
+    for b, e, a, s in zip(begin, end, axes, strides):
+        a = norm_axis(a, x.ndim)
+        if a in seen:
+            raise ShapeError(f"axes {axes} names axis {a} twice")
+        seen.add(a)
+        out[a] = slice_len(x.shape[a], b, e, s)
+    return TensorType(tuple(out), x.dtype)
+
+
+register_op("strided_slice", infer=_infer_strided_slice, pattern=INJ,
+            attrs_schema={"begin": attr("ints"), "end": attr("ints"), "axes": attr("ints", None),
+                          "strides": attr("ints", None)},
+            doc="x[begin:end:stride] on each listed axis, bounds clamped like Python slices")
+
+
+def _infer_pad(args, attrs):
+    x = tensor(args[0])
+    pw = attrs["pad_width"]
+    if len(pw) != 2 * x.ndim:
+        raise ShapeError(f"pad_width {pw} must have {2 * x.ndim} values (begins, then ends) for {x}")
+    if attrs["mode"] not in ("constant", "reflect", "edge", "wrap"):
+        raise ShapeError(f"unknown pad mode {attrs['mode']!r}")
+    out = []
+    for i, d in enumerate(x.shape):
+        n = D.dim_add(d, pw[i] + pw[i + x.ndim])
+        if isinstance(n, int) and n < 0:
+            raise ShapeError(f"pad_width {pw} crops axis {i} of {x} below zero")
+        out.append(n)
+    return TensorType(tuple(out), x.dtype)
+
+
+register_op("pad", infer=_infer_pad, pattern=INJ,
+            attrs_schema={"pad_width": attr("ints"), "mode": attr("str", "constant"),
+                          "pad_value": attr(("float", "bool"), 0.0)},
+            doc="pad (negative: crop) each axis; pad_width is all begins then all ends (ONNX order)")
+
+# -- depth/space --------------------------------------------------------------------------------
+
+
+def _nchw(args, what="the data"):
+    x = tensor(args[0], what)
+    if x.ndim != 4:
+        raise ShapeError(f"{what} must be 4-D (N, C, H, W), got {x}")
+    return x
+
+
+def _infer_depth_to_space(args, attrs):
+    x, b = _nchw(args), attrs["block_size"]
+    if attrs["mode"] not in ("DCR", "CRD"):
+        raise ShapeError(f"mode must be 'DCR' or 'CRD', got {attrs['mode']!r}")
+    c = D.dim_div_exact(x.shape[1], b * b)
+    if c is None:
+        raise ShapeError(f"{x.shape[1]} channels are not divisible by block_size^2 = {b * b}")
+    return TensorType((x.shape[0], c, D.dim_mul(x.shape[2], b), D.dim_mul(x.shape[3], b)), x.dtype)
+
+
+def _infer_space_to_depth(args, attrs):
+    x, b = _nchw(args), attrs["block_size"]
+    h, w = (D.dim_div_exact(x.shape[i], b) for i in (2, 3))
+    if h is None or w is None:
+        raise ShapeError(f"height and width of {x} must be divisible by block_size {b}")
+    return TensorType((x.shape[0], D.dim_mul(x.shape[1], b * b), h, w), x.dtype)
+
+
+register_op("depth_to_space", infer=_infer_depth_to_space, pattern=INJ,
+            attrs_schema={"block_size": attr("int"), "mode": attr("str", "DCR")})
+register_op("space_to_depth", infer=_infer_space_to_depth, pattern=INJ,
+            attrs_schema={"block_size": attr("int")})
+
+# -- resize -------------------------------------------------------------------------------------
+
+RESIZE_METHODS = ("nearest", "linear", "cubic")
+RESIZE_COORDS = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners",
+                 "asymmetric", "tf_crop_and_resize")
+RESIZE_NEAREST = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
+
+
+def _infer_resize(args, attrs):
+    x = tensor(args[0])
+    sizes, scales = attrs["sizes"], attrs["scales"]
+    for key, allowed in (("method", RESIZE_METHODS), ("coordinate_transformation_mode", RESIZE_COORDS),
+                         ("nearest_mode", RESIZE_NEAREST)):
+        if attrs[key] not in allowed:
+            raise ShapeError(f"{key} {attrs[key]!r} is not one of {', '.join(allowed)}")
+    if scales is not None and len(scales) != x.ndim:
+        raise ShapeError(f"scales {scales} must have one value per axis of {x}")
+    if sizes is not None:
+        if len(sizes) != x.ndim:
+            raise ShapeError(f"sizes {sizes} must have one value per axis of {x}")
+        return TensorType(sizes, x.dtype)
+    if scales is None:
+        raise ShapeError("resize needs sizes or scales")
+    roi = attrs["roi"]
+    if attrs["coordinate_transformation_mode"] != "tf_crop_and_resize" or roi is None:
+        roi = (0.0,) * x.ndim + (1.0,) * x.ndim
+    if len(roi) != 2 * x.ndim:
+        raise ShapeError(f"roi {roi} must have {2 * x.ndim} values (starts, then ends)")
+    out = []
+    for i, (d, s) in enumerate(zip(x.shape, scales)):
+        if s <= 0:
+            raise ShapeError(f"scales {scales} must be > 0")
+        s = s * (roi[i + x.ndim] - roi[i])  # a crop box scales the output too
+        if isinstance(d, int):
+            out.append(int(math.floor(d * s)))  # ONNX: floor(size * scale)
+        elif float(s).is_integer():
+            out.append(D.dim_mul(d, int(s)))
+        else:
+            out.append(Dim(f"floor({d}*{s:g})"))
+    return TensorType(tuple(out), x.dtype)
+
+
+register_op("resize", infer=_infer_resize, pattern=INJ,
+            attrs_schema={"sizes": attr("dims", None), "scales": attr("floats", None),
+                          "roi": attr("floats", None), "method": attr("str", "nearest"),
+                          "coordinate_transformation_mode": attr("str", "half_pixel"),
+                          "nearest_mode": attr("str", "round_prefer_floor"),
+                          "cubic_coeff_a": attr("float", -0.75), "exclude_outside": attr("bool", False),
+                          "extrapolation_value": attr("float", 0.0)},
+            doc="resample every axis to sizes (or floor(size * scale)); ONNX Resize semantics")

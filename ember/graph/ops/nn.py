@@ -1,0 +1,371 @@
+"""Neural-network ops: convolutions, dense/matmul, normalization, pooling, softmax.
+
+Layouts are ONNX's: data ``NC<spatial>``, convolution weights ``O I/groups <kernel>``,
+transposed-convolution weights ``I O/groups <kernel>``. Convolution and pooling ops exist for
+1, 2 and 3 spatial dimensions (``nn.conv1d``, ``nn.conv2d``, ``nn.conv3d``, ...) and share one
+rule. ``padding`` lists the leading pads of every spatial axis, then the trailing ones
+(``(top, left, bottom, right)`` in 2-D); a missing ``strides``/``dilation``/``padding`` means
+ones/ones/zeros.
+"""
+from __future__ import annotations
+
+from ...errors import DTypeError, ShapeError
+from ...loop import dtype as dt
+from ..types import TensorType
+from . import dims as D
+from .registry import Pattern, attr, norm_axis, register_op, same_dtype, tensor
+
+_NDIM_NAME = {1: "1d", 2: "2d", 3: "3d"}
+
+
+def _float(t: TensorType, what: str = "the input") -> None:
+    if not dt.is_float(t.dtype):
+        raise DTypeError(f"{what} must have a float dtype, got {t.dtype}")
+
+
+def _spatial(attrs: dict, key: str, n: int, fill: int) -> tuple:
+    v = attrs.get(key)
+    if v is None:
+        return (fill,) * (2 * n if key == "padding" else n)
+    want = 2 * n if key == "padding" else n
+    if len(v) != want:
+        raise ShapeError(f"{key} has {len(v)} values, expected {want} for {n} spatial dimension(s)")
+    if key != "padding" and any(x < 1 for x in v):
+        raise ShapeError(f"{key} must be >= 1, got {v}")
+    if key == "padding" and any(x < 0 for x in v):
+        raise ShapeError(f"padding must be >= 0, got {v}")
+    return tuple(v)
+
+
+def _data(t, n: int) -> TensorType:
+    t = tensor(t, "the data")
+    if t.ndim != n + 2:
+        raise ShapeError(f"the data must have rank {n + 2} (N, C and {n} spatial), got {t}")
+    return t
+
+
+def _window(shape, kernel, attrs, n, ceil_mode=False) -> tuple:
+    strides = _spatial(attrs, "strides", n, 1)
+    dilation = _spatial(attrs, "dilation", n, 1)
+    pads = _spatial(attrs, "padding", n, 0)
+    out = []
+    for i in range(n):
+        try:
+            out.append(D.window_out(shape[i], kernel[i], strides[i], dilation[i], pads[i], pads[i + n],
+                                    ceil_mode))
+        except ShapeError as e:
+            raise ShapeError(f"spatial axis {i}: {e}") from None
+    return tuple(out)
+
+
+_WINDOW = {"strides": attr("ints", None), "padding": attr("ints", None), "dilation": attr("ints", None)}
+
+# -- convolution --------------------------------------------------------------------------------
+
+
+def _conv_rule(n: int):
+    def infer(args, attrs):
+        x, w = _data(args[0], n), tensor(args[1], "the weight")
+        same_dtype([x, w], "the data and the weight")
+        if w.ndim != n + 2:
+            raise ShapeError(f"the weight must have rank {n + 2} (O, I/groups and {n} kernel dims), got {w}")
+        groups = attrs["groups"]
+        cin, cw = x.shape[1], w.shape[1]
+        if isinstance(cin, int) and isinstance(cw, int) and cin != cw * groups:
+            raise ShapeError(f"the data has {cin} channels but the weight expects {cw} x {groups} groups "
+                             f"(data {x}, weight {w})")
+        if isinstance(w.shape[0], int) and w.shape[0] % groups:
+            raise ShapeError(f"{w.shape[0]} output channels do not divide into {groups} groups")
+        kernel = w.shape[2:]
+        if not all(isinstance(k, int) for k in kernel):
+            raise ShapeError(f"the kernel size must be static, got weight {w}")
+        return TensorType((x.shape[0], w.shape[0]) + _window(x.shape[2:], kernel, attrs, n), x.dtype)
+
+    return infer
+
+
+def _conv_transpose_rule(n: int):
+    def infer(args, attrs):
+        x, w = _data(args[0], n), tensor(args[1], "the weight")
+        same_dtype([x, w], "the data and the weight")
+        if w.ndim != n + 2:
+            raise ShapeError(f"the weight must have rank {n + 2} (I, O/groups and {n} kernel dims), got {w}")
+        groups = attrs["groups"]
+        if isinstance(x.shape[1], int) and isinstance(w.shape[0], int) and x.shape[1] != w.shape[0]:
+            raise ShapeError(f"the data has {x.shape[1]} channels but the weight expects {w.shape[0]}")
+        kernel = w.shape[2:]
+        if not all(isinstance(k, int) for k in kernel):
+            raise ShapeError(f"the kernel size must be static, got weight {w}")
+        strides = _spatial(attrs, "strides", n, 1)
+        dilation = _spatial(attrs, "dilation", n, 1)
+        pads = _spatial(attrs, "padding", n, 0)
+        outpad = attrs["output_padding"] or (0,) * n
+        if len(outpad) != n:
+            raise ShapeError(f"output_padding has {len(outpad)} values, expected {n}")
+        out = []
+        for i in range(n):
+            extra = outpad[i] + dilation[i] * (kernel[i] - 1) + 1 - pads[i] - pads[i + n]
+            size = D.dim_add(D.dim_mul(D.dim_add(x.shape[2 + i], -1), strides[i]), extra)
+            if isinstance(size, int) and size <= 0:
+                raise ShapeError(f"spatial axis {i}: the output size would be {size}")
+            out.append(size)
+        return TensorType((x.shape[0], D.dim_mul(w.shape[1], groups)) + tuple(out), x.dtype)
+
+    return infer
+
+
+for _n, _s in _NDIM_NAME.items():
+    register_op(f"nn.conv{_s}", infer=_conv_rule(_n), pattern=Pattern.OUT_ELEMWISE_FUSABLE, num_args=2,
+                attrs_schema={**_WINDOW, "groups": attr("int", 1)},
+                doc=f"{_n}-D convolution (cross-correlation), data NC{'DHW'[3 - _n:]}, weight OI{'DHW'[3 - _n:]}")
+    register_op(f"nn.conv{_s}_transpose", infer=_conv_transpose_rule(_n), pattern=Pattern.OUT_ELEMWISE_FUSABLE,
+                num_args=2, attrs_schema={**_WINDOW, "groups": attr("int", 1),
+                                          "output_padding": attr("ints", None)},
+                doc=f"{_n}-D transposed convolution (gradient of conv{_s} w.r.t. its data)")
+
+
+def _infer_bias_add(args, attrs):
+    x, b = tensor(args[0]), tensor(args[1], "the bias")
+    same_dtype([x, b], "the data and the bias")
+    axis = norm_axis(attrs["axis"], x.ndim)
+    if b.ndim != 1 or (isinstance(b.shape[0], int) and isinstance(x.shape[axis], int) and b.shape[0] != x.shape[axis]):
+        raise ShapeError(f"the bias must be 1-D with {x.shape[axis]} elements (axis {axis} of {x}), got {b}")
+    return x
+
+
+register_op("nn.bias_add", infer=_infer_bias_add, pattern=Pattern.BROADCAST, num_args=2,
+            attrs_schema={"axis": attr("int", 1)}, doc="x + bias along axis")
+
+# -- dense and matmul ---------------------------------------------------------------------------
+
+
+def _infer_dense(args, attrs):
+    x, w = tensor(args[0], "the data"), tensor(args[1], "the weight")
+    same_dtype([x, w], "the data and the weight")
+    if x.ndim < 1 or w.ndim != 2:
+        raise ShapeError(f"expects data (..., K) and weight (N, K), got {x} and {w}")
+    k1, k2 = x.shape[-1], w.shape[1]
+    if isinstance(k1, int) and isinstance(k2, int) and k1 != k2:
+        raise ShapeError(f"the data's last dimension {k1} != the weight's {k2} (data {x}, weight {w})")
+    return TensorType(x.shape[:-1] + (w.shape[0],), x.dtype)
+
+
+register_op("nn.dense", infer=_infer_dense, pattern=Pattern.OUT_ELEMWISE_FUSABLE, num_args=2,
+            doc="x @ weight.T with weight (units, K)")
+
+
+def _infer_matmul(args, attrs):
+    a, b = tensor(args[0], "the left operand"), tensor(args[1], "the right operand")
+    same_dtype([a, b], "the operands")
+    if a.ndim == 0 or b.ndim == 0:
+        raise ShapeError(f"operands must have rank >= 1, got {a} and {b}")
+    # numpy: a 1-D operand is a row (left) or a column (right) vector, removed from the result
+    sa = (1,) + a.shape if a.ndim == 1 else a.shape
+    sb = b.shape + (1,) if b.ndim == 1 else b.shape
+    k1, k2 = sa[-1], sb[-2]
+    if isinstance(k1, int) and isinstance(k2, int) and k1 != k2:
+        raise ShapeError(f"contraction dimensions differ: {k1} vs {k2} ({a} @ {b})")
+    batch = D.broadcast_shapes(sa[:-2], sb[:-2])
+    out = batch + (sa[-2] if a.ndim > 1 else None, sb[-1] if b.ndim > 1 else None)
+    return TensorType(tuple(d for d in out if d is not None), a.dtype)
+
+
+register_op("nn.matmul", infer=_infer_matmul, pattern=Pattern.OUT_ELEMWISE_FUSABLE, num_args=2,
+            doc="numpy matmul: batched, batch dimensions broadcast, 1-D operands are vectors")
+
+# -- normalization ------------------------------------------------------------------------------
+
+
+def _infer_batch_norm(args, attrs):
+    x = tensor(args[0])
+    _float(x)
+    axis = norm_axis(attrs["axis"], x.ndim)
+    c = x.shape[axis]
+    for i, name in enumerate(("gamma", "beta", "mean", "var"), 1):
+        p = tensor(args[i], name)
+        if p.ndim != 1 or (isinstance(c, int) and isinstance(p.shape[0], int) and p.shape[0] != c):
+            raise ShapeError(f"{name} must be 1-D with {c} elements (axis {axis} of {x}), got {p}")
+        if not dt.is_float(p.dtype):
+            raise DTypeError(f"{name} must have a float dtype, got {p.dtype}")
+    return x
+
+
+register_op("nn.batch_norm", infer=_infer_batch_norm, pattern=Pattern.BROADCAST, num_args=5,
+            attrs_schema={"axis": attr("int", 1), "epsilon": attr("float", 1e-5)},
+            doc="inference batch norm: (x - mean) / sqrt(var + epsilon) * gamma + beta per channel")
+
+
+def _infer_norm_affine(args, attrs):
+    x = tensor(args[0])
+    _float(x)
+    axis = norm_axis(attrs["axis"], x.ndim)
+    for i, name in ((1, "gamma"), (2, "beta"))[: len(args) - 1]:
+        p = tensor(args[i], name)
+        try:
+            if D.broadcast_shapes(x.shape[axis:], p.shape) != x.shape[axis:]:
+                raise ShapeError("")
+        except ShapeError:
+            raise ShapeError(f"{name} {p} does not broadcast to the normalized dimensions "
+                             f"{x.shape[axis:]} of {x}") from None
+    return x
+
+
+register_op("nn.layer_norm", infer=_infer_norm_affine, pattern=Pattern.OPAQUE, num_args=(2, 3),
+            attrs_schema={"axis": attr("int", -1), "epsilon": attr("float", 1e-5)},
+            doc="normalize over axes [axis, ndim), then * gamma (+ beta)")
+
+
+def _infer_instance_norm(args, attrs):
+    x = tensor(args[0])
+    if x.ndim < 3:
+        raise ShapeError(f"the data must have rank >= 3 (N, C, spatial...), got {x}")
+    _float(x)
+    for i, name in ((1, "gamma"), (2, "beta")):
+        p = tensor(args[i], name)
+        if p.ndim != 1 or (isinstance(p.shape[0], int) and isinstance(x.shape[1], int) and p.shape[0] != x.shape[1]):
+            raise ShapeError(f"{name} must be 1-D with {x.shape[1]} elements, got {p}")
+    return x
+
+
+register_op("nn.instance_norm", infer=_infer_instance_norm, pattern=Pattern.OPAQUE, num_args=3,
+            attrs_schema={"epsilon": attr("float", 1e-5)},
+            doc="normalize each (n, c) over its spatial dimensions, then * gamma + beta")
+
+
+def _infer_lrn(args, attrs):
+    x = tensor(args[0])
+    _float(x)
+    if x.ndim < 3:
+        raise ShapeError(f"the data must have rank >= 3 (N, C, spatial...), got {x}")
+    norm_axis(attrs["axis"], x.ndim)
+    if attrs["size"] < 1:
+        raise ShapeError(f"size must be >= 1, got {attrs['size']}")
+    return x
+
+
+register_op("nn.lrn", infer=_infer_lrn, pattern=Pattern.OPAQUE,
+            attrs_schema={"size": attr("int"), "alpha": attr("float", 1e-4), "beta": attr("float", 0.75),
+                          "bias": attr("float", 1.0), "axis": attr("int", 1)},
+            doc="local response normalization across channels: x / (bias + alpha/size * sum sq)^beta")
+
+
+def _infer_softmax(args, attrs):
+    x = tensor(args[0])
+    _float(x)
+    norm_axis(attrs["axis"], x.ndim)
+    return x
+
+
+for _name in ("nn.softmax", "nn.log_softmax"):
+    register_op(_name, infer=_infer_softmax, pattern=Pattern.OPAQUE, attrs_schema={"axis": attr("int", -1)})
+
+
+def _infer_hardmax(args, attrs):
+    return _infer_softmax(args, attrs)
+
+
+register_op("nn.hardmax", infer=_infer_hardmax, pattern=Pattern.OPAQUE, attrs_schema={"axis": attr("int", -1)},
+            doc="1 at the first maximum along axis, 0 elsewhere")
+
+
+def _infer_lp_norm(args, attrs):
+    x = tensor(args[0])
+    _float(x)
+    norm_axis(attrs["axis"], x.ndim)
+    if attrs["p"] not in (1, 2):
+        raise ShapeError(f"p must be 1 or 2, got {attrs['p']}")
+    return x
+
+
+register_op("nn.lp_normalize", infer=_infer_lp_norm, pattern=Pattern.OPAQUE,
+            attrs_schema={"axis": attr("int", -1), "p": attr("int", 2)}, doc="x / ||x||_p along axis")
+
+# -- pooling ------------------------------------------------------------------------------------
+
+
+def _pool_rule(n: int):
+    def infer(args, attrs):
+        x = _data(args[0], n)
+        if dt.is_bool(x.dtype):
+            raise DTypeError(f"the data must be numeric, got {x.dtype}")
+        k = attrs["pool_size"]
+        if len(k) != n or any(v < 1 for v in k):
+            raise ShapeError(f"pool_size must be {n} values >= 1, got {k}")
+        return TensorType(x.shape[:2] + _window(x.shape[2:], k, attrs, n, attrs["ceil_mode"]), x.dtype)
+
+    return infer
+
+
+def _global_pool_rule(n: int):
+    def infer(args, attrs):
+        x = _data(args[0], n)
+        return TensorType(x.shape[:2] + (1,) * n, x.dtype)
+
+    return infer
+
+
+_POOL = {**_WINDOW, "pool_size": attr("ints"), "ceil_mode": attr("bool", False)}
+for _n, _s in _NDIM_NAME.items():
+    register_op(f"nn.max_pool{_s}", infer=_pool_rule(_n), pattern=Pattern.OUT_ELEMWISE_FUSABLE,
+                attrs_schema=_POOL, doc="max over each window; padding never wins")
+    register_op(f"nn.avg_pool{_s}", infer=_pool_rule(_n), pattern=Pattern.OUT_ELEMWISE_FUSABLE,
+                attrs_schema={**_POOL, "count_include_pad": attr("bool", False)},
+                doc="mean over each window; count_include_pad: divide by the full window size")
+    register_op(f"nn.lp_pool{_s}", infer=_pool_rule(_n), pattern=Pattern.OUT_ELEMWISE_FUSABLE,
+                attrs_schema={**_POOL, "p": attr("int", 2)}, doc="(sum |x|^p)^(1/p) over each window")
+    register_op(f"nn.global_avg_pool{_s}", infer=_global_pool_rule(_n), pattern=Pattern.OUT_ELEMWISE_FUSABLE)
+    register_op(f"nn.global_max_pool{_s}", infer=_global_pool_rule(_n), pattern=Pattern.OUT_ELEMWISE_FUSABLE)
+
+# -- einsum -------------------------------------------------------------------------------------
+
+
+def _einsum_terms(equation: str, ranks: list) -> tuple:
+    """The input terms (prefix letters, has ellipsis, suffix letters, ellipsis rank) and output."""
+    eq = equation.replace(" ", "")
+    lhs, arrow, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(ranks):
+        raise ShapeError(f"equation {equation!r} has {len(terms)} input terms for {len(ranks)} inputs")
+    out = []
+    for t, r in zip(terms, ranks):
+        pre, ell, post = t.partition("...")
+        if "." in pre + post or not (pre + post).isalpha() and pre + post:
+            raise ShapeError(f"equation {equation!r}: bad term {t!r}")
+        nell = r - len(pre) - len(post)
+        if nell < 0 or (not ell and nell):
+            raise ShapeError(f"equation {equation!r}: term {t!r} does not match an input of rank {r}")
+        out.append((pre, bool(ell), post, nell))
+    if not arrow:  # implicit output: the ellipsis, then the letters used once, sorted
+        letters = "".join(p + q for p, _, q, _ in out)
+        rhs = ("..." if any(e for _, e, _, _ in out) else "") + "".join(
+            sorted(c for c in set(letters) if letters.count(c) == 1))
+    return out, rhs
+
+
+def _infer_einsum(args, attrs):
+    ts = [tensor(a, f"operand {i}") for i, a in enumerate(args)]
+    dtype = same_dtype(ts, "the operands")
+    terms, rhs = _einsum_terms(attrs["equation"], [t.ndim for t in ts])
+    sizes: dict = {}
+    ell_shapes = []
+    for t, (pre, ell, post, nell) in zip(ts, terms):
+        ell_shapes.append(t.shape[len(pre):len(pre) + nell])
+        labeled = list(zip(pre, t.shape[:len(pre)])) + list(zip(post, t.shape[len(pre) + nell:]))
+        for c, d in labeled:
+            old = sizes.setdefault(c, d)
+            if old != d:
+                if isinstance(old, int) and isinstance(d, int):
+                    raise ShapeError(f"label {c!r} has sizes {old} and {d} in {attrs['equation']!r}")
+                if isinstance(d, int):
+                    sizes[c] = d
+    ell_shape = D.broadcast_shapes(*ell_shapes) if ell_shapes else ()
+    pre, ell, post = rhs.partition("...")
+    for c in pre + post:
+        if c not in sizes:
+            raise ShapeError(f"output label {c!r} of {attrs['equation']!r} is in no input")
+    shape = tuple(sizes[c] for c in pre) + (ell_shape if ell else ()) + tuple(sizes[c] for c in post)
+    return TensorType(shape, dtype)
+
+
+register_op("einsum", infer=_infer_einsum, pattern=Pattern.OPAQUE, num_args=(1, None),
+            attrs_schema={"equation": attr("str")}, doc="Einstein summation (numpy.einsum semantics)")
