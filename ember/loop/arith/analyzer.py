@@ -12,11 +12,11 @@ import math
 from .. import dtype as dt
 from ..expr import (And, BinaryOp, BitAnd, Broadcast, Call, Cast, CmpOp, Div, EQ, Expr, FloatImm, FloorDiv,
                     FloorMod, GE, GT, IntImm, LE, LT, Let, Load, Max, Min, Mod, Mul, Not, Or, Ramp, Select,
-                    Shl, Shr, Sub, Add, Var, as_expr)
+                    Shl, Shr, Sub, Add, Var, as_expr)  # noqa: F401 (Div, Mod, Min, Max: _IV_BINARY)
 from . import interval as I
 from . import poly as P
 from .bound import BoundMixin
-from .common import FLIP, INDEX, LANE, NEGATE, is_false, is_true
+from .common import FLIP, INDEX, LANE, NEGATE, dtype_of, is_false, is_true
 from .context import Ctx
 from .fold import bool_const, fold_binary, imm, int_range, wrap
 from .integer import IntegerMixin
@@ -88,7 +88,7 @@ class Analyzer(IntegerMixin, NodeMixin, StmtMixin, BoundMixin):
         elif (t is And and not negated) or (t is Or and negated):
             self._facts_of(c.a, out, negated)
             self._facts_of(c.b, out, negated)
-        elif t in FLIP and c.a.dtype == INDEX and _pure(c.a) and _pure(c.b):
+        elif t in FLIP and dtype_of(c.a) == INDEX and _pure(c.a) and _pure(c.b):
             # Facts about loads would go stale once the buffer is written: only pure ones.
             op = NEGATE[t] if negated else t
             d = P.add(poly_of(c.a), poly_of(c.b), -1)
@@ -143,7 +143,7 @@ class Analyzer(IntegerMixin, NodeMixin, StmtMixin, BoundMixin):
             return e
         if t is FloatImm or t is Var:
             return e
-        if (t is Add or t is Sub or t is Mul) and P.is_int_scalar(e.dtype) and e.a.dtype == e.b.dtype:
+        if (t is Add or t is Sub or t is Mul) and P.is_int_scalar(dtype_of(e)) and dtype_of(e.b) == dtype_of(e):
             # A whole chain of + - * at once: one canonical sum, not one per level (a sum of n
             # terms would otherwise be rebuilt n times).
             r = self._arith_chain(e, ctx)
@@ -157,17 +157,17 @@ class Analyzer(IntegerMixin, NodeMixin, StmtMixin, BoundMixin):
 
     def binary(self, cls, a: Expr, b: Expr, ctx: Ctx) -> Expr:
         """``cls(a, b)`` simplified, for already simplified ``a`` and ``b``."""
-        if a.dtype != b.dtype:
+        if dtype_of(a) != dtype_of(b):
             return cls(a, b)
         if type(a) in (IntImm, FloatImm) and type(b) in (IntImm, FloatImm):
             r = fold_binary(cls, a, b)
             return cls(a, b) if r is None else r
-        n = dt.lanes(a.dtype)
+        n = dt.lanes(dtype_of(a))
         if n > 1:
             return self._vector(cls, a, b, ctx, n)
         if cls is And or cls is Or:
             return self._logic(cls, a, b)
-        elem = a.dtype
+        elem = dtype_of(a)
         if dt.is_int(elem):
             return self._int(cls, a, b, ctx)
         if dt.is_float(elem):
@@ -176,7 +176,7 @@ class Analyzer(IntegerMixin, NodeMixin, StmtMixin, BoundMixin):
             return bool_const(cls in (EQ, LE, GE))
         return cls(a, b)
 
-    # --- integers ------------------------------------------------------------------------------
+    # --- intervals and proofs ------------------------------------------------------------------
 
     def iv(self, e: Expr, ctx: Ctx) -> tuple:
         """Constant inclusive interval of ``e`` (of every lane, for vectors) under ``ctx``."""
@@ -188,7 +188,7 @@ class Analyzer(IntegerMixin, NodeMixin, StmtMixin, BoundMixin):
 
     def _iv(self, e: Expr, ctx: Ctx) -> tuple:
         t = type(e)
-        dtype = e.dtype
+        dtype = dtype_of(e)
         if t is IntImm:
             v = wrap(e.value, dtype) if dt.is_int(dtype) else e.value
             return (v, v)
@@ -207,7 +207,7 @@ class Analyzer(IntegerMixin, NodeMixin, StmtMixin, BoundMixin):
             r = (self.iv(e.true_value, ctx) if is_true(c) else self.iv(e.false_value, ctx) if is_false(c)
                  else I.union(self.iv(e.true_value, ctx), self.iv(e.false_value, ctx)))
         elif t is Cast:
-            src = e.value.dtype
+            src = dtype_of(e.value)
             if dt.is_int(src) or dt.is_bool(src):
                 r = self.iv(e.value, ctx)
         elif t is Broadcast:

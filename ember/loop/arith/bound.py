@@ -6,8 +6,8 @@ Everything else (floordiv, floormod, min, max, select, products) is bounded soun
 bounds of its parts, falling back to constant intervals. A bound of ``None`` means unbounded.
 
 Substituted bounds may themselves mention ranged variables (an inner loop whose extent depends on
-an outer one); they are bounded again, at most once per variable, so a cyclic range ends as
-"unbounded" instead of looping.
+an outer one); those are bounded in turn, innermost first, a limited number of times, so a cyclic
+range falls back to constant bounds instead of looping.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from .. import dtype as dt
 from ..expr import Broadcast, Expr, FloorDiv, FloorMod, IntImm, Max, Min, Mul, Ramp, Select, Var
 from . import interval as I
 from . import poly as P
-from .common import lane_expr
+from .common import dtype_of, lane_expr
 from .fold import imm
 from .poly import poly_of, to_expr, vars_of
 
@@ -30,14 +30,14 @@ class BoundMixin:
 
     def sym_bounds(self, e: Expr, ctx, depth: int = 0) -> tuple[Bound, Bound]:
         """(lo, hi) of the simplified int64 expression ``e`` over the variables ranged in ``ctx``."""
-        if dt.lanes(e.dtype) > 1:
+        if dt.lanes(dtype_of(e)) > 1:
             return self._sym_vector(e, ctx, depth)
         ranged = ctx.sym.keys() & vars_of(e)
         if not ranged:
             return e, e
         if depth > len(ctx.sym) + 1:
             return self._const_bounds(e, ctx)
-        if e.dtype != INDEX:
+        if dtype_of(e) != INDEX:
             return self._const_bounds(e, ctx)
         # Substitute first the variables no other range mentions (j in [0, n - 1] before n), so
         # that j - n + 1 is bounded by 0 rather than by the extremes of j and n taken apart.

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import math
 
-from ..expr import EQ, Add, Broadcast, Expr, FloatImm, GE, GT, IntImm, LE, LT, Mul, NE, Ramp, Var
+from .. import dtype as dt
+from ..expr import (EQ, Add, BinaryOp, Broadcast, CmpOp, Expr, FloatImm, GE, GT, IntImm, LE, LT, Mul, NE, Not,
+                    Ramp, Var)
 
 INDEX = "int64"
 INT64_MAX = (1 << 63) - 1
@@ -60,3 +62,24 @@ def rebuild(e: Expr, **fields) -> Expr:
     if all(getattr(e, k) is v for k, v in fields.items()):
         return e
     return e.replace(**fields)
+
+
+def dtype_of(e: Expr) -> str:
+    """``e.dtype``, cached on the node. The IR derives an operator's dtype from its left operand
+    on every access, which costs the depth of a long left-nested chain each time."""
+    d = e.__dict__.get("_arith_dtype")
+    if d is not None:
+        return d
+    spine = []
+    x = e
+    while "_arith_dtype" not in x.__dict__ and (type(x) is Not or (isinstance(x, BinaryOp)
+                                                                  and not isinstance(x, CmpOp))):
+        spine.append(x)
+        x = x.a
+    d = x.__dict__.get("_arith_dtype")
+    if d is None:
+        d = dt.with_lanes("bool", dt.lanes(dtype_of(x.a))) if isinstance(x, CmpOp) else x.dtype
+        x.__dict__["_arith_dtype"] = d
+    for y in spine:
+        y.__dict__["_arith_dtype"] = d
+    return d

@@ -11,7 +11,7 @@ import math
 from ..expr import (Add, BitAnd, BitOr, BitXor, Div, EQ, Expr, FloorDiv, FloorMod, GE, GT, IntImm, LE, LT,
                     Max, Min, Mod, Mul, NE, Sub)
 from . import poly as P
-from .common import FLIP, INDEX, INT64_MAX, is_index, same_block
+from .common import FLIP, INDEX, INT64_MAX, dtype_of, is_index, same_block
 from .fold import bool_const, fold_binary, imm, wrap, wrap_signed
 from .poly import order_key, poly_of, to_expr
 
@@ -54,19 +54,19 @@ class IntegerMixin:
     def _chain_poly(self, e, ctx) -> P.Poly:
         terms: dict = {}
         c = self._collect(e, ctx, 1, terms, 0)
-        return P.make(terms, c, e.dtype)
+        return P.make(terms, c, dtype_of(e))
 
     def _collect(self, e, ctx, k: int, terms: dict, c: int) -> int:
         """Add ``k * e`` into ``terms``; returns the new constant. Leaves are simplified."""
         t = type(e)
-        if (t is Add or t is Sub or t is Mul) and e.a.dtype == e.b.dtype:
+        if (t is Add or t is Sub or t is Mul) and dtype_of(e.b) == dtype_of(e):
             if t is Add or t is Sub:
                 c = self._collect(e.a, ctx, k, terms, c)
                 return self._collect(e.b, ctx, k if t is Add else -k, terms, c)
             if type(e.b) is IntImm:
-                return self._collect(e.a, ctx, k * wrap(e.b.value, e.dtype), terms, c)
+                return self._collect(e.a, ctx, k * wrap(e.b.value, dtype_of(e)), terms, c)
             if type(e.a) is IntImm:
-                return self._collect(e.b, ctx, k * wrap(e.a.value, e.dtype), terms, c)
+                return self._collect(e.b, ctx, k * wrap(e.a.value, dtype_of(e)), terms, c)
             pa, pb = self._chain_poly(e.a, ctx), self._chain_poly(e.b, ctx)
             p = P.mul(pa, pb)
             if p is None:  # sum * sum: kept as one product, operands in canonical order
@@ -109,14 +109,14 @@ class IntegerMixin:
         lo, hi = self.iv(b, ctx)
         if lo > 0 or hi < 0:
             return True
-        if is_index(b.dtype):
+        if is_index(dtype_of(b)):
             pb = poly_of(b)
             one = P.constant(1, INDEX)
             return self.prove_le0(P.add(one, pb, -1), ctx) or self.prove_le0(P.add(pb, one), ctx)
         return False
 
     def _floordiv(self, a, b, ctx):
-        dtype = a.dtype
+        dtype = dtype_of(a)
         if type(b) is IntImm:
             c = wrap(b.value, dtype)
             if c == 1:
@@ -155,7 +155,7 @@ class IntegerMixin:
         return FloorDiv(to_expr(p), imm(c, INDEX))
 
     def _floormod(self, a, b, ctx):
-        dtype = a.dtype
+        dtype = dtype_of(a)
         if type(b) is IntImm:
             c = wrap(b.value, dtype)
             if c == 1:
@@ -231,7 +231,7 @@ class IntegerMixin:
         return FloorMod(to_expr(p), imm(c, INDEX))
 
     def _truncdivmod(self, cls, a, b, ctx):
-        dtype = a.dtype
+        dtype = dtype_of(a)
         if type(b) is IntImm and wrap(b.value, dtype) == 1:
             return a if cls is Div else imm(0, dtype)
         ia, ib = self.iv(a, ctx), self.iv(b, ctx)
@@ -249,12 +249,12 @@ class IntegerMixin:
             return (a if le else b) if cls is Min else (b if le else a)
         if type(b) is IntImm and type(a) is cls and type(a.b) is IntImm:
             c = min(a.b.value, b.value) if cls is Min else max(a.b.value, b.value)
-            return self._minmax(cls, a.a, imm(c, a.dtype), ctx)
+            return self._minmax(cls, a.a, imm(c, dtype_of(a)), ctx)
         return cls(a, b)
 
     def _le(self, a, b, ctx):
         """True if a <= b always, False if b <= a always, else None."""
-        if is_index(a.dtype):
+        if is_index(dtype_of(a)):
             d = P.add(poly_of(a), poly_of(b), -1)
             if self.prove_le0(d, ctx):
                 return True
@@ -271,7 +271,7 @@ class IntegerMixin:
     def _cmp(self, cls, a, b, ctx):
         if a == b:
             return bool_const(cls in (EQ, LE, GE))
-        if is_index(a.dtype):
+        if is_index(dtype_of(a)):
             d = P.add(poly_of(a), poly_of(b), -1)
             v = self._decide(cls, d, ctx)
             if v is not None:
@@ -323,7 +323,7 @@ class IntegerMixin:
         return FLIP[cls](to_expr(P.Poly(right.terms, 0, INDEX)), imm(d.const, INDEX))
 
     def _bits(self, cls, a, b):
-        dtype = a.dtype
+        dtype = dtype_of(a)
         ones = wrap(-1, dtype)
         for x, y in ((a, b), (b, a)) if cls in (BitAnd, BitOr, BitXor) else ((a, b),):
             if type(y) is not IntImm:
@@ -347,7 +347,7 @@ def _divisor_monomial(b: Expr):
     constant coefficient (a constant divisor has the empty monomial), else None."""
     if type(b) is IntImm:
         return ((), b.value) if b.value > 0 else None
-    if not P.is_int_scalar(b.dtype):
+    if not P.is_int_scalar(dtype_of(b)):
         return None
     pb = poly_of(b)
     if pb.const or len(pb.terms) != 1:

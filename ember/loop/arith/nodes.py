@@ -7,7 +7,7 @@ from .. import dtype as dt
 from ..expr import (Add, And, Broadcast, Cast, Div, Expr, FloatImm, IntImm, Max, Min, Mul, Not, Or, Ramp,
                     Select, Sub)
 from . import poly as P
-from .common import INDEX, LANE, NEGATE, is_false, is_true, lane_expr, rebuild, uniform_const
+from .common import INDEX, LANE, NEGATE, dtype_of, is_false, is_true, lane_expr, rebuild, uniform_const
 from .fold import bool_const, fold_cast, imm, int_range
 from .poly import poly_of, to_expr, vars_of
 
@@ -20,7 +20,7 @@ class NodeMixin:
         return r if r is not None else cls(a, b)
 
     def _logic(self, cls, a, b):
-        n = dt.lanes(a.dtype)
+        n = dt.lanes(dtype_of(a))
         absorbing = is_false if cls is And else is_true
         neutral = is_true if cls is And else is_false
         if absorbing(a) or absorbing(b):
@@ -38,7 +38,7 @@ class NodeMixin:
             return Broadcast(self.binary(cls, a.value, b.value, ctx), n)
         if cls is And or cls is Or:
             return self._logic(cls, a, b)
-        elem = dt.element(a.dtype)
+        elem = dt.element(dtype_of(a))
         ca, cb = uniform_const(a), uniform_const(b)
         if dt.is_float(elem):
             r = _float_identity(cls, a, b, ca, cb)
@@ -82,7 +82,7 @@ class NodeMixin:
     def _revectorize(self, r: Expr, n: int):
         if LANE not in vars_of(r):
             return Broadcast(r, n)
-        if r.dtype == INDEX:
+        if dtype_of(r) == INDEX:
             p = poly_of(r)
             k = p.terms.get((LANE,))
             if k is not None:
@@ -100,7 +100,7 @@ class NodeMixin:
             return Broadcast(self._not(a.value, ctx), a.lanes)
         if type(a) is Not:
             return a.a
-        if type(a) in NEGATE and dt.is_int(a.a.dtype):  # not on floats: NaN compares false both ways
+        if type(a) in NEGATE and dt.is_int(dtype_of(a.a)):  # not on floats: NaN compares false both ways
             return self.binary(NEGATE[type(a)], a.a, a.b, ctx)
         return Not(a)
 
@@ -111,14 +111,14 @@ class NodeMixin:
         return self.cast(e.type, self.expr(e.value, ctx), ctx)
 
     def cast(self, dtype: str, v: Expr, ctx) -> Expr:
-        if v.dtype == dtype:
+        if dtype_of(v) == dtype:
             return v
         if type(v) in (IntImm, FloatImm):
             r = fold_cast(dtype, v)
             return r if r is not None else Cast(dtype, v)
         if type(v) is Broadcast:
             return Broadcast(self.cast(dt.element(dtype), v.value, ctx), v.lanes)
-        if (type(v) is Cast and v.value.dtype == dtype and dt.is_int(dtype)
+        if (type(v) is Cast and dtype_of(v.value) == dtype and dt.is_int(dtype)
                 and dt.is_int(v.type) and dt.lanes(dtype) == 1):
             lo, hi = int_range(v.type)
             ia = self.iv(v.value, ctx)
@@ -135,7 +135,7 @@ class NodeMixin:
         t, f = self.expr(e.true_value, ctx), self.expr(e.false_value, ctx)
         if t == f:
             return t
-        if t.dtype == "bool" and c.dtype == "bool":
+        if dtype_of(t) == "bool" and dtype_of(c) == "bool":
             if is_true(t) and is_false(f):
                 return c
             if is_false(t) and is_true(f):
@@ -160,7 +160,7 @@ class NodeMixin:
         value = self.expr(e.value, ctx)
         if e.var not in vars_of(e.body):
             return self.expr(e.body, ctx)
-        inner = self.bind(ctx, e.var, value, value) if dt.is_int(value.dtype) else ctx
+        inner = self.bind(ctx, e.var, value, value) if dt.is_int(dtype_of(value)) else ctx
         body = self.expr(e.body, inner)
         return rebuild(e, value=value, body=body)
 
@@ -170,8 +170,6 @@ class NodeMixin:
         if pred is not None and is_true(pred):
             pred = None
         return rebuild(e, indices=idx, predicate=pred)
-
-    # --- intervals and proofs ------------------------------------------------------------------
 
 
 def _float_identity(cls, a, b, ca, cb):
@@ -211,5 +209,3 @@ def _int_vector_identity(cls, a, b, ca, cb, elem, n):
         if cb == 0 or ca == 0:
             return Broadcast(imm(0, elem), n)
     return None
-
-

@@ -163,7 +163,9 @@ def mul(p: Poly, q: Poly):
 
 
 def atom(e: Expr) -> Poly:
-    return Poly({(e,): 1}, 0, e.dtype)
+    from .common import dtype_of
+
+    return Poly({(e,): 1}, 0, dtype_of(e))
 
 
 def split(p: Poly, pred) -> tuple[Poly, Poly]:
