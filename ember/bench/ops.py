@@ -96,7 +96,7 @@ def _numpy_layernorm(x, g, b, eps=1e-5):
     return (x - m) / np.sqrt(v + eps) * g + b
 
 
-def run(quick: bool = False, only: Optional[str] = None, repeat: int = 15, check: bool = True,
+def run(quick: bool = False, only: Optional[str] = None, repeat: int = 10, check: bool = True,
         out=sys.stdout) -> dict:
     """Measure every kernel; returns {"peak_gflops": ..., "rows": [...]}."""
     from .. import driver
@@ -196,7 +196,7 @@ def main(argv=None) -> int:
                     "kernel. Prints medians, GFLOP/s or GB/s, percent of peak and the speed-up.")
     p.add_argument("--quick", action="store_true", help="smaller shapes (a smoke run in seconds)")
     p.add_argument("--only", metavar="NAME", help="only kernels whose name contains NAME (e.g. matmul)")
-    p.add_argument("--repeat", type=int, default=15, help="timed runs per kernel (default 15)")
+    p.add_argument("--repeat", type=int, default=10, help="timed turns per kernel (default 10)")
     p.add_argument("--json", metavar="FILE", help="also write the figures as JSON to FILE")
     a = p.parse_args(argv)
     res = run(quick=a.quick, only=a.only, repeat=a.repeat)

@@ -4,8 +4,9 @@ The structure is the classic packed GEMM (Goto; BLIS):
 
 - ``B`` is packed into panels of ``NR`` columns, ``Bp[jo, k, ji]`` (zero-padded), so the
   micro-kernel reads it linearly; for constant weights the graph compiler folds this stage.
-- ``A`` is packed into panels of ``MR`` rows, ``Ap[io, k, ii]``, one panel per row block,
-  computed at that block so it stays in L1 while every B panel streams past it.
+- ``A`` is packed into panels of ``MR`` rows, ``Ap[io, k, ii]``;
+- the column panels are taken in groups that fit in L2; for each group every row block runs
+  (a (group, row block) pair is the unit of parallel work), so B comes from L2, not L3;
 - the micro-kernel keeps an ``MR x NR`` block of ``C`` in vector registers (a local buffer
   whose loops are unrolled and vectorized) and, for each ``k``, broadcasts ``MR`` values of A
   against ``NR / lanes`` vectors of B: ``MR * NR / lanes`` independent FMAs;
@@ -14,6 +15,7 @@ The structure is the classic packed GEMM (Goto; BLIS):
 from __future__ import annotations
 
 from ..loop import compute as te
+from ..loop import dtype as dt
 from ..loop.expr import IntImm, select
 from ..loop.schedule import Schedule
 from .common import host, vector_lanes
@@ -91,7 +93,12 @@ def schedule_matmul(s: Schedule, C: te.Tensor, parts: dict, target=None):
     CL = s.cache_write(C, "local")
     *batch, i, j = s[C].leaf
     io, jo, ii, ji = s[C].tile(i, j, mr, nr)
-    rows = s[C].fuse(*batch, io) if batch else io
+    # a group of B panels that fits in L2 is reused by every row block before the next group:
+    # each core streams its A panels past L2-resident B instead of all of B past each A panel
+    panel_bytes = nr * Bp.shape[-2].value * dt.nbytes(C.dtype)
+    jc, jo = s[C].split(jo, factor=max(1, (target.l2_bytes // 2) // panel_bytes))
+    s[C].reorder(*batch, jc, io, jo, ii, ji)
+    rows = s[C].fuse(*batch, jc, io)
     s[C].parallel(rows)
     s[C].unroll(ii)
     jv_o, jv_i = s[C].split(ji, factor=lanes)
@@ -106,8 +113,10 @@ def schedule_matmul(s: Schedule, C: te.Tensor, parts: dict, target=None):
     cjo, cji = st.split(cj, factor=lanes)
     st.unroll(cjo)
     st.vectorize(cji)
-    # A panel: packed once per row block, inside the parallel loop (it stays in L1)
-    s[Ap].compute_at(s[C], rows)
+    # A panels: packed once for the whole call, in parallel
+    sa = s[Ap]
+    *outer, pk, pi = sa.leaf
+    sa.parallel(sa.fuse(*outer) if len(outer) > 1 else outer[0])
     # B panels: packed once for the whole call, in parallel
     sb = s[Bp]
     *outer, pk, pj = sb.leaf
