@@ -1,0 +1,129 @@
+"""What a converter sees of one ONNX node: its inputs as Ember expressions, its attributes
+decoded, the values of inputs known at import time, and a way to build typed calls.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from ...errors import ShapeError, UnsupportedOpError
+from ...graph import Constant, Dim, Expr, TensorType
+from ...graph.ops import call as typed_call
+from ...loop import dtype as dt
+from .dtypes import tensor_to_numpy
+
+
+def decode_attributes(node: onnx.NodeProto, what: str) -> dict:
+    """ONNX attributes as Python values: bytes -> str, tensors -> numpy; graphs are unsupported."""
+    out = {}
+    for a in node.attribute:
+        if a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
+            raise UnsupportedOpError(f"{what}: attribute {a.name!r} is a subgraph (control flow is not supported)")
+        if a.type in (onnx.AttributeProto.SPARSE_TENSOR, onnx.AttributeProto.SPARSE_TENSORS,
+                      onnx.AttributeProto.TYPE_PROTO, onnx.AttributeProto.TYPE_PROTOS):
+            raise UnsupportedOpError(f"{what}: attribute {a.name!r} of kind "
+                                     f"{onnx.AttributeProto.AttributeType.Name(a.type)} is not supported")
+        if a.ref_attr_name:
+            raise UnsupportedOpError(f"{what}: attribute {a.name!r} refers to a function attribute")
+        v = helper.get_attribute_value(a)
+        if isinstance(v, bytes):
+            v = v.decode("utf-8", "replace")
+        elif isinstance(v, onnx.TensorProto):
+            v = tensor_to_numpy(v, f"{what}: attribute {a.name!r}")
+        elif isinstance(v, list) and v and isinstance(v[0], bytes):
+            v = [x.decode("utf-8", "replace") for x in v]
+        elif isinstance(v, list) and v and isinstance(v[0], onnx.TensorProto):
+            v = [tensor_to_numpy(x, f"{what}: attribute {a.name!r}") for x in v]
+        out[a.name] = v
+    return out
+
+
+class NodeContext:
+    """One ONNX node being converted. Converters return one expression per node output."""
+
+    def __init__(self, proto: onnx.NodeProto, opset: int, inputs: list, values: dict, label: str):
+        self.proto = proto
+        self.op_type = proto.op_type
+        self.opset = opset
+        self.label = label  # "Conv node 'conv1'" for messages
+        self.attrs = decode_attributes(proto, label)
+        self.inputs = inputs  # Expr per input; None where the optional input is absent ("")
+        self.input_names = list(proto.input)
+        self.output_names = list(proto.output)
+        self._values = values
+
+    # -- attributes ---------------------------------------------------------------------------
+    def attr(self, name: str, default: Any = None) -> Any:
+        return self.attrs.get(name, default)
+
+    # -- inputs -------------------------------------------------------------------------------
+    def has(self, i: int) -> bool:
+        return i < len(self.inputs) and self.inputs[i] is not None
+
+    def input(self, i: int) -> Expr:
+        if not self.has(i):
+            raise ShapeError(f"required input {i} is missing")
+        return self.inputs[i]
+
+    def type(self, i: int) -> TensorType:
+        t = self.input(i).type
+        if not isinstance(t, TensorType):
+            raise ShapeError(f"input {i} ({self.input_names[i]!r}) is not a typed tensor: {t}")
+        return t
+
+    def value(self, i: int) -> Optional[np.ndarray]:
+        """The value of input ``i`` if known at import time (ints may be symbolic Dims)."""
+        if not self.has(i):
+            return None
+        return self._values.get(self.input_names[i])
+
+    def const(self, i: int, what: str) -> np.ndarray:
+        """The value of input ``i``, which this op needs at import time (``what`` it is)."""
+        v = self.value(i)
+        if v is None:
+            raise UnsupportedOpError(
+                f"input {i} ({self.input_names[i]!r}, the {what}) must be known when the model is imported: "
+                "an initializer, a Constant, a shape computation on static shapes, or a graph input "
+                "bound with from_onnx(..., static_inputs=...)")
+        return v
+
+    def dims(self, i: int, what: str) -> tuple:
+        """A 1-D known input as a tuple of ints (symbolic dims allowed)."""
+        v = self.const(i, what).reshape(-1)
+        return tuple(d if isinstance(d, Dim) else int(d) for d in v.tolist())
+
+    def ints(self, i: int, what: str) -> tuple:
+        """A known input as a tuple of plain ints."""
+        out = self.dims(i, what)
+        if any(isinstance(d, Dim) for d in out):
+            raise UnsupportedOpError(f"the {what} {out} depends on a symbolic dimension; it must be a number")
+        return out
+
+    def scalar(self, i: int, what: str) -> Any:
+        v = self.const(i, what).reshape(-1)
+        if v.size != 1:
+            raise ShapeError(f"the {what} must have one element, got shape {self.const(i, what).shape}")
+        x = v[0]
+        return x if isinstance(x, Dim) else x.item()
+
+    # -- outputs ------------------------------------------------------------------------------
+    @property
+    def num_outputs(self) -> int:
+        return len(self.output_names)
+
+    def wants(self, i: int) -> bool:
+        """Whether output ``i`` exists and is used (optional outputs may be named '')."""
+        return i < len(self.output_names) and bool(self.output_names[i])
+
+    # -- building -----------------------------------------------------------------------------
+    def call(self, op: str, *args: Expr, **attrs: Any) -> Expr:
+        """A typed Ember call (type errors are raised here and name the ONNX node)."""
+        return typed_call(op, *args, **attrs)
+
+    @staticmethod
+    def const_like(value: Any, dtype: str) -> Constant:
+        """A scalar or small tensor constant of ``dtype``."""
+        return Constant(np.asarray(value, dtype=dt.numpy_dtype(dtype)))

@@ -1,0 +1,50 @@
+"""ONNX element types <-> Ember dtypes, and ONNX tensors -> numpy arrays."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, numpy_helper
+
+from ...errors import DTypeError
+from ...loop import dtype as dt
+
+_TO_EMBER = {
+    TensorProto.FLOAT: "float32", TensorProto.DOUBLE: "float64", TensorProto.FLOAT16: "float16",
+    TensorProto.BFLOAT16: "bfloat16", TensorProto.BOOL: "bool",
+    TensorProto.INT8: "int8", TensorProto.INT16: "int16", TensorProto.INT32: "int32", TensorProto.INT64: "int64",
+    TensorProto.UINT8: "uint8", TensorProto.UINT16: "uint16", TensorProto.UINT32: "uint32",
+    TensorProto.UINT64: "uint64",
+}
+_TO_ONNX = {v: k for k, v in _TO_EMBER.items()}
+
+
+def onnx_type_name(elem_type: int) -> str:
+    try:
+        return TensorProto.DataType.Name(elem_type)
+    except ValueError:
+        return f"element type {elem_type}"
+
+
+def is_supported(elem_type: int) -> bool:
+    return elem_type in _TO_EMBER
+
+
+def to_ember(elem_type: int, what: str) -> str:
+    """The Ember dtype of ONNX element type ``elem_type``; DTypeError naming ``what`` if none."""
+    try:
+        return _TO_EMBER[elem_type]
+    except KeyError:
+        raise DTypeError(f"{what} has ONNX type {onnx_type_name(elem_type)}, which Ember does not support "
+                         f"(supported: {', '.join(sorted(_TO_EMBER.values()))})") from None
+
+
+def to_onnx(dtype: str) -> int:
+    return _TO_ONNX[dtype]
+
+
+def tensor_to_numpy(t: onnx.TensorProto, what: str) -> np.ndarray:
+    """The value of an ONNX tensor (initializer or attribute) as a numpy array of an Ember dtype."""
+    dtype = to_ember(t.data_type, what)
+    arr = numpy_helper.to_array(t)
+    want = dt.numpy_dtype(dtype)
+    return arr if arr.dtype == want else arr.astype(want)

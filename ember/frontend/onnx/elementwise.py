@@ -1,0 +1,183 @@
+"""Converters of ONNX elementwise ops: unary math, activations, binary and variadic arithmetic,
+comparisons, logic, Where, Clip, Cast, Identity and Dropout (inference)."""
+from __future__ import annotations
+
+from ...errors import UnsupportedOpError
+from .dtypes import is_supported, onnx_type_name, to_ember
+from .table import converter
+
+_UNARY = {
+    "Abs": "abs", "Acos": "acos", "Acosh": "acosh", "Asin": "asin", "Asinh": "asinh", "Atan": "atan",
+    "Atanh": "atanh", "Ceil": "ceil", "Cos": "cos", "Cosh": "cosh", "Erf": "erf", "Exp": "exp",
+    "Floor": "floor", "IsNaN": "isnan", "Log": "log", "Neg": "negative", "Not": "logical_not",
+    "Reciprocal": "reciprocal", "Round": "round", "Sigmoid": "sigmoid", "Sign": "sign", "Sin": "sin",
+    "Sinh": "sinh", "Sqrt": "sqrt", "Tan": "tan", "Tanh": "tanh", "Relu": "nn.relu",
+    "Softplus": "nn.softplus", "Softsign": "nn.softsign", "HardSwish": "nn.hard_swish", "Mish": "nn.mish",
+    "BitwiseNot": "bitwise_not",
+}
+
+# ONNX attribute -> (Ember attribute, ONNX default)
+_UNARY_ATTRS = {
+    "Elu": ("nn.elu", {"alpha": ("alpha", 1.0)}),
+    "Celu": ("nn.celu", {"alpha": ("alpha", 1.0)}),
+    "Selu": ("nn.selu", {"alpha": ("alpha", 1.67326319217681884765625), "gamma": ("gamma", 1.05070102214813232421875)}),
+    "LeakyRelu": ("nn.leaky_relu", {"alpha": ("alpha", 0.01)}),
+    "ThresholdedRelu": ("nn.thresholded_relu", {"alpha": ("alpha", 1.0)}),
+    "HardSigmoid": ("nn.hard_sigmoid", {"alpha": ("alpha", 0.2), "beta": ("beta", 0.5)}),
+    "Shrink": ("nn.shrink", {"bias": ("bias", 0.0), "lambd": ("lambd", 0.5)}),
+    "Gelu": ("nn.gelu", {"approximate": ("approximate", "none")}),
+    "IsInf": ("isinf", {"detect_positive": ("detect_positive", 1), "detect_negative": ("detect_negative", 1)}),
+}
+
+_BINARY = {
+    "Add": "add", "Sub": "subtract", "Mul": "multiply", "Div": "divide", "Pow": "power",
+    "Equal": "equal", "Greater": "greater", "GreaterOrEqual": "greater_equal", "Less": "less",
+    "LessOrEqual": "less_equal", "And": "logical_and", "Or": "logical_or", "Xor": "logical_xor",
+    "BitwiseAnd": "bitwise_and", "BitwiseOr": "bitwise_or", "BitwiseXor": "bitwise_xor", "PRelu": "nn.prelu",
+}
+
+
+def _unary(op):
+    return lambda node: [node.call(op, node.input(0))]
+
+
+for _onnx, _ember in _UNARY.items():
+    converter(_onnx)(_unary(_ember))
+
+
+def _unary_attrs(op, spec):
+    def convert(node):
+        attrs = {}
+        for onnx_name, (name, default) in spec.items():
+            v = node.attr(onnx_name, default)
+            attrs[name] = bool(v) if name.startswith("detect_") else v
+        return [node.call(op, node.input(0), **attrs)]
+    return convert
+
+
+for _onnx, (_ember, _spec) in _UNARY_ATTRS.items():
+    converter(_onnx)(_unary_attrs(_ember, _spec))
+
+
+def _binary(op):
+    return lambda node: [node.call(op, node.input(0), node.input(1))]
+
+
+for _onnx, _ember in _BINARY.items():
+    converter(_onnx)(_binary(_ember))
+
+
+@converter("Mod")
+def _mod(node):
+    return [node.call("mod", node.input(0), node.input(1), fmod=bool(node.attr("fmod", 0)))]
+
+
+@converter("BitShift")
+def _bitshift(node):
+    op = "left_shift" if node.attr("direction") == "LEFT" else "right_shift"
+    return [node.call(op, node.input(0), node.input(1))]
+
+
+@converter("Where")
+def _where(node):
+    return [node.call("where", node.input(0), node.input(1), node.input(2))]
+
+
+def _chain(op):
+    def convert(node):
+        args = [node.input(i) for i in range(len(node.inputs))]
+        out = args[0]
+        for a in args[1:]:
+            out = node.call(op, out, a)
+        return [out]
+    return convert
+
+
+converter("Sum")(_chain("add"))
+converter("Max")(_chain("maximum"))
+converter("Min")(_chain("minimum"))
+
+
+@converter("Mean")
+def _mean(node):
+    total = _chain("add")(node)[0]
+    if len(node.inputs) == 1:
+        return [total]
+    return [node.call("divide", total, node.const_like(len(node.inputs), total.type.dtype))]
+
+
+@converter("Swish")
+def _swish(node):
+    x = node.input(0)
+    alpha = node.attr("alpha", 1.0)
+    scaled = x if alpha == 1.0 else node.call("multiply", x, node.const_like(alpha, x.type.dtype))
+    return [node.call("multiply", x, node.call("sigmoid", scaled))]
+
+
+# -- clip -------------------------------------------------------------------------------------------
+
+@converter("Clip")
+def _clip_attrs(node):
+    lo, hi = node.attr("min", None), node.attr("max", None)
+    return [node.call("clip", node.input(0), a_min=lo, a_max=hi)]
+
+
+@converter("Clip", since=11)
+def _clip(node):
+    x = node.input(0)
+    bounds = []
+    for i in (1, 2):
+        v = node.value(i)
+        bounds.append(None if not node.has(i) else v.reshape(-1)[0].item() if v is not None and v.dtype != object else node.input(i))
+    if all(not hasattr(b, "type") for b in bounds):  # constants (or absent): one clip op
+        return [node.call("clip", x, a_min=bounds[0], a_max=bounds[1])]
+    out = x  # bounds computed at run time: max, then min (ONNX: min(max(x, lo), hi))
+    for b, op in zip(bounds, ("maximum", "minimum")):
+        if b is not None:
+            out = node.call(op, out, b if hasattr(b, "type") else node.const_like(b, x.type.dtype))
+    return [out]
+
+
+# -- cast, identity, dropout ----------------------------------------------------------------------
+
+def _check_cast(attrs, opset, proto):
+    to = attrs.get("to")
+    return None if is_supported(to) else f"cast to {onnx_type_name(to)} is not supported"
+
+
+@converter("Cast", check=_check_cast)
+def _cast(node):
+    dtype = to_ember(node.attr("to"), "the cast's target")
+    x = node.input(0)
+    return [x if x.type.dtype == dtype else node.call("cast", x, dtype=dtype)]
+
+
+@converter("CastLike")
+def _cast_like(node):
+    x, dtype = node.input(0), node.type(1).dtype
+    return [x if x.type.dtype == dtype else node.call("cast", x, dtype=dtype)]
+
+
+@converter("Identity")
+def _identity(node):
+    return [node.input(0)]
+
+
+def _check_dropout(attrs, opset, proto):
+    if opset < 7 and not attrs.get("is_test", 0):
+        return "training-mode Dropout is not supported"
+    return None
+
+
+@converter("Dropout", check=_check_dropout)
+def _dropout(node):
+    x = node.input(0)
+    if node.opset >= 12 and node.has(2):
+        mode = node.value(2)
+        if mode is None or bool(mode.reshape(-1)[0]):
+            raise UnsupportedOpError("Dropout in training mode is not supported (inference only)")
+    outs = [x]
+    if node.wants(1):  # the mask of an inference dropout keeps everything
+        outs.append(node.call("constant_of_shape", shape=x.type.shape, value=True, dtype="bool"))
+    return outs
+

@@ -1,0 +1,365 @@
+"""ONNX model -> Ember graph Module.
+
+    >>> mod = from_onnx("resnet50.onnx")                                      # doctest: +SKIP
+    >>> print(mod)                                                            # doctest: +SKIP
+
+The import runs in three steps, each with its own kind of error:
+
+1. *Load* the file or proto: a missing, truncated or malformed model is a :class:`ModelError`
+   naming the file and the problem.
+2. *Scan* every node before converting any (:func:`scan`): op types with no converter for
+   the model's opset, attribute settings that are not supported, and graph inputs whose
+   values would have to be known at import are collected and raised as ONE
+   ``UnsupportedOpError`` that lists each op type with the nodes that use it.
+3. *Convert* node by node in dataflow order; every call is typed as it is built, so a shape
+   or dtype error names the ONNX node it comes from.
+
+Graph inputs that are not initializers become the function's parameters, with dims from the
+model (``dim_param`` names become symbolic :class:`Dim` s). Initializers become Constants, also
+when the graph lists them as inputs, unless ``keep_initializers_as_inputs=True``.
+"""
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from typing import Mapping, Optional, Union
+
+import numpy as np
+import onnx
+
+from ...errors import DTypeError, EmberError, ShapeError, UnsupportedOpError
+from ...graph import Constant, Dim, Function, Module, TensorType, Tuple, Var
+from ...loop import dtype as dt
+from ..errors import ModelError
+from . import fold
+from .context import NodeContext
+from .dtypes import is_supported, onnx_type_name, tensor_to_numpy, to_ember
+from .table import MAX_OPSET, MIN_OPSET, lookup
+
+_DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+# -- loading ------------------------------------------------------------------------------------
+
+def load_model(model: Union[onnx.ModelProto, str, os.PathLike, bytes]) -> tuple:
+    """``(ModelProto, source text for messages)``; ModelError when it cannot be read."""
+    if isinstance(model, onnx.ModelProto):
+        return model, "the ONNX model"
+    if isinstance(model, (bytes, bytearray)):
+        source, loader = "the ONNX model bytes", lambda: onnx.load_from_string(bytes(model))
+    elif isinstance(model, (str, os.PathLike)):
+        path = os.fspath(model)
+        source = f"ONNX file {path!r}"
+        if not os.path.isfile(path):
+            raise ModelError(f"{source}: no such file")
+        loader = lambda: onnx.load(path)  # noqa: E731
+    else:
+        raise TypeError(f"from_onnx takes an onnx.ModelProto, a path or bytes, got {type(model).__name__}")
+    try:
+        proto = loader()
+    except Exception as e:  # protobuf DecodeError, external-data errors, ...: all mean a bad file
+        raise ModelError(f"{source} cannot be read as an ONNX model ({type(e).__name__}: {e}); "
+                         "is it truncated or not an ONNX file?") from None
+    return proto, source
+
+
+def model_opset(proto: onnx.ModelProto, source: str) -> Optional[int]:
+    """The opset of the default ONNX domain; None when the model imports none (then every
+    node is from another domain, or the model is invalid: the scan reports either)."""
+    versions = [o.version for o in proto.opset_import if o.domain in _DEFAULT_DOMAINS]
+    return max(versions) if versions else None
+
+
+def check_structure(proto: onnx.ModelProto, source: str) -> None:
+    """Structural validity a truncated or hand-broken file may lack (ModelError)."""
+    if not proto.HasField("graph"):
+        raise ModelError(f"{source} has no graph (truncated or not an ONNX model?)")
+    g = proto.graph
+    if not g.output:
+        raise ModelError(f"{source}: the graph declares no outputs (truncated?)")
+    defined = {i.name for i in g.input} | {t.name for t in g.initializer}
+    producers = {}
+    for k, n in enumerate(g.node):
+        if not n.op_type:
+            raise ModelError(f"{source}: node {k} ({n.name!r}) has no op_type")
+        for o in n.output:
+            if o and (o in producers or o in defined):
+                raise ModelError(f"{source}: value {o!r} is produced twice (node {_node_label(n, k)})")
+            if o:
+                producers[o] = k
+    for k, n in enumerate(g.node):
+        for i in n.input:
+            if i and i not in defined and i not in producers:
+                raise ModelError(f"{source}: input {i!r} of {_node_label(n, k)} is produced by nothing")
+    for o in g.output:
+        if o.name not in defined and o.name not in producers:
+            raise ModelError(f"{source}: graph output {o.name!r} is produced by nothing")
+
+
+def _node_label(n: onnx.NodeProto, k: int) -> str:
+    return f"{n.op_type} node {n.name or f'#{k}'!r}"
+
+
+# -- scanning -----------------------------------------------------------------------------------
+
+def _graph_input_names(proto: onnx.ModelProto, keep_initializers_as_inputs: bool) -> set:
+    inits = {t.name for t in proto.graph.initializer}
+    return {i.name for i in proto.graph.input if keep_initializers_as_inputs or i.name not in inits}
+
+
+def scan(proto: onnx.ModelProto, *, static_inputs: Optional[Mapping] = None,
+         keep_initializers_as_inputs: bool = False, source: str = "the ONNX model") -> dict:
+    """Every problem that would stop the import, found without converting anything.
+
+    Returns ``{"ops": {op type: [node names]}, "attributes": [...], "dynamic": [...],
+    "dtypes": [...]}`` (empty lists/dicts when all is well).
+    """
+    from .context import decode_attributes
+
+    opset = model_opset(proto, source)
+    g = proto.graph
+    static = set(static_inputs or ())
+    inputs = _graph_input_names(proto, keep_initializers_as_inputs) - static
+    ops: dict = defaultdict(list)
+    attributes, dynamic, dtypes = [], [], []
+    for k, n in enumerate(g.node):
+        label = _node_label(n, k)
+        if n.domain not in _DEFAULT_DOMAINS:
+            ops[f"{n.domain}.{n.op_type}"].append(n.name or f"#{k}")
+            continue
+        conv = lookup(n.op_type, opset) if opset is not None else None
+        if conv is None:
+            ops[n.op_type].append(n.name or f"#{k}")
+            continue
+        try:
+            attrs = decode_attributes(n, label)
+            reason = conv.check(attrs, opset, n) if conv.check else None
+        except EmberError as e:
+            reason = str(e)
+        if reason:
+            attributes.append(f"{label}: {reason}")
+    dynamic = [f"{name!r} ({where})" for name, where in _shape_deciding_inputs(proto, opset, inputs).items()]
+    for i in g.input:
+        if i.name in static:
+            continue
+        et = i.type.tensor_type.elem_type if i.type.HasField("tensor_type") else None
+        if et is None:
+            dtypes.append(f"graph input {i.name!r} is not a tensor")
+        elif not is_supported(et):
+            dtypes.append(f"graph input {i.name!r} has type {onnx_type_name(et)}")
+    for t in g.initializer:
+        if not is_supported(t.data_type):
+            dtypes.append(f"initializer {t.name!r} has type {onnx_type_name(t.data_type)}")
+    return {"ops": dict(ops), "attributes": attributes, "dynamic": dynamic, "dtypes": dtypes}
+
+
+def raise_problems(problems: dict, opset: int, source: str) -> None:
+    """One UnsupportedOpError listing everything :func:`scan` found, or nothing."""
+    if not any(problems.values()):
+        return
+    lines = []
+    if problems["ops"]:
+        lines.append(f"{source} (opset {opset if opset is not None else 'none'}) uses {len(problems['ops'])} op type(s) Ember does not "
+                     f"support at this opset (supported opsets: {MIN_OPSET} to {MAX_OPSET}):")
+        for op, nodes in sorted(problems["ops"].items()):
+            shown = ", ".join(repr(n) for n in nodes[:10]) + (f" and {len(nodes) - 10} more" if len(nodes) > 10 else "")
+            lines.append(f"  {op}: node(s) {shown}")
+    if problems["attributes"]:
+        lines.append("unsupported attributes:")
+        lines += [f"  {a}" for a in problems["attributes"]]
+    if problems["dtypes"]:
+        lines.append("unsupported types:")
+        lines += [f"  {a}" for a in problems["dtypes"]]
+    if problems["dynamic"]:
+        lines.append("graph inputs whose values decide shapes (pass them with from_onnx(..., static_inputs=...)):")
+        lines += [f"  {a}" for a in problems["dynamic"]]
+    err = UnsupportedOpError("\n".join(lines))
+    err.unsupported_ops = problems["ops"]
+    err.problems = problems
+    raise err
+
+
+def _shape_deciding_inputs(proto: onnx.ModelProto, opset: Optional[int], inputs: set) -> dict:
+    """Graph inputs (among ``inputs``) whose values decide a shape or an attribute, mapped to
+    where they are needed. An input counts when it feeds such a ``const_input`` directly or
+    through a chain of small computations the importer folds (Shape/Gather/Concat/...)."""
+    producer = {o: n for n in proto.graph.node for o in n.output if o}
+    found: dict = {}
+    for k, n in enumerate(proto.graph.node):
+        conv = lookup(n.op_type, opset) if n.domain in _DEFAULT_DOMAINS and opset is not None else None
+        for i in conv.const_inputs if conv else ():
+            if i >= len(n.input) or not n.input[i]:
+                continue
+            where = f"input {i} of {_node_label(n, k)}"
+            stack, seen = [n.input[i]], set()
+            while stack:
+                name = stack.pop()
+                if name in seen:
+                    continue
+                seen.add(name)
+                if name in inputs:
+                    found.setdefault(name, where)
+                p = producer.get(name)
+                # Shape and Size read only their input's type: the chain stops there
+                if p is not None and fold.foldable(p.op_type) and p.op_type not in ("Shape", "Size"):
+                    feeds = p.input[:1] if p.op_type == "CastLike" else p.input  # CastLike: only input 0's value
+                    stack.extend(x for x in feeds if x)
+    return found
+
+
+def value_inputs(model, *, keep_initializers_as_inputs: bool = False) -> list:
+    """Graph inputs whose values the import needs (they decide shapes): bind them with
+    ``from_onnx(model, static_inputs={name: array})``."""
+    proto, source = load_model(model)
+    inputs = _graph_input_names(proto, keep_initializers_as_inputs)
+    return list(_shape_deciding_inputs(proto, model_opset(proto, source), inputs))
+
+
+# -- conversion ---------------------------------------------------------------------------------
+
+def _input_type(vi: onnx.ValueInfoProto) -> TensorType:
+    tt = vi.type.tensor_type
+    dtype = to_ember(tt.elem_type, f"graph input {vi.name!r}")
+    if not tt.HasField("shape"):
+        raise ShapeError(f"graph input {vi.name!r} has no shape; Ember needs at least its rank")
+    dims = []
+    for i, d in enumerate(tt.shape.dim):
+        if d.HasField("dim_value"):
+            dims.append(int(d.dim_value))
+        elif d.dim_param:
+            dims.append(Dim(d.dim_param))
+        else:  # an unnamed unknown size: give it a name of its own
+            dims.append(Dim(f"{vi.name}.{i}"))
+    return TensorType(dims, dtype)
+
+
+def _topo_order(nodes) -> list:
+    """Nodes in dataflow order (ONNX requires it, but tools do not always deliver it)."""
+    produced_by = {o: k for k, n in enumerate(nodes) for o in n.output if o}
+    order, state = [], [0] * len(nodes)  # 0 new, 1 in progress, 2 done
+    for root in range(len(nodes)):
+        stack = [(root, False)]
+        while stack:
+            k, done = stack.pop()
+            if done:
+                state[k] = 2
+                order.append(nodes[k])
+                continue
+            if state[k]:
+                continue
+            state[k] = 1
+            stack.append((k, True))
+            for i in nodes[k].input:
+                p = produced_by.get(i)
+                if p is not None and state[p] == 0:
+                    stack.append((p, False))
+    return order
+
+
+def from_onnx(model: Union[onnx.ModelProto, str, os.PathLike, bytes], *,
+              static_inputs: Optional[Mapping[str, np.ndarray]] = None,
+              keep_initializers_as_inputs: bool = False) -> Module:
+    """Import an ONNX model (a ModelProto, a path, or serialized bytes) as an Ember Module.
+
+    ``static_inputs`` binds graph inputs to values known now (they become Constants): needed
+    for inputs that decide shapes, such as Reshape's shape fed as a graph input.
+    ``keep_initializers_as_inputs`` keeps initializers that the graph also lists as inputs as
+    parameters (overridable weights) instead of Constants.
+
+    Raises ModelError (unreadable or malformed model), UnsupportedOpError (everything
+    unsupported, listed at once), ShapeError/DTypeError (naming the ONNX node).
+    """
+    proto, source = load_model(model)
+    check_structure(proto, source)
+    opset = model_opset(proto, source)
+    static_inputs = dict(static_inputs or {})
+    problems = scan(proto, static_inputs=static_inputs, keep_initializers_as_inputs=keep_initializers_as_inputs,
+                    source=source)
+    raise_problems(problems, opset, source)
+    return _Importer(proto, opset, source, static_inputs, keep_initializers_as_inputs).run()
+
+
+class _Importer:
+    def __init__(self, proto, opset, source, static_inputs, keep):
+        self.proto, self.opset, self.source = proto, opset, source
+        self.static, self.keep = static_inputs, keep
+        self.env: dict = {}  # ONNX value name -> Ember expression
+        self.values: dict = {}  # ONNX value name -> numpy value known at import
+
+    def run(self) -> Module:
+        g = self.proto.graph
+        params = self._bind_inputs(g)
+        for k, n in enumerate(_topo_order(list(g.node))):
+            self._convert(n, k)
+        outs = [self.env[o.name] for o in g.output]
+        body = outs[0] if len(outs) == 1 else Tuple(outs)
+        return Module({"main": Function(params, body, body.type)})
+
+    def _bind_inputs(self, g) -> list:
+        inits = {t.name: t for t in g.initializer}
+        params = []
+        for vi in g.input:
+            name = vi.name
+            if name in self.static:
+                self._bind_static(vi)
+            elif name in inits and not self.keep:
+                continue  # bound below as a Constant
+            else:
+                v = Var(name, _input_type(vi))
+                self.env[name] = v
+                params.append(v)
+        for name, t in inits.items():
+            if name not in self.env:
+                c = Constant(tensor_to_numpy(t, f"initializer {name!r}"))
+                self.env[name], self.values[name] = c, c.value
+        unknown = set(self.static) - {vi.name for vi in g.input}
+        if unknown:
+            raise ShapeError(f"static_inputs names {sorted(unknown)}, which are not graph inputs of {self.source} "
+                             f"(inputs: {', '.join(vi.name for vi in g.input)})")
+        return params
+
+    def _bind_static(self, vi) -> None:
+        want = _input_type(vi)
+        v = np.asarray(self.static[vi.name])
+        if dt.from_numpy(v.dtype) != want.dtype:
+            raise DTypeError(f"static input {vi.name!r} has dtype {v.dtype}, the model declares {want.dtype}")
+        if len(v.shape) != want.ndim or any(isinstance(d, int) and d != s for d, s in zip(want.shape, v.shape)):
+            raise ShapeError(f"static input {vi.name!r} has shape {v.shape}, the model declares {want.shape}")
+        c = Constant(v)
+        self.env[vi.name], self.values[vi.name] = c, c.value
+
+    def _convert(self, n: onnx.NodeProto, k: int) -> None:
+        label = _node_label(n, k)
+        conv = lookup(n.op_type, self.opset)
+        inputs = [self.env[i] if i else None for i in n.input]
+        try:
+            node = NodeContext(n, self.opset, inputs, self.values, label)
+            outs = list(conv.fn(node))
+        except EmberError as e:
+            raise type(e)(f"{label} (opset {self.opset}): {e}") from None
+        if len(outs) < len([o for o in n.output if o]):
+            outs += [None] * (len(n.output) - len(outs))
+        self._fold(node, outs)
+        for name, expr in zip(n.output, outs):
+            if not name:
+                continue
+            if expr is None:
+                raise UnsupportedOpError(f"{label}: output {name!r} is not produced by Ember's converter")
+            self.env[name] = expr
+
+    def _fold(self, node: NodeContext, outs: list) -> None:
+        """Record import-time values of small shape computations (and use them as constants)."""
+        if node.op_type == "Constant" and isinstance(outs[0], Constant):
+            self.values[node.output_names[0]] = outs[0].value
+            return
+        types = [getattr(o, "type", None) for o in outs]
+        vals = fold.evaluate(node, types)
+        if vals is None:
+            return
+        for i, v in enumerate(vals):
+            self.values[node.output_names[i]] = v
+            if not fold.is_symbolic(v):
+                outs[i] = Constant(v)
+
+
+__all__ = ["from_onnx", "load_model", "scan", "value_inputs"]

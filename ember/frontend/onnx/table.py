@@ -1,0 +1,70 @@
+"""The converter table: ONNX (op_type, opset range) -> a function that builds Ember ops.
+
+Converters register with :func:`converter`; an entry applies from its ``since`` opset up to the
+next entry's ``since`` for the same op type (ONNX changes an op by adding a new version, so the
+table mirrors that). The range of the whole frontend is opsets 7 to 28.
+
+An entry also declares what the importer must check before converting anything:
+
+- ``const_inputs``: inputs whose *values* decide the output's shape or an attribute (Reshape's
+  shape, Squeeze's axes from opset 13, ...). The importer needs them at import time: an
+  initializer, a Constant node, a foldable shape computation, or a graph input the caller binds
+  with ``static_inputs``.
+- ``check(attrs, opset, node_proto)``: returns the reason an attribute setting is unsupported, or None.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Optional, Sequence
+
+import onnx
+
+MIN_OPSET, MAX_OPSET = 7, 28
+
+
+@dataclasses.dataclass(frozen=True)
+class Converter:
+    op_type: str
+    since: int
+    fn: Callable
+    const_inputs: tuple = ()
+    check: Optional[Callable[[dict, int, onnx.NodeProto], Optional[str]]] = None
+
+
+_TABLE: dict[str, list] = {}
+
+
+def converter(*op_types: str, since: int = MIN_OPSET, const_inputs: Sequence[int] = (),
+              check: Optional[Callable[[dict, int, onnx.NodeProto], Optional[str]]] = None):
+    """Decorator: ``fn(node) -> list of output expressions`` converts ``op_types`` from ``since``."""
+    def register(fn):
+        for op in op_types:
+            entries = _TABLE.setdefault(op, [])
+            if any(e.since == since for e in entries):
+                raise ValueError(f"converter for {op} since opset {since} registered twice")
+            entries.append(Converter(op, since, fn, tuple(const_inputs), check))
+            entries.sort(key=lambda e: e.since)
+        return fn
+
+    return register
+
+
+def _load() -> None:
+    from . import elementwise, layout, nn, reduce  # noqa: F401  (converters register on import)
+
+
+def lookup(op_type: str, opset: int) -> Optional[Converter]:
+    """The converter for ``op_type`` in a model of ``opset``, or None."""
+    _load()
+    if not MIN_OPSET <= opset <= MAX_OPSET:
+        return None
+    best = None
+    for e in _TABLE.get(op_type, ()):
+        if e.since <= opset:
+            best = e
+    return best
+
+
+def supported_op_types() -> list:
+    _load()
+    return sorted(_TABLE)
