@@ -92,8 +92,8 @@ def _conv_transpose(node):
             if total < 0:  # the output is larger than the full result: the rest is output padding
                 out_pad = out_pad[:i] + (out_pad[i] - total,) + out_pad[i + 1:]
                 total = 0
-            small = total // 2
-            begins.append(small if auto != "SAME_LOWER" else total - small)
+            small = total // 2  # the ONNX spec: SAME_UPPER puts the odd pad at the end, all else at the start
+            begins.append(small if auto == "SAME_UPPER" else total - small)
             ends.append(total - begins[-1])
         pads = tuple(begins + ends)
     elif auto == "VALID":

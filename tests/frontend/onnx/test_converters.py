@@ -161,6 +161,13 @@ def test_conv_transpose_output_shape():
     c, t = one([node("ConvTranspose", ["x", "w"], ["y"], strides=[3, 2], output_shape=[10, 8])],
                [vi("x", [1, 1, 3, 3]), vi("w", [1, 2, 3, 3])], [vi("y", None)])
     assert t == T(1, 2, 10, 8) and c.attrs["output_padding"] == (1, 1)
+    # cropping a 5x5 full result to 4x4: the odd pad goes first, unless auto_pad is SAME_UPPER
+    c, t = one([node("ConvTranspose", ["x", "w"], ["y"], output_shape=[4, 4])],
+               [vi("x", [1, 1, 3, 3]), vi("w", [1, 2, 3, 3])], [vi("y", None)])
+    assert c.attrs["padding"] == (1, 1, 0, 0) and t == T(1, 2, 4, 4)
+    c, t = one([node("ConvTranspose", ["x", "w"], ["y"], output_shape=[4, 4], auto_pad="SAME_UPPER")],
+               [vi("x", [1, 1, 3, 3]), vi("w", [1, 2, 3, 3])], [vi("y", None)])
+    assert c.attrs["padding"] == (0, 0, 1, 1) and t == T(1, 2, 4, 4)
 
 
 def test_pooling():
