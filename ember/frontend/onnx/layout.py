@@ -11,6 +11,7 @@ import numpy as np
 from ...errors import ShapeError, UnsupportedOpError
 from ...graph import Constant, TupleGetItem
 from ...loop import dtype as dt
+from .dtypes import to_ember
 from .table import converter
 
 
@@ -358,3 +359,16 @@ def _resize(node):
                         exclude_outside=bool(node.attr("exclude_outside", 0)),
                         extrapolation_value=node.attr("extrapolation_value", 0.0))
 
+
+
+@converter("CumProd", const_inputs=(1,))
+def _cumprod(node):
+    return [node.call("cumprod", node.input(0), axis=int(node.scalar(1, "axis")),
+                      exclusive=bool(node.attr("exclusive", 0)), reverse=bool(node.attr("reverse", 0)))]
+
+
+@converter("EyeLike")
+def _eye_like(node):
+    t = node.type(0)
+    dtype = to_ember(node.attr("dtype"), "EyeLike's dtype") if node.attr("dtype") is not None else t.dtype
+    return [node.call("eye", shape=t.shape, k=node.attr("k", 0), dtype=dtype)]

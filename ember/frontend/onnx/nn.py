@@ -3,6 +3,7 @@ normalizations, pooling and Softmax/LogSoftmax/Hardmax."""
 from __future__ import annotations
 
 from ...errors import ShapeError, UnsupportedOpError
+from ...graph.ops import dims as D
 from .table import converter
 
 _AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
@@ -193,6 +194,54 @@ def _layer_norm(node):
         inv_std = node.call("rsqrt", node.call("add", var, node.const_like(eps, stash)))
         outs += [mean, inv_std]
     return outs
+
+
+def _stash(node, x):
+    """``x`` in the stash type that statistics are computed in (float32 unless said otherwise)."""
+    stash = "float32" if node.attr("stash_type", 1) == 1 else x.type.dtype
+    return x if x.type.dtype == stash else node.call("cast", x, dtype=stash)
+
+
+@converter("RMSNormalization")
+def _rms_norm(node):
+    # y = x / sqrt(mean(x^2 over axes [axis, rank)) + epsilon) * scale
+    x = node.input(0)
+    axes = tuple(range(node.attr("axis", -1) % x.type.ndim, x.type.ndim))
+    xs = _stash(node, x)
+    ms = node.call("mean", node.call("multiply", xs, xs), axis=axes, keepdims=True)
+    inv = node.call("rsqrt", node.call("add", ms, node.const_like(node.attr("epsilon", 1e-5), xs.type.dtype)))
+    y = node.call("multiply", xs, inv)
+    if y.type.dtype != x.type.dtype:
+        y = node.call("cast", y, dtype=x.type.dtype)
+    return [node.call("multiply", y, node.input(1))]
+
+
+@converter("GroupNormalization")
+def _group_norm(node):
+    # statistics per (sample, group) over the group's channels and all spatial positions
+    x = node.input(0)
+    shape = x.type.shape
+    groups = node.attr("num_groups")
+    xs = _stash(node, x)
+    grouped = node.call("reshape", xs, newshape=(shape[0], groups, -1))
+    mean = node.call("mean", grouped, axis=(2,), keepdims=True)
+    centered = node.call("subtract", grouped, mean)
+    var = node.call("mean", node.call("multiply", centered, centered), axis=(2,), keepdims=True)
+    eps = node.const_like(node.attr("epsilon", 1e-5), xs.type.dtype)
+    normed = node.call("multiply", centered, node.call("rsqrt", node.call("add", var, eps)))
+    y = node.call("reshape", normed, newshape=shape)
+    if y.type.dtype != x.type.dtype:
+        y = node.call("cast", y, dtype=x.type.dtype)
+    scale, bias = node.input(1), node.input(2)
+    if node.opset < 21:  # scale and bias per group: repeat each over the group's channels
+        per = D.dim_div_exact(shape[1], groups)
+        if per is None:
+            raise ShapeError(f"{shape[1]} channels do not divide into {groups} groups")
+        scale, bias = (node.call("reshape", node.call("tile", node.call("unsqueeze", p, axes=(1,)), reps=(1, per)),
+                                 newshape=(shape[1],)) for p in (scale, bias))
+    trailing = (1,) * (len(shape) - 2)  # per channel: broadcast over the spatial dims
+    scale, bias = (node.call("reshape", p, newshape=(shape[1],) + trailing) for p in (scale, bias))
+    return [node.call("add", node.call("multiply", y, scale), bias)]
 
 
 @converter("MeanVarianceNormalization")

@@ -1,4 +1,5 @@
-"""Ops that make tensors from shapes rather than data: shape_of, size, constant_of_shape, range.
+"""Ops that make tensors from shapes rather than data: shape_of, size, constant_of_shape, range,
+eye.
 
 ``shape_of``/``size`` read only their input's type, so on static shapes constant folding turns
 them into constants; on symbolic shapes they are computed when the model runs.
@@ -61,3 +62,14 @@ register_op("range", infer=_infer_range, pattern=Pattern.INJECTIVE, num_args=0,
             attrs_schema={"start": attr("float"), "stop": attr("float"), "step": attr("float", 1),
                           "dtype": attr("dtype", "int64")},
             doc="start, start + step, ... up to (not including) stop")
+
+
+def _infer_eye(args, attrs):
+    if len(attrs["shape"]) != 2:
+        raise ShapeError(f"shape must have two dimensions, got {attrs['shape']}")
+    return TensorType(attrs["shape"], attrs["dtype"])
+
+
+register_op("eye", infer=_infer_eye, pattern=Pattern.INJECTIVE, num_args=0,
+            attrs_schema={"shape": attr("dims"), "k": attr("int", 0), "dtype": attr("dtype", "float32")},
+            doc="ones on the k-th diagonal (k > 0 above the main one), zeros elsewhere")

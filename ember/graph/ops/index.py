@@ -1,4 +1,4 @@
-"""Indexing ops: gather and scatter families, topk, cumsum, trilu, one_hot.
+"""Indexing ops: gather and scatter families, topk, cumsum/cumprod, trilu, one_hot.
 
 Indices are int32 or int64 tensors; a negative index counts from the end of its axis (ONNX).
 """
@@ -115,8 +115,11 @@ def _infer_cumsum(args, attrs):
     return x
 
 
-register_op("cumsum", infer=_infer_cumsum, pattern=Pattern.OPAQUE,
-            attrs_schema={"axis": attr("int", 0), "exclusive": attr("bool", False), "reverse": attr("bool", False)})
+for _name in ("cumsum", "cumprod"):
+    register_op(_name, infer=_infer_cumsum, pattern=Pattern.OPAQUE,
+                attrs_schema={"axis": attr("int", 0), "exclusive": attr("bool", False),
+                              "reverse": attr("bool", False)},
+                doc="running sum (product) along axis; exclusive skips the element itself")
 
 
 def _infer_trilu(args, attrs):

@@ -221,3 +221,37 @@ def test_shape_with_start_end_and_constant_of_shape():
     mod, calls = convert([node("Shape", ["x"], ["s"]), node("ConstantOfShape", ["s"], ["y"])],
                          [vi("x", ["n", 3])], [vi("y", None)], opset=15)
     assert [c.op for c in calls] == ["constant_of_shape"] and mod.main.ret_type == T("n", 3)
+
+
+def test_normalizations_written_as_graph_ops():
+    mod, calls = convert([node("RMSNormalization", ["x", "s"], ["y"], axis=-1)], [vi("x", [2, 5, 8]), vi("s", [8])],
+                         [vi("y", None)], opset=23)
+    assert mod.main.ret_type == T(2, 5, 8) and "rsqrt" in [c.op for c in calls]
+    for opset, per in ((18, [2]), (21, [6])):
+        mod, calls = convert([node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=2)],
+                             [vi("x", [3, 6, 4, 4]), vi("s", per), vi("b", per)], [vi("y", None)], opset=opset)
+        assert mod.main.ret_type == T(3, 6, 4, 4)
+        assert any(c.op == "reshape" and c.type == T(3, 2, 48) for c in calls)  # (N, groups, rest)
+
+
+@pytest.mark.parametrize("reduction, weighted, ignore, shape", [
+    ("mean", False, None, ()), ("none", True, None, (4, 3)), ("sum", True, 1, ()), ("mean", False, -1, ())])
+def test_losses(reduction, weighted, ignore, shape):
+    attrs = {"reduction": reduction, **({"ignore_index": ignore} if ignore is not None else {})}
+    ins = ["x", "t"] + (["w"] if weighted else [])
+    mod, calls = convert([node("NegativeLogLikelihoodLoss", ins, ["y"], **attrs)],
+                         [vi("x", [4, 5, 3]), vi("t", [4, 3], I64)] + ([vi("w", [5])] if weighted else []),
+                         [vi("y", None)], opset=13)
+    assert mod.main.ret_type == T(*shape)
+    assert "gather_elements" in [c.op for c in calls] and ("where" in [c.op for c in calls]) == (ignore is not None)
+    mod, calls = convert([node("SoftmaxCrossEntropyLoss", ["x", "t"], ["y", "lp"], reduction=reduction)],
+                         [vi("x", [4, 5]), vi("t", [4], I64)], [vi("y", None), vi("lp", None)], opset=13)
+    assert mod.main.ret_type.fields[1] == T(4, 5) and calls[0].op == "nn.log_softmax"
+
+
+def test_cumprod_and_eye_like():
+    c, t = one([node("CumProd", ["x", "a"], ["y"], reverse=1)], [vi("x", [2, 3])], [vi("y", None)],
+               [init("a", i64(1))], opset=26)
+    assert c.op == "cumprod" and c.attrs == {"axis": 1, "exclusive": False, "reverse": True} and t == T(2, 3)
+    c, t = one([node("EyeLike", ["x"], ["y"], k=1, dtype=I64)], [vi("x", ["n", 4])], [vi("y", None, I64)])
+    assert c.op == "eye" and t == T("n", 4, dtype="int64")

@@ -130,5 +130,9 @@ def test_creation_and_misc():
     with pytest.raises(ShapeError, match="^topk: k = 11 is out of range"):
         infer("topk", T(3, 10), k=11)
     assert infer("cumsum", T(3, 4), axis=1, reverse=True) == T(3, 4)
+    assert infer("cumprod", T(3, 4, dtype="int32"), axis=-1) == T(3, 4, dtype="int32")
+    assert infer("eye", shape=(3, n), k=-1, dtype="int64") == T(3, "n", dtype="int64")
+    with pytest.raises(ShapeError, match="^eye: shape must have two dimensions"):
+        infer("eye", shape=(3,))
     assert infer("trilu", T(2, 3, 4), upper=False, k=1) == T(2, 3, 4)
     assert infer("one_hot", T(2, 3, dtype="int64"), depth=5, axis=1, dtype="int32") == T(2, 5, 3, dtype="int32")
