@@ -118,23 +118,30 @@ def _swish(node):
 
 @converter("Clip")
 def _clip_attrs(node):
-    lo, hi = node.attr("min", None), node.attr("max", None)
-    return [node.call("clip", node.input(0), a_min=lo, a_max=hi)]
+    bounds = {k: node.attr(a) for k, a in (("a_min", "min"), ("a_max", "max")) if a in node.attrs}
+    return [node.call("clip", node.input(0), **bounds)]
 
 
 @converter("Clip", since=11)
 def _clip(node):
     x = node.input(0)
-    bounds = []
-    for i in (1, 2):
+    known, dynamic = {}, {}  # bound name -> Python number / graph expression
+    for i, name in ((1, "a_min"), (2, "a_max")):
+        if not node.has(i):
+            continue
         v = node.value(i)
-        bounds.append(None if not node.has(i) else v.reshape(-1)[0].item() if v is not None and v.dtype != object else node.input(i))
-    if all(not hasattr(b, "type") for b in bounds):  # constants (or absent): one clip op
-        return [node.call("clip", x, a_min=bounds[0], a_max=bounds[1])]
-    out = x  # bounds computed at run time: max, then min (ONNX: min(max(x, lo), hi))
-    for b, op in zip(bounds, ("maximum", "minimum")):
-        if b is not None:
-            out = node.call(op, out, b if hasattr(b, "type") else node.const_like(b, x.type.dtype))
+        if v is not None and v.dtype != object:
+            known[name] = v.reshape(-1)[0].item()
+        else:
+            dynamic[name] = node.input(i)
+    if not dynamic:  # constant (or absent) bounds: one clip op
+        return [node.call("clip", x, **known)]
+    out = x  # some bound known only at run time: ONNX's min(max(x, lo), hi) as two ops
+    for name, op in (("a_min", "maximum"), ("a_max", "minimum")):
+        if name in dynamic:
+            out = node.call(op, out, dynamic[name])
+        elif name in known:
+            out = node.call(op, out, node.const_like(known[name], x.type.dtype))
     return [out]
 
 
