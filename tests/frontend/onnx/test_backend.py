@@ -7,7 +7,7 @@ from ember.errors import EmberError, UnsupportedOpError
 from ember.frontend.onnx import backend
 from ember.graph import Module
 
-from .conftest import model, node, vi
+from .helpers import model, node, vi
 
 RELU = model([node("Relu", ["x"], ["y"])], [vi("x", [2])], [vi("y", [2])])
 

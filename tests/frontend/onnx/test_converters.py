@@ -8,7 +8,7 @@ from ember.graph import Call, TensorType, post_order
 
 from onnx import numpy_helper
 
-from .conftest import I64, init, model, node, vi
+from .helpers import I64, init, model, node, vi
 
 
 def convert(nodes, inputs, outputs, inits=(), opset=17):

@@ -10,7 +10,7 @@ from ember.frontend import ModelError
 from ember.frontend.onnx import from_onnx, scan, value_inputs
 from ember.graph import Call, Constant, Dim, TensorType, Var, post_order
 
-from .conftest import F, I64, LIGHT_DIR, init, model, node, vi
+from .helpers import F, I64, LIGHT_DIR, init, model, node, vi
 
 
 def _calls(mod):

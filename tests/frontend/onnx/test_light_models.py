@@ -11,7 +11,7 @@ from ember.graph import Call, assert_structural_equal, post_order, rewrite
 from ember.graph.infer import infer_types
 from ember.loop import dtype as dt
 
-from .conftest import LIGHT_DIR, LIGHT_MODELS
+from .helpers import LIGHT_DIR, LIGHT_MODELS
 
 
 def _declared_output(path):
