@@ -47,6 +47,13 @@ def build(kernels: Union[Schedule, PrimFunc, Sequence], args: Optional[Sequence]
     key = _index_key(lowered, target)
     hit = _index_lookup(key)
     if hit is not None:
+        from .codegen.llvm.build import debug_level
+
+        if debug_level() >= 2:  # the program is still shown when its library comes from the cache
+            import sys
+
+            for f in lowered:
+                print(f"=== loop program {f.name} (cached) ===\n{default_pipeline(f).script()}", file=sys.stderr)
         return Module(hit)
     funcs = [default_pipeline(f) for f in lowered]
     mod = llvm_build(funcs, target=target, name=funcs[0].name if len(funcs) == 1 else name)
