@@ -7,13 +7,11 @@ from ..loop.expr import IntImm
 
 def vector_lanes(target, dtype: str = "float32") -> int:
     """How many ``dtype`` elements one vector register of ``target`` holds."""
-    bits = 256
-    if target is not None:
-        bits = getattr(target, "vector_bits", None) or getattr(target, "vector_width", 256)
-    return max(1, bits // max(8, dt.bits(dtype)))
+    return max(1, host(target).vector_bits // max(8, dt.bits(dtype)))
 
 
 def const_int(e):
+    """The value of a constant extent, else None."""
     return e.value if isinstance(e, IntImm) else None
 
 
@@ -40,7 +38,7 @@ def vectorize_inner(stage, axis, lanes: int):
     return outer, inner
 
 
-def parallel_outer(stage, axes, min_chunks: int = 2):
+def parallel_outer(stage, axes):
     """Fuse the given outer loops and run them in parallel (one loop, one thread pool region)."""
     axes = list(axes)
     if len(axes) > 1:

@@ -23,7 +23,7 @@ from typing import Optional, Sequence, Union
 from ..errors import ScheduleError
 from .compute import ComputeOp, IterVar, PlaceholderOp, Reduce, Tensor, TensorLoad, topo_order
 from .expr import IntImm, Var, as_expr
-from .visit import rewrite
+from .visit import rewrite, walk
 
 LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled")
 
@@ -342,7 +342,7 @@ class Schedule:
         out = []
         for st in self.stages:
             if st.body is not None and any(isinstance(n, TensorLoad) and n.tensor == stage.tensor
-                                           for n in _walk_body(st.body)):
+                                           for n in walk(st.body)):
                 out.append(st)
         return out
 
@@ -364,7 +364,7 @@ class Schedule:
         new.scope = scope
         reader_stages = [self[r] for r in readers]
         for rs in reader_stages:
-            if tensor not in [n.tensor for n in _walk_body(rs.body) if isinstance(n, TensorLoad)]:
+            if tensor not in [n.tensor for n in walk(rs.body) if isinstance(n, TensorLoad)]:
                 raise ScheduleError(f"cache_read: {rs.name} does not read {tensor.name}")
             rs.body = _retarget(rs.body, tensor, op.output())
         pos = max(self.stages.index(src), -1) + 1
@@ -394,12 +394,6 @@ class Schedule:
         self.stages.insert(self.stages.index(st), new)
         self.trace.append(Instruction("cache_write", st.name, (tensor.name, scope)))
         return op.output()
-
-
-def _walk_body(body):
-    from .visit import walk
-
-    return walk(body)
 
 
 def _retarget(body, old: Tensor, new: Tensor):
