@@ -6,6 +6,7 @@ import os
 import tempfile
 from typing import Optional, Sequence, Union
 
+from .config import cache_dir, debug_level
 from .loop.lower import lower
 from .loop.passes import default_pipeline
 from .loop.schedule import Schedule
@@ -34,7 +35,6 @@ def build(kernels: Union[Schedule, PrimFunc, Sequence], args: Optional[Sequence]
     Built libraries are cached by content. A rebuild of the same lowered programs for the same
     target skips the loop passes, LLVM and the linker: it is an index lookup and a ``dlopen``.
     """
-    from .codegen.llvm import build as llvm_build
     from .kernels.common import host
     from .runtime.module import Module
 
@@ -47,14 +47,14 @@ def build(kernels: Union[Schedule, PrimFunc, Sequence], args: Optional[Sequence]
     key = _index_key(lowered, target)
     hit = _index_lookup(key)
     if hit is not None:
-        from .codegen.llvm.build import debug_level
-
         if debug_level() >= 2:  # the program is still shown when its library comes from the cache
             import sys
 
             for f in lowered:
                 print(f"=== loop program {f.name} (cached) ===\n{default_pipeline(f).script()}", file=sys.stderr)
         return Module(hit)
+    from .codegen.llvm import build as llvm_build  # LLVM is loaded only on a cache miss
+
     funcs = [default_pipeline(f) for f in lowered]
     mod = llvm_build(funcs, target=target, name=funcs[0].name if len(funcs) == 1 else name)
     _index_store(key, mod.path)
@@ -73,8 +73,6 @@ def _index_key(funcs: list, target) -> str:
 
 
 def _index_dir() -> str:
-    from .codegen.llvm.build import cache_dir
-
     d = os.path.join(cache_dir(), "index")
     os.makedirs(d, exist_ok=True)
     return d

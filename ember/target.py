@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
+import json
 import os
 import platform
 import shlex
@@ -44,7 +46,19 @@ class Target:
     @staticmethod
     @functools.lru_cache(maxsize=None)
     def host() -> "Target":
-        """The machine this process runs on."""
+        """The machine this process runs on.
+
+        Asking LLVM loads its whole library (~25 ms), so the answer is remembered in the cache
+        directory, keyed by the CPU's own description: a build served from the compile cache
+        then needs no LLVM at all."""
+        key_file = _host_key_file()
+        if key_file is not None:
+            try:
+                with open(key_file) as f:
+                    triple, cpu, features = json.load(f)
+                return _make(triple, cpu, features)
+            except (OSError, ValueError):
+                pass
         import llvmlite.binding as llvm
 
         cpu = llvm.get_host_cpu_name()
@@ -52,7 +66,16 @@ class Target:
             features = llvm.get_host_cpu_features().flatten()
         except RuntimeError:  # some platforms cannot report features
             features = ""
-        return _make(llvm.get_process_triple(), cpu, features)
+        triple = llvm.get_process_triple()
+        if key_file is not None:
+            try:
+                tmp = f"{key_file}.{os.getpid()}.tmp"
+                with open(tmp, "w") as f:
+                    json.dump([triple, cpu, features], f)
+                os.replace(tmp, key_file)
+            except OSError:
+                pass  # a read-only cache only costs the LLVM lookup next time
+        return _make(triple, cpu, features)
 
     @staticmethod
     def from_string(spec: str) -> "Target":
@@ -88,6 +111,22 @@ class Target:
 
     def __str__(self) -> str:
         return f"llvm -mtriple={self.triple} -mcpu={self.cpu}"
+
+
+def _host_key_file():
+    """Where the host's LLVM description is remembered: keyed by /proc/cpuinfo's model and flags
+    and the llvmlite version (None where there is no /proc/cpuinfo)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            lines = [l for l in f.read().splitlines()[:40] if l.startswith(("model name", "flags"))]
+        from importlib.metadata import version
+
+        desc = "\n".join(lines) + version("llvmlite")
+    except Exception:
+        return None
+    from .config import cache_dir
+
+    return os.path.join(cache_dir(), f"host-{hashlib.sha256(desc.encode()).hexdigest()[:24]}.json")
 
 
 def _make(triple: str, cpu: str, features: str) -> Target:

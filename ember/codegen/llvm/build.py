@@ -16,23 +16,10 @@ import sys
 import tempfile
 
 from ...errors import CompileError
+from ...config import cache_dir, debug_level  # noqa: F401  (re-exported)
 from ...target import Target
 
 OPT_LEVEL = 3
-
-
-def debug_level() -> int:
-    """``EMBER_DEBUG``: 2 prints loop programs, 3 also optimized LLVM IR, 4 also assembly."""
-    try:
-        return int(os.environ.get("EMBER_DEBUG", "0") or 0)
-    except ValueError:
-        return 1
-
-
-def cache_dir() -> str:
-    d = os.environ.get("EMBER_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "ember")
-    os.makedirs(d, exist_ok=True)
-    return d
 
 
 @functools.lru_cache(maxsize=None)
