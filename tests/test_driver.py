@@ -81,3 +81,21 @@ def test_target_string_overrides_cpu():
     c = np.empty((9, 10), "float32")
     mod["mm"](a, b, c)
     np.testing.assert_allclose(c, a @ b, rtol=1e-5)
+
+
+def test_cache_hit_loads_no_llvm(tmp_path):
+    code = textwrap.dedent("""
+        import sys, numpy as np, ember
+        from ember import kernels as K
+        s, args = K.softmax(8, 40)
+        k = ember.build(s, args, "sm")["sm"]
+        x = np.random.rand(8, 40).astype("float32"); y = np.empty_like(x)
+        k(x, y)
+        assert np.allclose(y.sum(-1), 1, atol=1e-5)
+        print("llvmlite.binding" in sys.modules)
+    """)
+    env = dict(os.environ, EMBER_CACHE_DIR=str(tmp_path))
+    first = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    second = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert first.stdout.strip() == "True"  # the cold build compiled with LLVM
+    assert second.stdout.strip() == "False"  # the warm one only opened the cached library
