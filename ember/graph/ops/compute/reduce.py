@@ -1,0 +1,119 @@
+"""Computes of the reductions: sum, mean, prod, max, min, the norms, log_sum(_exp).
+
+A reduction over ``axis`` (a tuple, or None for all axes) is one ``te`` stage with one reduce
+axis per reduced dimension; ``keepdims`` keeps them as size-1 output dims (indexed 0).
+Reductions that post-process (mean, l2_norm, log_sum, log_sum_exp) add an elementwise stage
+after it, since a reduction must be a stage's whole body.
+"""
+from __future__ import annotations
+
+from ....loop import compute as te
+from ....loop import dtype as dt
+from ....loop import intrinsics as intr
+from ....loop.expr import cast, const, select, truncdiv
+from ..reduce import reduced_axes
+from ..registry import set_compute
+from .common import stage_name, te_shape
+
+
+def reduce_stage(combiner: str, x: te.Tensor, axes: tuple, keepdims: bool, out_shape: tuple,
+                 name: str, fn=None, init=None) -> te.Tensor:
+    """``combiner`` of ``fn(x[...])`` (default: the element) over ``axes`` of ``x``."""
+    fn = fn or (lambda v: v)
+    if not axes:
+        return te.compute(out_shape, lambda *i: fn(x[i]), name)
+    raxes = {a: te.reduce_axis(x.shape[a], f"{name}_r{a}") for a in axes}
+
+    def body(*i):
+        idx, it = [], iter(i)
+        for k in range(x.ndim):
+            if k in raxes:
+                if keepdims:
+                    next(it)
+                idx.append(raxes[k].var)
+            else:
+                idx.append(next(it))
+        return getattr(te, combiner)(fn(x[tuple(idx)]), axis=tuple(raxes.values()), init=init)
+
+    return te.compute(out_shape, body, name)
+
+
+def _count(x: te.Tensor, axes: tuple):
+    n = 1
+    for a in axes:
+        n = n * x.shape[a]
+    return n
+
+
+def _reduction(op: str, combiner: str, fn=None, post=None):
+    """Register ``op``: ``combiner`` of ``fn(element)``, then ``post(value, x, axes)`` if given."""
+    def compute_fn(attrs, inputs, out_type):
+        x = inputs[0]
+        axes = reduced_axes(attrs["axis"], x.ndim)
+        shape = te_shape(out_type)
+        name = stage_name(op)
+        r = reduce_stage(combiner, x, axes, attrs["keepdims"], shape,
+                         name if post is None else f"{name}_acc", fn)
+        if post is None:
+            return r
+        return te.compute(shape, lambda *i: post(r[i], x, axes), name)
+
+    set_compute(op, compute_fn)
+
+
+def _mean(v, x, axes):
+    n = _count(x, axes)
+    if dt.is_float(v.dtype):
+        return v / cast(v.dtype, n)
+    return truncdiv(v, cast(v.dtype, n))
+
+
+def _l2(v, x, axes):
+    if dt.is_float(v.dtype):
+        return intr.sqrt(v)
+    return cast(v.dtype, intr.sqrt(cast("float64", v)))
+
+
+_reduction("sum", "sum")
+_reduction("prod", "prod")
+_reduction("max", "max")
+_reduction("min", "min")
+_reduction("mean", "sum", post=_mean)
+_reduction("l1_norm", "sum", fn=lambda v: intr.abs(v))
+_reduction("sum_square", "sum", fn=lambda v: v * v)
+_reduction("l2_norm", "sum", fn=lambda v: v * v, post=_l2)
+_reduction("log_sum", "sum", post=lambda v, x, axes: intr.log(v))
+
+
+def _log_sum_exp(attrs, inputs, out_type):
+    # max + log(sum(exp(x - max))): the max is kept (keepdims) to broadcast back over x
+    x = inputs[0]
+    axes = reduced_axes(attrs["axis"], x.ndim)
+    keep = tuple(1 if k in axes else d for k, d in enumerate(x.shape))
+    m = reduce_stage("max", x, axes, True, keep, "log_sum_exp_max")
+
+    def shifted(*i):
+        mi = tuple(const(0, dt.INDEX) if k in axes else v for k, v in enumerate(i))
+        return intr.exp(x[i] - _finite(m[mi]))
+
+    e = te.compute(x.shape, shifted, "log_sum_exp_exp")
+    s = reduce_stage("sum", e, axes, True, keep, "log_sum_exp_sum")
+    shape = te_shape(out_type)
+
+    def out(*i):
+        if attrs["keepdims"]:
+            ki = i
+        else:
+            it = iter(i)
+            ki = tuple(const(0, dt.INDEX) if k in axes else next(it) for k in range(x.ndim))
+        return intr.log(s[ki]) + _finite(m[ki])
+
+    return te.compute(shape, out, "log_sum_exp")
+
+
+def _finite(v):
+    """``v``, or 0 where it is infinite (an all -inf or empty slice: shift by nothing)."""
+    return select(intr.isinf(v), const(0.0, v.dtype), v)
+
+
+set_compute("log_sum_exp", _log_sum_exp)
