@@ -1,4 +1,4 @@
-"""Computes of the reductions: sum, mean, prod, max, min, the norms, log_sum(_exp).
+"""Computes of the reductions: sum, mean, prod, max, min, the norms, log_sum(_exp), argmax/argmin.
 
 A reduction over ``axis`` (a tuple, or None for all axes) is one ``te`` stage with one reduce
 axis per reduced dimension; ``keepdims`` keeps them as size-1 output dims (indexed 0).
@@ -10,9 +10,9 @@ from __future__ import annotations
 from ....loop import compute as te
 from ....loop import dtype as dt
 from ....loop import intrinsics as intr
-from ....loop.expr import cast, const, select, truncdiv
+from ....loop.expr import cast, const, eq, select, truncdiv
 from ..reduce import reduced_axes
-from ..registry import set_compute
+from ..registry import norm_axis, set_compute
 from .common import stage_name, te_shape
 
 
@@ -117,3 +117,44 @@ def _finite(v):
 
 
 set_compute("log_sum_exp", _log_sum_exp)
+
+
+def _arg(op: str):
+    """argmax/argmin: the extreme value (kept dims), then the first (or last) index holding it."""
+    combiner = op[3:]
+
+    def compute_fn(attrs, inputs, out_type):
+        x = inputs[0]
+        axis = norm_axis(attrs["axis"], x.ndim)
+        keep = tuple(1 if k == axis else d for k, d in enumerate(x.shape))
+        m = reduce_stage(combiner, x, (axis,), True, keep, f"{op}_value")
+        n = x.shape[axis]
+        k = te.reduce_axis(n, f"{op}_k")
+        last = attrs["select_last_index"]
+
+        def body(*i):
+            it = iter(i)
+            xi, mi = [], []
+            for d in range(x.ndim):
+                if d == axis:
+                    if attrs["keepdims"]:
+                        next(it)
+                    xi.append(k.var)
+                    mi.append(const(0, dt.INDEX))
+                else:
+                    v = next(it)
+                    xi.append(v)
+                    mi.append(v)
+            hit = eq(x[tuple(xi)], m[tuple(mi)])
+            idx = cast("int64", k.var)
+            miss = const(-1, "int64") if last else cast("int64", n)
+            red = te.max if last else te.min
+            return red(select(hit, idx, miss), axis=k)
+
+        return te.compute(te_shape(out_type), body, op)
+
+    set_compute(op, compute_fn)
+
+
+_arg("argmax")
+_arg("argmin")
