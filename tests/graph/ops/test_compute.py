@@ -245,3 +245,38 @@ def test_every_elementwise_and_reduce_op_has_a_compute_and_a_case():
     for n in ("add", "subtract", "multiply", "divide", "nn.relu", "sigmoid", "tanh", "clip", "exp", "log",
               "sqrt", "erf", "where", "equal", "less", "greater", "cast", "sum", "mean", "max", "min"):
         assert get_op(n).compute is not None and n in covered
+
+
+# (op, attrs, input types with a symbolic "n", reference)
+SYMBOLIC = [
+    ("add", {}, [(("n", 1, 5), F), ((7, 5), F)], np.add),
+    ("nn.gelu", {}, [(("n", 6), F)], _gelu),
+    ("mean", {"axis": (0,), "keepdims": False}, [(("n", 6), F)], lambda x: x.mean(0)),
+    ("log_sum_exp", {"axis": (-1,), "keepdims": True}, [((3, "n"), F)],
+     lambda x: np.log(np.exp(x).sum(-1, keepdims=True))),
+    ("argmax", {"axis": 0}, [(("n", 4), F)], lambda x: x.argmax(0)[None]),
+]
+
+
+def test_symbolic_dims():
+    from ember.graph.types import Dim
+
+    kernels = []
+    for i, (op, attrs, ins, _) in enumerate(SYMBOLIC):
+        types = [TensorType(shape, d) for shape, d in ins]
+        out_type = infer_type(op, types, attrs)
+        xs = [te.placeholder(tuple(d.name if isinstance(d, Dim) else d for d in t.shape), t.dtype, f"x{j}")
+              for j, t in enumerate(types)]
+        out = get_op(op).compute(get_op(op).check_attrs(attrs), xs, out_type)
+        s = Schedule(out)
+        if not out.op.reduce_axis and all(isinstance(t.op, te.PlaceholderOp) for t in out.op.input_tensors()):
+            schedule_elementwise(s, out)
+        kernels.append(((s, xs + [out], f"s{i}"), out_type))
+    mod = ember.build([k for k, _ in kernels], name="symbolic")
+    for n in (1, 11):
+        for i, (op, attrs, ins, ref) in enumerate(SYMBOLIC):
+            arrays = [_gen("n", tuple(n if d == "n" else d for d in shape), d_) for shape, d_ in ins]
+            want = np.asarray(ref(*arrays))
+            out = np.zeros(want.shape, dt.numpy_dtype(kernels[i][1].dtype))
+            mod[f"s{i}"](*arrays, out)
+            np.testing.assert_allclose(out, want.astype(out.dtype), rtol=2e-5, atol=2e-5, err_msg=f"{op} n={n}")
