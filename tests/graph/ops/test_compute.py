@@ -43,7 +43,7 @@ def _softplus(x):
 
 
 # inputs: "n" normal, "p" positive, "u" in (-1, 1), "g" > 1, "i" small ints, "nz" nonzero ints,
-# "b" bools, "s" small non-negative ints (shift counts)
+# "b" bools, "s" small non-negative ints (shift counts), "x" normal with inf, -inf and nan
 def _gen(kind, shape, dtype):
     if kind == "b":
         return RNG.random(shape) < 0.5
@@ -60,6 +60,10 @@ def _gen(kind, shape, dtype):
         v = np.tanh(v) * 0.99
     elif kind == "g":
         v = np.abs(v) + 1.1
+    elif kind == "x":  # special values sprinkled in
+        v.flat[::3] = np.inf
+        v.flat[1::5] = -np.inf
+        v.flat[2::7] = np.nan
     return v.astype(dt.numpy_dtype(dtype))
 
 
@@ -72,10 +76,17 @@ UNARY_F = [
     ("atanh", np.arctanh, "u"), ("erf", _erf, "n"), ("sigmoid", _sigmoid, "n"), ("tanh", np.tanh, "n"),
     ("floor", np.floor, "n"), ("ceil", np.ceil, "n"), ("round", np.round, "n"),
     ("reciprocal", lambda x: 1 / x, "p"), ("abs", np.abs, "n"), ("sign", np.sign, "n"),
-    ("negative", np.negative, "n"), ("isnan", np.isnan, "n"), ("isinf", np.isinf, "n"), ("copy", np.copy, "n"),
+    ("negative", np.negative, "n"), ("isnan", np.isnan, "x"), ("isinf", np.isinf, "x"), ("copy", np.copy, "x"),
 ]
 CASES = [(op, {}, [(U, F, kind)], ref, 2e-5) for op, ref, kind in UNARY_F]
 CASES += [
+    ("isinf", {"detect_negative": False}, [(U, F, "x")], np.isposinf, 0),
+    ("isinf", {"detect_positive": False}, [(U, F, "x")], np.isneginf, 0),
+    ("isinf", {"detect_positive": False, "detect_negative": False}, [(U, F, "x")],
+     lambda x: np.zeros(x.shape, bool), 0),
+    ("exp", {}, [(U, "float16", "n")], np.exp, 2e-3),
+    ("sigmoid", {}, [(U, "float64", "n")], _sigmoid, 1e-12),
+    ("tanh", {}, [(U, "float64", "n")], np.tanh, 1e-12),
     ("abs", {}, [(U, "int32", "i")], np.abs, 0),
     ("sign", {}, [(U, "int64", "i")], np.sign, 0),
     ("negative", {}, [(U, "int32", "i")], np.negative, 0),
@@ -112,7 +123,9 @@ CASES += [
     ("multiply", {}, [((), "int32", "i"), (B, "int32", "i")], np.multiply, 0),
     ("divide", {}, [(A, "int32", "i"), (B, "int32", "nz")],
      lambda x, y: (np.trunc(x / y)).astype(np.int32), 0),
-    ("maximum", {}, [(A, F, "n"), (B, F, "n")], np.maximum, 0),
+    ("maximum", {}, [(A, F, "x"), (B, F, "n")], np.maximum, 0),
+    ("add", {}, [(A, "float64", "n"), (B, "float64", "n")], np.add, 0),
+    ("divide", {}, [(A, "float16", "n"), (B, "float16", "p")], np.divide, 2e-3),
     ("minimum", {}, [(A, F, "n"), (B, F, "n")], np.minimum, 0),
     ("mod", {}, [(A, "int32", "i"), (B, "int32", "nz")], np.mod, 0),
     ("mod", {"fmod": True}, [(A, "int32", "i"), (B, "int32", "nz")], np.fmod, 0),
@@ -168,6 +181,7 @@ for _op in ("sum", "mean", "max", "min", "prod", "l1_norm", "sum_square", "l2_no
     CASES += [_reduce_case(_op, (1,), False), _reduce_case(_op, (0, 2), True), _reduce_case(_op, None, False)]
 CASES += [
     _reduce_case("sum", (-1,), False), _reduce_case("mean", (0,), True),
+    _reduce_case("sum", (0, 1), False, dtype="float64"), _reduce_case("max", (1,), False, kind="x"),
     _reduce_case("log_sum", (2,), False, kind="p"),
     _reduce_case("sum", (1, 2), False, dtype="int32", kind="i"),
     _reduce_case("mean", (0,), False, dtype="int64", kind="i"),
