@@ -248,6 +248,13 @@ def test_compute(built, i):
         np.testing.assert_array_equal(out, want)
 
 
+def test_raw_attributes_get_their_defaults():
+    x = te.placeholder((4,), F, "x")
+    out = get_op("nn.leaky_relu").compute({}, [x], TensorType((4,), F))
+    y = get_op("sum").compute({"axis": (0,)}, [x], TensorType((), F))
+    assert out.shape[0].value == 4 and y.shape == ()
+
+
 def test_every_elementwise_and_reduce_op_has_a_compute_and_a_case():
     from ember.graph.ops.registry import list_ops
 

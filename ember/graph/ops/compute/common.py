@@ -1,7 +1,10 @@
 """Helpers the op computes share."""
 from __future__ import annotations
 
+import functools
+
 from ...types import Dim
+from ..registry import get_op, set_compute
 
 
 def te_shape(out_type) -> tuple:
@@ -11,3 +14,15 @@ def te_shape(out_type) -> tuple:
 
 def stage_name(op: str) -> str:
     return op.replace(".", "_")
+
+
+def register_compute(name: str, fn) -> None:
+    """``set_compute(name, ...)`` with the attributes checked and defaults filled first, so a
+    compute may be called with a call's raw attributes (``{}`` for all defaults)."""
+    op = get_op(name)
+
+    @functools.wraps(fn)
+    def compute(attrs, inputs, out_type):
+        return fn(op.check_attrs(attrs or {}), list(inputs), out_type)
+
+    set_compute(name, compute)

@@ -15,8 +15,7 @@ from ....loop import compute as te
 from ....loop import dtype as dt
 from ....loop import intrinsics as intr
 from ....loop.expr import Expr, cast, const, eq, max_, min_, ne, select, truncdiv, truncmod
-from ..registry import set_compute
-from .common import stage_name, te_shape
+from .common import register_compute, stage_name, te_shape
 
 
 def elementwise(name: str, fn: Callable, inputs, out_type) -> te.Tensor:
@@ -42,7 +41,7 @@ def register(name: str, fn: Callable) -> None:
     def compute_fn(attrs, inputs, out_type):
         return elementwise(name, lambda *xs: fn(attrs, *xs), inputs, out_type)
 
-    set_compute(name, compute_fn)
+    register_compute(name, compute_fn)
 
 
 # -- unary math ---------------------------------------------------------------------------------
@@ -179,4 +178,4 @@ def _cast(attrs, inputs, out_type):
     return elementwise("cast", fn, inputs, out_type)
 
 
-set_compute("cast", _cast)
+register_compute("cast", _cast)

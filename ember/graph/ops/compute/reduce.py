@@ -12,8 +12,8 @@ from ....loop import dtype as dt
 from ....loop import intrinsics as intr
 from ....loop.expr import cast, const, eq, select, truncdiv
 from ..reduce import reduced_axes
-from ..registry import norm_axis, set_compute
-from .common import stage_name, te_shape
+from ..registry import norm_axis
+from .common import register_compute, stage_name, te_shape
 
 
 def reduce_stage(combiner: str, x: te.Tensor, axes: tuple, keepdims: bool, out_shape: tuple,
@@ -58,7 +58,7 @@ def _reduction(op: str, combiner: str, fn=None, post=None):
             return r
         return te.compute(shape, lambda *i: post(r[i], x, axes), name)
 
-    set_compute(op, compute_fn)
+    register_compute(op, compute_fn)
 
 
 def _mean(v, x, axes):
@@ -116,7 +116,7 @@ def _finite(v):
     return select(intr.isinf(v), const(0.0, v.dtype), v)
 
 
-set_compute("log_sum_exp", _log_sum_exp)
+register_compute("log_sum_exp", _log_sum_exp)
 
 
 def _arg(op: str):
@@ -153,7 +153,7 @@ def _arg(op: str):
 
         return te.compute(te_shape(out_type), body, op)
 
-    set_compute(op, compute_fn)
+    register_compute(op, compute_fn)
 
 
 _arg("argmax")
