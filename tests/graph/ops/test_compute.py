@@ -43,16 +43,17 @@ def _softplus(x):
 
 
 # inputs: "n" normal, "p" positive, "u" in (-1, 1), "g" > 1, "i" small ints, "nz" nonzero ints,
-# "b" bools, "s" small non-negative ints (shift counts), "x" normal with inf, -inf and nan
+# "b" bools, "s" small non-negative ints (shift counts), "q" those as floats (ties compare equal),
+# "x" normal with inf, -inf and nan
 def _gen(kind, shape, dtype):
     if kind == "b":
         return RNG.random(shape) < 0.5
-    if kind in ("i", "nz", "s"):
+    if kind in ("i", "nz", "s", "q"):
         lo, hi = (0, 5) if kind == "s" else (-20, 21)
         v = RNG.integers(lo, hi, shape)
         if kind == "nz":
             v[v == 0] = 3
-        return v.astype(dt.numpy_dtype(dtype))
+        return np.asarray(v.astype(dt.numpy_dtype(dtype)))
     v = RNG.standard_normal(shape) * 2
     if kind == "p":
         v = np.abs(v) + 0.1
@@ -64,7 +65,7 @@ def _gen(kind, shape, dtype):
         v.flat[::3] = np.inf
         v.flat[1::5] = -np.inf
         v.flat[2::7] = np.nan
-    return v.astype(dt.numpy_dtype(dtype))
+    return np.asarray(v.astype(dt.numpy_dtype(dtype)))
 
 
 # (op, attrs, [(shape, dtype, kind)], reference, tolerance)
@@ -90,6 +91,9 @@ CASES += [
     ("abs", {}, [(U, "int32", "i")], np.abs, 0),
     ("sign", {}, [(U, "int64", "i")], np.sign, 0),
     ("negative", {}, [(U, "int32", "i")], np.negative, 0),
+    ("sign", {}, [(U, "uint8", "s")], np.sign, 0),
+    ("abs", {}, [(U, "uint8", "s")], np.abs, 0),
+    ("nn.relu", {}, [(U, "int8", "i")], lambda x: np.maximum(x, 0), 0),
     ("logical_not", {}, [(U, "bool", "b")], np.logical_not, 0),
     ("bitwise_not", {}, [(U, "int32", "i")], np.invert, 0),
     # activations
@@ -140,6 +144,12 @@ CASES += [
     ("greater", {}, [(A, F, "n"), (B, F, "n")], np.greater, 0),
     ("greater_equal", {}, [(A, "int32", "s"), (B, "int32", "s")], np.greater_equal, 0),
     ("equal", {}, [(A, "bool", "b"), (B, "bool", "b")], np.equal, 0),
+    ("equal", {}, [(A, F, "q"), (B, F, "q")], np.equal, 0),
+    ("less_equal", {}, [(A, F, "q"), (B, F, "q")], np.less_equal, 0),
+    ("less", {}, [(A, "bool", "b"), (B, "bool", "b")], np.less, 0),
+    ("greater", {}, [(A, "uint8", "s"), (B, "uint8", "s")], np.greater, 0),
+    ("subtract", {}, [(A, "uint8", "s"), (B, "uint8", "s")], np.subtract, 0),
+    ("add", {}, [((), F, "n"), ((), F, "n")], np.add, 1e-6),
     ("logical_and", {}, [(A, "bool", "b"), (B, "bool", "b")], np.logical_and, 0),
     ("logical_or", {}, [(A, "bool", "b"), (B, "bool", "b")], np.logical_or, 0),
     ("logical_xor", {}, [(A, "bool", "b"), (B, "bool", "b")], np.logical_xor, 0),
@@ -185,6 +195,8 @@ CASES += [
     _reduce_case("log_sum", (2,), False, kind="p"),
     _reduce_case("sum", (1, 2), False, dtype="int32", kind="i"),
     _reduce_case("mean", (0,), False, dtype="int64", kind="i"),
+    ("mean", {"axis": (0,)}, [((0, 4), "int32", "i")], lambda x: np.zeros(4, np.int32), 0),
+    ("mean", {"axis": (1,)}, [((3, 0), F, "n")], lambda x: np.full(3, np.nan, np.float32), 0),
     _reduce_case("max", (2,), True, dtype="int32", kind="i"),
     _reduce_case("min", None, True, dtype="int64", kind="i"),
     _reduce_case("max", (0,), False, dtype="bool", kind="b"),

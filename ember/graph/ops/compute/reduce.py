@@ -10,7 +10,7 @@ from __future__ import annotations
 from ....loop import compute as te
 from ....loop import dtype as dt
 from ....loop import intrinsics as intr
-from ....loop.expr import cast, const, eq, select, truncdiv
+from ....loop.expr import as_expr, cast, const, eq, max_, select, truncdiv
 from ..reduce import reduced_axes
 from ..registry import norm_axis
 from .common import register_compute, stage_name, te_shape
@@ -65,7 +65,8 @@ def _mean(v, x, axes):
     n = _count(x, axes)
     if dt.is_float(v.dtype):
         return v / cast(v.dtype, n)
-    return truncdiv(v, cast(v.dtype, n))
+    # an empty slice has sum 0: divide by 1 there rather than trap on an integer 0 / 0
+    return truncdiv(v, cast(v.dtype, max_(as_expr(n), 1)))
 
 
 def _l2(v, x, axes):
