@@ -118,6 +118,9 @@ CASES += [
     ("clip", {"a_min": -0.5, "a_max": 1.0}, [(U, F, "n")], lambda x: np.clip(x, -0.5, 1.0), 0),
     ("clip", {"a_min": 0.0}, [(U, F, "n")], lambda x: np.maximum(x, 0.0), 0),
     ("clip", {"a_min": -3, "a_max": 4}, [(U, "int32", "i")], lambda x: np.clip(x, -3, 4), 0),
+    ("clip", {"a_min": 2.5, "a_max": 7.5}, [(U, "int32", "i")], lambda x: np.clip(x, 3, 7), 0),
+    ("clip", {"a_min": -1.0, "a_max": 300.0}, [(U, "uint8", "s")], np.copy, 0),
+    ("clip", {"a_min": 1.0, "a_max": 3.0}, [(U, "uint8", "s")], lambda x: np.clip(x, 1, 3), 0),
     # binary, broadcasting
     ("add", {}, [(A, F, "n"), (B, F, "n")], np.add, 1e-6),
     ("subtract", {}, [(A, F, "n"), (B, F, "n")], np.subtract, 1e-6),

@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from typing import Callable
 
+import numpy as np
+
 from ....kernels.elementwise import broadcast_index
 from ....loop import compute as te
 from ....loop import dtype as dt
@@ -93,11 +95,24 @@ def _gelu(a, x):
     return _c(0.5, x) * x * (_c(1, x) + intr.erf(x * _c(1 / math.sqrt(2.0), x)))
 
 
+def _int_bound(value, dtype: str, upper: bool):
+    """An integer tensor's clip bound: the nearest int inside it, None when nothing is cut off."""
+    info = np.iinfo(dt.numpy_dtype(dtype))
+    v = math.floor(value) if upper else math.ceil(value)
+    if (upper and v >= info.max) or (not upper and v <= info.min):
+        return None
+    return min(max(v, int(info.min)), int(info.max))
+
+
 def _clip(a, x):
-    if a["a_min"] is not None:
-        x = max_(x, _c(a["a_min"], x))
-    if a["a_max"] is not None:
-        x = min_(x, _c(a["a_max"], x))
+    lo, hi = a["a_min"], a["a_max"]
+    if dt.is_int(x.dtype):
+        lo = None if lo is None else _int_bound(lo, dt.element(x.dtype), False)
+        hi = None if hi is None else _int_bound(hi, dt.element(x.dtype), True)
+    if lo is not None:
+        x = max_(x, _c(lo, x))
+    if hi is not None:
+        x = min_(x, _c(hi, x))
     return x
 
 
