@@ -3,7 +3,10 @@
 A reduction over ``axis`` (a tuple, or None for all axes) is one ``te`` stage with one reduce
 axis per reduced dimension; ``keepdims`` keeps them as size-1 output dims (indexed 0).
 Reductions that post-process (mean, l2_norm, log_sum, log_sum_exp) add an elementwise stage
-after it, since a reduction must be a stage's whole body.
+after it, since a reduction must be a stage's whole body. log_sum_exp shifts by the slice's max
+(a max stage first); argmax/argmin reduce the extreme value, then the min (first) or max (last,
+``select_last_index``) index holding it. Empty slices give the combiner's identity (0, 1,
+-inf/+inf or the dtype's limits), as ONNX defines them.
 """
 from __future__ import annotations
 
