@@ -211,6 +211,8 @@ CASES += [
     ("argmax", {"axis": 1, "keepdims": False, "select_last_index": True}, [(R, "int32", "s")],
      lambda x: 6 - np.argmax(x[:, ::-1], axis=1), 0),
     ("argmin", {"axis": 1}, [(R, F, "n")], lambda x: np.argmin(x, axis=1, keepdims=True), 0),
+    ("argmax", {"axis": 2}, [(R, F, "x")], lambda x: np.argmax(x, axis=2, keepdims=True), 0),
+    ("argmin", {"axis": 0, "keepdims": False}, [(R, F, "x")], lambda x: np.argmin(x, axis=0), 0),
     ("argmin", {"axis": 2, "keepdims": False, "select_last_index": True}, [(R, "int32", "s")],
      lambda x: 4 - np.argmin(x[:, :, ::-1], axis=2), 0),
 ]

@@ -149,7 +149,10 @@ def _arg(op: str):
                     v = next(it)
                     xi.append(v)
                     mi.append(v)
-            hit = eq(x[tuple(xi)], m[tuple(mi)])
+            v, best = x[tuple(xi)], m[tuple(mi)]
+            hit = eq(v, best)
+            if dt.is_float(x.dtype):  # the max/min of a slice holding NaN is NaN: find that NaN
+                hit = hit | (intr.isnan(v) & intr.isnan(best))
             idx = cast("int64", k.var)
             miss = const(-1, "int64") if last else cast("int64", n)
             red = te.max if last else te.min
