@@ -4,15 +4,15 @@ Every case builds placeholders of its input types, calls the op's registered com
 the result (``schedule_elementwise`` on single-stage elementwise results), and all kernels are
 built into one module (one LLVM run) shared by the tests.
 """
+import importlib
 import math
 
 import numpy as np
 import pytest
 
 import ember
-import ember.graph.ops.compute  # noqa: F401  (registers the computes)
 from ember.graph import TensorType
-from ember.graph.ops import get_op, infer_type
+from ember.graph.ops import get_op, infer_type, list_ops
 from ember.kernels.elementwise import schedule_elementwise
 from ember.loop import compute as te
 from ember.loop import dtype as dt
@@ -22,6 +22,21 @@ RNG = np.random.default_rng(7)
 F = "float32"
 A, B = (3, 1, 5), (7, 5)  # broadcast to (3, 7, 5); no dim divides the vector width
 U = (5, 13)
+
+
+
+@pytest.fixture(scope="module", autouse=True)
+def computes():
+    """The computes registered for this module only, the hooks restored after it: other tests
+    (tests/graph/ops/test_registry.py) check the registry as the graph layer alone leaves it."""
+    saved = {n: get_op(n).compute for n in list_ops()}
+    compute = importlib.import_module("ember.graph.ops.compute")
+    for family in (compute.elementwise, compute.reduce):
+        importlib.reload(family)  # registers again if an earlier restore emptied the hooks
+    yield
+    for n, fn in saved.items():
+        get_op(n).compute = fn
+
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 
@@ -280,8 +295,6 @@ def test_raw_attributes_get_their_defaults():
 
 
 def test_every_elementwise_and_reduce_op_has_a_compute_and_a_case():
-    from ember.graph.ops.registry import list_ops
-
     family = [n for n in list_ops()
               if get_op(n).infer.__module__ in ("ember.graph.ops.elementwise", "ember.graph.ops.reduce")]
     assert len(family) > 60
