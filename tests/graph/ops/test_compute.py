@@ -25,17 +25,7 @@ U = (5, 13)
 
 
 
-@pytest.fixture(scope="module", autouse=True)
-def computes():
-    """The computes registered for this module only, the hooks restored after it: other tests
-    (tests/graph/ops/test_registry.py) check the registry as the graph layer alone leaves it."""
-    saved = {n: get_op(n).compute for n in list_ops()}
-    compute = importlib.import_module("ember.graph.ops.compute")
-    for family in (compute.elementwise, compute.reduce):
-        importlib.reload(family)  # registers again if an earlier restore emptied the hooks
-    yield
-    for n, fn in saved.items():
-        get_op(n).compute = fn
+import ember.graph.ops.compute  # noqa: E402,F401  (registers the computes)
 
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])

@@ -21,7 +21,7 @@ def test_every_family_is_registered_with_a_pattern():
     for name in names:
         op = get_op(name)
         assert isinstance(op.pattern, Pattern) and op.name == name
-        assert op.compute is None and op.schedule == {}  # kernels plug in later
+        assert op.compute is None or callable(op.compute)  # computes plug in per family
 
 
 def test_patterns():
