@@ -4,7 +4,6 @@ Every case builds placeholders of its input types, calls the op's registered com
 the result (``schedule_elementwise`` on single-stage elementwise results), and all kernels are
 built into one module (one LLVM run) shared by the tests.
 """
-import importlib
 import math
 
 import numpy as np
