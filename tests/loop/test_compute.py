@@ -1,5 +1,4 @@
 """Tensor computations through the whole pipeline: every intrinsic and dtype against numpy."""
-import ml_dtypes
 import numpy as np
 import pytest
 

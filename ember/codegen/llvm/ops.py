@@ -107,25 +107,20 @@ def _const_value(v: ir.Value):
     return c if isinstance(c, int) else None
 
 
+# integer ops that are one LLVM instruction whatever the signedness (the builder's method name)
+_INT_SIMPLE = {"Add": "add", "Sub": "sub", "Mul": "mul", "BitAnd": "and_", "BitOr": "or_", "BitXor": "xor"}
+
+
 def int_binary(b: ir.IRBuilder, op: str, a, b_, elem: str) -> ir.Value:
     signed = not dt.is_uint(elem)
     bits = dt.bits(elem)
-    if op == "Add":
-        return b.add(a, b_)
-    if op == "Sub":
-        return b.sub(a, b_)
-    if op == "Mul":
-        return b.mul(a, b_)
+    simple = _INT_SIMPLE.get(op)
+    if simple is not None:
+        return getattr(b, simple)(a, b_)
     if op in ("Min", "Max"):
         sym = "<" if op == "Min" else ">"
         c = b.icmp_signed(sym, a, b_) if signed else b.icmp_unsigned(sym, a, b_)
         return b.select(c, a, b_)
-    if op == "BitAnd":
-        return b.and_(a, b_)
-    if op == "BitOr":
-        return b.or_(a, b_)
-    if op == "BitXor":
-        return b.xor(a, b_)
     if op in ("Shl", "Shr"):
         return _shift(b, op, a, b_, signed, bits)
     if op in ("Div", "Mod", "FloorDiv", "FloorMod"):
