@@ -10,3 +10,12 @@ def build(*args, **kwargs):
     from .driver import build as _build
 
     return _build(*args, **kwargs)
+
+
+def compile(model, target=None, opt_level: int = 3, **kwargs):
+    """Compile a model (ONNX path, bytes or ModelProto, or a graph Module) to an Executable:
+    ``exe = ember.compile("model.onnx"); y, = exe.run(x)``. See
+    :func:`ember.compiler.compile.compile_model` for the options."""
+    from .compiler.compile import compile_model
+
+    return compile_model(model, target, opt_level, **kwargs)

@@ -27,9 +27,23 @@ from .visit import rewrite
 Root = TypeVar("Root", bound=Union[Expr, Module])
 
 
-def _fill(n: Expr) -> Optional[Expr]:
+def _call_type(n: Call, globals_: dict):
+    """A call to a module function (a fused group) has that function's result type, once its
+    arguments match the parameters; any other call follows its op's rule."""
+    fn = globals_.get(n.op)
+    if fn is None:
+        return infer_type(n.op, [a.type for a in n.args], n.attrs)
+    want = [p.type for p in fn.params]
+    got = [a.type for a in n.args]
+    if want != got:
+        raise ShapeError(f"call of {n.op}: arguments {', '.join(map(str, got))} do not match its "
+                         f"parameters {', '.join(map(str, want))}")
+    return fn.ret_type
+
+
+def _fill(n: Expr, globals_: dict) -> Optional[Expr]:
     if isinstance(n, Call):
-        t = infer_type(n.op, [a.type for a in n.args], n.attrs)
+        t = _call_type(n, globals_)
         return None if t == n.type else n.replace(type=t)
     if isinstance(n, Var) and n.type is None:
         raise ShapeError(f"variable %{n.name} has no type; type inference starts from typed parameters")
@@ -49,7 +63,9 @@ def infer_types(root: Root) -> Root:
 
     Untouched when every type is already right (the same object comes back).
     """
-    return rewrite(root, _fill)
+    globals_ = dict(root.functions) if isinstance(root, Module) else {}
+    globals_.pop("main", None)
+    return rewrite(root, lambda n: _fill(n, globals_))
 
 
 __all__ = ["infer_types"]

@@ -1,0 +1,153 @@
+"""Fused graph module -> Executable: one kernel per distinct fused group, a program of calls,
+constants as read-only arrays, and a static memory plan for the intermediates."""
+from __future__ import annotations
+
+import time
+from typing import Optional, Sequence
+
+import numpy as np
+
+from ..errors import EmberError, LoweringError, ShapeError
+from ..graph.ir import Call, Constant, Function, Module, Tuple, TupleGetItem, Var
+from ..graph.types import TensorType, TupleType
+from ..graph.visit import post_order
+from ..loop import dtype as dt
+from ..runtime.executable import Executable
+from .group import lower_group
+from .memory_plan import Interval, plan_memory
+
+
+def _nbytes(t: TensorType) -> int:
+    return int(np.prod(t.shape, dtype=np.int64)) * dt.nbytes(t.dtype)
+
+
+def _tensor_types(t) -> list:
+    return list(t.fields) if isinstance(t, TupleType) else [t]
+
+
+class _Program:
+    """Builds the slot table and the call list while walking ``main``."""
+
+    def __init__(self):
+        self.slots: list = []
+        self.calls: list = []
+        self.constants: list = []
+        self.const_slot: dict = {}
+
+    def slot(self, kind: str, t: TensorType, **extra) -> int:
+        if not t.is_static:
+            raise ShapeError(f"value of type {t} has a symbolic shape; compiling needs static shapes")
+        self.slots.append({"kind": kind, "shape": list(t.shape), "dtype": t.dtype, **extra})
+        return len(self.slots) - 1
+
+    def constant(self, c: Constant) -> int:
+        if c not in self.const_slot:
+            self.constants.append(np.asarray(c.value))
+            self.const_slot[c] = self.slot("const", c.type, index=len(self.constants) - 1)
+        return self.const_slot[c]
+
+
+def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] = None,
+                     name: str = "model", timings: Optional[dict] = None) -> Executable:
+    """Compile every fused group of ``mod`` (made by ``fuse_ops``) and lay out the program."""
+    from ..driver import build
+
+    main = mod.main
+    prog = _Program()
+    inputs = []
+    slot_of: dict = {}  # graph node -> slot id or tuple of slot ids
+    for p in main.params:
+        if not isinstance(p.type, TensorType):
+            raise ShapeError(f"input {p.name} must be a tensor, got {p.type}")
+        s = prog.slot("input", p.type, name=p.name)
+        slot_of[p] = s
+        inputs.append({"name": p.name, "shape": list(p.type.shape), "dtype": p.type.dtype, "slot": s})
+
+    # kernels: one per distinct group function (identical groups share one)
+    t0 = time.perf_counter()
+    kernel_of: dict = {}
+    kernels = []
+    for gname, fn in mod.functions:
+        if gname == "main":
+            continue
+        if fn not in kernel_of:
+            kernel_of[fn] = gname
+            kernels.append(lower_group(fn, gname, target))
+    t1 = time.perf_counter()
+
+    # the program: calls in dataflow order, values in fresh slots
+    out_exprs = list(main.body.fields) if isinstance(main.body, Tuple) else [main.body]
+    out_nodes = {id(e) for e in out_exprs}
+    produced_at: dict = {}
+    for n in post_order(main.body):
+        if isinstance(n, Var):
+            continue
+        if isinstance(n, Constant):
+            slot_of[n] = prog.constant(n)
+        elif isinstance(n, Call):
+            fn = mod.get(n.op)
+            if fn is None or n.op == "main":
+                raise LoweringError(f"{n.op} in main is not a fused group (run fuse_ops before building)")
+            args = [slot_of[a] for a in n.args]
+            if any(isinstance(a, tuple) for a in args):
+                raise LoweringError(f"{n.op}: tuple-valued arguments are not supported")
+            kind = "output" if id(n) in out_nodes else "arena"
+            outs = tuple(prog.slot(kind, t) for t in _tensor_types(n.type))
+            slot_of[n] = outs if isinstance(n.type, TupleType) else outs[0]
+            prog.calls.append({"kernel": kernel_of[fn], "args": args + list(outs),
+                               "nodes": n.op})
+            for o in outs:
+                produced_at[o] = len(prog.calls) - 1
+        elif isinstance(n, TupleGetItem):
+            slot_of[n] = slot_of[n.tuple][n.index]
+        elif isinstance(n, Tuple) and n is not main.body:
+            raise LoweringError("tuples inside the model body are not supported")
+    # outputs that a kernel does not write directly (an input, a constant, a tuple field, a
+    # repeat) are copied at the end of a run
+    outputs, seen = [], set()
+    names = list(output_names or [])
+    for k, e in enumerate(out_exprs):
+        s = slot_of[e]
+        t = e.type
+        copy = s in seen or prog.slots[s]["kind"] != "output"
+        seen.add(s)
+        outputs.append({"name": names[k] if k < len(names) else f"output_{k}", "shape": list(t.shape),
+                        "dtype": t.dtype, "slot": s, "copy": copy})
+    # tuple fields that are outputs are written by their kernel into an output slot too
+    out_field_slots = {o["slot"] for o in outputs}
+    for s in out_field_slots:
+        if prog.slots[s]["kind"] == "arena":
+            prog.slots[s]["kind"] = "output"
+            for o in outputs:
+                if o["slot"] == s:
+                    o["copy"] = False
+                    break
+
+    # memory plan over the arena slots
+    last_use: dict = {}
+    for i, c in enumerate(prog.calls):
+        for a in c["args"]:
+            last_use[a] = i
+    values = []
+    for s, info in enumerate(prog.slots):
+        if info["kind"] == "arena":
+            t = TensorType(tuple(info["shape"]), info["dtype"])
+            values.append(Interval(s, _nbytes(t), produced_at[s], last_use.get(s, produced_at[s])))
+    plan = plan_memory(values)
+    for s, off in plan.offsets.items():
+        prog.slots[s]["offset"] = off
+
+    module = build([(k.schedule, k.inputs + k.outputs, k.name) for k in kernels], name=name, target=target) \
+        if kernels else None
+    t2 = time.perf_counter()
+    if timings is not None:
+        timings["lower groups"] = t1 - t0
+        timings["codegen"] = t2 - t1
+    program = {"inputs": inputs, "outputs": outputs, "slots": prog.slots, "calls": prog.calls,
+               "arena_bytes": plan.arena_bytes, "intermediate_bytes": plan.total_bytes}
+    if module is None and prog.calls:
+        raise EmberError("internal: calls without kernels")
+    return Executable(module, program, prog.constants)
+
+
+__all__ = ["build_executable"]

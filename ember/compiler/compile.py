@@ -1,0 +1,91 @@
+"""``ember.compile``: a model in, an :class:`~ember.runtime.executable.Executable` out."""
+from __future__ import annotations
+
+import os
+import time
+from typing import Mapping, Optional, Sequence, Union
+
+from ..errors import ShapeError
+from ..graph.infer import infer_types
+from ..graph.ir import Function, Module, Var
+from ..graph.passes import PassContext, PassTimer, default_pipeline
+from ..graph.types import TensorType
+from ..kernels.common import host
+from .build import build_executable
+
+
+def _bind_shapes(mod: Module, shapes: Mapping[str, Sequence[int]]) -> Module:
+    """Give the named inputs static shapes (a model with a symbolic batch, say)."""
+    main = mod.main
+    names = [p.name for p in main.params]
+    unknown = sorted(set(shapes) - set(names))
+    if unknown:
+        raise ShapeError(f"input_shapes names {', '.join(unknown)}, which are not inputs (inputs: {', '.join(names)})")
+    mapping = {}
+    for p in main.params:
+        if p.name in shapes:
+            shape = tuple(int(d) for d in shapes[p.name])
+            if len(shape) != p.type.ndim:
+                raise ShapeError(f"input {p.name!r} has rank {p.type.ndim} ({p.type}); input_shapes gives {shape}")
+            for want, got in zip(p.type.shape, shape):
+                if isinstance(want, int) and want != got:
+                    raise ShapeError(f"input {p.name!r} has shape {p.type.shape}; input_shapes gives {shape}")
+            mapping[p] = Var(p.name, TensorType(shape, p.type.dtype))
+    if not mapping:
+        return mod
+    from ..graph.visit import substitute
+
+    body = substitute(main.body, mapping)
+    params = [mapping.get(p, p) for p in main.params]
+    fn = infer_types(Function(params, _untyped(body)))
+    return mod.with_function("main", fn)
+
+
+def _untyped(body):
+    from ..graph.ir import Call
+    from ..graph.visit import rewrite
+
+    return rewrite(body, lambda n: n.replace(type=None) if isinstance(n, Call) and n.type is not None else None)
+
+
+def compile_model(model: Union[str, os.PathLike, bytes, Module, "onnx.ModelProto"], target=None,  # noqa: F821
+                  opt_level: int = 3, *, input_shapes: Optional[Mapping] = None,
+                  disabled_passes: Sequence[str] = (), instruments: Sequence = (),
+                  name: str = "model"):
+    """Compile ``model`` (an ONNX path, bytes or ModelProto, or a graph Module) for ``target``
+    (default: the host CPU) and return an Executable.
+
+    ``input_shapes`` fixes symbolic input dims (``{"data": (1, 3, 224, 224)}``).
+    ``exe.compile_times`` holds seconds per phase (import, each pass, lowering, codegen).
+    """
+    times: dict = {}
+    t0 = time.perf_counter()
+    output_names = None
+    if isinstance(model, Module):
+        mod = model
+    else:
+        from ..frontend.onnx.importer import from_onnx, load_model
+
+        proto, _ = load_model(model)
+        mod = from_onnx(proto)
+        output_names = [o.name for o in proto.graph.output]
+    times["import"] = time.perf_counter() - t0
+    if input_shapes:
+        mod = _bind_shapes(mod, input_shapes)
+    mod = infer_types(mod)
+    import ember.graph.ops.compute  # noqa: F401  (registers the op computes)
+
+    timer = PassTimer()
+    ctx = PassContext(opt_level=opt_level, disabled=disabled_passes, instruments=[timer, *instruments])
+    mod = ctx.run(mod, default_pipeline())
+    for pname, t in timer.times:
+        times[f"pass {pname}"] = t
+    target = host(target)
+    exe = build_executable(mod, target, output_names, name=name, timings=times)
+    times["total"] = time.perf_counter() - t0
+    exe.compile_times = times
+    exe.graph = mod
+    return exe
+
+
+__all__ = ["compile_model"]

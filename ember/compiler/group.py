@@ -1,0 +1,164 @@
+"""A fused group (a module function made by ``fuse_ops``) -> one scheduled tensor computation.
+
+Every parameter becomes a placeholder; every call runs its op's registered compute; the
+function's result (a tensor, or a tuple of tensors for a multi-output op) is the kernel's
+output(s). Scheduling follows the group's shape:
+
+- the *anchor* (at most one call whose pattern is out-elementwise-fusable, reduction or opaque)
+  keeps its own stages; every stage of the other calls is inlined into its consumer, so an
+  elementwise chain or an injective group becomes a single loop nest;
+- the anchor's op schedule (``set_schedule(op, "llvm", fn)``) gets ``fn(s, anchor, out,
+  target)`` with ``out`` the group's output, which is ``anchor`` or an elementwise epilogue of
+  the same shape that the schedule computes in the anchor's write-back;
+- without an op schedule a generic one applies: injective inner stages are inlined,
+  reductions stay at the root with their outer loop parallel, and the output is vectorized
+  and parallel (:func:`schedule_root`).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+from ..errors import LoweringError, ShapeError, UnsupportedOpError
+from ..graph.ir import Call, Constant, Function, Tuple, TupleGetItem, Var
+from ..graph.ops import get_op
+from ..graph.ops.registry import Pattern
+from ..graph.types import TensorType
+from ..graph.visit import post_order
+from ..kernels.common import const_int
+from ..kernels.elementwise import schedule_elementwise
+from ..loop import compute as te
+from ..loop.schedule import Schedule
+
+ANCHORS = (Pattern.OUT_ELEMWISE_FUSABLE, Pattern.REDUCTION, Pattern.OPAQUE)
+
+
+@dataclasses.dataclass
+class GroupKernel:
+    """A group's schedule and kernel arguments (its inputs, then its outputs)."""
+
+    name: str
+    schedule: Schedule
+    inputs: list
+    outputs: list
+    anchor: Optional[str]  # the anchor op's name, if any
+
+
+def _static_shape(t: TensorType, what: str) -> tuple:
+    if not isinstance(t, TensorType):
+        raise ShapeError(f"{what} must be a tensor, got {t}")
+    if not t.is_static:
+        raise ShapeError(f"{what} has symbolic shape {t}; compiling needs static shapes "
+                         f"(give the input shapes when compiling)")
+    return tuple(t.shape)
+
+
+def _new_stages(result, known: set) -> list:
+    """The compute stages ``result`` reaches that are not already known (one call's stages)."""
+    outs = result if isinstance(result, (tuple, list)) else [result]
+    found, stack = [], list(outs)
+    seen = set()
+    while stack:
+        t = stack.pop()
+        if t in seen or t in known or not isinstance(t.op, te.ComputeOp):
+            continue
+        seen.add(t)
+        found.append(t)
+        stack.extend(t.op.input_tensors())
+    return found
+
+
+def compute_group(fn: Function, name: str):
+    """Placeholders, outputs, the stages of each call, and the anchor call of ``fn``."""
+    env: dict = {}
+    inputs = []
+    for i, p in enumerate(fn.params):
+        t = te.placeholder(_static_shape(p.type, f"parameter {p.name} of {name}"), p.type.dtype, f"p{i}")
+        env[p] = t
+        inputs.append(t)
+    known: set = set(inputs)
+    stages_of: dict = {}
+    anchors = []
+    for n in post_order(fn.body):
+        if isinstance(n, Var):
+            continue
+        if isinstance(n, Constant):
+            raise LoweringError(f"{name}: constants must be parameters of a fused group")
+        if isinstance(n, Call):
+            op = get_op(n.op)
+            if op.compute is None:
+                raise UnsupportedOpError(f"{n.op} has no compute yet (in {name})")
+            args = [env[a] for a in n.args]
+            result = op.compute(dict(n.attrs), args, n.type)
+            if isinstance(result, list):
+                result = tuple(result)
+            stages_of[n] = _new_stages(result, known)
+            known.update(stages_of[n])
+            env[n] = result
+            if op.pattern in ANCHORS:
+                anchors.append(n)
+        elif isinstance(n, TupleGetItem):
+            env[n] = env[n.tuple][n.index]
+        elif isinstance(n, Tuple):
+            env[n] = tuple(env[f] for f in n.fields)
+    if len(anchors) > 1:
+        raise LoweringError(f"{name}: a fused group has at most one anchor op, got "
+                            f"{', '.join(a.op for a in anchors)}")
+    result = env[fn.body]
+    outputs = list(result) if isinstance(result, tuple) else [result]
+    return inputs, outputs, stages_of, (anchors[0] if anchors else None), env
+
+
+def _copy(t: te.Tensor, name: str) -> te.Tensor:
+    return te.compute(tuple(s.value for s in t.shape), lambda *i: t[i], name)
+
+
+def schedule_root(s: Schedule, t: te.Tensor) -> None:
+    """Generic schedule of a stage at the root: vectorized and parallel when elementwise; a
+    reduction runs its outer spatial loop in parallel."""
+    st = s[t]
+    if not t.op.reduce_axis:
+        schedule_elementwise(s, t)
+        return
+    spatial = [iv for iv in st.leaf if iv in t.op.axis]
+    if spatial and (const_int(spatial[0].extent) or 0) > 1:
+        st.parallel(spatial[0])
+
+
+def lower_group(fn: Function, name: str, target) -> GroupKernel:
+    """Compute and schedule the fused group ``fn`` as kernel ``name``."""
+    inputs, outputs, stages_of, anchor, env = compute_group(fn, name)
+    # an output must be a stage of its own, written once: copy inputs and repeats
+    fixed = []
+    for i, t in enumerate(outputs):
+        if not isinstance(t.op, te.ComputeOp) or t in fixed:
+            t = _copy(t, f"out{i}")
+        fixed.append(t)
+    outputs = fixed
+    s = Schedule(outputs)
+    out_set = set(outputs)
+    anchor_stages = set(stages_of.get(anchor, ())) if anchor is not None else set()
+    for call, stages in stages_of.items():
+        if call is anchor:
+            continue
+        for t in stages:
+            if t not in out_set and not t.op.reduce_axis:
+                s[t].compute_inline()
+    anchor_t = env[anchor] if anchor is not None else None
+    sched = get_op(anchor.op).schedule.get("llvm") if anchor is not None else None
+    if (sched is not None and isinstance(anchor_t, te.Tensor) and len(outputs) == 1
+            and tuple(outputs[0].shape) == tuple(anchor_t.shape)):
+        sched(s, anchor_t, outputs[0], target)
+    else:
+        for t in anchor_stages:
+            if t not in out_set and not t.op.reduce_axis:
+                s[t].compute_inline()
+        for st in list(s.stages):
+            if st.is_placeholder or st.attach[0] == "inline":
+                continue
+            if st.tensor in anchor_stages or st.tensor in out_set:
+                schedule_root(s, st.tensor)
+    return GroupKernel(name, s, inputs, outputs, anchor.op if anchor is not None else None)
+
+
+__all__ = ["GroupKernel", "compute_group", "lower_group", "schedule_root"]

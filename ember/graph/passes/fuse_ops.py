@@ -1,0 +1,149 @@
+"""Operator fusion: partition ``main`` into groups that each become one kernel.
+
+Groups grow in dataflow order by each op's fusion pattern:
+
+- an *anchor* (conv, dense, matmul, pooling: out-elementwise-fusable) starts a group that
+  takes an elementwise epilogue: the elementwise and broadcast ops that follow it with the
+  same output shape (bias, batch-norm shift, activation, residual add);
+- elementwise, broadcast and injective ops (reshape, transpose, concat, ...) join the group
+  of an operand that no other op reads, as long as that group has no anchor, so a chain of
+  them is one loop nest;
+- reductions start a group that takes an elementwise epilogue like an anchor; opaque ops and
+  ops with several results stand alone.
+
+A value read outside its group ends the group there (it has to be written to memory anyway).
+The result is a module whose ``main`` calls one function per group (``fused_<ops>``) with the
+group's inputs: variables, constants and other groups' results. Structurally identical groups
+are one function, so they become one kernel. At ``opt_level`` 0 every op is its own group.
+"""
+from __future__ import annotations
+
+from ..ir import Call, Constant, Function, Module, Tuple, TupleGetItem, Var
+from ..ops import get_op
+from ..ops.registry import Pattern
+from ..types import TensorType
+from ..visit import post_order, use_counts
+from .context import graph_pass
+
+MAX_GROUP = 24  # ops per group: beyond this, kernels grow without getting faster
+_FLOW = (Pattern.ELEMWISE, Pattern.BROADCAST)
+_ANCHOR = (Pattern.OUT_ELEMWISE_FUSABLE, Pattern.REDUCTION)
+
+
+class _Group:
+    def __init__(self, root: Call, kind: str):
+        self.members = [root]
+        self.kind = kind  # "anchor" (takes an epilogue), "flow" (injective chain), "closed"
+        self.anchor = root if kind == "anchor" else None
+
+    @property
+    def output(self) -> Call:
+        return self.members[-1]
+
+
+def _pattern(call: Call) -> Pattern:
+    if not isinstance(call.type, TensorType):
+        return Pattern.OPAQUE  # several results: alone
+    return get_op(call.op).pattern
+
+
+def partition(body, fuse: bool = True) -> dict:
+    """Map every Call of ``body`` to its group (calls of one group share the object)."""
+    uses = use_counts(body)
+    group_of: dict = {}
+    for n in post_order(body):
+        if not isinstance(n, Call):
+            continue
+        pat = _pattern(n)
+        joined = None
+        if fuse and pat in _FLOW + (Pattern.INJECTIVE,):
+            for a in n.args:
+                g = group_of.get(a)
+                if g is None or a is not g.output or len(g.members) >= MAX_GROUP:
+                    continue
+                if uses[a] != sum(x is a for x in n.args):  # read by another op too
+                    continue
+                if g.kind == "flow" or (g.kind == "anchor" and pat in _FLOW
+                                        and n.type.shape == g.anchor.type.shape):
+                    joined = g
+                    break
+        if joined is not None:
+            joined.members.append(n)
+            group_of[n] = joined
+        else:
+            kind = "anchor" if pat in _ANCHOR else "flow" if pat in _FLOW + (Pattern.INJECTIVE,) else "closed"
+            group_of[n] = _Group(n, kind if fuse else "closed")
+    return group_of
+
+
+def _short(op: str) -> str:
+    return op.split(".")[-1]
+
+
+def _group_function(g: _Group) -> tuple:
+    """(Function over p0..pn, the outside values passed for p0..pn)."""
+    members = set(g.members)
+    outside: list = []
+    params: dict = {}
+
+    def param_for(v):
+        if v not in params:
+            params[v] = Var(f"p{len(params)}", v.type)
+            outside.append(v)
+        return params[v]
+
+    def visit(n):
+        if n in members:
+            return None
+        if isinstance(n, (Var, Constant, Call, TupleGetItem)):
+            return param_for(n)
+        return None
+
+    memo: dict = {}
+    for m in g.members:  # members are in dataflow order
+        args = []
+        for a in m.args:
+            if a in memo:
+                args.append(memo[a])
+            else:
+                args.append(visit(a) or a)
+        memo[m] = m.replace(args=tuple(args))
+    body = memo[g.output]
+    return Function(list(params.values()), body, g.output.type), outside
+
+
+@graph_pass("fuse_ops", opt_level=0)
+def fuse_ops(mod: Module, ctx) -> Module:
+    """Partition ``main`` into fused groups, one module function each (see the module doc)."""
+    main = mod.main
+    group_of = partition(main.body, fuse=ctx.opt_level >= 1)
+    functions: dict = {}
+    names: dict = {}  # Function -> its global name (identical groups share one)
+    result: dict = {}  # group output -> the call of its function
+    counts: dict = {}
+    for g in dict.fromkeys(group_of.values()):
+        fn, outside = _group_function(g)
+        if fn not in names:
+            base = "fused_" + "_".join(dict.fromkeys(_short(m.op) for m in g.members))[:48]
+            k = counts.get(base, 0)
+            counts[base] = k + 1
+            names[fn] = f"{base}_{k}" if k else base
+            functions[names[fn]] = fn
+        result[g.output] = (names[fn], outside)
+
+    new: dict = {}
+    for n in post_order(main.body):
+        if isinstance(n, Call):
+            if n in result:
+                name, outside = result[n]
+                new[n] = Call(name, tuple(new.get(o, o) for o in outside), {}, n.type)
+        elif isinstance(n, TupleGetItem):
+            new[n] = TupleGetItem(new.get(n.tuple, n.tuple), n.index)
+        elif isinstance(n, Tuple):
+            new[n] = Tuple([new.get(f, f) for f in n.fields])
+    body = new.get(main.body, main.body)
+    functions["main"] = Function(main.params, body, main.ret_type)
+    return Module(functions)
+
+
+__all__ = ["fuse_ops", "partition"]

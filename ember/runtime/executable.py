@@ -1,0 +1,139 @@
+"""The Executable: compiled kernels plus the program that calls them.
+
+The program is data (JSON-serializable): the model's inputs and outputs, a table of *slots*
+(where each value lives: an input, a constant, a byte range of the arena, or an output) and the
+list of kernel calls, each naming its kernel and the slots of its arguments. Intermediate
+values live in one preallocated arena laid out by the static memory plan
+(``ember.compiler.memory_plan``), so a run allocates only its outputs.
+
+    exe = ember.compile("model.onnx")
+    y, = exe.run(x)                    # positional, in input order
+    y, = exe.run(**{"data_0": x})      # or by name
+    exe.input_info, exe.output_info    # [(name, shape, dtype), ...]
+
+Like every runtime object here it needs only ctypes and numpy (no llvmlite, no IR).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..errors import ArgumentError, DTypeError, ShapeError
+from .ndarray import _aligned_empty, numpy_dtype
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorInfo:
+    """A model input or output: its name, static shape and dtype."""
+
+    name: str
+    shape: tuple
+    dtype: str
+
+    def __iter__(self):  # unpacks as (name, shape, dtype)
+        return iter((self.name, self.shape, self.dtype))
+
+
+class Executable:
+    """Kernels (a loaded :class:`~ember.runtime.module.Module`), a program and its constants.
+
+    ``program`` keys: ``inputs``/``outputs`` (lists of {name, shape, dtype, slot}), ``slots``
+    (list of {kind: input|const|arena|output, index or offset, shape, dtype}), ``calls``
+    (list of {kernel, args: [slot ids], nodes: source description}), ``arena_bytes``,
+    ``intermediate_bytes``.
+    """
+
+    def __init__(self, module, program: dict, constants: Sequence[np.ndarray]):
+        self.module = module
+        self.program = program
+        self.constants = [np.ascontiguousarray(c) for c in constants]
+        for c in self.constants:
+            c.flags.writeable = False
+        self.input_info = [TensorInfo(i["name"], tuple(i["shape"]), i["dtype"]) for i in program["inputs"]]
+        self.output_info = [TensorInfo(o["name"], tuple(o["shape"]), o["dtype"]) for o in program["outputs"]]
+        self._arena = _aligned_empty((max(1, program["arena_bytes"]),), np.dtype(np.uint8), 64)
+        self._slots = program["slots"]
+        self._fixed: list = [None] * len(self._slots)  # const and arena views, made once
+        for k, s in enumerate(self._slots):
+            if s["kind"] == "const":
+                self._fixed[k] = self.constants[s["index"]]
+            elif s["kind"] == "arena":
+                dt = numpy_dtype(s["dtype"])
+                n = int(np.prod(s["shape"], dtype=np.int64))
+                view = self._arena[s["offset"]: s["offset"] + n * dt.itemsize].view(dt)
+                self._fixed[k] = view.reshape(s["shape"])
+        self._calls = [(module[c["kernel"]], tuple(c["args"])) for c in program["calls"]]
+        self._input_slots = [i["slot"] for i in program["inputs"]]
+        self._names = [i.name for i in self.input_info]
+
+    # -- running --------------------------------------------------------------------------------
+    def _bind(self, arrays: tuple, named: dict) -> list:
+        if len(arrays) > len(self.input_info):
+            raise ArgumentError(f"the model takes {len(self.input_info)} input(s) "
+                                f"({', '.join(self._names)}), got {len(arrays)} positional arrays")
+        values: list = list(arrays) + [None] * (len(self.input_info) - len(arrays))
+        for name, v in named.items():
+            if name not in self._names:
+                raise ArgumentError(f"the model has no input named {name!r}; its inputs are: "
+                                    f"{', '.join(self._names)}")
+            k = self._names.index(name)
+            if values[k] is not None:
+                raise ArgumentError(f"input {name!r} is given twice (by position and by name)")
+            values[k] = v
+        missing = [n for n, v in zip(self._names, values) if v is None]
+        if missing:
+            raise ArgumentError(f"missing input(s): {', '.join(missing)}")
+        out = []
+        for info, v in zip(self.input_info, values):
+            a = np.asarray(v)
+            want = numpy_dtype(info.dtype)
+            if a.dtype != want:
+                raise DTypeError(f"input {info.name!r} must have dtype {info.dtype}, got {a.dtype} "
+                                 f"(convert it with .astype(np.{want.name}))")
+            if a.shape != info.shape:
+                raise ShapeError(f"input {info.name!r} must have shape {info.shape}, got {a.shape}")
+            out.append(np.ascontiguousarray(a))
+        return out
+
+    def run(self, *arrays: Any, **named: Any) -> list:
+        """Run the model on numpy arrays (positional in input order, or by name); returns the
+        outputs as a list of new numpy arrays."""
+        inputs = self._bind(arrays, named)
+        vals = list(self._fixed)
+        for slot, a in zip(self._input_slots, inputs):
+            vals[slot] = a
+        outs = []
+        for o in self.program["outputs"]:
+            s = self._slots[o["slot"]]
+            if s["kind"] == "output":
+                a = np.empty(o["shape"], numpy_dtype(o["dtype"]))
+                vals[o["slot"]] = a
+        for kernel, args in self._calls:
+            kernel(*[vals[a] for a in args])
+        for o in self.program["outputs"]:
+            a = vals[o["slot"]]
+            outs.append(a if self._slots[o["slot"]]["kind"] == "output" and not o.get("copy") else np.array(a))
+        return outs
+
+    __call__ = run
+
+    # -- reporting ------------------------------------------------------------------------------
+    @property
+    def kernel_calls(self) -> list:
+        """The program's kernel calls: ``[(kernel name, source nodes), ...]``."""
+        return [(c["kernel"], c.get("nodes", "")) for c in self.program["calls"]]
+
+    def memory_summary(self) -> str:
+        arena, total = self.program["arena_bytes"], self.program["intermediate_bytes"]
+        saved = 100 * (1 - arena / total) if total else 0.0
+        return (f"arena {arena / 2**20:.2f} MiB for intermediates of {total / 2**20:.2f} MiB in all "
+                f"({saved:.0f}% saved by reuse)")
+
+    def __repr__(self) -> str:
+        ins = ", ".join(f"{i.name}: {i.shape} {i.dtype}" for i in self.input_info)
+        return f"<Executable ({ins}) -> {len(self.output_info)} output(s), {len(self._calls)} kernel calls>"
+
+
+__all__ = ["Executable", "TensorInfo"]
