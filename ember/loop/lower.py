@@ -225,12 +225,15 @@ class _Lowerer:
         """Bound the part of ``kid`` that ``readers`` [(body, ranges)] read while ranges vary."""
         accesses = []
         for consumer_body, ranges in readers:
-            bodies = [consumer_body]
-            # reads through inlined stages count too
-            for n in walk(consumer_body):
-                if isinstance(n, TensorLoad) and self.sch[n.tensor].attach[0] == "inline":
-                    inl = self.sch[n.tensor]
-                    bodies.append(substitute(inl.body, {iv.var: i for iv, i in zip(inl.axis, n.indices)}))
+            bodies, pending = [], [consumer_body]
+            # reads through inlined stages count too, through chains of them
+            while pending:
+                b = pending.pop()
+                bodies.append(b)
+                for n in walk(b):
+                    if isinstance(n, TensorLoad) and self.sch[n.tensor].attach[0] == "inline":
+                        inl = self.sch[n.tensor]
+                        pending.append(substitute(inl.body, {iv.var: i for iv, i in zip(inl.axis, n.indices)}))
             for b in bodies:
                 accesses += [(m.indices, ranges) for m in walk(b)
                              if isinstance(m, TensorLoad) and m.tensor == kid.tensor]

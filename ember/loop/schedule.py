@@ -280,7 +280,7 @@ class Stage:
         if self.is_output:
             raise ScheduleError(f"compute_at: {self.name} is an output of the schedule")
         iv = parent.loop(axis)
-        consumers = self.sch.consumers(self)
+        consumers = self.sch.readers(self)
         bad = [c.name for c in consumers if not _inside(c, parent)]
         if bad or not consumers:
             raise ScheduleError(
@@ -344,6 +344,16 @@ class Schedule:
             if st.body is not None and any(isinstance(n, TensorLoad) and n.tensor == stage.tensor
                                            for n in walk(st.body)):
                 out.append(st)
+        return out
+
+    def readers(self, stage: Stage) -> list:
+        """The stages that read ``stage`` where it is computed: its consumers, with an inlined
+        consumer replaced by the stages that read it (it has no loops of its own)."""
+        out = []
+        for c in self.consumers(stage):
+            for r in (self.readers(c) if c.attach[0] == "inline" else [c]):
+                if r not in out:
+                    out.append(r)
         return out
 
     def _unique(self, name: str) -> str:

@@ -8,6 +8,7 @@ from ember.driver import lower_kernel
 from ember.errors import ScheduleError
 from ember.loop import compute as te
 from ember.loop import parse
+from ember.loop.expr import max_
 from ember.loop.schedule import Schedule, Trace
 
 RNG = np.random.default_rng(0)
@@ -113,6 +114,28 @@ def test_compute_inline_and_at():
     io, ii = s[V].split(s[V].leaf[0], factor=6)
     s[U].compute_at(s[V], io)
     np.testing.assert_allclose(_run(s, [A, V], a), (a + 1) * 3 - a, rtol=1e-6)
+
+
+def test_compute_at_a_consumer_through_inlined_stages():
+    # an epilogue chain (bias, residual, relu) inlined into the output: the reduction is
+    # computed at the output's tile, its readers being the inlined stages
+    A, B, C = _matmul(16, 24, 8)
+    bias = te.placeholder((24,), "float32", "bias")
+    T = te.compute((16, 24), lambda i, j: C[i, j] + bias[j], "T")
+    U = te.compute((16, 24), lambda i, j: T[i, j] + C[i, j] * 0.5, "U")
+    V = te.compute((16, 24), lambda i, j: max_(U[i, j], 0.0), "V")
+    s = Schedule(V)
+    s[T].compute_inline()
+    s[U].compute_inline()
+    io, jo, ii, ji = s[V].tile(*s[V].leaf, 4, 8)
+    s[C].compute_at(s[V], jo)
+    s[V].vectorize(ji)
+    a, b = RNG.standard_normal((16, 8), np.float32), RNG.standard_normal((8, 24), np.float32)
+    bb = RNG.standard_normal(24).astype(np.float32)
+    mod = ember.build(s, [A, B, bias, V], "k")
+    out = np.zeros((16, 24), np.float32)
+    mod["k"](a, b, bb, out)
+    np.testing.assert_allclose(out, np.maximum(a @ b * 1.5 + bb, 0), rtol=1e-5, atol=1e-5)
 
 
 def test_cache_read_and_write():
