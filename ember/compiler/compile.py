@@ -75,12 +75,13 @@ def compile_model(model: Union[str, os.PathLike, bytes, Module, "onnx.ModelProto
     mod = infer_types(mod)
     import ember.graph.ops.compute  # noqa: F401  (registers the op computes)
 
+    target = host(target)
     timer = PassTimer()
-    ctx = PassContext(opt_level=opt_level, disabled=disabled_passes, instruments=[timer, *instruments])
+    ctx = PassContext(opt_level=opt_level, disabled=disabled_passes, instruments=[timer, *instruments],
+                      config={"target": target})
     mod = ctx.run(mod, default_pipeline())
     for pname, t in timer.times:
         times[f"pass {pname}"] = t
-    target = host(target)
     exe = build_executable(mod, target, output_names, name=name, timings=times)
     times["total"] = time.perf_counter() - t0
     exe.compile_times = times

@@ -71,7 +71,7 @@ def walk(root: Root, fn: Callable[[Expr], None]) -> None:
         fn(n)
 
 
-def _rebuild(n: Expr, new: Callable[[Expr], Expr]) -> Expr:
+def rebuild(n: Expr, new: Callable[[Expr], Expr]) -> Expr:
     """``n`` with its operands replaced by their rewritten versions (``n`` itself if none changed)."""
     kids = children(n)
     if not kids:
@@ -102,7 +102,7 @@ def rewrite(root: Root, fn: Callable[[Expr], Optional[Expr]]):
     memo: dict[int, Expr] = {}
     get = lambda c: memo[id(c)]  # noqa: E731 - operands are always rewritten first
     for n in post_order(root):
-        m = _rebuild(n, get)
+        m = rebuild(n, get)
         out = fn(m)
         if out is not None and not isinstance(out, Expr):
             raise TypeError(f"rewrite: the function returned {out!r} ({type(out).__name__}) for "
@@ -165,5 +165,5 @@ def count_nodes(root: Root, kinds: Iterable[type] = (Call,)) -> int:
     return sum(isinstance(n, kinds) for n in post_order(root))
 
 
-__all__ = ["children", "post_order", "walk", "rewrite", "substitute", "topo_calls", "free_vars",
+__all__ = ["children", "rebuild", "post_order", "walk", "rewrite", "substitute", "topo_calls", "free_vars",
            "use_counts", "count_nodes"]

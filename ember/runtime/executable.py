@@ -36,6 +36,11 @@ class TensorInfo:
         return iter((self.name, self.shape, self.dtype))
 
 
+def _contiguous(a) -> np.ndarray:
+    # np.ascontiguousarray would turn a 0-d array into a 1-d one
+    return np.require(a, requirements="C")
+
+
 class Executable:
     """Kernels (a loaded :class:`~ember.runtime.module.Module`), a program and its constants.
 
@@ -48,7 +53,7 @@ class Executable:
     def __init__(self, module, program: dict, constants: Sequence[np.ndarray]):
         self.module = module
         self.program = program
-        self.constants = [np.ascontiguousarray(c) for c in constants]
+        self.constants = [_contiguous(c) for c in constants]
         for c in self.constants:
             c.flags.writeable = False
         self.input_info = [TensorInfo(i["name"], tuple(i["shape"]), i["dtype"]) for i in program["inputs"]]
@@ -94,7 +99,7 @@ class Executable:
                                  f"(convert it with .astype(np.{want.name}))")
             if a.shape != info.shape:
                 raise ShapeError(f"input {info.name!r} must have shape {info.shape}, got {a.shape}")
-            out.append(np.ascontiguousarray(a))
+            out.append(_contiguous(a))
         return out
 
     def run(self, *arrays: Any, **named: Any) -> list:

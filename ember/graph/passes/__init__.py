@@ -4,14 +4,20 @@ One file per pass. :func:`default_pipeline` is what ``ember.compile`` runs.
 """
 from .context import (Instrument, Pass, PassContext, PassError, PassTimer, PrintAfterPass,
                       VerifyAfterPass, graph_pass)
+from .cse import cse
+from .dce import dce
+from .fold_constant import fold_constant
 from .fuse_ops import fuse_ops
+from .simplify_inference import simplify_inference
 from .verify import verify
 
 
 def default_pipeline() -> list:
-    """The passes ``ember.compile`` runs, in order (each gated by its opt level)."""
-    return [fuse_ops]
+    """The passes ``ember.compile`` runs, in order (each gated by its opt level): fold the
+    constants (weights made by ConstantOfShape, shape chains), fold batch norms into convs,
+    fold the new scale/shift expressions, merge and prune, then fuse into kernels."""
+    return [fold_constant, simplify_inference, fold_constant, cse, dce, fuse_ops]
 
 
-__all__ = ["Instrument", "Pass", "PassContext", "PassError", "PassTimer", "PrintAfterPass",
+__all__ = ["cse", "dce", "fold_constant", "simplify_inference", "Instrument", "Pass", "PassContext", "PassError", "PassTimer", "PrintAfterPass",
            "VerifyAfterPass", "default_pipeline", "fuse_ops", "graph_pass", "verify"]

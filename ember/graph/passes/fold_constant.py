@@ -1,0 +1,91 @@
+"""Constant folding: every call whose operands are all constants becomes a Constant.
+
+Three kinds of folding, cheapest first:
+
+- *shape facts*: ``shape_of``/``size`` of any statically shaped value (its data is not needed);
+- *structural* ops on constants: ``constant_of_shape``, ``reshape``, ``squeeze``,
+  ``unsqueeze``, ``flatten`` only create or relabel data, so they fold without computing;
+- everything else (the scale of a folded batch norm, a transposed weight, ...) is *evaluated
+  by Ember itself*: the constant subgraphs' results are gathered into one function with no
+  inputs, which is compiled (with folding disabled) and run once. One build for the whole
+  pass; numpy never computes a model value.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...loop import dtype as dt
+from ..ir import Call, Constant, Function, Module, Tuple
+from ..types import TensorType
+from ..visit import post_order, rewrite, use_counts
+from .context import PassContext, graph_pass
+
+_RELABEL = ("reshape", "squeeze", "unsqueeze", "flatten")
+
+
+def _static(t) -> bool:
+    return isinstance(t, TensorType) and t.is_static
+
+
+def _structural(n: Call):
+    """The Constant ``n`` folds to without computing, or None."""
+    if n.op in ("shape_of", "size") and _static(n.args[0].type):
+        shape = n.args[0].type.shape
+        value = np.array(shape if n.op == "shape_of" else int(np.prod(shape, dtype=np.int64)))
+        return Constant(value.astype(dt.numpy_dtype(n.type.dtype)))
+    if not _static(n.type):
+        return None
+    if n.op == "constant_of_shape":
+        return Constant(np.full(n.type.shape, n.attr("value"), dt.numpy_dtype(n.type.dtype)))
+    if n.op in _RELABEL and isinstance(n.args[0], Constant):
+        return Constant(np.asarray(n.args[0].value).reshape(n.type.shape))
+    return None
+
+
+def _is_constant_call(n, const: set) -> bool:
+    return (isinstance(n, Call) and _static(n.type) and n.args
+            and all(isinstance(a, Constant) or a in const for a in n.args))
+
+
+def fold_expr(body, ctx: PassContext):
+    """``body`` with every constant subexpression replaced by its value."""
+    body = rewrite(body, lambda n: _structural(n) if isinstance(n, Call) else None)
+    const: set = set()
+    for n in post_order(body):
+        if _is_constant_call(n, const):
+            const.add(n)
+    if not const:
+        return body
+    uses = use_counts(body)
+    readers: dict = {}
+    for n in post_order(body):
+        for a in (n.args if isinstance(n, Call) else getattr(n, "fields", ())):
+            readers.setdefault(a, []).append(n)
+    # the values to compute: constant calls read by something that is not a constant call
+    frontier = [n for n in post_order(body) if n in const and
+                (n is body or any(r not in const for r in readers.get(n, ())) or uses[n] == 0)]
+    values = evaluate(frontier, ctx)
+    mapping = dict(zip(frontier, values))
+    return rewrite(body, lambda n: mapping.get(n))
+
+
+def evaluate(exprs: list, ctx: PassContext) -> list:
+    """Compute the constant expressions ``exprs`` with Ember (one compiled function)."""
+    from ...compiler.compile import compile_model
+
+    mod = Module({"main": Function([], Tuple(exprs))})
+    disabled = set(ctx.disabled) | {"fold_constant", "simplify_inference"}
+    exe = compile_model(mod, ctx.config.get("target"), max(ctx.opt_level, 1), disabled_passes=disabled,
+                        name="constants")
+    return [Constant(v) for v in exe.run()]
+
+
+@graph_pass("fold_constant", opt_level=1)
+def fold_constant(mod: Module, ctx: PassContext) -> Module:
+    """Replace constant subexpressions by their values (see the module docstring)."""
+    main = mod.main
+    body = fold_expr(main.body, ctx)
+    return mod if body is main.body else mod.with_function("main", main.replace(body=body))
+
+
+__all__ = ["evaluate", "fold_constant", "fold_expr"]

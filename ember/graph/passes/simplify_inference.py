@@ -1,0 +1,80 @@
+"""Inference simplifications: batch normalization becomes a scale and a shift, folded into
+the weights and bias of the convolution before it when there is one; ``copy`` disappears.
+
+``batch_norm(x, gamma, beta, mean, var)`` with constant statistics is
+``x * s + (beta - mean * s)`` with ``s = gamma / sqrt(var + eps)``. When ``x`` is a
+convolution with constant weights read only here, ``s`` scales the weights per output channel
+instead: ``conv(d, W * s) + shift``, and a bias already added to the convolution folds into
+the shift. The new scale and shift are graph expressions over constants; ``fold_constant``
+(run next) computes them.
+"""
+from __future__ import annotations
+
+from ..ir import Call, Constant, Module, const
+from ..types import TensorType
+from ..visit import post_order, rebuild, use_counts
+from .context import PassContext, graph_pass
+
+_CONVS = ("nn.conv1d", "nn.conv2d", "nn.conv3d")
+
+
+def _per_channel(v, ndim: int, axis: int):
+    """``v`` (C,) reshaped to broadcast along ``axis`` of a rank-``ndim`` tensor."""
+    shape = tuple(v.type.shape) + (1,) * (ndim - axis - 1)
+    return Call("reshape", [v], {"newshape": shape}, TensorType(shape, v.type.dtype))
+
+
+def _typed(op: str, args: list, attrs=None) -> Call:
+    from ..ops import infer_type
+
+    return Call(op, args, attrs or {}, infer_type(op, [a.type for a in args], attrs or {}))
+
+
+def _fold_bn(n: Call, get, uses: dict):
+    """The replacement of batch norm ``n`` (original node; ``get`` maps an original node to its
+    rewritten version), or None to keep it."""
+    x, gamma, beta, mean, var = n.args
+    if not all(isinstance(a, Constant) for a in (gamma, beta, mean, var)) or not isinstance(x.type, TensorType):
+        return None
+    dtype = x.type.dtype
+    axis = n.attr("axis") % x.type.ndim
+    eps = const(n.attr("epsilon"), dtype)
+    scale = _typed("divide", [gamma, _typed("sqrt", [_typed("add", [var, eps])])])
+    shift = _typed("subtract", [beta, _typed("multiply", [mean, scale])])
+    conv, bias = x, None
+    if isinstance(x, Call) and x.op == "nn.bias_add" and uses[x] == 1 and isinstance(x.args[1], Constant):
+        conv, bias = x.args
+    if isinstance(conv, Call) and conv.op in _CONVS and axis == 1 and isinstance(conv.args[1], Constant) \
+            and uses[conv] == 1:
+        w = conv.args[1]
+        w2 = _typed("multiply", [w, _per_channel(scale, w.type.ndim, 0)])
+        new_conv = _typed(conv.op, [get(conv.args[0]), w2], dict(conv.attrs))
+        if bias is not None:
+            shift = _typed("add", [shift, _typed("multiply", [bias, scale])])
+        return _typed("add", [new_conv, _per_channel(shift, x.type.ndim, 1)])
+    return _typed("add", [_typed("multiply", [get(x), _per_channel(scale, x.type.ndim, axis)]),
+                          _per_channel(shift, x.type.ndim, axis)])
+
+
+@graph_pass("simplify_inference", opt_level=1)
+def simplify_inference(mod: Module, ctx: PassContext) -> Module:
+    """Batch norm into scale/shift (into the preceding conv when possible); drop ``copy``."""
+    main = mod.main
+    uses = use_counts(main.body)
+    memo: dict = {}
+
+    def get(orig):
+        return memo[id(orig)]
+
+    for n in post_order(main.body):
+        m = rebuild(n, get)
+        if isinstance(n, Call) and n.op == "copy":
+            m = m.args[0]
+        elif isinstance(n, Call) and n.op == "nn.batch_norm":
+            m = _fold_bn(n, get, uses) or m
+        memo[id(n)] = m
+    body = memo[id(main.body)]
+    return mod if body is main.body else mod.with_function("main", main.replace(body=body))
+
+
+__all__ = ["simplify_inference"]
