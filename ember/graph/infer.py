@@ -27,7 +27,7 @@ from .visit import rewrite
 Root = TypeVar("Root", bound=Union[Expr, Module])
 
 
-def _call_type(n: Call, globals_: dict):
+def call_type(n: Call, globals_: dict):
     """A call to a module function (a fused group) has that function's result type, once its
     arguments match the parameters; any other call follows its op's rule."""
     fn = globals_.get(n.op)
@@ -43,7 +43,7 @@ def _call_type(n: Call, globals_: dict):
 
 def _fill(n: Expr, globals_: dict) -> Optional[Expr]:
     if isinstance(n, Call):
-        t = _call_type(n, globals_)
+        t = call_type(n, globals_)
         return None if t == n.type else n.replace(type=t)
     if isinstance(n, Var) and n.type is None:
         raise ShapeError(f"variable %{n.name} has no type; type inference starts from typed parameters")
@@ -68,4 +68,4 @@ def infer_types(root: Root) -> Root:
     return rewrite(root, lambda n: _fill(n, globals_))
 
 
-__all__ = ["infer_types"]
+__all__ = ["call_type", "infer_types"]

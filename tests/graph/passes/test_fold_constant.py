@@ -1,0 +1,57 @@
+import numpy as np
+
+from ember.graph import Constant, Var, assert_structural_equal, const
+from ember.graph.passes import PassContext, fold_constant
+
+from .conftest import T, call, module
+
+
+def run(mod):
+    return PassContext(opt_level=3).run(mod, [fold_constant])
+
+
+def test_shape_of_a_static_value_is_a_constant():
+    x = Var("x", T(2, 3))
+    before = module([x], call("reshape", x, newshape=(6,)))
+    shape = call("shape_of", x)
+    before = module([x], call("add", call("cast", shape, dtype="float32"), const(np.zeros(2, "float32"))))
+    after = run(before)
+    assert_structural_equal(after, module([x], Constant(np.array([2.0, 3.0], "float32"))))
+
+
+def test_constant_of_shape_and_relabels_fold_without_compiling():
+    x = Var("x", T(6))
+    w = call("reshape", call("constant_of_shape", shape=(2, 3), value=0.5), newshape=(6,))
+    after = run(module([x], call("add", x, w)))
+    expected = module([x], call("add", x, Constant(np.full(6, 0.5, "float32"))))
+    assert_structural_equal(after, expected)
+
+
+def test_arithmetic_on_constants_is_computed_by_ember():
+    a = np.arange(6, dtype="float32").reshape(2, 3)
+    b = np.full((3,), 2.0, "float32")
+    x = Var("x", T(2, 3))
+    folded = call("sqrt", call("multiply", const(a), const(b)))
+    after = run(module([x], call("add", x, folded)))
+    np.testing.assert_allclose(after.main.body.args[1].value, np.sqrt(a * b), rtol=1e-6)
+    assert after.main.body.args[0] is x
+
+
+def test_a_shared_constant_subexpression_is_computed_once():
+    x = Var("x", T(3))
+    c = call("exp", const(np.ones(3, "float32")))
+    after = run(module([x], call("add", call("multiply", x, c), c)))
+    (m, c2) = after.main.body.args
+    assert isinstance(c2, Constant) and m.args[1] is c2
+
+
+def test_nothing_to_fold_returns_the_same_module():
+    x = Var("x", T(3))
+    mod = module([x], call("exp", x))
+    assert run(mod) is mod
+
+
+def test_a_fully_constant_model():
+    mod = module([], call("add", const(np.ones(2, "float32")), const(np.ones(2, "float32"))))
+    after = run(mod)
+    np.testing.assert_array_equal(after.main.body.value, [2, 2])

@@ -1,0 +1,79 @@
+import numpy as np
+
+from ember.graph import Call, Function, Module, Var, assert_structural_equal, const, topo_calls
+from ember.graph.passes import PassContext, VerifyAfterPass, fuse_ops
+
+from .conftest import T, call, module, rand
+
+
+def fuse(mod, opt_level=3):
+    return PassContext(opt_level=opt_level, instruments=[VerifyAfterPass()]).run(mod, [fuse_ops])
+
+
+def _conv(x, w):
+    return call("nn.conv2d", x, w, strides=(1, 1), padding=(1, 1, 1, 1), dilation=(1, 1), groups=1)
+
+
+def test_conv_takes_bias_activation_and_residual_as_epilogue():
+    x = Var("x", T(1, 4, 8, 8))
+    w, b = const(rand(4, 4, 3, 3)), const(rand(4, 1, 1))
+    y = call("nn.relu", call("add", call("add", _conv(x, w), b), x))
+    after = fuse(module([x], y))
+    p = [Var(f"p{i}", t) for i, t in enumerate([T(1, 4, 8, 8), T(4, 4, 3, 3), T(4, 1, 1)])]
+    group = Function(p, call("nn.relu", call("add", call("add", _conv(p[0], p[1]), p[2]), p[0])))
+    from ember.graph.infer import infer_types
+
+    group = infer_types(group)
+    expected = Module({"main": Function([x], Call("fused_conv2d_add_relu", [x, w, b], {}, T(1, 4, 8, 8))),
+                       "fused_conv2d_add_relu": group})
+    assert_structural_equal(after, infer_types(expected))
+
+
+def test_elementwise_chain_is_one_group_and_a_shared_value_ends_it():
+    x = Var("x", T(16))
+    e = call("exp", x)
+    y = call("add", call("nn.relu", e), call("sigmoid", e))  # e is read twice: materialized
+    after = fuse(module([x], y))
+    calls = topo_calls(after.main)
+    assert sorted(c.op for c in calls) == ["fused_exp", "fused_relu_add", "fused_sigmoid"]
+    assert all(c.op in after for c in calls)
+    assert [c.op for c in topo_calls(after["fused_exp"])] == ["exp"]
+
+
+def test_injective_ops_join_an_elementwise_chain_but_not_an_anchor():
+    x = Var("x", T(1, 4, 8, 8))
+    conv = _conv(x, const(rand(4, 4, 3, 3)))
+    y = call("transpose", call("nn.relu", conv), axes=(0, 2, 3, 1))
+    after = fuse(module([x], y))
+    assert [c.op for c in topo_calls(after.main)] == ["fused_conv2d_relu", "fused_transpose"]
+
+
+def test_identical_groups_share_one_function():
+    x = Var("x", T(8))
+    y = call("add", call("nn.relu", call("exp", x)), call("nn.relu", call("exp", call("negative", x))))
+    after = fuse(module([x], call("sum", y, axis=(0,), keepdims=False)))
+    names = [c.op for c in topo_calls(after.main)]
+    assert len(names) == len(set(names)) or len(set(after)) < len(names) + 1
+
+
+def test_opt_level_0_makes_one_group_per_op():
+    x = Var("x", T(8))
+    after = fuse(module([x], call("nn.relu", call("exp", x))), opt_level=0)
+    assert [c.op for c in topo_calls(after.main)] == ["fused_exp", "fused_relu"]
+
+
+def test_a_model_output_read_by_another_op_is_materialized():
+    x = Var("x", T(4))
+    e = call("exp", x)
+    from ember.graph import Tuple
+
+    after = fuse(module([x], Tuple([e, call("nn.relu", e)])))
+    assert [c.op for c in topo_calls(after.main)] == ["fused_exp", "fused_relu"]
+
+
+def test_constants_become_group_parameters():
+    x = Var("x", T(3))
+    c = const(np.ones(3, "float32"))
+    after = fuse(module([x], call("add", x, c)))
+    assert after.main.body.args == (x, c)
+    assert [p.name for p in after["fused_add"].params] == ["p0", "p1"]

@@ -1,0 +1,87 @@
+import numpy as np
+
+import ember
+from ember.graph import Var, const, topo_calls
+from ember.graph.passes import PassContext, fold_constant, simplify_inference
+
+from .conftest import T, call, module, rand
+
+
+def _bn_args(c):
+    rng = np.random.default_rng(1)
+    gamma, beta, mean = (rng.standard_normal(c).astype("float32") for _ in range(3))
+    var = (rng.random(c) + 0.5).astype("float32")
+    return gamma, beta, mean, var
+
+
+def _bn_ref(y, gamma, beta, mean, var, eps=1e-5):
+    s = (gamma / np.sqrt(var + eps))[:, None, None]
+    return (y - mean[:, None, None]) * s + beta[:, None, None]
+
+
+def _conv_ref(x, w):  # 1x1 conv, NCHW, batch 1
+    return np.einsum("chw,fc->fhw", x[0], w[:, :, 0, 0])[None]
+
+
+def simplify(mod):
+    return PassContext(opt_level=3).run(mod, [simplify_inference, fold_constant])
+
+
+def test_batch_norm_after_conv_folds_into_its_weights():
+    x = Var("x", T(1, 3, 4, 4))
+    w = rand(5, 3, 1, 1)
+    conv = call("nn.conv2d", x, const(w), strides=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1)
+    stats = _bn_args(5)
+    before = module([x], call("nn.batch_norm", conv, *map(const, stats), axis=1, epsilon=1e-5))
+    after = simplify(before)
+    # expected graph: add(conv2d(x, W'), shift'), both constants
+    body = after.main.body
+    assert [c.op for c in topo_calls(after)] == ["nn.conv2d", "add"]
+    w2, shift = body.args[0].args[1].value, body.args[1].value
+    s = stats[0] / np.sqrt(stats[3] + 1e-5)
+    np.testing.assert_allclose(w2, w * s[:, None, None, None], rtol=1e-5)
+    np.testing.assert_allclose(shift.reshape(-1), stats[1] - stats[2] * s, rtol=1e-5, atol=1e-6)
+    # and the same numbers end to end
+    xv = rand(1, 3, 4, 4)
+    got = ember.compile(after).run(xv)[0]
+    np.testing.assert_allclose(got, _bn_ref(_conv_ref(xv, w)[0], *stats)[None], rtol=1e-4, atol=1e-5)
+
+
+def test_conv_bias_folds_into_the_shift():
+    x = Var("x", T(1, 2, 3, 3))
+    w, b = rand(4, 2, 1, 1), rand(4)
+    conv = call("nn.conv2d", x, const(w), strides=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1)
+    stats = _bn_args(4)
+    before = module([x], call("nn.batch_norm", call("nn.bias_add", conv, const(b), axis=1),
+                              *map(const, stats), axis=1, epsilon=1e-5))
+    after = simplify(before)
+    assert [c.op for c in topo_calls(after)] == ["nn.conv2d", "add"]
+    xv = rand(1, 2, 3, 3)
+    want = _bn_ref((_conv_ref(xv, w) + b[None, :, None, None])[0], *stats)[None]
+    np.testing.assert_allclose(ember.compile(after).run(xv)[0], want, rtol=1e-4, atol=1e-5)
+
+
+def test_batch_norm_alone_becomes_scale_and_shift():
+    x = Var("x", T(1, 3, 2, 2))
+    stats = _bn_args(3)
+    after = simplify(module([x], call("nn.batch_norm", x, *map(const, stats), axis=1, epsilon=1e-5)))
+    assert [c.op for c in topo_calls(after)] == ["multiply", "add"]
+    xv = rand(1, 3, 2, 2)
+    np.testing.assert_allclose(ember.compile(after).run(xv)[0], _bn_ref(xv[0], *stats)[None], rtol=1e-4, atol=1e-5)
+
+
+def test_conv_read_twice_keeps_its_weights():
+    x = Var("x", T(1, 2, 3, 3))
+    conv = call("nn.conv2d", x, const(rand(2, 2, 1, 1)), strides=(1, 1), padding=(0, 0, 0, 0),
+                dilation=(1, 1), groups=1)
+    bn = call("nn.batch_norm", conv, *map(const, _bn_args(2)), axis=1, epsilon=1e-5)
+    after = simplify(module([x], call("add", bn, conv)))
+    convs = [c for c in topo_calls(after) if c.op == "nn.conv2d"]
+    # untouched: its output is needed as it is
+    assert len(convs) == 1 and convs[0].args[1] is conv.args[1]
+
+
+def test_copy_is_removed():
+    x = Var("x", T(3))
+    after = simplify(module([x], call("exp", call("copy", x))))
+    assert after.main.body.args[0] is x
