@@ -62,10 +62,6 @@ def _put(idx: tuple, axis: int, v) -> tuple:
     return idx[:axis] + (v,) + idx[axis + 1:]
 
 
-def _zeros(n: int) -> tuple:
-    return tuple(const(0, _INDEX) for _ in range(n))
-
-
 # -- gathers ------------------------------------------------------------------------------------
 
 
@@ -249,7 +245,7 @@ def _topk(attrs, inputs, out_type):
     x = inputs[0]
     a = norm_axis(attrs["axis"], x.ndim)
     n, largest = x.shape[a], attrs["largest"]
-    vtype, itype = out_type.fields
+    vtype, itype = out_type.fields  # sorted=False allows any order: the sorted one will do
 
     j = te.reduce_axis(n, "topk_j")
 
