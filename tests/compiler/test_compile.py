@@ -1,0 +1,105 @@
+"""ember.compile on graph modules: running, input checking, the program and its memory plan."""
+import numpy as np
+import pytest
+
+import ember
+from ember.errors import ArgumentError, DTypeError, ShapeError
+from ember.graph import Call, Function, Module, Tuple, Var, const
+from ember.graph.infer import infer_types
+from ember.graph.types import TensorType
+
+
+def T(*shape, dtype="float32"):
+    return TensorType(shape, dtype)
+
+
+def mod_of(params, body):
+    return infer_types(Module({"main": Function(params, body)}))
+
+
+@pytest.fixture(scope="module")
+def chain():
+    x, y = Var("x", T(4, 8)), Var("y", T(8))
+    a = Call("exp", [x])
+    b = Call("add", [a, y])
+    c = Call("sum", [b], {"axis": (1,), "keepdims": False})
+    return ember.compile(mod_of([x, y], Tuple([Call("nn.relu", [b]), c])))
+
+
+def test_runs_and_matches_numpy(chain):
+    x = np.random.default_rng(0).standard_normal((4, 8)).astype("float32")
+    y = np.linspace(-1, 1, 8).astype("float32")
+    r, s = chain.run(x, y)
+    np.testing.assert_allclose(r, np.maximum(np.exp(x) + y, 0), rtol=1e-6)
+    np.testing.assert_allclose(s, (np.exp(x) + y).sum(1), rtol=1e-5)
+    r2, _ = chain.run(y=y, x=x)  # by name
+    np.testing.assert_array_equal(r, r2)
+
+
+def test_info(chain):
+    assert [tuple(i) for i in chain.input_info] == [("x", (4, 8), "float32"), ("y", (8,), "float32")]
+    assert [i.shape for i in chain.output_info] == [(4, 8), (4,)]
+
+
+def test_wrong_inputs_are_named(chain):
+    x, y = np.zeros((4, 8), "float32"), np.zeros(8, "float32")
+    with pytest.raises(ShapeError, match=r"input 'x' must have shape \(4, 8\), got \(8, 4\)"):
+        chain.run(x.T.copy(), y)
+    with pytest.raises(DTypeError, match="input 'y' must have dtype float32, got float64"):
+        chain.run(x, y.astype("float64"))
+    with pytest.raises(ArgumentError, match="no input named 'z'.*x, y"):
+        chain.run(x, z=y)
+    with pytest.raises(ArgumentError, match="missing input"):
+        chain.run(x)
+    with pytest.raises(ArgumentError, match="given twice"):
+        chain.run(x, y, x=x)
+
+
+def test_outputs_are_fresh_arrays(chain):
+    x, y = np.ones((4, 8), "float32"), np.ones(8, "float32")
+    a, _ = chain.run(x, y)
+    b, _ = chain.run(x * 2, y)
+    assert not np.shares_memory(a, b) and not np.array_equal(a, b)
+
+
+def test_memory_plan_reuses_the_arena():
+    # a chain of materialized values: each dies two steps later, so the arena holds ~2-3 of them
+    x = Var("x", T(256, 256))
+    v = x
+    for _ in range(8):
+        v = Call("mean", [Call("exp", [v])], {"axis": (1,), "keepdims": True})
+        v = Call("add", [v, x])
+    exe = ember.compile(mod_of([x], v))
+    p = exe.program
+    assert p["arena_bytes"] < p["intermediate_bytes"] / 2
+    assert "saved by reuse" in exe.memory_summary()
+    xv = np.random.default_rng(1).random((256, 256)).astype("float32") * 0.01
+    want = xv
+    for _ in range(8):
+        want = np.exp(want).mean(1, keepdims=True) + xv
+    np.testing.assert_allclose(exe.run(xv)[0], want, rtol=1e-4)
+
+
+def test_outputs_that_are_inputs_or_constants_are_copies():
+    x = Var("x", T(3))
+    c = const(np.arange(3, dtype="float32"))
+    exe = ember.compile(mod_of([x], Tuple([x, c, Call("add", [x, c])])))
+    xv = np.ones(3, "float32")
+    a, b, s = exe.run(xv)
+    np.testing.assert_array_equal(a, xv)
+    np.testing.assert_array_equal(b, [0, 1, 2])
+    np.testing.assert_array_equal(s, [1, 2, 3])
+    assert not np.shares_memory(a, xv)
+
+
+def test_symbolic_inputs_need_shapes():
+    x = Var("x", T("n", 4))
+    mod = mod_of([x], Call("exp", [x]))
+    with pytest.raises(ShapeError, match="static"):
+        ember.compile(mod)
+    exe = ember.compile(mod, input_shapes={"x": (3, 4)})
+    np.testing.assert_allclose(exe.run(np.zeros((3, 4), "float32"))[0], np.ones((3, 4)))
+
+
+def test_compile_times_are_recorded(chain):
+    assert {"import", "pass fuse_ops", "lower groups", "codegen", "total"} <= set(chain.compile_times)
