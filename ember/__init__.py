@@ -19,3 +19,10 @@ def compile(model, target=None, opt_level: int = 3, **kwargs):
     from .compiler.compile import compile_model
 
     return compile_model(model, target, opt_level, **kwargs)
+
+
+def load(path):
+    """Load a model exported with ``exe.export(path)`` (needs only ctypes and numpy)."""
+    from .runtime.load import load as _load
+
+    return _load(path)

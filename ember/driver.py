@@ -84,7 +84,8 @@ def _index_lookup(key: str) -> Optional[str]:
             path = f.read().strip()
     except OSError:
         return None
-    return path if os.path.exists(path) else None
+    # the object file is needed to export a model: an entry without it is rebuilt
+    return path if os.path.exists(path) and os.path.exists(path[:-3] + ".o") else None
 
 
 def _index_store(key: str, library: str) -> None:

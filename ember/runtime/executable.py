@@ -55,7 +55,8 @@ class Executable:
         self.program = program
         self.constants = [_contiguous(c) for c in constants]
         for c in self.constants:
-            c.flags.writeable = False
+            if c.flags.writeable:
+                c.flags.writeable = False
         self.input_info = [TensorInfo(i["name"], tuple(i["shape"]), i["dtype"]) for i in program["inputs"]]
         self.output_info = [TensorInfo(o["name"], tuple(o["shape"]), o["dtype"]) for o in program["outputs"]]
         self._arena = _aligned_empty((max(1, program["arena_bytes"]),), np.dtype(np.uint8), 64)
@@ -123,6 +124,13 @@ class Executable:
         return outs
 
     __call__ = run
+
+    def export(self, path: str) -> str:
+        """Write one shared library holding the kernels, the program and the weights
+        (``ember.load(path)`` brings it back)."""
+        from ..compiler.export import export
+
+        return export(self, path)
 
     # -- reporting ------------------------------------------------------------------------------
     @property

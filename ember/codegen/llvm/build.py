@@ -53,7 +53,7 @@ def cache_key(ir_text: str, target: Target) -> str:
 
 def cached_library(key: str) -> str | None:
     path = os.path.join(cache_dir(), key + ".so")
-    return path if os.path.exists(path) else None
+    return path if os.path.exists(path) and os.path.exists(path[:-3] + ".o") else None
 
 
 def compile_object(ir_text: str, target: Target, what: str) -> bytes:
@@ -116,6 +116,11 @@ def link(obj: bytes, key: str, what: str) -> str:
             if res.returncode != 0:
                 raise CompileError(f"{what}: linking failed ({' '.join(cmd)}):\n{res.stderr.strip()}")
             os.chmod(tmp_so, 0o755)
+            # the object is kept too: exporting a model links it with the model's data
+            fd, tmp_o = tempfile.mkstemp(prefix=f".{key[:16]}-", suffix=".o", dir=out_dir)
+            with os.fdopen(fd, "wb") as f:
+                f.write(obj)
+            os.replace(tmp_o, final[:-3] + ".o")
             os.replace(tmp_so, final)  # atomic: readers see the old file or the whole new one
         finally:
             if os.path.exists(tmp_so):
