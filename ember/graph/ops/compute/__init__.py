@@ -14,4 +14,4 @@ docstring: the executable will hold the call's attributes and type, not the Call
 """
 from __future__ import annotations
 
-from . import creation, elementwise, index, reduce  # noqa: F401  (register the computes)
+from . import creation, elementwise, index, layout, reduce  # noqa: F401  (register the computes)
