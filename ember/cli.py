@@ -8,6 +8,9 @@ import sys
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     commands = {
+        "compile": ("compile an ONNX model to one shared library (kernels, program, weights)",
+                    "ember.cli_model:compile_main"),
+        "run": ("run an ONNX model or a compiled .so on .npy inputs", "ember.cli_model:run_main"),
         "bench-ops": ("benchmark Ember's default kernels against numpy (and measure the FMA peak)",
                       "ember.bench.ops"),
     }
@@ -28,9 +31,10 @@ def main(argv=None) -> int:
 
     from .errors import EmberError
 
-    mod = importlib.import_module(commands[argv[0]][1])
+    modname, _, fn = commands[argv[0]][1].partition(":")
+    entry = getattr(importlib.import_module(modname), fn or "main")
     try:
-        return mod.main(argv[1:])
+        return entry(argv[1:])
     except EmberError as e:
         print(f"ember {argv[0]}: error: {e}", file=sys.stderr)
         return 2

@@ -1,0 +1,117 @@
+"""``ember compile`` and ``ember run``: the model commands of the CLI."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+
+def _target_help() -> str:
+    return ("target: 'llvm' for the host CPU (the default), or 'llvm -mcpu=NAME' for another x86 CPU, "
+            "e.g. 'llvm -mcpu=skylake-avx512'")
+
+
+def _shapes(items) -> dict:
+    out = {}
+    for item in items or ():
+        name, _, dims = item.rpartition("=")
+        if not name:
+            raise SystemExit(f"--input-shape takes NAME=D1,D2,..., got {item!r}")
+        out[name] = tuple(int(d) for d in dims.split(","))
+    return out
+
+
+def compile_main(argv) -> int:
+    p = argparse.ArgumentParser(
+        prog="ember compile",
+        description="Compile an ONNX model to one shared library (kernels, program and weights).",
+        epilog="Example: ember compile resnet50.onnx -o resnet50.so && ember run resnet50.so "
+               "--input data=x.npy --output-dir out/")
+    p.add_argument("model", help="the ONNX model file")
+    p.add_argument("-o", "--output", help="the shared library to write (default: MODEL with .so)")
+    p.add_argument("--target", default=None, help=_target_help())
+    p.add_argument("-O", "--opt-level", type=int, default=3, choices=(0, 1, 2, 3),
+                   help="graph optimization level (0: one kernel per op, no folding; 3: all; default 3)")
+    p.add_argument("--input-shape", action="append", metavar="NAME=D1,D2,...",
+                   help="fix a symbolic input shape, e.g. --input-shape data=1,3,224,224")
+    p.add_argument("--disable-pass", action="append", default=[], metavar="PASS",
+                   help="skip a graph pass (fold_constant, simplify_inference, cse, dce)")
+    args = p.parse_args(argv)
+    import ember
+
+    out = args.output or os.path.splitext(args.model)[0] + ".so"
+    t0 = time.perf_counter()
+    exe = ember.compile(args.model, args.target, args.opt_level, input_shapes=_shapes(args.input_shape),
+                        disabled_passes=args.disable_pass)
+    exe.export(out)
+    print(f"compiled {args.model} in {time.perf_counter() - t0:.2f} s: {len(exe.kernel_calls)} kernel calls, "
+          f"{len(exe.module.kernel_names) if exe.module else 0} distinct kernels; {exe.memory_summary()}")
+    for i in exe.input_info:
+        print(f"  input  {i.name}: {i.shape} {i.dtype}")
+    for o in exe.output_info:
+        print(f"  output {o.name}: {o.shape} {o.dtype}")
+    print(f"wrote {out}")
+    return 0
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+
+
+def run_main(argv) -> int:
+    p = argparse.ArgumentParser(
+        prog="ember run",
+        description="Run a model (an ONNX file, compiled first, or a library from 'ember compile') on "
+                    "inputs from .npy files; write each output as OUTPUT_NAME.npy.",
+        epilog="Inputs not given are filled with random values (seed 0), so 'ember run model.onnx' "
+               "alone checks that a model compiles and runs.")
+    p.add_argument("model", help="model.onnx or model.so")
+    p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
+                   help="an input array; repeat for each input")
+    p.add_argument("--output-dir", default=None, help="where to write the outputs (default: print a summary only)")
+    p.add_argument("--target", default=None, help=_target_help())
+    p.add_argument("--input-shape", action="append", metavar="NAME=D1,D2,...",
+                   help="fix a symbolic input shape (ONNX models only)")
+    args = p.parse_args(argv)
+    import ember
+    from ember.errors import ArgumentError
+
+    if args.model.endswith(".so"):
+        exe = ember.load(args.model)
+    else:
+        exe = ember.compile(args.model, args.target, input_shapes=_shapes(args.input_shape))
+    given = {}
+    for item in args.input:
+        name, sep, path = item.partition("=")
+        if not sep:
+            raise ArgumentError(f"--input takes NAME=FILE.npy, got {item!r}")
+        given[name] = np.load(path)
+    rng = np.random.default_rng(0)
+    for i in exe.input_info:
+        if i.name not in given:
+            if given:
+                raise ArgumentError(f"input {i.name!r} is not given (inputs: {', '.join(x.name for x in exe.input_info)})")
+            given[i.name] = (rng.standard_normal(i.shape).astype(i.dtype) if "float" in i.dtype
+                             else np.zeros(i.shape, i.dtype))
+    t0 = time.perf_counter()
+    outs = exe.run(**given)
+    dt = time.perf_counter() - t0
+    if args.output_dir:
+        os.makedirs(args.output_dir, exist_ok=True)
+    for info, o in zip(exe.output_info, outs):
+        line = f"{info.name}: {o.shape} {o.dtype}"
+        if o.size and o.dtype.kind in "fiu":
+            line += f"  min {o.min():.6g} max {o.max():.6g} mean {o.astype(np.float64).mean():.6g}"
+        if args.output_dir:
+            path = os.path.join(args.output_dir, _safe(info.name) + ".npy")
+            np.save(path, o)
+            line += f"  -> {path}"
+        print(line)
+    print(f"ran in {dt * 1e3:.2f} ms (first call)", file=sys.stderr)
+    return 0
+
+
+__all__ = ["compile_main", "run_main"]
