@@ -1,11 +1,10 @@
-"""The onnx Backend skeleton: device support, prepare imports, execution is not there yet."""
+"""Ember as an onnx Backend: device support, prepare compiles, run executes, errors are named."""
 import numpy as np
 import pytest
 from onnx.backend.base import Backend, BackendRep
 
-from ember.errors import EmberError, UnsupportedOpError
+from ember.errors import DTypeError, EmberError, ShapeError, UnsupportedOpError
 from ember.frontend.onnx import backend
-from ember.graph import Module
 
 from .helpers import model, node, vi
 
@@ -18,15 +17,34 @@ def test_is_an_onnx_backend_for_the_cpu():
     assert not backend.supports_device("CUDA")
 
 
-def test_prepare_imports_and_run_says_what_is_missing():
+def test_prepare_compiles_and_run_executes():
     rep = backend.prepare(RELU)
-    assert isinstance(rep, BackendRep) and isinstance(rep.module, Module)
-    with pytest.raises(EmberError, match="execution lands with the executable"):
-        rep.run([np.zeros(2, np.float32)])
-    with pytest.raises(EmberError, match="execution lands with the executable"):
-        backend.run_model(RELU, [np.zeros(2, np.float32)])
+    assert isinstance(rep, BackendRep)
+    x = np.array([-1.0, 2.0], np.float32)
+    (y,) = rep.run([x])
+    np.testing.assert_array_equal(y, [0.0, 2.0])
+    (y,) = backend.run_model(RELU, [x])
+    np.testing.assert_array_equal(y, [0.0, 2.0])
     with pytest.raises(EmberError, match="device 'CUDA' is not supported"):
         backend.prepare(RELU, "CUDA")
+
+
+def test_run_rejects_a_wrong_input_by_name():
+    rep = backend.prepare(RELU)
+    with pytest.raises(ShapeError, match="input 'x' must have shape \\(2,\\)"):
+        rep.run([np.zeros(3, np.float32)])
+    with pytest.raises(DTypeError, match="input 'x' must have dtype float32"):
+        rep.run([np.zeros(2, np.int32)])
+
+
+def test_a_shape_deciding_input_is_bound_at_run():
+    m = model([node("Reshape", ["x", "s"], ["y"])], [vi("x", [2, 3]), vi("s", [2], 7)], [vi("y", None)])
+    rep = backend.prepare(m)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    (y,) = rep.run([x, np.array([3, 2], np.int64)])
+    np.testing.assert_array_equal(y, x.reshape(3, 2))
+    (y,) = rep.run([x, np.array([6, 1], np.int64)])
+    assert y.shape == (6, 1)
 
 
 def test_prepare_reports_unsupported_ops():
