@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from ..loop import compute as te
 from ..loop import dtype as dt
-from ..loop.expr import IntImm, select
+from ..loop.expr import select
 from ..loop.schedule import Schedule
-from .common import host, vector_lanes
+from .common import const_int, host, vector_lanes
 
 
 def micro_tile(target, dtype: str = "float32") -> tuple[int, int]:
@@ -39,89 +39,162 @@ def pack_b(B: te.Tensor, nr: int, name: str = "Bp", trans: bool = False) -> te.T
     (..., N/nr, K, nr)."""
     *batch, d0, d1 = B.shape
     K, N = (d1, d0) if trans else (d0, d1)
-    n = N.value
-    panels = -(-n // nr)
+    n = const_int(N)
 
     def f(*idx):
         *b, jo, k, ji = idx
         j = jo * nr + ji
         v = B[(*b, j, k)] if trans else B[(*b, k, j)]
-        return v if n % nr == 0 else select(j < n, v, _zero(B.dtype))
-    return te.compute((*batch, panels, K, nr), f, name)
+        return v if n is not None and n % nr == 0 else select(j < N, v, _zero(B.dtype))
+    return te.compute((*batch, (N + (nr - 1)) // nr, K, nr), f, name)
 
 
 def pack_a(A: te.Tensor, mr: int, name: str = "Ap") -> te.Tensor:
     """Pack A (..., M, K) into zero-padded row panels (..., M/mr, K, mr)."""
     *batch, M, K = A.shape
-    m = M.value
+    m = const_int(M)
 
     def f(*idx):
         *b, io, k, ii = idx
         i = io * mr + ii
         v = A[(*b, i, k)]
-        return v if m % mr == 0 else select(i < m, v, _zero(A.dtype))
-    return te.compute((*batch, -(-m // mr), K, mr), f, name)
+        return v if m is not None and m % mr == 0 else select(i < M, v, _zero(A.dtype))
+    return te.compute((*batch, (M + (mr - 1)) // mr, K, mr), f, name)
+
+
+def _batch_index(t_batch: tuple, out_batch: tuple) -> tuple:
+    """Index batch dims ``t_batch`` of an operand with the output's batch index (numpy
+    broadcasting: right-aligned, size-1 dims fixed at 0)."""
+    off = len(out_batch) - len(t_batch)
+    return tuple(0 if const_int(d) == 1 else out_batch[off + k] for k, d in enumerate(t_batch))
 
 
 def matmul_compute(A: te.Tensor, B: te.Tensor, target=None, name: str = "C",
-                   trans_b: bool = False) -> tuple[te.Tensor, dict]:
-    """C = A @ B (or A @ B^T) through packed panels; A may have leading batch dims, which B
-    has too or not at all. Returns C and the stages the schedule needs."""
+                   trans_b: bool = False, batch: tuple = None) -> tuple[te.Tensor, dict]:
+    """C = A @ B (or A @ B^T) through packed panels. A and B may have leading batch dims that
+    broadcast (numpy rules) to ``batch`` (default: A's). Returns C and the stages the schedule
+    needs, which C's ``attrs`` also hold."""
     target = host(target)
     mr, nr = micro_tile(target, A.dtype)
-    *batch, M, K = A.shape
-    nb = len(B.shape) - 2
-    Bp = pack_b(B, nr, "Bp", trans_b)
-    Ap = pack_a(A, mr, "Ap")
+    *ba, M, K = A.shape
+    bb = tuple(B.shape[:-2])
+    batch = tuple(ba) if batch is None else tuple(batch)
+    Bp = pack_b(B, nr, f"{name}_Bp", trans_b)
+    Ap = pack_a(A, mr, f"{name}_Ap")
     N = B.shape[-2] if trans_b else B.shape[-1]
     k = te.reduce_axis(K, "k")
 
     def c(*idx):
         *b, i, j = idx
-        bb = tuple(b[len(b) - nb:]) if nb else ()
-        return te.sum(Ap[(*b, i // mr, k, i % mr)] * Bp[(*bb, j // nr, k, j % nr)], axis=k)
-    C = te.compute((*batch, M, N), c, name)
-    return C, {"Ap": Ap, "Bp": Bp, "mr": mr, "nr": nr}
+        ia, ib = _batch_index(tuple(ba), tuple(b)), _batch_index(bb, tuple(b))
+        return te.sum(Ap[(*ia, i // mr, k, i % mr)] * Bp[(*ib, j // nr, k, j % nr)], axis=k)
+    parts = {"kind": "gemm", "Ap": Ap, "Bp": Bp, "mr": mr, "nr": nr}
+    C = te.compute((*batch, M, N), c, name, attrs=parts)
+    return C, parts
 
 
-def schedule_matmul(s: Schedule, C: te.Tensor, parts: dict, target=None):
-    """The default packed-GEMM schedule (see the module docstring)."""
+def schedule_gemm(s: Schedule, C: te.Tensor, out: te.Tensor = None, target=None) -> Schedule:
+    """The packed-GEMM schedule (see the module docstring) of a :func:`matmul_compute` stage
+    ``C`` written back through ``out`` (``C``, or an inlined elementwise epilogue of its shape
+    applied to the register block as it is stored)."""
     target = host(target)
+    out = C if out is None else out
+    parts = C.op.attrs
     lanes = vector_lanes(target, C.dtype)
     mr, nr = parts["mr"], parts["nr"]
     Ap, Bp = parts["Ap"], parts["Bp"]
-    CL = s.cache_write(C, "local")
-    *batch, i, j = s[C].leaf
-    io, jo, ii, ji = s[C].tile(i, j, mr, nr)
+    CL = s.cache_write(C, "local") if out is C else C
+    so = s[out]
+    *batch, i, j = so.leaf
+    io, jo, ii, ji = so.tile(i, j, mr, nr)
     # a group of B panels that fits in L2 is reused by every row block before the next group:
     # each core streams its A panels past L2-resident B instead of all of B past each A panel
-    panel_bytes = nr * Bp.shape[-2].value * dt.nbytes(C.dtype)
-    jc, jo = s[C].split(jo, factor=max(1, (target.l2_bytes // 2) // panel_bytes))
-    s[C].reorder(*batch, jc, io, jo, ii, ji)
-    rows = s[C].fuse(*batch, jc, io)
-    s[C].parallel(rows)
-    s[C].unroll(ii)
-    jv_o, jv_i = s[C].split(ji, factor=lanes)
-    s[C].unroll(jv_o)
-    s[C].vectorize(jv_i)
+    panel_bytes = nr * (const_int(Bp.shape[-2]) or 1) * dt.nbytes(C.dtype)
+    jc, jo = so.split(jo, factor=max(1, (target.l2_bytes // 2) // panel_bytes))
+    so.reorder(*batch, jc, io, jo, ii, ji)
+    rows = so.fuse(*batch, jc, io)
+    so.parallel(rows)
+    so.unroll(ii)
+    jv_o, jv_i = so.split(ji, factor=lanes)
+    so.unroll(jv_o)
+    so.vectorize(jv_i)
     # micro-kernel: k outermost, the MR x NR block unrolled into registers
     st = s[CL]
-    st.compute_at(s[C], jo)
+    st.compute_at(so, jo)
     *cb, ci, cj, ck = st.leaf
     st.reorder(ck, *cb, ci, cj)
     st.unroll(ci)
     cjo, cji = st.split(cj, factor=lanes)
     st.unroll(cjo)
     st.vectorize(cji)
-    # A panels: packed once for the whole call, in parallel
-    sa = s[Ap]
-    *outer, pk, pi = sa.leaf
-    sa.parallel(sa.fuse(*outer) if len(outer) > 1 else outer[0])
-    # B panels: packed once for the whole call, in parallel
-    sb = s[Bp]
-    *outer, pk, pj = sb.leaf
-    sb.parallel(sb.fuse(*outer) if len(outer) > 1 else outer[0])
-    sb.vectorize(pj)
+    # A and B panels: packed once for the whole call, in parallel
+    for P in (Ap, Bp):
+        sp = s[P]
+        *outer, pk, pi = sp.leaf
+        sp.parallel(sp.fuse(*outer) if len(outer) > 1 else outer[0])
+        if P is Bp:
+            sp.vectorize(pi)
+    return s
+
+
+def schedule_matmul(s: Schedule, C: te.Tensor, parts: dict = None, target=None) -> Schedule:
+    """The default packed-GEMM schedule of ``C`` (its parts are in ``C.op.attrs``)."""
+    return schedule_gemm(s, C, C, target)
+
+
+def dot_compute(A: te.Tensor, B: te.Tensor, target=None, name: str = "C",
+                batch: tuple = None) -> te.Tensor:
+    """C = A @ B^T for A (..., M, K) with few rows and B (..., N, K): every output is a dot
+    product of two contiguous rows, kept as one partial sum per vector lane
+    (``C_part[..., m, n, l]``) and then combined. No packing: for a handful of rows the
+    packed panels would cost as much as the product."""
+    lanes = vector_lanes(host(target), A.dtype)
+    *ba, M, K = A.shape
+    bb = tuple(B.shape[:-2])
+    batch = tuple(ba) if batch is None else tuple(batch)
+    N = B.shape[-2]
+    width = const_int(K)
+    k = te.reduce_axis((K + (lanes - 1)) // lanes, "k")
+
+    def part(*idx):
+        *b, m, n, lane = idx
+        ia, ib = _batch_index(tuple(ba), tuple(b)), _batch_index(bb, tuple(b))
+        kk = k.var * lanes + lane
+        v = A[(*ia, m, kk)] * B[(*ib, n, kk)]
+        return te.sum(v if width is not None and width % lanes == 0 else select(kk < K, v, _zero(A.dtype)),
+                      axis=k)
+    P = te.compute((*batch, M, N, lanes), part, f"{name}_part")
+    ln = te.reduce_axis(lanes, "l")
+    return te.compute((*batch, M, N), lambda *i: te.sum(P[(*i, ln.var)], axis=ln), name,
+                      attrs={"kind": "dot", "part": P})
+
+
+def schedule_dot(s: Schedule, C: te.Tensor, out: te.Tensor = None, target=None) -> Schedule:
+    """Schedule a :func:`dot_compute` stage: blocks of columns in parallel; for each, all
+    rows x ``nb`` columns of lane partials in registers, so one vector of A serves ``nb``
+    columns and one of B serves all rows."""
+    target = host(target)
+    out = C if out is None else out
+    P = C.op.attrs["part"]
+    M = const_int(C.shape[-2]) or 1
+    nb = max(1, min(12 // M, 4))
+    CL = s.cache_write(C, "local") if out is C else C
+    so = s[out]
+    *batch, m, n = so.leaf
+    no, ni = so.split(n, factor=nb)
+    so.reorder(*batch, no, m, ni)
+    block = so.fuse(*batch, no) if batch else no
+    so.parallel(block)
+    # readers first: the lane partials are read by the combined sums
+    s[CL].compute_at(so, block)
+    sp = s[P]
+    sp.compute_at(so, block)
+    *pb, pm, pn, pl, pk = sp.leaf
+    sp.reorder(pk, *pb, pm, pn, pl)
+    if M <= 8:
+        sp.unroll(pm)
+    sp.unroll(pn)
+    sp.vectorize(pl)
     return s
 
 

@@ -1,0 +1,236 @@
+"""Convolution over 1 to 3 spatial dimensions, layout ``N C <spatial>``, with groups: the direct
+method of ``conv2d.py`` for any number of spatial axes.
+
+``out[n, f, o...] = sum_{rc, rk...} pad(data)[n, g(f) * Cg + rc, o*s + rk*d ...] * w[f, rc, rk...]``
+
+with ``g(f) = f // (F / groups)`` the group of output channel ``f`` and ``Cg = C / groups`` the
+input channels of a group (depthwise: ``Cg = 1``). The weights are packed as
+``Wp[fo, rc, rk..., fi]`` so the ``FB`` weights of a channel block are adjacent; the input is
+padded once. The micro-kernel keeps ``FB`` output channels x ``XB`` output columns (the last
+spatial axis) in registers while it reduces over the input channels of the group and the
+kernel window, then writes the block back once; channel blocks and the outer output rows run
+in parallel.
+
+A transposed convolution is the convolution of the input dilated by the strides (zeros
+between its elements) and padded by ``d * (k - 1) - pad``, with the kernel flipped and its two
+channel axes swapped (:func:`conv_transpose_compute`): one stage more, the same schedule.
+
+The anchor stage records its parts in ``attrs`` (``pad``, ``Wp``, ``fb``, ``xb``), so
+:func:`schedule_conv` needs only the output tensor.
+"""
+from __future__ import annotations
+
+from typing import Callable, Optional, Sequence
+
+from ..errors import ShapeError
+from ..loop import compute as te
+from ..loop.arith import simplify
+from ..loop.expr import Expr, as_expr, const, eq, logical_and, select
+from ..loop.schedule import Schedule
+from .common import const_int, host, vector_lanes
+
+
+def _fold(e):
+    """A size as a Python int when it is constant, else a simplified expression."""
+    if not isinstance(e, Expr):
+        return e
+    e = simplify(e)
+    v = const_int(e)
+    return e if v is None else v
+
+
+def pad_spatial(data: te.Tensor, begin: Sequence[int], end: Sequence[int], value,
+                name: str = "pad", dilate: Optional[Sequence[int]] = None) -> te.Tensor:
+    """``data`` (N, C, spatial...) with ``begin[i]``/``end[i]`` elements of ``value`` before and
+    after spatial axis ``i`` (negative: cropped) and, with ``dilate``, ``dilate[i] - 1`` of them
+    between neighbours. Returns ``data`` itself when there is nothing to add."""
+    n = data.ndim - 2
+    dilate = tuple(dilate or (1,) * n)
+    if not any(begin) and not any(end) and all(d == 1 for d in dilate):
+        return data
+    sizes = [_fold(s) for s in data.shape[2:]]
+    spans = [(s - 1) * d + 1 for s, d in zip(sizes, dilate)]
+    shape = tuple(data.shape[:2]) + tuple(_fold(b + sp + e) for b, sp, e in zip(begin, spans, end))
+    fill = const(value, data.dtype)
+
+    def body(nn, c, *p):
+        conds, idx = [], []
+        for q, b, sp, d in zip(p, begin, spans, dilate):
+            q = q - b
+            conds += [q >= 0, q < sp]
+            if d > 1:
+                conds.append(eq(q % d, 0))
+                q = q // d
+            idx.append(q)
+        return select(logical_and(*conds), data[(nn, c, *idx)], fill)
+
+    return te.compute(shape, body, name)
+
+
+def pack_weight(weight: Callable, F: int, Cg: int, kernel: Sequence[int], fb: int, dtype: str,
+                name: str = "Wp") -> te.Tensor:
+    """``Wp[fo, rc, rk..., fi] = weight(fo*fb + fi, rc, rk...)``, zero past ``F`` channels."""
+    def body(fo, rc, *rest):
+        *rk, fi = rest
+        f = fo * fb + fi
+        v = weight(f, rc, *rk)
+        return v if F % fb == 0 else select(f < F, v, const(0, dtype))
+
+    return te.compute((-(-F // fb), Cg, *kernel, fb), body, name)
+
+
+def register_block(F: int, OW, lanes: int, accumulators: int) -> tuple[int, int]:
+    """(FB, XB): output channels x output columns kept in registers. Maximizes useful
+    accumulators, discounting the work wasted on padded channels and column tails (an unknown
+    width counts as wide)."""
+    OW = const_int(as_expr(OW)) or 1 << 20
+    best, best_score = (1, lanes), 0.0
+    for xv in range(1, 5):
+        xb = xv * lanes
+        if xv > 1 and xb > OW:
+            break
+        fb = max(1, min(accumulators // xv, F))
+        waste = (-(-OW // xb) * xb / OW) * (-(-F // fb) * fb / F)
+        score = fb * xv / waste
+        if score > best_score:
+            best, best_score = (fb, xb), score
+    return best
+
+
+def _registers(lanes: int) -> int:
+    return 32 if lanes * 32 >= 512 else 16  # AVX-512 has 32 vector registers, AVX2 16
+
+
+def conv_from_padded(padded: te.Tensor, weight: Callable, F: int, groups: int, kernel: Sequence[int],
+                     strides: Sequence[int], dilation: Sequence[int], out_spatial: Sequence,
+                     target=None, name: str = "conv", blocks: Optional[tuple] = None,
+                     pad_stage: bool = True) -> te.Tensor:
+    """The convolution of an already padded input with the kernel ``weight(f, rc, rk...)``
+    (``F`` output channels, ``groups`` groups); the stage's ``attrs`` hold its parts
+    (``pad_stage``: ``padded`` is a stage of this convolution, scheduled with it)."""
+    target = host(target)
+    N, C = padded.shape[:2]
+    C = const_int(C)
+    if C is None or C % groups or F % groups:
+        raise ShapeError(f"{name}: {C} input and {F} output channels must be static and divide into "
+                         f"{groups} groups")
+    Cg, Fg = C // groups, F // groups
+    lanes = vector_lanes(target, padded.dtype)
+    fb, xb = blocks or register_block(F, out_spatial[-1], lanes, _registers(lanes) - 4)
+    Wp = pack_weight(weight, F, Cg, kernel, fb, padded.dtype, f"{name}_Wp")
+    rc = te.reduce_axis(Cg, "rc")
+    rk = [te.reduce_axis(k, f"rk{i}") for i, k in enumerate(kernel)]
+
+    def body(n, f, *o):
+        c = rc.var if groups == 1 else (f // Fg) * Cg + rc.var
+        idx = [oi * s + r.var * d for oi, s, r, d in zip(o, strides, rk, dilation)]
+        w = Wp[(f // fb, rc.var, *[r.var for r in rk], f % fb)]
+        return te.sum(padded[(n, c, *idx)] * w, axis=(rc, *rk))
+
+    parts = {"kind": "conv", "pad": padded if pad_stage else None,
+             "Wp": Wp, "fb": fb, "xb": xb}
+    return te.compute((N, F, *out_spatial), body, name, attrs=parts)
+
+
+def conv_out_size(padded_size, k: int, s: int, d: int):
+    """The output length of a window ``k`` (stride ``s``, dilation ``d``) over ``padded_size``."""
+    return _fold((_fold(padded_size) - d * (k - 1) - 1) // s + 1)
+
+
+def conv_compute(data: te.Tensor, weight: te.Tensor, strides=None, padding=None, dilation=None,
+                 groups: int = 1, target=None, name: str = "conv", blocks: Optional[tuple] = None) -> te.Tensor:
+    """Grouped convolution of ``data`` (N, C, spatial...) with ``weight`` (F, C/groups, k...);
+    ``padding`` lists every axis's leading pad, then every trailing pad."""
+    n = data.ndim - 2
+    strides, dilation = tuple(strides or (1,) * n), tuple(dilation or (1,) * n)
+    padding = tuple(padding or (0,) * (2 * n))
+    F, _, *kernel = [const_int(s) for s in weight.shape]
+    padded = pad_spatial(data, padding[:n], padding[n:], 0, f"{name}_pad")
+    out = [conv_out_size(p, k, s, d) for p, k, s, d in zip(padded.shape[2:], kernel, strides, dilation)]
+    return conv_from_padded(padded, lambda f, c, *k: weight[(f, c, *k)], F, groups, kernel, strides,
+                            dilation, out, target, name, blocks, pad_stage=padded is not data)
+
+
+def conv_transpose_compute(data: te.Tensor, weight: te.Tensor, strides=None, padding=None, dilation=None,
+                           output_padding=None, groups: int = 1, target=None,
+                           name: str = "conv_transpose") -> te.Tensor:
+    """Transposed convolution of ``data`` (N, C, spatial...) with ``weight`` (C, F/groups, k...):
+    ``out[n, f, i*s - pad + k*d] += data[n, c, i] * w[c, f, k]``, as a stride-1 convolution of
+    the dilated, padded input with the flipped kernel (see the module docstring)."""
+    n = data.ndim - 2
+    strides, dilation = tuple(strides or (1,) * n), tuple(dilation or (1,) * n)
+    padding = tuple(padding or (0,) * (2 * n))
+    outpad = tuple(output_padding or (0,) * n)
+    Cin, Fg, *kernel = [const_int(s) for s in weight.shape]
+    F, Cg = Fg * groups, Cin // groups
+    begin = [d * (k - 1) - p for d, k, p in zip(dilation, kernel, padding[:n])]
+    end = [op + d * (k - 1) - p for op, d, k, p in zip(outpad, dilation, kernel, padding[n:])]
+    padded = pad_spatial(data, begin, end, 0, f"{name}_pad", dilate=strides)
+    out = [conv_out_size(p, k, 1, d) for p, k, d in zip(padded.shape[2:], kernel, dilation)]
+
+    def flipped(f, c, *k):
+        cin = c if groups == 1 else (f // Fg) * Cg + c
+        return weight[(cin, f % Fg if groups > 1 else f, *[kk - 1 - r for kk, r in zip(kernel, k)])]
+
+    return conv_from_padded(padded, flipped, F, groups, kernel, (1,) * n, dilation, out, target, name,
+                            pad_stage=padded is not data)
+
+
+def schedule_conv(s: Schedule, conv: te.Tensor, out: Optional[te.Tensor] = None, target=None) -> Schedule:
+    """The register-blocked schedule of a :func:`conv_from_padded` stage ``conv``, written back
+    through ``out`` (``conv`` itself, or an inlined elementwise epilogue of its shape, which then
+    runs on the register block as it is stored)."""
+    target = host(target)
+    out = conv if out is None else out
+    parts = conv.op.attrs
+    fb, xb = parts["fb"], parts["xb"]
+    lanes = vector_lanes(target, conv.dtype)
+    acc = s.cache_write(conv, "local") if out is conv else conv
+    so = s[out]
+    n, f, *sp = so.leaf
+    fo, fi = so.split(f, factor=fb)
+    xo, xi = so.split(sp[-1], factor=xb)
+    so.reorder(n, fo, *sp[:-1], xo, fi, xi)
+    so.parallel(so.fuse(n, fo, *sp[:-1]))
+    so.unroll(fi)
+    _, xv = so.split(xi, factor=lanes)
+    so.vectorize(xv)
+    # the micro-kernel: the reduction outermost, the FB x XB block unrolled into registers
+    st = s[acc]
+    st.compute_at(so, xo)
+    nsp = conv.ndim - 2
+    cn, cf, csp, red = st.leaf[0], st.leaf[1], st.leaf[2:2 + nsp], st.leaf[2 + nsp:]
+    st.reorder(*red, cn, *csp[:-1], cf, csp[-1])
+    st.unroll(cf)
+    cxo, cxi = st.split(csp[-1], factor=lanes)
+    st.unroll(cxo)
+    st.vectorize(cxi)
+    _schedule_prologue(s, parts, lanes)
+    return s
+
+
+def _schedule_prologue(s: Schedule, parts: dict, lanes: int) -> None:
+    """The packed weights and the padded input: computed once per call, in parallel."""
+    sw = s[parts["Wp"]]
+    sw.parallel(sw.leaf[0])
+    pad = parts["pad"]
+    if pad is not None:
+        sp = s[pad]
+        sp.parallel(sp.fuse(sp.leaf[0], sp.leaf[1]))
+        _, xi = sp.split(sp.leaf[-1], factor=lanes)
+        sp.vectorize(xi)
+
+
+def conv_nd(data_shape, weight_shape, strides=None, padding=None, dilation=None, groups: int = 1,
+            dtype: str = "float32", target=None):
+    """Convolution with the default schedule; returns (schedule, [data, weight, out])."""
+    data = te.placeholder(tuple(data_shape), dtype, "data")
+    weight = te.placeholder(tuple(weight_shape), dtype, "weight")
+    out = conv_compute(data, weight, strides, padding, dilation, groups, target)
+    s = Schedule(out)
+    schedule_conv(s, out, out, target)
+    return s, [data, weight, out]
+
+
+__all__ = ["conv_compute", "conv_from_padded", "conv_nd", "conv_out_size", "conv_transpose_compute",
+           "pack_weight", "pad_spatial", "register_block", "schedule_conv"]

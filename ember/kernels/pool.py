@@ -1,0 +1,205 @@
+"""Pooling over 1 to 3 spatial dimensions, layout ``N C <spatial>``: max, average and Lp
+pooling over sliding windows, and the global poolings.
+
+A window pool pads the input once with the reduction's neutral value (-inf or the dtype's
+minimum for max, 0 for sums) up to exactly the extent the last window reads (so ``ceil_mode``
+windows need no bounds checks), reduces every window, then post-processes: the average
+divides by the number of elements the window covers (taps inside the input, or inside the
+padded input with ``count_include_pad``; a function of the output position only), Lp takes
+the p-th root. The padded plane of one (n, c) is computed inside the loop over (n, c), so it
+stays in cache; each output row is vectorized along its last axis with the window reduced in
+registers.
+
+A global pool reduces each (n, c) plane with one accumulator per vector lane along the last
+axis (see ``norm.py``), then combines the lanes.
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence
+
+import numpy as np
+
+from ..loop import compute as te
+from ..loop import dtype as dt
+from ..loop import intrinsics as intr
+from ..loop.expr import Expr, cast, const, max_, min_, select
+from ..loop.schedule import Schedule
+from .common import const_int, host, parallel_outer, vector_lanes
+from .conv import pad_spatial
+
+
+def neutral(combiner: str, dtype: str):
+    """The value that never wins ``combiner`` (max: -inf or the integer minimum; sum: 0)."""
+    if combiner == "sum":
+        return 0
+    if dt.is_float(dtype):
+        return -math.inf
+    return int(np.iinfo(dt.numpy_dtype(dtype)).min)
+
+
+def window_out(size: int, k: int, s: int, d: int, begin: int, end: int, ceil_mode: bool) -> int:
+    """The number of windows (as ``graph.ops.dims.window_out``): with ``ceil_mode`` a partial
+    last window counts unless it would start past the input and its leading padding."""
+    span = size + begin + end - d * (k - 1) - 1
+    out = (-(-span // s) if ceil_mode else span // s) + 1
+    if ceil_mode and out > 1 and (out - 1) * s >= size + begin:
+        out -= 1
+    return out
+
+
+def _window_count(o: Expr, k: int, s: int, d: int, begin: int, lo: int, hi: int) -> Expr:
+    """How many taps ``o*s - begin + j*d`` (j < k) of window ``o`` fall in ``[lo, hi)``."""
+    start = o * s - begin
+    if d == 1:
+        return max_(min_(start + k, hi) - max_(start, lo), 0)
+    first = max_(-((start - lo) // d), 0)  # ceil((lo - start) / d), at least 0
+    last = min_((hi - 1 - start) // d, k - 1)
+    return max_(last - first + 1, 0)
+
+
+def pool_compute(data: te.Tensor, kind: str, kernel: Sequence[int], strides=None, padding=None,
+                 dilation=None, ceil_mode: bool = False, count_include_pad: bool = False, p: int = 2,
+                 out_spatial: Optional[Sequence] = None, name: str = "pool") -> te.Tensor:
+    """``kind`` ("max", "avg" or "lp") pooling of ``data`` (N, C, spatial...); ``padding`` lists
+    every axis's leading pad, then every trailing pad. The result stage's ``attrs`` hold the
+    stages the schedule needs (``pad``, ``acc``: the window reduction)."""
+    n = data.ndim - 2
+    strides, dilation = tuple(strides or (1,) * n), tuple(dilation or (1,) * n)
+    padding = tuple(padding or (0,) * (2 * n))
+    sizes = [const_int(s) for s in data.shape[2:]]
+    if None in sizes:
+        raise ValueError(f"{name}: pooling needs static spatial sizes, got {data.shape}")
+    if out_spatial is None:
+        out_spatial = [window_out(sizes[i], kernel[i], strides[i], dilation[i], padding[i], padding[n + i],
+                                  ceil_mode) for i in range(n)]
+    out_spatial = [const_int(o) if isinstance(o, Expr) else o for o in out_spatial]
+    combiner = "max" if kind == "max" else "sum"
+    # pad exactly to what the last window reads: ceil-mode windows may go past the trailing pad
+    begin = padding[:n]
+    end = [(o - 1) * s + d * (k - 1) + 1 - b - size
+           for o, s, d, k, b, size in zip(out_spatial, strides, dilation, kernel, begin, sizes)]
+    padded = pad_spatial(data, begin, end, neutral(combiner, data.dtype), f"{name}_pad")
+    rk = [te.reduce_axis(k, f"{name}_k{i}") for i, k in enumerate(kernel)]
+
+    def element(nn, c, *o):
+        v = padded[(nn, c, *[oi * s + r.var * d for oi, s, r, d in zip(o, strides, rk, dilation)])]
+        if kind == "lp":
+            v = intr.abs(v) if p == 1 else v * v if p == 2 else intr.pow(intr.abs(v), const(float(p), v.dtype))
+        return getattr(te, combiner)(v, axis=tuple(rk))
+
+    shape = tuple(data.shape[:2]) + tuple(out_spatial)
+    parts = {"kind": "pool", "pad": padded if padded is not data else None}
+    acc = te.compute(shape, element, name if kind == "max" else f"{name}_acc", attrs=parts)
+    if kind == "max":
+        return acc
+    parts = {**parts, "acc": acc}
+    if kind == "lp":
+        def root(*i):
+            v = acc[i]
+            return v if p == 1 else intr.sqrt(v) if p == 2 else intr.pow(v, const(1.0 / p, v.dtype))
+        return te.compute(shape, root, name, attrs=parts)
+
+    def average(nn, c, *o):
+        count = None
+        for i, oi in enumerate(o):
+            lo, hi = (-begin[i], sizes[i] + padding[n + i]) if count_include_pad else (0, sizes[i])
+            ci = _window_count(oi, kernel[i], strides[i], dilation[i], begin[i], lo, hi)
+            count = ci if count is None else count * ci
+        v = acc[(nn, c, *o)]
+        return v / cast(v.dtype, count)
+
+    return te.compute(shape, average, name, attrs=parts)
+
+
+def global_pool_compute(data: te.Tensor, kind: str, target=None, name: str = "global_pool") -> te.Tensor:
+    """Global ``kind`` ("max" or "avg") pooling: (N, C, spatial...) -> (N, C, 1, ...)."""
+    lanes = vector_lanes(host(target), data.dtype)
+    n = data.ndim - 2
+    *outer, W = data.shape[2:]
+    width = const_int(W)
+    combiner = "max" if kind == "max" else "sum"
+    ident = const(neutral(combiner, data.dtype), data.dtype)
+    red = getattr(te, combiner)
+    chunks = -(-width // lanes)
+    ro = [te.reduce_axis(s, f"{name}_r{i}") for i, s in enumerate(outer)]
+    k = te.reduce_axis(chunks, f"{name}_k")
+
+    def part(nn, c, lane):
+        j = k.var * lanes + lane
+        v = data[(nn, c, *[r.var for r in ro], j)]
+        return red(v if width % lanes == 0 else select(j < width, v, ident), axis=(*ro, k))
+
+    P = te.compute((*data.shape[:2], lanes), part, f"{name}_part")
+    ln = te.reduce_axis(lanes, f"{name}_l")
+    shape = (*data.shape[:2], *(1,) * n)
+    parts = {"kind": "global_pool", "part": P}
+    R = te.compute(shape, lambda nn, c, *_: red(P[nn, c, ln.var], axis=ln),
+                   name if kind == "max" else f"{name}_acc", attrs=parts)
+    if kind == "max":
+        return R
+    count = 1
+    for s in data.shape[2:]:
+        count *= const_int(s)
+    inv = const(1.0 / count, data.dtype)
+    return te.compute(shape, lambda *i: R[i] * inv, name, attrs={**parts, "acc": R})
+
+
+def _accumulator(s: Schedule, anchor: te.Tensor, out: te.Tensor) -> tuple:
+    """(the window reduction, the stage that gets its register copy): an elementwise anchor
+    (the average's division, the Lp root) is inlined into ``out`` when it is not ``out``."""
+    acc = anchor.op.attrs.get("acc", anchor)
+    if anchor is not acc and anchor is not out:
+        s[anchor].compute_inline()
+    if acc is out:
+        return acc, s.cache_write(acc, "local")
+    return acc, acc
+
+
+def schedule_pool(s: Schedule, anchor: te.Tensor, out: Optional[te.Tensor] = None, target=None) -> Schedule:
+    """Schedule a :func:`pool_compute` result ``anchor`` written through ``out`` (itself or an
+    inlined elementwise epilogue): one parallel loop over (n, c) with the padded plane computed
+    inside it, output rows vectorized, each vector of windows reduced in registers."""
+    target = host(target)
+    out = anchor if out is None else out
+    lanes = vector_lanes(target, anchor.dtype)
+    acc, local = _accumulator(s, anchor, out)
+    so = s[out]
+    n, c, *sp = so.leaf
+    nc = so.fuse(n, c)
+    so.parallel(nc)
+    xo, xi = so.split(sp[-1], factor=lanes)
+    so.vectorize(xi)
+    st = s[local]
+    st.compute_at(so, xo)
+    nsp = anchor.ndim - 2
+    red = st.leaf[2 + nsp:]
+    st.reorder(*red, *st.leaf[:2 + nsp])
+    if (const_int(st.leaf[-1].extent) or 0) <= 64:
+        st.vectorize(st.leaf[-1])
+    pad = acc.op.attrs["pad"]
+    if pad is not None:
+        s[pad].compute_at(so, nc)
+        _, pi = s[pad].split(s[pad].leaf[-1], factor=lanes)
+        s[pad].vectorize(pi)
+    return s
+
+
+def schedule_global_pool(s: Schedule, anchor: te.Tensor, out: Optional[te.Tensor] = None,
+                         target=None) -> Schedule:
+    """Schedule a :func:`global_pool_compute` result: (n, c) in parallel, each plane reduced
+    with per-lane partials kept in registers."""
+    out = anchor if out is None else out
+    acc, local = _accumulator(s, anchor, out)
+    so = s[out]
+    n, c, *_ = so.leaf
+    nc = parallel_outer(so, [n, c])
+    if local is not out:
+        s[local].compute_at(so, nc)
+    P = acc.op.attrs["part"]
+    sp = s[P]
+    pn, pc, pl, *red = sp.leaf
+    sp.reorder(*red, pl)
+    sp.vectorize(pl)
+    sp.compute_at(s[local], s[local].leaf[len(acc.shape) - 1])
+    return s
