@@ -287,10 +287,9 @@ def _pad(attrs, inputs, out_type):
         src, inside = [], []
         for k in range(nd):
             lo, hi, d = pw[k], pw[k + nd], x.shape[k]
-            if lo == 0 and hi == 0:
-                src.append(i[k])
-            elif mode == "constant":
-                s = i[k] - lo if lo else i[k]
+            s = i[k] - lo if lo else i[k]
+            if (lo <= 0 and hi <= 0) or mode == "constant":
+                # a crop reads inside the axis in every mode; a constant border is selected
                 src.append(s)
                 if lo > 0:
                     inside.append(s >= 0)
@@ -300,8 +299,8 @@ def _pad(attrs, inputs, out_type):
                 # negative pads crop first; the positive ones then extend what is left
                 crop_lo, crop_hi = max(-lo, 0), max(-hi, 0)
                 n = _add(d, -(crop_lo + crop_hi))
-                s = _fold(mode, i[k] - max(lo, 0) if lo > 0 else i[k], n)
-                src.append(s + crop_lo if crop_lo else s)
+                f = _fold(mode, i[k] - lo if lo > 0 else i[k], n)
+                src.append(f + crop_lo if crop_lo else f)
         v = x[tuple(src)]
         return select(logical_and(*inside), v, value) if inside else v
 
@@ -331,12 +330,15 @@ def _depth_to_space(attrs, inputs, out_type):
 
 
 def _space_to_depth(attrs, inputs, out_type):
-    # x viewed as (N, C, H/b, b, W/b, b), blocks moved before the channels: out[n, (i*b+j)*C+c, h, w]
+    # x viewed as (N, C, H/b, b, W/b, b); DCR moves the blocks before the channels
+    # (out[n, (i*b+j)*C+c, h, w]), CRD after them (out[n, c*b*b+i*b+j, h, w]). ONNX added CRD
+    # in opset 28; the op's schema has no mode yet, so a call always gets DCR for now.
     x, b = inputs[0], attrs["block_size"]
     c_in = x.shape[1]
+    crd = attrs.get("mode", "DCR") == "CRD"
 
     def body(n, ch, h, w):
-        c, ij = ch % c_in, ch // c_in
+        c, ij = (ch // (b * b), ch % (b * b)) if crd else (ch % c_in, ch // c_in)
         return x[n, c, h * b + ij // b, w * b + ij % b]
 
     return _stage("space_to_depth", out_type, body)
@@ -351,7 +353,8 @@ register_compute("space_to_depth", _space_to_depth)
 # transformation modes), then to taps: one index for nearest, two (linear) or four (cubic)
 # weighted indices, clamped into the axis (ONNX pads the edge). An n-D output element is the
 # weighted sum over the product of the axes' taps. Coordinates and weights are float64 and
-# written op for op as ONNX's reference implementation does, so nearest's ties round the same.
+# written op for op as ONNX's reference implementation does, so nearest's ties round the same;
+# the sum is float32 (float64 for float64 and integer tensors, which round and saturate).
 
 
 def _f64(v) -> Expr:
@@ -362,7 +365,10 @@ def _source_coord(ctm: str, y: Expr, scale: float, n_in: int, n_out: int, roi: t
     """The input coordinate of output index ``y``, and where it lies outside the input
     (``tf_crop_and_resize`` extrapolates there) or None."""
     yf = cast("float64", y)
-    width = scale * n_in  # ONNX's output_width: fractional when it comes from a scale
+    # ONNX's output_width: fractional when it comes from a scale (the reference implementation
+    # divides by it); a crop box spans the output's real length, as the spec and onnxruntime do
+    # (our output length includes the box's extent, the reference's does not)
+    width = n_out if ctm == "tf_crop_and_resize" else scale * n_in
     if ctm == "align_corners":
         return (_f64(0) if width == 1 else yf * _f64(n_in - 1) / _f64(width - 1)), None
     if ctm == "asymmetric":
