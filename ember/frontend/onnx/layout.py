@@ -78,7 +78,8 @@ def _depth_to_space(node):
 
 @converter("SpaceToDepth")
 def _space_to_depth(node):
-    return [node.call("space_to_depth", node.input(0), block_size=node.attr("blocksize"))]
+    return [node.call("space_to_depth", node.input(0), block_size=node.attr("blocksize"),
+                      mode=node.attr("mode", "DCR"))]
 
 
 # -- concat, split, slice, pad --------------------------------------------------------------------

@@ -290,6 +290,8 @@ def _infer_depth_to_space(args, attrs):
 
 def _infer_space_to_depth(args, attrs):
     x, b = _nchw(args), attrs["block_size"]
+    if attrs["mode"] not in ("DCR", "CRD"):
+        raise ShapeError(f"mode must be 'DCR' or 'CRD', got {attrs['mode']!r}")
     h, w = (D.dim_div_exact(x.shape[i], b) for i in (2, 3))
     if h is None or w is None:
         raise ShapeError(f"height and width of {x} must be divisible by block_size {b}")
@@ -299,7 +301,7 @@ def _infer_space_to_depth(args, attrs):
 register_op("depth_to_space", infer=_infer_depth_to_space, pattern=INJ,
             attrs_schema={"block_size": attr("int"), "mode": attr("str", "DCR")})
 register_op("space_to_depth", infer=_infer_space_to_depth, pattern=INJ,
-            attrs_schema={"block_size": attr("int")})
+            attrs_schema={"block_size": attr("int"), "mode": attr("str", "DCR")})
 
 # -- resize -------------------------------------------------------------------------------------
 

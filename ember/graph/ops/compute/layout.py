@@ -335,7 +335,7 @@ def _space_to_depth(attrs, inputs, out_type):
     # in opset 28; the op's schema has no mode yet, so a call always gets DCR for now.
     x, b = inputs[0], attrs["block_size"]
     c_in = x.shape[1]
-    crd = attrs.get("mode", "DCR") == "CRD"
+    crd = attrs["mode"] == "CRD"
 
     def body(n, ch, h, w):
         c, ij = (ch // (b * b), ch % (b * b)) if crd else (ch % c_in, ch // c_in)
