@@ -70,23 +70,29 @@ def _batch_index(t_batch: tuple, out_batch: tuple) -> tuple:
 
 
 def matmul_compute(A: te.Tensor, B: te.Tensor, target=None, name: str = "C",
-                   trans_b: bool = False, batch: tuple = None) -> tuple[te.Tensor, dict]:
+                   trans_b: bool = False, batch: tuple = None, pack: bool = True) -> tuple[te.Tensor, dict]:
     """C = A @ B (or A @ B^T) through packed panels. A and B may have leading batch dims that
-    broadcast (numpy rules) to ``batch`` (default: A's). Returns C and the stages the schedule
-    needs, which C's ``attrs`` also hold."""
+    broadcast (numpy rules) to ``batch`` (default: A's). With ``pack=False`` (for a few rows:
+    A of at most MR rows, B not transposed) the micro-kernel reads A and B where they are and
+    its row block is exactly A's rows. Returns C and the stages the schedule needs, which C's
+    ``attrs`` also hold."""
     target = host(target)
     mr, nr = micro_tile(target, A.dtype)
     *ba, M, K = A.shape
     bb = tuple(B.shape[:-2])
     batch = tuple(ba) if batch is None else tuple(batch)
-    Bp = pack_b(B, nr, f"{name}_Bp", trans_b)
-    Ap = pack_a(A, mr, f"{name}_Ap")
+    if not pack:
+        mr = min(mr, const_int(M) or mr)
+    Bp = pack_b(B, nr, f"{name}_Bp", trans_b) if pack else None
+    Ap = pack_a(A, mr, f"{name}_Ap") if pack else None
     N = B.shape[-2] if trans_b else B.shape[-1]
     k = te.reduce_axis(K, "k")
 
     def c(*idx):
         *b, i, j = idx
         ia, ib = _batch_index(tuple(ba), tuple(b)), _batch_index(bb, tuple(b))
+        if not pack:
+            return te.sum(A[(*ia, i, k)] * (B[(*ib, j, k)] if trans_b else B[(*ib, k, j)]), axis=k)
         return te.sum(Ap[(*ia, i // mr, k, i % mr)] * Bp[(*ib, j // nr, k, j % nr)], axis=k)
     parts = {"kind": "gemm", "Ap": Ap, "Bp": Bp, "mr": mr, "nr": nr}
     C = te.compute((*batch, M, N), c, name, attrs=parts)
@@ -109,7 +115,7 @@ def schedule_gemm(s: Schedule, C: te.Tensor, out: te.Tensor = None, target=None)
     io, jo, ii, ji = so.tile(i, j, mr, nr)
     # a group of B panels that fits in L2 is reused by every row block before the next group:
     # each core streams its A panels past L2-resident B instead of all of B past each A panel
-    panel_bytes = nr * (const_int(Bp.shape[-2]) or 1) * dt.nbytes(C.dtype)
+    panel_bytes = nr * (const_int(C.op.reduce_axis[0].extent) or 1) * dt.nbytes(C.dtype)
     jc, jo = so.split(jo, factor=max(1, (target.l2_bytes // 2) // panel_bytes))
     so.reorder(*batch, jc, io, jo, ii, ji)
     rows = so.fuse(*batch, jc, io)
@@ -122,6 +128,7 @@ def schedule_gemm(s: Schedule, C: te.Tensor, out: te.Tensor = None, target=None)
     st = s[CL]
     st.compute_at(so, jo)
     *cb, ci, cj, ck = st.leaf
+    _, ci = st.split(ci, factor=mr)  # one block in the tile: a constant extent to unroll
     st.reorder(ck, *cb, ci, cj)
     st.unroll(ci)
     cjo, cji = st.split(cj, factor=lanes)
@@ -129,6 +136,8 @@ def schedule_gemm(s: Schedule, C: te.Tensor, out: te.Tensor = None, target=None)
     st.vectorize(cji)
     # A and B panels: packed once for the whole call, in parallel
     for P in (Ap, Bp):
+        if P is None:
+            continue
         sp = s[P]
         *outer, pk, pi = sp.leaf
         sp.parallel(sp.fuse(*outer) if len(outer) > 1 else outer[0])

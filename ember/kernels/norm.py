@@ -100,36 +100,42 @@ def stat_index(i: tuple, stat: te.Tensor) -> tuple:
 
 
 def schedule_rows(s: Schedule, Y: te.Tensor, out: te.Tensor = None, target=None) -> Schedule:
-    """Schedule a row-statistics op (softmax, normalizations): its ``attrs`` name ``nrows``
-    (the leading axes that are independent rows), ``at_row`` (the statistics and
-    intermediates, producers first) and ``partials`` (per-lane partial sums). The rows run
-    in parallel; everything a row needs is computed inside its iteration (so a row is read
-    from memory once and its intermediates stay in L1), reductions with their inner axes
-    vectorized; ``Y`` is inlined into ``out`` when it is an elementwise stage before an
-    epilogue."""
+    """Schedule a row-statistics op (softmax, normalizations). Its ``attrs`` name ``nrows``
+    (the leading axes that are independent rows), ``inner`` (for a statistic over one middle
+    axis: the axes after it, also independent), ``at_row`` (the statistics and intermediates,
+    producers first) and ``partials`` (per-lane partial sums).
+
+    The rows run in parallel -- with inner axes, blocks of one vector along the last of them
+    too -- and everything a row needs is computed inside its iteration, so a row is read from
+    memory once and its intermediates stay in L1; reductions keep their inner axes as vector
+    lanes. ``Y`` is inlined into ``out`` when it is an elementwise stage before an epilogue."""
     target = host(target)
     out = Y if out is None else out
     a = Y.op.attrs
-    nrows = a["nrows"]
+    nrows, ninner = a["nrows"], a.get("inner", 0)
     lanes = vector_lanes(target, Y.dtype)
     if Y is not out and not Y.op.reduce_axis:
         s[Y].compute_inline()
     so = s[out]
     rows, cols = so.leaf[:nrows], so.leaf[nrows:]
+    if ninner:  # (rows, inner..., vector block) in parallel, the reduced axis inside
+        wo, wi = so.split(cols[-1], factor=lanes)
+        so.reorder(*rows, *cols[1:-1], wo, cols[0], wi)
+        so.vectorize(wi)
+        rows = rows + cols[1:-1] + [wo]
+    elif cols:
+        vectorize_inner(so, cols[-1], lanes)
     row = None
     if rows:
         row = so.fuse(*rows) if len(rows) > 1 else rows[0]
         so.parallel(row)
-    if cols:
-        vectorize_inner(so, cols[-1], lanes)
     for T in reversed(a["at_row"]):  # consumers first: compute_at needs every reader placed
         st = s[T]
         if row is not None:
             st.compute_at(so, row)
         inner = st.leaf[nrows:T.ndim]
         red = st.leaf[T.ndim:]
-        wide = [iv for iv in inner if (const_int(iv.extent) or 0) > 1]
-        if wide:  # any reduction outside, the inner axes vectorized
+        if any((const_int(iv.extent) or 0) > 1 for iv in inner):  # reductions outside, inner axes in vectors
             if red:
                 st.reorder(*red, *inner)
             vectorize_inner(st, inner[-1], lanes)
@@ -170,7 +176,8 @@ def softmax_compute(X: te.Tensor, axis: int = -1, log: bool = False, target=None
         sm = S[0]
         at_row, partials = _row_stages(M, S)
         return te.compute(shape, lambda *i: shifted(*i) - intr.log(sm[stat_index(i, sm)]), name,
-                          attrs={"kind": "rows", "nrows": axis, "at_row": at_row, "partials": partials})
+                          attrs={"kind": "rows", "nrows": axis, "inner": X.ndim - 1 - axis, "at_row": at_row,
+                                 "partials": partials})
     E = te.compute(shape, lambda *i: intr.exp(shifted(*i)), f"{name}_exp")
     S = axis_stat(lambda *i: E[i] if axis == X.ndim - 1 else intr.exp(shifted(*i)), shape, axis, False, "sum", lanes, f"{name}_sum", X.dtype)
     sm = S[0]
@@ -182,8 +189,8 @@ def softmax_compute(X: te.Tensor, axis: int = -1, log: bool = False, target=None
     def body(*i):
         e = E[i] if last else intr.exp(shifted(*i))
         return e * (const(1.0, X.dtype) / sm[stat_index(i, sm)])
-    return te.compute(shape, body, name, attrs={"kind": "rows", "nrows": axis, "at_row": at_row,
-                                                "partials": partials})
+    return te.compute(shape, body, name, attrs={"kind": "rows", "nrows": axis, "inner": X.ndim - 1 - axis,
+                                                "at_row": at_row, "partials": partials})
 
 
 def _moments(X: te.Tensor, axis: int, lanes: int, name: str):

@@ -1,0 +1,133 @@
+"""Computes of the linear NN ops: convolutions (1-3 spatial dims, groups, dilation), transposed
+convolutions, ``nn.dense`` and ``nn.matmul``.
+
+They are the kernels' computations (``ember.kernels.conv``, ``ember.kernels.matmul``) with the
+ops' conventions: ONNX layouts (data ``N C <spatial>``, weights ``O I/groups <k>``, transposed
+weights ``I O/groups <k>``), ``padding`` as all leading pads then all trailing pads,
+``nn.dense`` as ``x @ weight^T`` with ``weight`` (units, K), ``nn.matmul`` as numpy's (batch
+dims broadcast, a 1-D operand is a vector whose dim leaves the result). The result stage's
+``attrs`` name its ``kind`` and internal stages, which the op schedules
+(``ember.graph.ops.schedule``) read.
+
+How a product is computed depends on its shape: packed GEMM panels in general; for a few rows
+(static, at most the micro-tile's) the dense's dot products of contiguous rows, or the
+matmul's micro-kernel on unpacked operands; a plain reduction (``kind: direct``) when an
+operand is a vector.
+"""
+from __future__ import annotations
+
+from ....errors import UnsupportedOpError
+from ....kernels.common import const_int
+from ....kernels.conv import conv_compute, conv_transpose_compute
+from ....kernels.matmul import dot_compute, matmul_compute, micro_tile
+from ....loop import compute as te
+from ..nn import _NDIM_NAME
+from .common import register_compute, stage_name, te_shape
+
+DOT_ROWS = 4  # dense: up to this many (static) rows, dot products of contiguous rows
+
+
+def _window(attrs: dict, n: int) -> tuple:
+    """(strides, padding, dilation) with the defaults filled in."""
+    return (tuple(attrs["strides"] or (1,) * n), tuple(attrs["padding"] or (0,) * (2 * n)),
+            tuple(attrs["dilation"] or (1,) * n))
+
+
+def _static_weight(op: str, w: te.Tensor) -> None:
+    if any(const_int(d) is None for d in w.shape):
+        raise UnsupportedOpError(f"{op}: the weight's shape must be static, got {w.shape}")
+
+
+def _check_shape(op: str, out: te.Tensor, out_type) -> te.Tensor:
+    want = te_shape(out_type)
+    got = tuple(const_int(d) if const_int(d) is not None else d for d in out.shape)
+    if len(got) != len(want) or any(isinstance(g, int) and isinstance(w, int) and g != w for g, w in zip(got, want)):
+        raise UnsupportedOpError(f"{op}: computed shape {got} differs from the inferred {want}")
+    return out
+
+
+def _conv(n: int):
+    op = f"nn.conv{_NDIM_NAME[n]}"
+
+    def compute_fn(attrs, inputs, out_type):
+        x, w = inputs
+        _static_weight(op, w)
+        strides, padding, dilation = _window(attrs, n)
+        out = conv_compute(x, w, strides, padding, dilation, attrs["groups"], name=stage_name(op))
+        return _check_shape(op, out, out_type)
+
+    register_compute(op, compute_fn)
+
+
+def _conv_transpose(n: int):
+    op = f"nn.conv{_NDIM_NAME[n]}_transpose"
+
+    def compute_fn(attrs, inputs, out_type):
+        x, w = inputs
+        _static_weight(op, w)
+        strides, padding, dilation = _window(attrs, n)
+        out = conv_transpose_compute(x, w, strides, padding, dilation, attrs["output_padding"],
+                                     attrs["groups"], name=stage_name(op))
+        return _check_shape(op, out, out_type)
+
+    register_compute(op, compute_fn)
+
+
+for _n in _NDIM_NAME:
+    _conv(_n)
+    _conv_transpose(_n)
+
+
+def _vector_product(a: te.Tensor, b: te.Tensor, out_type, name: str, trans_b: bool = False) -> te.Tensor:
+    """numpy matmul where an operand is 1-D: one reduction over the contraction axis."""
+    a_vec, b_vec = a.ndim == 1, b.ndim == 1
+    shape = te_shape(out_type)
+    K = a.shape[-1]
+    k = te.reduce_axis(K, "k")
+    nb = len(shape) - (0 if a_vec else 1) - (0 if b_vec else 1)  # broadcast batch dims
+
+    def bidx(t_batch, b_out):
+        off = len(b_out) - len(t_batch)
+        return tuple(0 if const_int(d) == 1 else b_out[off + i] for i, d in enumerate(t_batch))
+
+    def body(*idx):
+        batch, rest = idx[:nb], list(idx[nb:])
+        i = None if a_vec else rest.pop(0)
+        j = None if b_vec else rest.pop(0)
+        av = a[k.var] if a_vec else a[(*bidx(a.shape[:-2], batch), i, k.var)]
+        if b_vec:
+            bv = b[k.var]
+        elif trans_b:
+            bv = b[(*bidx(b.shape[:-2], batch), j, k.var)]
+        else:
+            bv = b[(*bidx(b.shape[:-2], batch), k.var, j)]
+        return te.sum(av * bv, axis=k)
+
+    return te.compute(shape, body, name, attrs={"kind": "direct"})
+
+
+def _dense(attrs, inputs, out_type):
+    x, w = inputs
+    name = stage_name("nn.dense")
+    if x.ndim == 1:
+        return _vector_product(x, w, out_type, name, trans_b=True)
+    batch = te_shape(out_type)[:-2]
+    rows = const_int(x.shape[-2])
+    if rows is not None and rows <= DOT_ROWS:
+        return dot_compute(x, w, name=name, batch=batch)
+    return matmul_compute(x, w, name=name, trans_b=True, batch=batch)[0]
+
+
+def _matmul(attrs, inputs, out_type):
+    a, b = inputs
+    name = stage_name("nn.matmul")
+    if a.ndim == 1 or b.ndim == 1:
+        return _vector_product(a, b, out_type, name)
+    rows = const_int(a.shape[-2])
+    mr, _ = micro_tile(None, a.dtype)
+    few = rows is not None and rows <= mr
+    return matmul_compute(a, b, name=name, batch=te_shape(out_type)[:-2], pack=not few)[0]
+
+
+register_compute("nn.dense", _dense)
+register_compute("nn.matmul", _matmul)
