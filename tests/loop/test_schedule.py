@@ -248,3 +248,26 @@ def test_random_schedules_match_numpy_and_replay(moves):
     A2, B2, C2 = _matmul(6, 10, 5)
     s2 = Trace.from_json(s.trace.to_json()).apply(Schedule(C2))
     assert lower_kernel(s, [A, B, C]) == lower_kernel(s2, [A2, B2, C2])
+
+
+def test_vectorized_select_reading_a_0d_tensor_under_a_mask():
+    # a scalar parameter read in one arm of a select, in a vectorized loop with a tail: the
+    # 0-d load takes no mask (its one element is always in bounds)
+    import numpy as np
+
+    import ember
+    from ember.loop import compute as te
+    from ember.loop.expr import select
+    from ember.loop.schedule import Schedule
+
+    x = te.placeholder((13,), "float32", "x")
+    lo = te.placeholder((), "float32", "lo")
+    out = te.compute((13,), lambda i: select(x[i] < lo[()], lo[()], x[i]), "out")
+    s = Schedule(out)
+    _, inner = s[out].split(s[out].leaf[0], factor=8)
+    s[out].vectorize(inner)
+    mod = ember.build(s, [x, lo, out], "clip_lo")
+    xv = np.linspace(-2, 2, 13).astype("float32")
+    res = np.empty(13, "float32")
+    mod["clip_lo"](xv, np.array(0.5, "float32"), res)
+    np.testing.assert_array_equal(res, np.maximum(xv, 0.5))

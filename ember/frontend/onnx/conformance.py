@@ -40,6 +40,16 @@ def op_type(case) -> str:
     return nodes[-1].op_type if nodes else "?"
 
 
+def _array(x):
+    """onnx's cases hold some values as TensorProtos or numpy scalars; the runner normalizes them."""
+    import onnx
+    from onnx import numpy_helper
+
+    if isinstance(x, onnx.TensorProto):
+        return numpy_helper.to_array(x)
+    return np.asarray(x) if isinstance(x, np.generic) else x
+
+
 def _compare(got, want, rtol: float, atol: float) -> Optional[str]:
     if len(got) != len(want):
         return f"{len(got)} outputs, expected {len(want)}"
@@ -76,8 +86,8 @@ def run_case(case, run_model: Callable, timeout: float = 120.0) -> CaseResult:
     signal.setitimer(signal.ITIMER_REAL, timeout)
     try:
         for inputs, outputs in case.data_sets:
-            got = run_model(case.model, list(inputs))
-            why = _compare(list(got), list(outputs), case.rtol, case.atol)
+            got = run_model(case.model, [_array(x) for x in inputs])
+            why = _compare(list(got), [_array(x) for x in outputs], case.rtol, case.atol)
             if why:
                 return CaseResult(name, op, False, "mismatch: " + why, time.perf_counter() - t0)
         return CaseResult(name, op, True, "", time.perf_counter() - t0)

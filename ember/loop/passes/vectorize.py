@@ -46,6 +46,8 @@ class _Vectorizer:
                 p = pred if p is None else And(_bcast(p, n), pred)
             if any(_lanes(i) > 1 for i in idx):
                 return Load(e.buffer, idx, p)
+            if not idx:  # a 0-d buffer's one element is always in bounds: no mask needed
+                return e.replace(predicate=None)
             if p is not None and _lanes(p) > 1:
                 # a uniform address needed only by some lanes: a masked splat (gather) load
                 return Load(e.buffer, idx[:-1] + (_bcast(idx[-1], _lanes(p)),), p)
