@@ -11,6 +11,8 @@ def main(argv=None) -> int:
         "compile": ("compile an ONNX model to one shared library (kernels, program, weights)",
                     "ember.cli_model:compile_main"),
         "run": ("run an ONNX model or a compiled .so on .npy inputs", "ember.cli_model:run_main"),
+        "bench": ("compile models and time them against ONNX Runtime (default: onnx's resnet50)",
+                  "ember.bench.models"),
         "bench-ops": ("benchmark Ember's default kernels against numpy (and measure the FMA peak)",
                       "ember.bench.ops"),
     }

@@ -1,0 +1,120 @@
+"""``ember bench``: compile models and time them against ONNX Runtime in the same process.
+
+    ember bench --light resnet50                 # a model that ships with the onnx package
+    ember bench model.onnx --vs onnxruntime
+    ember bench --all-light --json figures.json
+
+Runs alternate between the runtimes (warm-up first, a pause between turns so one runtime's
+spinning threads do not slow the next) and the medians and ratios are printed. ONNX Runtime is
+given the same number of threads as Ember's cores. Peers that are not installed are skipped
+with a note.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+LIGHT = ["resnet50", "densenet121", "inception_v1", "inception_v2", "squeezenet", "shufflenet",
+         "vgg19", "bvlc_alexnet", "zfnet512"]
+
+
+def light_path(name: str) -> str:
+    import onnx
+
+    path = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light", f"light_{name}.onnx")
+    if not os.path.exists(path):
+        raise SystemExit(f"no light model {name!r}; the onnx package ships: {', '.join(LIGHT)}")
+    return path
+
+
+def _inputs(exe, seed: int = 0) -> dict:
+    rng = np.random.default_rng(seed)
+    return {i.name: rng.random(i.shape, dtype=np.float32) if i.dtype == "float32" else np.zeros(i.shape, i.dtype)
+            for i in exe.input_info}
+
+
+def _ort_session(path: str, threads: int):
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return None
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.log_severity_level = 3
+    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+
+
+def bench_model(path: str, peers: list, threads: int, repeat: int, out=print) -> dict:
+    import ember
+    from ember.bench.timing import interleaved
+
+    t0 = time.perf_counter()
+    exe = ember.compile(path)
+    compile_s = time.perf_counter() - t0
+    feeds = _inputs(exe)
+    fns = {"ember": lambda: exe.run(**feeds)}
+    notes = []
+    if "onnxruntime" in peers:
+        sess = _ort_session(path, threads)
+        if sess is None:
+            notes.append("onnxruntime is not installed: skipped (pip install onnxruntime)")
+        else:
+            fns["onnxruntime"] = lambda: sess.run(None, feeds)
+            ref = sess.run(None, feeds)
+            got = exe.run(**feeds)
+            err = max(float(np.max(np.abs(a - b))) for a, b in zip(got, ref))
+            notes.append(f"max abs difference to onnxruntime: {err:.3g}")
+    times = interleaved(fns, warmup=3, repeat=repeat)
+    row = {"model": os.path.basename(path), "compile_s": compile_s, "kernel_calls": len(exe.kernel_calls),
+           "median_ms": {k: v * 1e3 for k, v in times.items()}}
+    line = f"{row['model']:<28} ember {times['ember'] * 1e3:9.2f} ms"
+    for k, v in times.items():
+        if k != "ember":
+            line += f"   {k} {v * 1e3:9.2f} ms   ember/{k} {times['ember'] / v:5.2f}x"
+            row[f"ratio_{k}"] = times["ember"] / v
+    out(line + f"   (compiled in {compile_s:.1f} s, {len(exe.kernel_calls)} kernel calls)")
+    for n in notes:
+        out(f"  {n}")
+    return row
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="ember bench", description=__doc__.split("\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog="\n".join(__doc__.split("\n")[2:]))
+    p.add_argument("models", nargs="*", help="ONNX model files")
+    p.add_argument("--light", action="append", default=[], metavar="NAME",
+                   help=f"a model from the onnx package: {', '.join(LIGHT)}")
+    p.add_argument("--all-light", action="store_true", help="all nine light models")
+    p.add_argument("--vs", action="append", default=None, choices=["onnxruntime"],
+                   help="peer runtime(s) to compare with (default: onnxruntime)")
+    p.add_argument("--threads", type=int, default=None, help="threads for the peers (default: Ember's cores)")
+    p.add_argument("--repeat", type=int, default=10, help="timed turns per runtime (default 10)")
+    p.add_argument("--json", default=None, help="write the figures to this file")
+    args = p.parse_args(argv)
+    from ember.target import Target
+
+    paths = list(args.models) + [light_path(n) for n in (LIGHT if args.all_light else args.light)]
+    if not paths:
+        paths = [light_path("resnet50")]
+    threads = args.threads or Target.host().cores
+    peers = args.vs or ["onnxruntime"]
+    print(f"ember bench: {len(paths)} model(s), peers: {', '.join(peers)}, {threads} threads; medians of "
+          f"{args.repeat} alternating turns", file=sys.stderr)
+    rows = [bench_model(path, peers, threads, args.repeat) for path in paths]
+    ratios = [r["ratio_onnxruntime"] for r in rows if "ratio_onnxruntime" in r]
+    if len(ratios) > 1:
+        print(f"geometric mean ember/onnxruntime: {float(np.exp(np.mean(np.log(ratios)))):.2f}x")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
