@@ -61,6 +61,8 @@ def _compare(got, want, rtol: float, atol: float) -> Optional[str]:
             return f"output {k}: shape {g.shape}, expected {w.shape}"
         if g.dtype != w.dtype:
             return f"output {k}: dtype {g.dtype}, expected {w.dtype}"
+        if w.dtype.kind not in "biufc":  # ml_dtypes floats (bfloat16, float8): compare as float32
+            g, w = g.astype(np.float32), w.astype(np.float32)
         if w.dtype.kind in "fc":
             ok = np.allclose(g, w, rtol=rtol, atol=atol, equal_nan=True)
         else:
@@ -94,7 +96,7 @@ def run_case(case, run_model: Callable, timeout: float = 120.0) -> CaseResult:
     except _Timeout:
         return CaseResult(name, op, False, f"timeout after {timeout:.0f} s", time.perf_counter() - t0)
     except Exception as e:  # a report: every failure is recorded with its reason
-        msg = str(e).split("\n")[0][:200]
+        msg = " | ".join(line.strip() for line in str(e).splitlines() if line.strip())[:600]
         return CaseResult(name, op, False, f"{type(e).__name__}: {msg}", time.perf_counter() - t0)
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
