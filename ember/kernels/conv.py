@@ -40,21 +40,29 @@ def _fold(e):
 
 
 def pad_spatial(data: te.Tensor, begin: Sequence[int], end: Sequence[int], value,
-                name: str = "pad", dilate: Optional[Sequence[int]] = None) -> te.Tensor:
+                name: str = "pad", dilate: Optional[Sequence[int]] = None,
+                channels: Optional[int] = None, phases: int = 1) -> te.Tensor:
     """``data`` (N, C, spatial...) with ``begin[i]``/``end[i]`` elements of ``value`` before and
     after spatial axis ``i`` (negative: cropped) and, with ``dilate``, ``dilate[i] - 1`` of them
-    between neighbours. Returns ``data`` itself when there is nothing to add."""
+    between neighbours; with ``channels``, channels past C filled too. Returns ``data`` itself
+    when there is nothing to add.
+
+    With ``phases`` > 1 the last axis is stored de-interleaved: element ``x`` at
+    ``[..., x % phases, x // phases]``, so a window sliding with stride ``phases`` reads
+    consecutive elements (see :func:`window_last`)."""
     n = data.ndim - 2
     dilate = tuple(dilate or (1,) * n)
-    if not any(begin) and not any(end) and all(d == 1 for d in dilate):
+    C = data.shape[1]
+    more = channels is not None and channels > const_int(C)
+    if not any(begin) and not any(end) and all(d == 1 for d in dilate) and not more and phases == 1:
         return data
     sizes = [_fold(s) for s in data.shape[2:]]
     spans = [(s - 1) * d + 1 for s, d in zip(sizes, dilate)]
-    shape = tuple(data.shape[:2]) + tuple(_fold(b + sp + e) for b, sp, e in zip(begin, spans, end))
+    shape = (data.shape[0], channels if more else C) + tuple(_fold(b + sp + e) for b, sp, e in zip(begin, spans, end))
     fill = const(value, data.dtype)
 
-    def body(nn, c, *p):
-        conds, idx = [], []
+    def element(nn, c, *p):
+        conds, idx = ([c < C] if more else []), []
         for q, b, sp, d in zip(p, begin, spans, dilate):
             q = q - b
             conds += [q >= 0, q < sp]
@@ -64,7 +72,20 @@ def pad_spatial(data: te.Tensor, begin: Sequence[int], end: Sequence[int], value
             idx.append(q)
         return select(logical_and(*conds), data[(nn, c, *idx)], fill)
 
-    return te.compute(shape, body, name)
+    if phases == 1:
+        return te.compute(shape, element, name)
+    last = shape[-1]
+    return te.compute(shape[:-1] + (phases, _fold((last + (phases - 1)) // phases)),
+                      lambda nn, c, *p: element(nn, c, *p[:-2], p[-1] * phases + p[-2]), name)
+
+
+def window_last(padded: te.Tensor, o, r, s: int, d: int, phases: int) -> tuple:
+    """The index of tap ``r`` of window ``o`` along the last axis of a padded input, stored
+    with ``phases`` (see :func:`pad_spatial`): ``(o*s + r*d,)``, or with ``phases == s`` the
+    phase and position ``((r*d) % s, o + (r*d) // s)``, consecutive in ``o``."""
+    if phases == 1:
+        return (o * s + r * d,)
+    return ((r * d) % s, o + (r * d) // s)
 
 
 def pack_weight(weight: Callable, F: int, Cg: int, kernel: Sequence[int], fb: int, dtype: str,
@@ -101,35 +122,59 @@ def _registers(lanes: int) -> int:
     return 32 if lanes * 32 >= 512 else 16  # AVX-512 has 32 vector registers, AVX2 16
 
 
-def conv_from_padded(padded: te.Tensor, weight: Callable, F: int, groups: int, kernel: Sequence[int],
-                     strides: Sequence[int], dilation: Sequence[int], out_spatial: Sequence,
-                     target=None, name: str = "conv", blocks: Optional[tuple] = None,
-                     pad_stage: bool = True) -> te.Tensor:
-    """The convolution of an already padded input with the kernel ``weight(f, rc, rk...)``
-    (``F`` output channels, ``groups`` groups); the stage's ``attrs`` hold its parts
-    (``pad_stage``: ``padded`` is a stage of this convolution, scheduled with it)."""
+def _channels_read(F: int, fb: int, Fg: int, Cg: int) -> int:
+    """The input channels a grouped convolution's padded channel blocks read."""
+    return ((-(-F // fb) * fb - 1) // Fg) * Cg + Cg
+
+
+def conv_window(data: te.Tensor, weight: Callable, F: int, groups: int, kernel: Sequence[int],
+                strides: Sequence[int], dilation: Sequence[int], begin: Sequence[int], end: Sequence[int],
+                dilate: Optional[Sequence[int]] = None, target=None, name: str = "conv",
+                blocks: Optional[tuple] = None) -> te.Tensor:
+    """The convolution of ``data`` -- padded by ``begin``/``end`` and dilated by ``dilate`` (see
+    :func:`pad_spatial`) -- with the kernel ``weight(f, rc, rk...)`` (``F`` output channels,
+    ``groups`` groups). The stage's ``attrs`` hold its parts.
+
+    The padded input also covers what the register blocks read past the output's end (the
+    last block of columns, and for groups the channels of the last block of filters), so the
+    micro-kernel needs no bounds checks: only the final stores are predicated."""
     target = host(target)
-    N, C = padded.shape[:2]
-    C = const_int(C)
+    n = data.ndim - 2
+    C = const_int(data.shape[1])
     if C is None or C % groups or F % groups:
         raise ShapeError(f"{name}: {C} input and {F} output channels must be static and divide into "
                          f"{groups} groups")
     Cg, Fg = C // groups, F // groups
-    lanes = vector_lanes(target, padded.dtype)
-    fb, xb = blocks or register_block(F, out_spatial[-1], lanes, _registers(lanes) - 4)
-    Wp = pack_weight(weight, F, Cg, kernel, fb, padded.dtype, f"{name}_Wp")
+    dilate = tuple(dilate or (1,) * n)
+    padded_sizes = [_fold(b + (s - 1) * di + 1 + e) for b, s, di, e in zip(begin, data.shape[2:], dilate, end)]
+    out = [conv_out_size(p, k, s, d) for p, k, s, d in zip(padded_sizes, kernel, strides, dilation)]
+    lanes = vector_lanes(target, data.dtype)
+    if blocks is None and Cg == 1:
+        # one input channel per filter (depthwise): no input vector is shared between filters,
+        # so block along the row instead, sharing each broadcast weight between its vectors
+        width = out[-1] if isinstance(out[-1], int) else 2 * lanes
+        blocks = (1, lanes * min(4, -(-width // lanes)))
+    fb, xb = blocks or register_block(F, out[-1], lanes, _registers(lanes) - 4)
+    end = list(end)
+    if isinstance(out[-1], int) and isinstance(padded_sizes[-1], int):
+        reads = (-(-out[-1] // xb) * xb - 1) * strides[-1] + dilation[-1] * (kernel[-1] - 1) + 1
+        end[-1] += max(0, reads - padded_sizes[-1])
+    channels = _channels_read(F, fb, Fg, Cg) if groups > 1 else None
+    phases = strides[-1]  # a strided window reads its de-interleaved input contiguously
+    padded = pad_spatial(data, begin, end, 0, f"{name}_pad", dilate, channels, phases)
+    Wp = pack_weight(weight, F, Cg, kernel, fb, data.dtype, f"{name}_Wp")
     rc = te.reduce_axis(Cg, "rc")
     rk = [te.reduce_axis(k, f"rk{i}") for i, k in enumerate(kernel)]
 
-    def body(n, f, *o):
+    def body(nn, f, *o):
         c = rc.var if groups == 1 else (f // Fg) * Cg + rc.var
-        idx = [oi * s + r.var * d for oi, s, r, d in zip(o, strides, rk, dilation)]
+        idx = [oi * s + r.var * d for oi, s, r, d in zip(o[:-1], strides, rk, dilation)]
+        idx += window_last(padded, o[-1], rk[-1].var, strides[-1], dilation[-1], phases)
         w = Wp[(f // fb, rc.var, *[r.var for r in rk], f % fb)]
-        return te.sum(padded[(n, c, *idx)] * w, axis=(rc, *rk))
+        return te.sum(padded[(nn, c, *idx)] * w, axis=(rc, *rk))
 
-    parts = {"kind": "conv", "pad": padded if pad_stage else None,
-             "Wp": Wp, "fb": fb, "xb": xb}
-    return te.compute((N, F, *out_spatial), body, name, attrs=parts)
+    parts = {"kind": "conv", "pad": padded if padded is not data else None, "Wp": Wp, "fb": fb, "xb": xb}
+    return te.compute((data.shape[0], F, *out), body, name, attrs=parts)
 
 
 def conv_out_size(padded_size, k: int, s: int, d: int):
@@ -145,10 +190,8 @@ def conv_compute(data: te.Tensor, weight: te.Tensor, strides=None, padding=None,
     strides, dilation = tuple(strides or (1,) * n), tuple(dilation or (1,) * n)
     padding = tuple(padding or (0,) * (2 * n))
     F, _, *kernel = [const_int(s) for s in weight.shape]
-    padded = pad_spatial(data, padding[:n], padding[n:], 0, f"{name}_pad")
-    out = [conv_out_size(p, k, s, d) for p, k, s, d in zip(padded.shape[2:], kernel, strides, dilation)]
-    return conv_from_padded(padded, lambda f, c, *k: weight[(f, c, *k)], F, groups, kernel, strides,
-                            dilation, out, target, name, blocks, pad_stage=padded is not data)
+    return conv_window(data, lambda f, c, *k: weight[(f, c, *k)], F, groups, kernel, strides, dilation,
+                       padding[:n], padding[n:], None, target, name, blocks)
 
 
 def conv_transpose_compute(data: te.Tensor, weight: te.Tensor, strides=None, padding=None, dilation=None,
@@ -165,15 +208,12 @@ def conv_transpose_compute(data: te.Tensor, weight: te.Tensor, strides=None, pad
     F, Cg = Fg * groups, Cin // groups
     begin = [d * (k - 1) - p for d, k, p in zip(dilation, kernel, padding[:n])]
     end = [op + d * (k - 1) - p for op, d, k, p in zip(outpad, dilation, kernel, padding[n:])]
-    padded = pad_spatial(data, begin, end, 0, f"{name}_pad", dilate=strides)
-    out = [conv_out_size(p, k, 1, d) for p, k, d in zip(padded.shape[2:], kernel, dilation)]
 
     def flipped(f, c, *k):
         cin = c if groups == 1 else (f // Fg) * Cg + c
         return weight[(cin, f % Fg if groups > 1 else f, *[kk - 1 - r for kk, r in zip(kernel, k)])]
 
-    return conv_from_padded(padded, flipped, F, groups, kernel, (1,) * n, dilation, out, target, name,
-                            pad_stage=padded is not data)
+    return conv_window(data, flipped, F, groups, kernel, (1,) * n, dilation, begin, end, strides, target, name)
 
 
 def schedule_conv(s: Schedule, conv: te.Tensor, out: Optional[te.Tensor] = None, target=None) -> Schedule:
@@ -216,9 +256,16 @@ def _schedule_prologue(s: Schedule, parts: dict, lanes: int) -> None:
     pad = parts["pad"]
     if pad is not None:
         sp = s[pad]
-        sp.parallel(sp.fuse(sp.leaf[0], sp.leaf[1]))
-        _, xi = sp.split(sp.leaf[-1], factor=lanes)
-        sp.vectorize(xi)
+        sp.parallel(sp.fuse(*sp.leaf[:-1]))
+        vectorize_copy(sp, pad, lanes)
+
+
+def vectorize_copy(st, padded: te.Tensor, lanes: int) -> None:
+    """Vectorize a padded copy along its last axis -- unless it de-interleaves phases: its
+    reads would be strided gathers, slower than scalar code."""
+    if padded.ndim == padded.op.input_tensors()[0].ndim:
+        _, xi = st.split(st.leaf[-1], factor=lanes)
+        st.vectorize(xi)
 
 
 def conv_nd(data_shape, weight_shape, strides=None, padding=None, dilation=None, groups: int = 1,
@@ -232,5 +279,5 @@ def conv_nd(data_shape, weight_shape, strides=None, padding=None, dilation=None,
     return s, [data, weight, out]
 
 
-__all__ = ["conv_compute", "conv_from_padded", "conv_nd", "conv_out_size", "conv_transpose_compute",
-           "pack_weight", "pad_spatial", "register_block", "schedule_conv"]
+__all__ = ["conv_compute", "conv_nd", "conv_window", "conv_out_size", "conv_transpose_compute",
+           "pack_weight", "pad_spatial", "register_block", "schedule_conv", "vectorize_copy", "window_last"]

@@ -34,6 +34,12 @@ def _zero(dtype: str):
     return 0.0 if "float" in dtype else 0
 
 
+def _ceil_div(n, d: int):
+    """``ceil(n / d)`` for a size: an int when ``n`` is constant (so shapes stay constants)."""
+    v = const_int(n)
+    return -(-v // d) if v is not None else (n + (d - 1)) // d
+
+
 def pack_b(B: te.Tensor, nr: int, name: str = "Bp", trans: bool = False) -> te.Tensor:
     """Pack B (..., K, N) -- or (..., N, K) with ``trans`` -- into zero-padded column panels
     (..., N/nr, K, nr)."""
@@ -46,7 +52,7 @@ def pack_b(B: te.Tensor, nr: int, name: str = "Bp", trans: bool = False) -> te.T
         j = jo * nr + ji
         v = B[(*b, j, k)] if trans else B[(*b, k, j)]
         return v if n is not None and n % nr == 0 else select(j < N, v, _zero(B.dtype))
-    return te.compute((*batch, (N + (nr - 1)) // nr, K, nr), f, name)
+    return te.compute((*batch, _ceil_div(N, nr), K, nr), f, name)
 
 
 def pack_a(A: te.Tensor, mr: int, name: str = "Ap") -> te.Tensor:
@@ -59,7 +65,7 @@ def pack_a(A: te.Tensor, mr: int, name: str = "Ap") -> te.Tensor:
         i = io * mr + ii
         v = A[(*b, i, k)]
         return v if m is not None and m % mr == 0 else select(i < M, v, _zero(A.dtype))
-    return te.compute((*batch, (M + (mr - 1)) // mr, K, mr), f, name)
+    return te.compute((*batch, _ceil_div(M, mr), K, mr), f, name)
 
 
 def _batch_index(t_batch: tuple, out_batch: tuple) -> tuple:
@@ -99,6 +105,14 @@ def matmul_compute(A: te.Tensor, B: te.Tensor, target=None, name: str = "C",
     return C, parts
 
 
+def _group(panels, most: int) -> int:
+    """How many column panels to take per group: at most ``most``, dividing ``panels`` when
+    it is known (a partial last group would guard every tile with a bounds check)."""
+    if panels is None:
+        return most
+    return max(g for g in range(1, min(most, panels) + 1) if panels % g == 0)
+
+
 def schedule_gemm(s: Schedule, C: te.Tensor, out: te.Tensor = None, target=None) -> Schedule:
     """The packed-GEMM schedule (see the module docstring) of a :func:`matmul_compute` stage
     ``C`` written back through ``out`` (``C``, or an inlined elementwise epilogue of its shape
@@ -116,7 +130,7 @@ def schedule_gemm(s: Schedule, C: te.Tensor, out: te.Tensor = None, target=None)
     # a group of B panels that fits in L2 is reused by every row block before the next group:
     # each core streams its A panels past L2-resident B instead of all of B past each A panel
     panel_bytes = nr * (const_int(C.op.reduce_axis[0].extent) or 1) * dt.nbytes(C.dtype)
-    jc, jo = so.split(jo, factor=max(1, (target.l2_bytes // 2) // panel_bytes))
+    jc, jo = so.split(jo, factor=_group(const_int(jo.extent), max(1, (target.l2_bytes // 2) // panel_bytes)))
     so.reorder(*batch, jc, io, jo, ii, ji)
     rows = so.fuse(*batch, jc, io)
     so.parallel(rows)
@@ -163,7 +177,7 @@ def dot_compute(A: te.Tensor, B: te.Tensor, target=None, name: str = "C",
     batch = tuple(ba) if batch is None else tuple(batch)
     N = B.shape[-2]
     width = const_int(K)
-    k = te.reduce_axis((K + (lanes - 1)) // lanes, "k")
+    k = te.reduce_axis(_ceil_div(K, lanes), "k")
 
     def part(*idx):
         *b, m, n, lane = idx

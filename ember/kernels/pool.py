@@ -26,7 +26,7 @@ from ..loop import intrinsics as intr
 from ..loop.expr import Expr, cast, const, max_, min_, select
 from ..loop.schedule import Schedule
 from .common import const_int, host, parallel_outer, vector_lanes
-from .conv import pad_spatial
+from .conv import pad_spatial, vectorize_copy, window_last
 
 
 def neutral(combiner: str, dtype: str):
@@ -60,7 +60,7 @@ def _window_count(o: Expr, k: int, s: int, d: int, begin: int, lo: int, hi: int)
 
 def pool_compute(data: te.Tensor, kind: str, kernel: Sequence[int], strides=None, padding=None,
                  dilation=None, ceil_mode: bool = False, count_include_pad: bool = False, p: int = 2,
-                 out_spatial: Optional[Sequence] = None, name: str = "pool") -> te.Tensor:
+                 out_spatial: Optional[Sequence] = None, name: str = "pool", target=None) -> te.Tensor:
     """``kind`` ("max", "avg" or "lp") pooling of ``data`` (N, C, spatial...); ``padding`` lists
     every axis's leading pad, then every trailing pad. The result stage's ``attrs`` hold the
     stages the schedule needs (``pad``, ``acc``: the window reduction)."""
@@ -75,21 +75,27 @@ def pool_compute(data: te.Tensor, kind: str, kernel: Sequence[int], strides=None
                                   ceil_mode) for i in range(n)]
     out_spatial = [const_int(o) if isinstance(o, Expr) else o for o in out_spatial]
     combiner = "max" if kind == "max" else "sum"
-    # pad exactly to what the last window reads: ceil-mode windows may go past the trailing pad
+    lanes = vector_lanes(host(target), data.dtype)
+    # pad to what the windows read: ceil-mode windows may go past the trailing pad, and along
+    # the last axis every window of the last vector of outputs
     begin = padding[:n]
+    last = [o if i < n - 1 else -(-o // lanes) * lanes for i, o in enumerate(out_spatial)]
     end = [(o - 1) * s + d * (k - 1) + 1 - b - size
-           for o, s, d, k, b, size in zip(out_spatial, strides, dilation, kernel, begin, sizes)]
-    padded = pad_spatial(data, begin, end, neutral(combiner, data.dtype), f"{name}_pad")
+           for o, s, d, k, b, size in zip(last, strides, dilation, kernel, begin, sizes)]
+    phases = strides[-1]  # a strided window reads its de-interleaved input contiguously
+    padded = pad_spatial(data, begin, end, neutral(combiner, data.dtype), f"{name}_pad", phases=phases)
     rk = [te.reduce_axis(k, f"{name}_k{i}") for i, k in enumerate(kernel)]
 
     def element(nn, c, *o):
-        v = padded[(nn, c, *[oi * s + r.var * d for oi, s, r, d in zip(o, strides, rk, dilation)])]
+        idx = [oi * s + r.var * d for oi, s, r, d in zip(o[:-1], strides, rk, dilation)]
+        idx += window_last(padded, o[-1], rk[-1].var, strides[-1], dilation[-1], phases)
+        v = padded[(nn, c, *idx)]
         if kind == "lp":
             v = intr.abs(v) if p == 1 else v * v if p == 2 else intr.pow(intr.abs(v), const(float(p), v.dtype))
         return getattr(te, combiner)(v, axis=tuple(rk))
 
     shape = tuple(data.shape[:2]) + tuple(out_spatial)
-    parts = {"kind": "pool", "pad": padded if padded is not data else None}
+    parts = {"kind": "pool", "pad": padded if padded is not data else None, "xb": lanes}
     acc = te.compute(shape, element, name if kind == "max" else f"{name}_acc", attrs=parts)
     if kind == "max":
         return acc
@@ -168,7 +174,7 @@ def schedule_pool(s: Schedule, anchor: te.Tensor, out: Optional[te.Tensor] = Non
     n, c, *sp = so.leaf
     nc = so.fuse(n, c)
     so.parallel(nc)
-    xo, xi = so.split(sp[-1], factor=lanes)
+    xo, xi = so.split(sp[-1], factor=acc.op.attrs["xb"])
     so.vectorize(xi)
     st = s[local]
     st.compute_at(so, xo)
@@ -180,8 +186,7 @@ def schedule_pool(s: Schedule, anchor: te.Tensor, out: Optional[te.Tensor] = Non
     pad = acc.op.attrs["pad"]
     if pad is not None:
         s[pad].compute_at(so, nc)
-        _, pi = s[pad].split(s[pad].leaf[-1], factor=lanes)
-        s[pad].vectorize(pi)
+        vectorize_copy(s[pad], pad, lanes)
     return s
 
 
