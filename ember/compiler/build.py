@@ -17,6 +17,16 @@ from .group import lower_group
 from .memory_plan import Interval, plan_memory
 
 
+_RELABEL = ("reshape", "squeeze", "unsqueeze", "flatten")
+
+
+def is_relabel(fn: Function) -> bool:
+    """A group that only gives its input a new shape: a view of the same bytes, no kernel."""
+    b = fn.body
+    return (isinstance(b, Call) and b.op in _RELABEL and len(fn.params) == 1 and b.args == (fn.params[0],)
+            and b.type.dtype == fn.params[0].type.dtype)
+
+
 def _nbytes(t: TensorType) -> int:
     return int(np.prod(t.shape, dtype=np.int64)) * dt.nbytes(t.dtype)
 
@@ -70,7 +80,7 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
     for gname, fn in mod.functions:
         if gname == "main":
             continue
-        if fn not in kernel_of:
+        if fn not in kernel_of and not is_relabel(fn):
             kernel_of[fn] = gname
             kernels.append(lower_group(fn, gname, target))
     t1 = time.perf_counter()
@@ -91,6 +101,10 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
             args = [slot_of[a] for a in n.args]
             if any(isinstance(a, tuple) for a in args):
                 raise LoweringError(f"{n.op}: tuple-valued arguments are not supported")
+            if is_relabel(fn):
+                base = prog.slots[args[0]].get("base", args[0])
+                slot_of[n] = prog.slot("view", n.type, base=base)
+                continue
             kind = "output" if id(n) in out_nodes else "arena"
             outs = tuple(prog.slot(kind, t) for t in _tensor_types(n.type))
             slot_of[n] = outs if isinstance(n.type, TupleType) else outs[0]
@@ -127,7 +141,7 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
     last_use: dict = {}
     for i, c in enumerate(prog.calls):
         for a in c["args"]:
-            last_use[a] = i
+            last_use[prog.slots[a].get("base", a)] = i  # a view keeps its base alive
     values = []
     for s, info in enumerate(prog.slots):
         if info["kind"] == "arena":

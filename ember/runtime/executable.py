@@ -45,7 +45,7 @@ class Executable:
     """Kernels (a loaded :class:`~ember.runtime.module.Module`), a program and its constants.
 
     ``program`` keys: ``inputs``/``outputs`` (lists of {name, shape, dtype, slot}), ``slots``
-    (list of {kind: input|const|arena|output, index or offset, shape, dtype}), ``calls``
+    (list of {kind: input|const|arena|output|view, index, offset or base, shape, dtype}; a view is a reshape of its base's bytes), ``calls``
     (list of {kernel, args: [slot ids], nodes: source description}), ``arena_bytes``,
     ``intermediate_bytes``.
     """
@@ -70,6 +70,14 @@ class Executable:
                 n = int(np.prod(s["shape"], dtype=np.int64))
                 view = self._arena[s["offset"]: s["offset"] + n * dt.itemsize].view(dt)
                 self._fixed[k] = view.reshape(s["shape"])
+        # views (reshapes) of constants and arena values are made once; of inputs, per run
+        self._views = []
+        for k, s in enumerate(self._slots):
+            if s["kind"] == "view":
+                if self._fixed[s["base"]] is not None:
+                    self._fixed[k] = self._fixed[s["base"]].reshape(s["shape"])
+                else:
+                    self._views.append((k, s["base"], tuple(s["shape"])))
         self._calls = [(module[c["kernel"]], tuple(c["args"])) for c in program["calls"]]
         self._input_slots = [i["slot"] for i in program["inputs"]]
         self._names = [i.name for i in self.input_info]
@@ -116,6 +124,8 @@ class Executable:
             if s["kind"] == "output":
                 a = np.empty(o["shape"], numpy_dtype(o["dtype"]))
                 vals[o["slot"]] = a
+        for k, base, shape in self._views:
+            vals[k] = vals[base].reshape(shape)
         for kernel, args in self._calls:
             kernel(*[vals[a] for a in args])
         for o in self.program["outputs"]:

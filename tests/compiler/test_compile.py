@@ -103,3 +103,25 @@ def test_symbolic_inputs_need_shapes():
 
 def test_compile_times_are_recorded(chain):
     assert {"import", "pass fuse_ops", "lower groups", "codegen", "total"} <= set(chain.compile_times)
+
+
+def test_reshape_between_kernels_is_a_view_not_a_kernel():
+    x = Var("x", T(4, 6))
+    r = Call("reshape", [Call("exp", [x])], {"newshape": (24,)})
+    y = Call("reshape", [Call("sum", [r], {"axis": (0,), "keepdims": True})], {"newshape": ()})
+    exe = ember.compile(mod_of([x], Tuple([y, r])))
+    assert [k for k, _ in exe.kernel_calls] == ["fused_exp_reshape", "fused_sum"]  # the last reshape: a view
+    xv = np.random.default_rng(2).random((4, 6)).astype("float32")
+    s, rv = exe.run(xv)
+    np.testing.assert_allclose(rv, np.exp(xv).reshape(24), rtol=1e-6)
+    np.testing.assert_allclose(s, np.exp(xv).sum(), rtol=1e-5)
+    assert s.shape == () and rv.shape == (24,)
+
+
+def test_reshape_of_an_input_and_of_a_constant():
+    x = Var("x", T(2, 3))
+    c = const(np.arange(6, dtype="float32").reshape(3, 2))
+    body = Call("add", [Call("reshape", [x], {"newshape": (6,)}), Call("reshape", [c], {"newshape": (6,)})])
+    exe = ember.compile(mod_of([x], body), opt_level=0)  # no folding: the constant's reshape stays
+    xv = np.ones((2, 3), "float32")
+    np.testing.assert_array_equal(exe.run(xv)[0], np.arange(6) + 1)

@@ -32,3 +32,31 @@ def test_light_model_matches_reference(name):
     exe = ember.compile(model)
     (out,) = exe.run(*inputs)
     np.testing.assert_allclose(out, ref, rtol=1e-3, atol=1e-5)
+
+
+def test_resnet50_fuses_to_one_kernel_per_conv():
+    """After fusion resnet50 is one kernel per conv (BN folded into its weights, bias, ReLU and
+    the residual add in its epilogue) plus max pool, average pool, dense and softmax."""
+    from collections import Counter
+
+    from ember.frontend.onnx import from_onnx
+    from ember.graph import topo_calls
+    from ember.graph.infer import infer_types
+    from ember.graph.passes import PassContext, VerifyAfterPass, default_pipeline
+    from ember.compiler.build import is_relabel
+
+    mod = infer_types(from_onnx(os.path.join(LIGHT, "light_resnet50.onnx")))
+    convs = sum(c.op == "nn.conv2d" for c in topo_calls(mod))
+    fused = PassContext(opt_level=3, instruments=[VerifyAfterPass()]).run(mod, default_pipeline())
+    kernels = [c for c in topo_calls(fused.main) if not is_relabel(fused[c.op])]
+    anchors = Counter()
+    for k in kernels:
+        ops = [c.op for c in topo_calls(fused[k.op])]
+        assert sum(op in ("nn.conv2d", "nn.max_pool2d", "nn.avg_pool2d", "nn.dense", "nn.softmax") for op in ops) == 1, ops
+        anchors[ops[0]] += 1
+        assert "nn.batch_norm" not in ops
+    assert convs == 53 and anchors == Counter({"nn.conv2d": 53, "nn.max_pool2d": 1, "nn.avg_pool2d": 1,
+                                               "nn.dense": 1, "nn.softmax": 1})
+    assert len(kernels) == 57
+    # the residual blocks: conv + shift + residual add + relu in one kernel
+    assert sum([c.op for c in topo_calls(fused[k.op])] == ["nn.conv2d", "add", "add", "nn.relu"] for k in kernels) == 16
