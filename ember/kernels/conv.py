@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional, Sequence
 
-from ..errors import ShapeError
+from ..errors import UnsupportedOpError
 from ..loop import compute as te
 from ..loop.arith import simplify
 from ..loop.expr import Expr, as_expr, const, eq, logical_and, select
@@ -142,7 +142,7 @@ def conv_window(data: te.Tensor, weight: Callable, F: int, groups: int, kernel: 
     n = data.ndim - 2
     C = const_int(data.shape[1])
     if C is None or C % groups or F % groups:
-        raise ShapeError(f"{name}: {C} input and {F} output channels must be static and divide into "
+        raise UnsupportedOpError(f"{name}: {C} input and {F} output channels must be static and divide into "
                          f"{groups} groups")
     Cg, Fg = C // groups, F // groups
     dilate = tuple(dilate or (1,) * n)

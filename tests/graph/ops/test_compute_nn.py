@@ -170,8 +170,9 @@ def fused_kernel(op: str, attrs: dict, types: list, epilogue=None, schedule: boo
           for i, t in enumerate(types)]
     anchor = get_op(op).compute(attrs, xs, out_type)
     assert anchor.dtype == out_type.dtype
-    assert tuple(d.value if hasattr(d, "value") else d.name for d in anchor.shape) == \
-        tuple(d.name if isinstance(d, Dim) else d for d in out_type.shape)
+    # static dims agree; a symbolic one is the compute's expression of its input's sizes
+    assert [getattr(d, "value", None) for d in anchor.shape] == \
+        [None if isinstance(d, Dim) else d for d in out_type.shape]
     extra, inner, out, post = [], [], anchor, None
     if epilogue is not None:
         extra, inner, out, post = _epilogue(epilogue, anchor)
@@ -415,35 +416,48 @@ def test_unsupported_cases_name_the_op():
         get_op("nn.max_pool2d").compute({"pool_size": (2, 2)}, [xs], TensorType((1, 2, Dim("h"), 5), F))
     with pytest.raises(UnsupportedOpError, match="nn.softmax.*float"):
         get_op("nn.softmax").compute({}, [xi], TensorType((1, 2, 6, 6), "int32"))
+    xc, w = te.placeholder((1, "c", 6, 6), F, "x"), te.placeholder((4, 2, 3, 3), F, "w")
+    with pytest.raises(UnsupportedOpError, match="channels must be static"):
+        get_op("nn.conv2d").compute({}, [xc, w], TensorType((1, 4, 4, 4), F))
 
 
-def test_int_max_pool_and_float64():
-    # max pooling of integers pads with the dtype's minimum; float64 through conv and softmax
+def test_other_dtypes():
+    # max pooling of integers pads with the dtype's minimum; float64 and float16 (which also
+    # accumulates in float16, hence the tolerance) through the computes and their schedules
     cases = [
         ("nn.max_pool2d", {"pool_size": (3, 3), "padding": (1, 1, 1, 1)}, [((1, 2, 5, 6), "int32")],
-         lambda x: pool_ref(x, "max", (3, 3), None, (1, 1, 1, 1))),
-        ("nn.global_max_pool2d", {}, [((2, 3, 4, 11), "int8")], lambda x: x.max((2, 3), keepdims=True)),
+         lambda x: pool_ref(x, "max", (3, 3), None, (1, 1, 1, 1)), 0),
+        ("nn.global_max_pool2d", {}, [((2, 3, 4, 11), "int8")], lambda x: x.max((2, 3), keepdims=True), 0),
         ("nn.conv2d", {"padding": (1, 1, 1, 1), "groups": 2}, [((1, 4, 6, 5), "float64"), ((4, 2, 3, 3), "float64")],
-         lambda x, w: conv_ref(x, w, None, (1, 1, 1, 1), None, 2)),
-        ("nn.softmax", {"axis": 1}, [((3, 7, 2), "float64")], lambda x: softmax_ref(x, 1)),
+         lambda x, w: conv_ref(x, w, None, (1, 1, 1, 1), None, 2), 1e-12),
+        ("nn.softmax", {"axis": 1}, [((3, 7, 2), "float64")], lambda x: softmax_ref(x, 1), 1e-12),
+        ("nn.dense", {}, [((9, 16), "float64"), ((5, 16), "float64")], lambda x, w: x @ w.T, 1e-12),
+        ("nn.conv2d", {"padding": (1, 1, 1, 1)}, [((1, 3, 6, 7), "float16"), ((4, 3, 3, 3), "float16")],
+         lambda x, w: conv_ref(x, w, padding=(1, 1, 1, 1)), 5e-2),
+        ("nn.softmax", {}, [((3, 20), "float16")], softmax_ref, 2e-3),
+        ("nn.avg_pool2d", {"pool_size": (2, 2)}, [((1, 2, 5, 6), "float16")], lambda x: pool_ref(x, "avg", (2, 2)), 2e-3),
+        ("nn.layer_norm", {}, [((3, 20), "float16"), ((20,), "float16"), ((20,), "float16")],
+         lambda x, g, b: normalize_ref(x, (1,), 1e-5, g, b), 3e-2),
     ]
     kernels = []
-    for i, (op, attrs, ins, _) in enumerate(cases):
+    for i, (op, attrs, ins, _, _) in enumerate(cases):
         s, args, *_ = fused_kernel(op, attrs, [TensorType(sh, d) for sh, d in ins])
         kernels.append((s, args, f"d{i}"))
     mod = ember.build(kernels, name="nn_dtypes")
-    for i, (op, attrs, ins, ref) in enumerate(cases):
+    for i, (op, attrs, ins, ref, tol) in enumerate(cases):
         arrays = [(RNG.integers(-100, 100, sh) if "int" in d else RNG.standard_normal(sh)).astype(dt.numpy_dtype(d))
                   for sh, d in ins]
-        want = np.asarray(ref(*arrays))
+        want = np.asarray(ref(*[a.astype(np.float64) if "float" in str(a.dtype) else a for a in arrays]))
         out = np.zeros(want.shape, arrays[0].dtype)
         mod[f"d{i}"](*arrays, out)
-        np.testing.assert_allclose(out, want.astype(out.dtype), rtol=1e-12, atol=1e-12, err_msg=op)
+        np.testing.assert_allclose(out.astype(np.float64), want, rtol=tol, atol=tol, err_msg=f"{op} {ins[0][1]}")
 
 
-def test_symbolic_batch():
-    # a symbolic batch size: the kernel takes it as an argument
+def test_symbolic_sizes():
+    # a symbolic batch size (or image height): the kernel takes it as an argument
     cases = [
+        ("nn.conv2d", {"padding": (1, 1, 1, 1), "strides": (2, 2)}, [(1, 3, "n", 7), (4, 3, 3, 3)],
+         lambda x, w: conv_ref(x, w, (2, 2), (1, 1, 1, 1))),
         ("nn.conv2d", {"padding": (1, 1, 1, 1)}, [("n", 3, 6, 7), (4, 3, 3, 3)],
          lambda x, w: conv_ref(x, w, padding=(1, 1, 1, 1))),
         ("nn.dense", {}, [("n", 20), (9, 20)], lambda x, w: x @ w.T),
