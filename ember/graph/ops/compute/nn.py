@@ -17,7 +17,7 @@ from ....kernels.norm import axis_stat, normalize_compute, softmax_compute, stat
 from ....loop import compute as te
 from ....loop import dtype as dt
 from ....loop import intrinsics as intr
-from ....loop.expr import cast, const, logical_and, select
+from ....loop.expr import cast, const, eq, logical_and, select
 from ..registry import norm_axis
 from .common import register_compute, stage_name, te_shape
 
@@ -101,7 +101,9 @@ def _lp_normalize(attrs, inputs, out_type):
 
     def body(*i):
         norm = s[stat_index(i, s)]
-        return x[i] / (norm if p == 1 else intr.sqrt(norm))
+        zero = const(0.0, x.dtype)
+        # a zero vector stays zero (ONNX's reference), not 0/0 = nan
+        return select(eq(norm, zero), zero, x[i] / (norm if p == 1 else intr.sqrt(norm)))
 
     return te.compute(tuple(x.shape), body, name, attrs=_rows([S], axis, x.ndim - 1 - axis))
 
