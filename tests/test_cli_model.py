@@ -1,0 +1,48 @@
+"""``ember compile`` and ``ember run`` end to end on a small ONNX model, and their errors."""
+import os
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from ember.cli import main
+
+
+def _model(path, op="Relu"):
+    w = numpy_helper.from_array(np.full((3,), 2.0, np.float32), "w")
+    nodes = [helper.make_node("Mul", ["x", "w"], ["m"], name="mul0"), helper.make_node(op, ["m"], ["y"], name="act0")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])], [w])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def test_compile_then_run_a_library(tmp_path, capsys):
+    src = _model(str(tmp_path / "m.onnx"))
+    lib = str(tmp_path / "m.so")
+    assert main(["compile", src, "-o", lib]) == 0
+    assert "wrote" in capsys.readouterr().out and os.path.exists(lib)
+    x = np.array([[-1, 0, 1], [2, -3, 4]], np.float32)
+    np.save(tmp_path / "x.npy", x)
+    out = tmp_path / "out"
+    assert main(["run", lib, "--input", f"x={tmp_path / 'x.npy'}", "--output-dir", str(out)]) == 0
+    np.testing.assert_array_equal(np.load(out / "y.npy"), np.maximum(2 * x, 0))
+
+
+def test_run_an_onnx_file_directly_with_random_inputs(tmp_path, capsys):
+    assert main(["run", _model(str(tmp_path / "m.onnx"))]) == 0
+    assert "y: (2, 3) float32" in capsys.readouterr().out
+
+
+def test_errors_are_named_and_exit_2(tmp_path, capsys):
+    src = _model(str(tmp_path / "m.onnx"))
+    bad = tmp_path / "cut.onnx"
+    bad.write_bytes(open(src, "rb").read()[:40])
+    assert main(["compile", str(bad)]) == 2
+    assert "cut.onnx" in capsys.readouterr().err
+    assert main(["run", _model(str(tmp_path / "u.onnx"), op="NonZero")]) == 2
+    err = capsys.readouterr().err
+    assert "NonZero" in err and "act0" in err
+    np.save(tmp_path / "x.npy", np.zeros((3, 2), np.float32))
+    assert main(["run", src, "--input", f"x={tmp_path / 'x.npy'}"]) == 2
+    assert "input 'x' must have shape (2, 3), got (3, 2)" in capsys.readouterr().err
