@@ -7,7 +7,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from ..errors import EmberError, LoweringError, ShapeError
+from ..errors import LoweringError, ShapeError
 from ..graph.ir import Call, Constant, Function, Module, Tuple, TupleGetItem, Var
 from ..graph.types import TensorType, TupleType
 from ..graph.visit import post_order
@@ -87,7 +87,6 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
 
     # the program: calls in dataflow order, values in fresh slots
     out_exprs = list(main.body.fields) if isinstance(main.body, Tuple) else [main.body]
-    out_nodes = {id(e) for e in out_exprs}
     produced_at: dict = {}
     for n in post_order(main.body):
         if isinstance(n, Var):
@@ -105,8 +104,7 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
                 base = prog.slots[args[0]].get("base", args[0])
                 slot_of[n] = prog.slot("view", n.type, base=base)
                 continue
-            kind = "output" if id(n) in out_nodes else "arena"
-            outs = tuple(prog.slot(kind, t) for t in _tensor_types(n.type))
+            outs = tuple(prog.slot("arena", t) for t in _tensor_types(n.type))
             slot_of[n] = outs if isinstance(n.type, TupleType) else outs[0]
             prog.calls.append({"kernel": kernel_of[fn], "args": args + list(outs),
                                "nodes": n.op})
@@ -116,26 +114,17 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
             slot_of[n] = slot_of[n.tuple][n.index]
         elif isinstance(n, Tuple) and n is not main.body:
             raise LoweringError("tuples inside the model body are not supported")
-    # outputs that a kernel does not write directly (an input, a constant, a tuple field, a
-    # repeat) are copied at the end of a run
-    outputs, seen = [], set()
+    # a kernel writes a model output straight into the caller's new array; outputs it does not
+    # write (an input, a constant, a view, a repeat) are copied at the end of a run
+    outputs = []
     names = list(output_names or [])
     for k, e in enumerate(out_exprs):
         s = slot_of[e]
-        t = e.type
-        copy = s in seen or prog.slots[s]["kind"] != "output"
-        seen.add(s)
-        outputs.append({"name": names[k] if k < len(names) else f"output_{k}", "shape": list(t.shape),
-                        "dtype": t.dtype, "slot": s, "copy": copy})
-    # tuple fields that are outputs are written by their kernel into an output slot too
-    out_field_slots = {o["slot"] for o in outputs}
-    for s in out_field_slots:
-        if prog.slots[s]["kind"] == "arena":
+        direct = prog.slots[s]["kind"] == "arena"
+        if direct:
             prog.slots[s]["kind"] = "output"
-            for o in outputs:
-                if o["slot"] == s:
-                    o["copy"] = False
-                    break
+        outputs.append({"name": names[k] if k < len(names) else f"output_{k}", "shape": list(e.type.shape),
+                        "dtype": e.type.dtype, "slot": s, "copy": not direct})
 
     # memory plan over the arena slots
     last_use: dict = {}
@@ -159,8 +148,6 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
         timings["codegen"] = t2 - t1
     program = {"inputs": inputs, "outputs": outputs, "slots": prog.slots, "calls": prog.calls,
                "arena_bytes": plan.arena_bytes, "intermediate_bytes": plan.total_bytes}
-    if module is None and prog.calls:
-        raise EmberError("internal: calls without kernels")
     return Executable(module, program, prog.constants)
 
 

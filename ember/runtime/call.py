@@ -57,7 +57,7 @@ def make_call(kernel) -> callable:
     nb = len(bufs)
     ns = {"_ndarray": np.ndarray, "_NDArray": NDArray, "_vp": ctypes.c_void_p.from_address, "_id": id,
           "_cfunc": kernel._cfunc, "_k": kernel, "_ArgErr": ctypes.ArgumentError}
-    lines = [f"def __call__(*args):",
+    lines = ["def __call__(*args):",
              f"    if len(args) != {nb + len(explicit)}: _k._bad_count(args)"]
     bound: list = []  # symbolic names known so far, in binding order
     local = {name: f"v_{k}" for k, (name, _, _) in enumerate(scalars)}

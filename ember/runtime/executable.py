@@ -80,6 +80,10 @@ class Executable:
                     self._views.append((k, s["base"], tuple(s["shape"])))
         self._calls = [(module[c["kernel"]], tuple(c["args"])) for c in program["calls"]]
         self._input_slots = [i["slot"] for i in program["inputs"]]
+        # per run: a new array for each output a kernel writes; the others are copied out
+        self._out_new = [(o["slot"], tuple(o["shape"]), numpy_dtype(o["dtype"])) for o in program["outputs"]
+                         if self._slots[o["slot"]]["kind"] == "output" and not o["copy"]]
+        self._out_take = [(o["slot"], bool(o["copy"])) for o in program["outputs"]]
         self._names = [i.name for i in self.input_info]
 
     # -- running --------------------------------------------------------------------------------
@@ -118,20 +122,13 @@ class Executable:
         vals = list(self._fixed)
         for slot, a in zip(self._input_slots, inputs):
             vals[slot] = a
-        outs = []
-        for o in self.program["outputs"]:
-            s = self._slots[o["slot"]]
-            if s["kind"] == "output":
-                a = np.empty(o["shape"], numpy_dtype(o["dtype"]))
-                vals[o["slot"]] = a
+        for slot, shape, dtype in self._out_new:
+            vals[slot] = np.empty(shape, dtype)
         for k, base, shape in self._views:
             vals[k] = vals[base].reshape(shape)
         for kernel, args in self._calls:
             kernel(*[vals[a] for a in args])
-        for o in self.program["outputs"]:
-            a = vals[o["slot"]]
-            outs.append(a if self._slots[o["slot"]]["kind"] == "output" and not o.get("copy") else np.array(a))
-        return outs
+        return [np.array(vals[slot]) if copy else vals[slot] for slot, copy in self._out_take]
 
     __call__ = run
 

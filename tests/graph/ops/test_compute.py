@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 
 import ember
+
+from .conftest import build_all
 from ember.graph import TensorType
 from ember.graph.ops import get_op, infer_type, list_ops
 from ember.kernels.elementwise import schedule_elementwise
@@ -252,12 +254,7 @@ def _make(case, name):
 
 @pytest.fixture(scope="module")
 def built():
-    kernels, types = [], []
-    for i, case in enumerate(CASES):
-        k, t = _make(case, f"k{i}")
-        kernels.append(k)
-        types.append(t)
-    return ember.build(kernels, name="computes"), types
+    return build_all(CASES, lambda i, c: _make(c, f"k{i}"), "computes")
 
 
 @pytest.mark.parametrize("i", range(len(CASES)), ids=[_case_id(c) for c in CASES])

@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 
 import ember
+
+from .conftest import build_all
 import ember.graph.ops.compute  # registers the computes
 from ember.graph import TensorType, TupleType
 from ember.graph.ops import get_op, infer_type, list_ops
@@ -315,12 +317,8 @@ def _make(op, attrs, types, name, placeholder_shape=None):
 
 @pytest.fixture(scope="module")
 def built():
-    kernels, types = [], []
-    for i, (op, attrs, ins, _, _) in enumerate(CASES):
-        k, t = _make(op, attrs, [TensorType(a.shape, dt.from_numpy(a.dtype)) for a in ins], f"k{i}")
-        kernels.append(k)
-        types.append(t)
-    return ember.build(kernels, name="computes_index"), types
+    return build_all(CASES, lambda i, c: _make(c[0], c[1], [TensorType(a.shape, dt.from_numpy(a.dtype))
+                                                           for a in c[2]], f"k{i}"), "computes_index")
 
 
 @pytest.mark.parametrize("i", range(len(CASES)), ids=[_case_id(c) for c in CASES])

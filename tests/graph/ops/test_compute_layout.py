@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 from onnx.reference.ops.op_resize import _cubic_coeffs, _interpolate_nd, _linear_coeffs, _nearest_coeffs
 
 import ember
+
+from .conftest import build_all
 import ember.graph.ops.compute  # registers the computes
 from ember.errors import DTypeError, UnsupportedOpError
 from ember.graph import TensorType
@@ -296,12 +298,7 @@ def _make(c, name):
 
 @pytest.fixture(scope="module")
 def built():
-    kernels, types = [], []
-    for i, c in enumerate(CASES):
-        k, t = _make(c, f"k{i}")
-        kernels.append(k)
-        types.append(t)
-    return ember.build(kernels, name="layout_computes"), types
+    return build_all(CASES, lambda i, c: _make(c, f"k{i}"), "layout_computes")
 
 
 @pytest.mark.parametrize("i", range(len(CASES)), ids=[_case_id(c) for c in CASES])

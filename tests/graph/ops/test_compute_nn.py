@@ -15,6 +15,8 @@ import numpy as np
 import pytest
 
 import ember
+
+from .conftest import build_all
 import ember.graph.ops.compute  # noqa: F401  (registers the computes and the schedules)
 from ember.errors import UnsupportedOpError
 from ember.graph import TensorType
@@ -342,12 +344,7 @@ def _make(i, case):
 
 @pytest.fixture(scope="module")
 def built():
-    kernels, info = [], []
-    for i, case in enumerate(CASES):
-        k, extra = _make(i, case)
-        kernels.append(k)
-        info.append(extra)
-    return ember.build(kernels, name="nn_computes"), info
+    return build_all(CASES, _make, "nn_computes")
 
 
 @pytest.mark.parametrize("i", range(len(CASES)), ids=[_case_id(c) for c in CASES])

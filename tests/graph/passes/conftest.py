@@ -1,7 +1,7 @@
 """Helpers for pass tests: typed graph building."""
 import numpy as np
 
-from ember.graph import Call, Function, Module, TensorType, Var
+from ember.graph import Call, Function, Module, TensorType
 from ember.graph.infer import infer_types
 
 
