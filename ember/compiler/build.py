@@ -148,7 +148,11 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
         timings["codegen"] = t2 - t1
     program = {"inputs": inputs, "outputs": outputs, "slots": prog.slots, "calls": prog.calls,
                "arena_bytes": plan.arena_bytes, "intermediate_bytes": plan.total_bytes}
-    return Executable(module, program, prog.constants)
+    exe = Executable(module, program, prog.constants)
+    # what a profiler needs to rebuild the kernels differently (loop instrumentation)
+    exe.kernel_sources = [(k.schedule, k.inputs + k.outputs, k.name) for k in kernels]
+    exe.target = target
+    return exe
 
 
 __all__ = ["build_executable"]

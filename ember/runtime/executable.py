@@ -85,6 +85,9 @@ class Executable:
                          if self._slots[o["slot"]]["kind"] == "output" and not o["copy"]]
         self._out_take = [(o["slot"], bool(o["copy"])) for o in program["outputs"]]
         self._names = [i.name for i in self.input_info]
+        # set by the compiler (absent on a loaded export): [(schedule, args, kernel name)], target
+        self.kernel_sources: list = []
+        self.target = None
 
     # -- running --------------------------------------------------------------------------------
     def _bind(self, arrays: tuple, named: dict) -> list:
