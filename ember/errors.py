@@ -40,3 +40,8 @@ class ParseError(EmberError):
 
 class LoweringError(EmberError):
     """A tensor computation could not be lowered to a loop program."""
+
+
+class ProfileError(EmberError):
+    """A profiling request that cannot be honoured (bad options, a model that cannot be
+    re-instrumented)."""

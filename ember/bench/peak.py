@@ -52,3 +52,18 @@ def measure_peak(target=None, repeat: int = 5) -> float:
     # a peak is the best the machine does, so take the fastest run, not the median
     sec = min(median_time(lambda: k(xy, out), warmup=1, repeat=1) for _ in range(repeat))
     return flops / sec / 1e9
+
+
+def measure_bandwidth(nbytes: int = 64 << 20, repeat: int = 5) -> float:
+    """Measured memory bandwidth in GB/s: a copy of ``nbytes`` (far past the caches) counts
+    its read and its write."""
+    import time
+
+    src = np.ones(nbytes // 4, dtype=np.float32)
+    dst = np.empty_like(src)
+    best = float("inf")
+    for _ in range(repeat):
+        t = time.perf_counter()
+        np.copyto(dst, src)
+        best = min(best, time.perf_counter() - t)
+    return 2 * nbytes / best / 1e9

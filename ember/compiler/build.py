@@ -8,6 +8,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from ..errors import LoweringError, ShapeError
+from ..graph.cost import function_flops, function_ops
 from ..graph.ir import Call, Constant, Function, Module, Tuple, TupleGetItem, Var
 from ..graph.types import TensorType, TupleType
 from ..graph.visit import post_order
@@ -106,8 +107,13 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
                 continue
             outs = tuple(prog.slot("arena", t) for t in _tensor_types(n.type))
             slot_of[n] = outs if isinstance(n.type, TupleType) else outs[0]
-            prog.calls.append({"kernel": kernel_of[fn], "args": args + list(outs),
-                               "nodes": n.op})
+            all_args = args + list(outs)
+            moved = sum(_nbytes(TensorType(tuple(prog.slots[a]["shape"]), prog.slots[a]["dtype"]))
+                        for a in dict.fromkeys(all_args))
+            # what the profiler reports: the source nodes, the ops, the work and the traffic
+            prog.calls.append({"kernel": kernel_of[fn], "args": all_args, "group": n.op,
+                               "nodes": "+".join(n.span) or n.op, "ops": function_ops(fn),
+                               "flops": function_flops(fn), "bytes": moved})
             for o in outs:
                 produced_at[o] = len(prog.calls) - 1
         elif isinstance(n, TupleGetItem):

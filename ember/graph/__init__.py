@@ -19,7 +19,7 @@ def main(%x: Tensor[(batch, 4), float32]):
 """
 from .attrs import Attrs
 from .diff import assert_structural_equal, structural_diff
-from .ir import Call, Constant, Expr, Function, Module, Tuple, TupleGetItem, Var, const
+from .ir import Call, Constant, Expr, Function, Module, Tuple, TupleGetItem, Var, const, merge_spans, source_span
 from .printer import astext
 from .types import Dim, FuncType, TensorType, TupleType, Type
 from .visit import (children, count_nodes, free_vars, post_order, rewrite, substitute, topo_calls,
@@ -28,6 +28,6 @@ from .visit import (children, count_nodes, free_vars, post_order, rewrite, subst
 __all__ = [
     "Attrs", "Call", "Constant", "Dim", "Expr", "FuncType", "Function", "Module", "TensorType",
     "Tuple", "TupleGetItem", "TupleType", "Type", "Var", "assert_structural_equal", "astext",
-    "children", "const", "count_nodes", "free_vars", "post_order", "rewrite", "structural_diff",
+    "children", "const", "merge_spans", "source_span", "count_nodes", "free_vars", "post_order", "rewrite", "structural_diff",
     "substitute", "topo_calls", "use_counts", "walk",
 ]

@@ -42,6 +42,8 @@ _UNSET = object()
 # never keeps a graph alive; keys hold only what the node itself holds (its children).
 _TABLE: "weakref.WeakValueDictionary[tuple, Expr]" = weakref.WeakValueDictionary()
 _INTERN = True
+# The source span new Calls get when none is given (``source_span``); see Call.span.
+_SPAN: tuple = ()
 
 
 @contextlib.contextmanager
@@ -53,6 +55,27 @@ def _interning(enabled: bool):
         yield
     finally:
         _INTERN = old
+
+
+@contextlib.contextmanager
+def source_span(*names: str):
+    """Calls built inside this block without a ``span`` get ``names`` as their span.
+
+    A frontend wraps the conversion of each model node in it (``with source_span("Conv_12"):``),
+    so every op that node becomes remembers where it came from; a pass that merges calls
+    (batch norm into a conv, say) wraps its rewrite in the union of their spans.
+    """
+    global _SPAN
+    old, _SPAN = _SPAN, tuple(dict.fromkeys(n for n in names if n))
+    try:
+        yield
+    finally:
+        _SPAN = old
+
+
+def merge_spans(*calls) -> tuple:
+    """The union of the spans of ``calls`` (non-calls contribute nothing), in order."""
+    return tuple(dict.fromkeys(s for c in calls for s in getattr(c, "span", ())))
 
 
 class _Interned(type):
@@ -180,8 +203,16 @@ class Call(Expr):
     args: tuple = ()
     attrs: Attrs = Attrs()
     type: Optional[Type] = None
+    # The source-model nodes this call came from, e.g. ("Conv_12", "BatchNormalization_13").
+    # Provenance, not structure: equality and hashing ignore it (CSE still merges equal
+    # calls), but a call is only interned with one of the same span, so a span set is kept.
+    span: tuple = ()
 
     def __post_init__(self):
+        span = tuple(self.span) if self.span else _SPAN
+        if not all(isinstance(x, str) for x in span):
+            raise TypeError(f"a span is a tuple of source node names, got {self.span!r}")
+        object.__setattr__(self, "span", span)
         if not isinstance(self.op, str) or not _OP.match(self.op):
             raise ValueError(f"an op name is a dotted identifier like 'nn.conv2d', got {self.op!r}")
         args = tuple(self.args)
@@ -191,6 +222,12 @@ class Call(Expr):
         if not isinstance(self.attrs, Attrs):
             object.__setattr__(self, "attrs", Attrs(self.attrs))
         check_type(self.type, f"the type of {self.op}")
+
+    def _key(self) -> tuple:
+        return (self.op, self.args, self.attrs, self.type)
+
+    def _same_payload(self, other: "Call") -> bool:
+        return self.span == other.span
 
     def attr(self, name: str, default: Any = _UNSET) -> Any:
         """The attribute ``name``; ``default`` when absent (KeyError naming the op if none given)."""

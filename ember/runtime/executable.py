@@ -118,9 +118,8 @@ class Executable:
             out.append(_contiguous(a))
         return out
 
-    def run(self, *arrays: Any, **named: Any) -> list:
-        """Run the model on numpy arrays (positional in input order, or by name); returns the
-        outputs as a list of new numpy arrays."""
+    def _values(self, arrays: tuple, named: dict) -> list:
+        """The array of every slot for one run: checked inputs, new outputs, fixed and views."""
         inputs = self._bind(arrays, named)
         vals = list(self._fixed)
         for slot, a in zip(self._input_slots, inputs):
@@ -129,9 +128,25 @@ class Executable:
             vals[slot] = np.empty(shape, dtype)
         for k, base, shape in self._views:
             vals[k] = vals[base].reshape(shape)
+        return vals
+
+    def _outputs(self, vals: list) -> list:
+        return [np.array(vals[slot]) if copy else vals[slot] for slot, copy in self._out_take]
+
+    def run(self, *arrays: Any, **named: Any) -> list:
+        """Run the model on numpy arrays (positional in input order, or by name); returns the
+        outputs as a list of new numpy arrays."""
+        vals = self._values(arrays, named)
         for kernel, args in self._calls:
             kernel(*[vals[a] for a in args])
-        return [np.array(vals[slot]) if copy else vals[slot] for slot, copy in self._out_take]
+        return self._outputs(vals)
+
+    def profile(self, *arrays: Any, warmup: int = 3, repeat: int = 10, **named: Any):
+        """Time every kernel call over ``repeat`` runs after ``warmup`` untimed ones; returns an
+        :class:`ember.profile.KernelProfile` (table, CSV, JSON, Chrome trace, plot)."""
+        from ..profile.kernels import profile_kernels
+
+        return profile_kernels(self, list(arrays), warmup=warmup, repeat=repeat, named=named)
 
     __call__ = run
 

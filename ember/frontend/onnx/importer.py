@@ -28,7 +28,7 @@ import numpy as np
 import onnx
 
 from ...errors import DTypeError, EmberError, ShapeError, UnsupportedOpError
-from ...graph import Constant, Dim, Function, Module, TensorType, Tuple, Var
+from ...graph import Constant, Dim, Function, Module, TensorType, Tuple, Var, source_span
 from ...loop import dtype as dt
 from ..errors import ModelError
 from . import fold
@@ -334,7 +334,8 @@ class _Importer:
         inputs = [self.env[i] if i else None for i in n.input]
         try:
             node = NodeContext(n, self.opset, inputs, self.values, label)
-            outs = list(conv.fn(node))
+            with source_span(n.name or f"{n.op_type}_{k}"):  # every op this node becomes
+                outs = list(conv.fn(node))
         except EmberError as e:
             raise type(e)(f"{label} (opset {self.opset}): {e}") from None
         if len(outs) < len([o for o in n.output if o]):

@@ -18,7 +18,7 @@ are one function, so they become one kernel. At ``opt_level`` 0 every op is its 
 """
 from __future__ import annotations
 
-from ..ir import Call, Constant, Function, Module, Tuple, TupleGetItem, Var
+from ..ir import Call, Constant, Function, Module, Tuple, TupleGetItem, Var, merge_spans
 from ..ops import get_op
 from ..ops.registry import Pattern
 from ..types import TensorType
@@ -136,7 +136,8 @@ def fuse_ops(mod: Module, ctx) -> Module:
         if isinstance(n, Call):
             if n in result:
                 name, outside = result[n]
-                new[n] = Call(name, tuple(new.get(o, o) for o in outside), {}, n.type)
+                span = merge_spans(*(m for m in group_of[n].members))
+                new[n] = Call(name, tuple(new.get(o, o) for o in outside), {}, n.type, span)
         elif isinstance(n, TupleGetItem):
             new[n] = TupleGetItem(new.get(n.tuple, n.tuple), n.index)
         elif isinstance(n, Tuple):

@@ -9,7 +9,7 @@ then folds the casts into the neighbouring kernels.
 from __future__ import annotations
 
 from ...loop import dtype as dt
-from ..ir import Call, Module
+from ..ir import Call, Module, source_span
 from ..ops import infer_type
 from ..types import TensorType
 from ..visit import rewrite
@@ -34,10 +34,11 @@ def _promote(n):
     if not (isinstance(n, Call) and n.op in ACCUMULATING and isinstance(n.type, TensorType)
             and n.type.dtype in HALF):
         return None
-    args = [_cast(a, "float32") if isinstance(a.type, TensorType) and a.type.dtype in HALF else a
-            for a in n.args]
-    wide = Call(n.op, args, n.attrs, infer_type(n.op, [a.type for a in args], n.attrs))
-    return _cast(wide, n.type.dtype)
+    with source_span(*n.span):
+        args = [_cast(a, "float32") if isinstance(a.type, TensorType) and a.type.dtype in HALF else a
+                for a in n.args]
+        wide = Call(n.op, args, n.attrs, infer_type(n.op, [a.type for a in args], n.attrs))
+        return _cast(wide, n.type.dtype)
 
 
 @graph_pass("promote_half", opt_level=0)

@@ -10,7 +10,7 @@ the shift. The new scale and shift are graph expressions over constants; ``fold_
 """
 from __future__ import annotations
 
-from ..ir import Call, Constant, Module, const
+from ..ir import Call, Constant, Module, const, merge_spans, source_span
 from ..types import TensorType
 from ..visit import post_order, rebuild, use_counts
 from .context import PassContext, graph_pass
@@ -71,7 +71,11 @@ def simplify_inference(mod: Module, ctx: PassContext) -> Module:
         if isinstance(n, Call) and n.op == "copy":
             m = m.args[0]
         elif isinstance(n, Call) and n.op == "nn.batch_norm":
-            m = _fold_bn(n, get, uses) or m
+            # the new calls stand for the conv, its bias and the batch norm together
+            x = n.args[0]
+            inner = [x, *(x.args[:1] if isinstance(x, Call) and x.op == "nn.bias_add" else [])]
+            with source_span(*merge_spans(*reversed(inner), n)):
+                m = _fold_bn(n, get, uses) or m
         memo[id(n)] = m
     body = memo[id(main.body)]
     return mod if body is main.body else mod.with_function("main", main.replace(body=body))

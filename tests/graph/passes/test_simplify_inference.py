@@ -85,3 +85,17 @@ def test_copy_is_removed():
     x = Var("x", T(3))
     after = simplify(module([x], call("exp", call("copy", x))))
     assert after.main.body.args[0] is x
+
+
+def test_folded_conv_carries_the_spans_of_conv_bias_and_batch_norm():
+    x = Var("x", T(1, 4, 5, 5))
+    with ember.graph.source_span("Conv_1"):
+        y = call("nn.conv2d", x, const(rand(6, 4, 1, 1)), strides=(1, 1), padding=(0, 0, 0, 0),
+                 dilation=(1, 1), groups=1)
+        y = call("nn.bias_add", y, const(rand(6)), axis=1)
+    with ember.graph.source_span("BatchNormalization_2"):
+        y = call("nn.batch_norm", y, *map(const, _bn_args(6)), axis=1, epsilon=1e-5)
+    out = simplify(module([x], y))
+    conv = next(c for c in topo_calls(out.main.body) if c.op == "nn.conv2d")
+    assert conv.span == ("Conv_1", "BatchNormalization_2")
+    assert out.main.body.span == ("Conv_1", "BatchNormalization_2")

@@ -1,0 +1,65 @@
+"""Arithmetic work of graph calls: the FLOPs a profiler divides by time.
+
+A FLOP is one multiply, add, compare or transcendental on one element, counted the usual way
+(a multiply-add is 2). The figures are what the operator needs, not what a schedule executes
+(padding, recomputation and the zeros a transposed convolution multiplies are not counted),
+so achieved GFLOP/s compares schedules honestly. Ops that only move data count 0.
+"""
+from __future__ import annotations
+
+import math
+
+from .ir import Call, Function
+from .ops import get_op
+from .ops.registry import Pattern
+from .types import TensorType
+from .visit import post_order
+
+# per output element, for ops whose work is a small fixed amount per element
+_PER_ELEMENT = {"nn.softmax": 5, "nn.log_softmax": 5, "nn.layer_norm": 8, "nn.instance_norm": 8,
+                "nn.lp_normalize": 3, "nn.hardmax": 2, "nn.gelu": 8, "nn.mish": 6, "sigmoid": 4,
+                "tanh": 6, "erf": 8, "exp": 4, "log": 4}
+
+
+def _numel(t) -> int:
+    return math.prod(int(d) for d in t.shape) if isinstance(t, TensorType) and t.is_static else 0
+
+
+def call_flops(call: Call) -> int:
+    """FLOPs of one call of a registered op (0 when the op only moves data)."""
+    op = call.op
+    out = _numel(call.type)
+    ins = [a.type for a in call.args]
+    if op.startswith("nn.conv"):
+        x, w = ins[0], ins[1]
+        per = math.prod(int(d) for d in w.shape[1:])  # input channels per group x window
+        # transposed: every input element is multiplied into a window of each output channel
+        base = _numel(x) if op.endswith("_transpose") else out
+        return 2 * base * per
+    if op in ("nn.dense", "nn.matmul"):
+        return 2 * out * int(ins[0].shape[-1])
+    if op.startswith(("nn.max_pool", "nn.avg_pool", "nn.lp_pool")):
+        return out * math.prod(int(k) for k in call.attr("pool_size"))
+    if op.startswith(("nn.global_", "nn.lrn")):
+        return _numel(ins[0])
+    if op in _PER_ELEMENT:
+        return _PER_ELEMENT[op] * out
+    pattern = get_op(op).pattern
+    if pattern == Pattern.REDUCTION:
+        return _numel(ins[0])
+    if pattern in (Pattern.ELEMWISE, Pattern.BROADCAST):
+        return 0 if op in ("cast", "copy", "expand", "constant_of_shape") else out
+    return 0
+
+
+def function_flops(fn: Function) -> int:
+    """FLOPs of a fused group: the sum over its calls."""
+    return sum(call_flops(n) for n in post_order(fn.body) if isinstance(n, Call))
+
+
+def function_ops(fn: Function) -> list:
+    """The ops of a fused group in dataflow order (``["nn.conv2d", "add", "nn.relu"]``)."""
+    return [n.op for n in post_order(fn.body) if isinstance(n, Call)]
+
+
+__all__ = ["call_flops", "function_flops", "function_ops"]

@@ -1,0 +1,245 @@
+"""Per-kernel profile of a compiled model, with warm-up.
+
+A profiler that times the first call reports lazy initialization and cold caches as steady
+state, so ``warmup`` untimed runs come first (default 3; 0 is allowed but the report says the
+figures are cold). Then ``repeat`` runs time every kernel call; between them plain runs of the
+same executable measure the end-to-end latency without profiling, so the report can state how
+far the sum of the kernel times is from what a user sees (the profiler's overhead plus the
+runtime's own work between kernels).
+
+    prof = exe.profile(x, warmup=3, repeat=10)
+    print(prof.table(top=10))
+    prof.to_csv("k.csv"); prof.to_json("k.json"); prof.to_chrome_trace("k.trace.json")
+"""
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import time
+from typing import Optional, Sequence
+
+from ..errors import ProfileError
+
+_ANCHOR_PREFIXES = ("nn.conv", "nn.dense", "nn.matmul", "nn.max_pool", "nn.avg_pool", "nn.lp_pool",
+                    "nn.global_", "nn.softmax", "nn.log_softmax", "nn.layer_norm", "nn.instance_norm",
+                    "nn.lrn", "nn.lp_normalize", "einsum")
+
+
+def _short(op: str) -> str:
+    return op.split(".")[-1]
+
+
+def op_type(ops: Sequence[str]) -> str:
+    """What a kernel is, for grouping: its anchor op (``conv2d``), else its first op."""
+    for o in ops:
+        if o.startswith(_ANCHOR_PREFIXES):
+            return _short(o)
+    return _short(ops[0]) if ops else "?"
+
+
+@dataclasses.dataclass
+class KernelRow:
+    """One kernel call of the program (or an aggregate of several, see ``group_by``).
+
+    Times are seconds over the timed runs; ``flops`` and ``bytes`` are per call (the operator's
+    arithmetic and the bytes of its arguments, each read or written once).
+    """
+
+    kernel: str
+    nodes: str
+    ops: str
+    op_type: str
+    calls: int
+    total: float
+    min: float
+    flops: int
+    bytes: int
+    index: int = -1  # position in the program; -1 for an aggregate
+    percent: float = 0.0  # of the sum of all kernel times
+    peak_gflops: float = 0.0
+    max: float = 0.0
+
+    @property
+    def mean(self) -> float:
+        return self.total / self.calls if self.calls else 0.0
+
+    @property
+    def gflops(self) -> float:
+        """Achieved GFLOP/s (from the mean time)."""
+        return self.flops / self.mean / 1e9 if self.mean else 0.0
+
+    @property
+    def gbps(self) -> float:
+        return self.bytes / self.mean / 1e9 if self.mean else 0.0
+
+    @property
+    def percent_of_peak(self) -> float:
+        return 100 * self.gflops / self.peak_gflops if self.peak_gflops else 0.0
+
+    def as_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d.update(mean=self.mean, gflops=self.gflops, gbps=self.gbps, percent_of_peak=self.percent_of_peak)
+        return d
+
+
+@dataclasses.dataclass
+class KernelProfile:
+    """The result of :func:`profile_kernels`: rows in program order and the run's summary."""
+
+    rows: list
+    warmup: int
+    repeat: int
+    latency: float  # median seconds of a plain (unprofiled) run
+    kernel_sum: float  # median over the timed runs of the sum of kernel times
+    peak_gflops: float
+    peak_gbps: float
+    events: list  # (run, call index, start s, duration s) for the trace
+    model: str = "model"
+
+    @property
+    def cold(self) -> bool:
+        """True when no warm-up ran: the first call's one-time costs are in the figures."""
+        return self.warmup == 0
+
+    @property
+    def overhead(self) -> float:
+        """(sum of kernel times) / (end-to-end latency) - 1: negative when the runtime spends
+        time between kernels, positive when timing each kernel costs more than it saves."""
+        return self.kernel_sum / self.latency - 1 if self.latency else 0.0
+
+    def select(self, sort: str = "time", top: Optional[int] = None, group_by: str = "call") -> list:
+        """Rows grouped (``call``: one per program call; ``kernel``: calls of one kernel
+        together; ``op``: by op type), sorted (``time``, ``order``, ``name``, ``gflops``) and cut
+        to the first ``top``."""
+        rows = self.rows if group_by == "call" else _group(self.rows, group_by)
+        keys = {"time": lambda r: -r.total, "order": lambda r: r.index, "name": lambda r: r.kernel,
+                "gflops": lambda r: -r.gflops, "calls": lambda r: -r.calls}
+        if sort not in keys:
+            raise ProfileError(f"cannot sort by {sort!r}; choose one of {', '.join(keys)}")
+        rows = sorted(rows, key=keys[sort])
+        return rows[:top] if top else rows
+
+    def summary(self) -> str:
+        n = len({r.kernel for r in self.rows})
+        warm = ("NO warm-up: these figures include the first (cold) call" if self.cold
+                else f"after {self.warmup} warm-up run(s)")
+        return (f"{self.model}: {len(self.rows)} kernel calls ({n} kernels), {self.repeat} timed runs {warm}. "
+                f"Sum of kernel times {self.kernel_sum * 1e3:.3f} ms vs end-to-end {self.latency * 1e3:.3f} ms "
+                f"without profiling ({100 * self.overhead:+.1f}%). Peak {self.peak_gflops:.0f} GFLOP/s, "
+                f"{self.peak_gbps:.1f} GB/s (measured).")
+
+    # the exports live in their own modules; these are the doors to them
+    def table(self, sort: str = "time", top: Optional[int] = None, group_by: str = "call",
+              width: int = 160) -> str:
+        from .report import kernel_table
+
+        return kernel_table(self, sort=sort, top=top, group_by=group_by, width=width)
+
+    def to_csv(self, path: Optional[str] = None, group_by: str = "call") -> str:
+        from .export import kernels_csv
+
+        return kernels_csv(self, path, group_by)
+
+    def to_json(self, path: Optional[str] = None) -> str:
+        from .export import kernels_json
+
+        return kernels_json(self, path)
+
+    def to_chrome_trace(self, path: Optional[str] = None) -> str:
+        from .export import chrome_trace
+
+        return chrome_trace(self, path)
+
+    def plot(self, path: str, top: int = 10) -> str:
+        from .plot import plot_kernels
+
+        return plot_kernels(self, path, top)
+
+
+def _group(rows: list, by: str) -> list:
+    if by not in ("kernel", "op"):
+        raise ProfileError(f"cannot group by {by!r}; choose call, kernel or op")
+    out: dict = {}
+    for r in rows:
+        key = r.kernel if by == "kernel" else r.op_type
+        g = out.get(key)
+        if g is None:
+            out[key] = dataclasses.replace(r, kernel=key) if by == "kernel" else \
+                dataclasses.replace(r, kernel=key, nodes="", ops=r.op_type)
+            continue
+        if by == "kernel":
+            g.nodes = f"{g.nodes}, {r.nodes}"
+        g.calls += r.calls
+        g.total += r.total
+        g.min = min(g.min, r.min)
+        g.max = max(g.max, r.max)
+        g.percent += r.percent
+        # per call figures become the average call's, so GFLOP/s stays total work / total time
+        g.flops = (g.flops * (g.calls - r.calls) + r.flops * r.calls) // g.calls
+        g.bytes = (g.bytes * (g.calls - r.calls) + r.bytes * r.calls) // g.calls
+    return list(out.values())
+
+
+def _peaks(target) -> tuple:
+    from ..bench.peak import measure_bandwidth, measure_peak
+
+    key = str(target)
+    if key not in _PEAKS:
+        _PEAKS[key] = (measure_peak(target), measure_bandwidth())
+    return _PEAKS[key]
+
+
+_PEAKS: dict = {}
+
+
+def profile_kernels(exe, inputs: Sequence = (), *, warmup: int = 3, repeat: int = 10,
+                    named: Optional[dict] = None, peak_gflops: Optional[float] = None,
+                    peak_gbps: Optional[float] = None, model: str = "model") -> KernelProfile:
+    """Profile every kernel call of ``exe`` on ``inputs`` (see the module docstring).
+
+    ``peak_gflops``/``peak_gbps`` default to the machine's measured FMA peak and copy bandwidth.
+    """
+    if warmup < 0 or repeat < 1:
+        raise ProfileError(f"warmup must be >= 0 and repeat >= 1, got warmup={warmup}, repeat={repeat}")
+    named = dict(named or {})
+    calls = exe._calls
+    info = exe.program["calls"]
+    if peak_gflops is None or peak_gbps is None:
+        pg, pb = _peaks(exe.target)
+        peak_gflops = peak_gflops or pg
+        peak_gbps = peak_gbps or pb
+    clock = time.perf_counter
+    for _ in range(warmup):
+        exe.run(*inputs, **named)
+    times = [[] for _ in calls]
+    sums, plain, events = [], [], []
+    origin = clock()
+    for r in range(repeat):
+        vals = exe._values(tuple(inputs), named)
+        total = 0.0
+        for i, (kernel, args) in enumerate(calls):
+            a = [vals[x] for x in args]  # gathered outside the timed region
+            t0 = clock()
+            kernel(*a)
+            dt = clock() - t0
+            times[i].append(dt)
+            events.append((r, i, t0 - origin, dt))
+            total += dt
+        sums.append(total)
+        t0 = clock()
+        exe.run(*inputs, **named)
+        plain.append(clock() - t0)
+    rows = []
+    kernel_total = sum(sum(t) for t in times) or 1.0
+    for i, (c, ts) in enumerate(zip(info, times)):
+        ops = c.get("ops", [])
+        rows.append(KernelRow(kernel=c["kernel"], nodes=c.get("nodes", ""), ops="+".join(_short(o) for o in ops),
+                              op_type=op_type(ops), calls=len(ts), total=sum(ts), min=min(ts), max=max(ts),
+                              flops=int(c.get("flops", 0)), bytes=int(c.get("bytes", 0)), index=i,
+                              percent=100 * sum(ts) / kernel_total, peak_gflops=peak_gflops))
+    return KernelProfile(rows=rows, warmup=warmup, repeat=repeat, latency=statistics.median(plain),
+                         kernel_sum=statistics.median(sums), peak_gflops=peak_gflops, peak_gbps=peak_gbps,
+                         events=events, model=model)
+
+
+__all__ = ["KernelProfile", "KernelRow", "op_type", "profile_kernels"]
