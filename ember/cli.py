@@ -13,6 +13,8 @@ def main(argv=None) -> int:
         "run": ("run an ONNX model or a compiled .so on .npy inputs", "ember.cli_model:run_main"),
         "bench": ("compile models and time them against ONNX Runtime (default: onnx's resnet50)",
                   "ember.bench.models"),
+        "profile": ("profile a compiled model: time, FLOPs and GFLOP/s per kernel, cycles per loop",
+                    "ember.cli_profile:profile_main"),
         "bench-ops": ("benchmark Ember's default kernels against numpy (and measure the FMA peak)",
                       "ember.bench.ops"),
     }

@@ -61,6 +61,26 @@ def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
 
 
+def model_inputs(exe, items) -> dict:
+    """Inputs from ``NAME=FILE.npy`` items; with none given, random ones (seed 0) for all."""
+    from ember.errors import ArgumentError
+
+    given = {}
+    for item in items or ():
+        name, sep, path = item.partition("=")
+        if not sep:
+            raise ArgumentError(f"--input takes NAME=FILE.npy, got {item!r}")
+        given[name] = np.load(path)
+    rng = np.random.default_rng(0)
+    for i in exe.input_info:
+        if i.name not in given:
+            if given:
+                raise ArgumentError(f"input {i.name!r} is not given (inputs: {', '.join(x.name for x in exe.input_info)})")
+            given[i.name] = (rng.standard_normal(i.shape).astype(i.dtype) if "float" in i.dtype
+                             else np.zeros(i.shape, i.dtype))
+    return given
+
+
 def run_main(argv) -> int:
     p = argparse.ArgumentParser(
         prog="ember run",
@@ -77,25 +97,12 @@ def run_main(argv) -> int:
                    help="fix a symbolic input shape (ONNX models only)")
     args = p.parse_args(argv)
     import ember
-    from ember.errors import ArgumentError
 
     if args.model.endswith(".so"):
         exe = ember.load(args.model)
     else:
         exe = ember.compile(args.model, args.target, input_shapes=_shapes(args.input_shape))
-    given = {}
-    for item in args.input:
-        name, sep, path = item.partition("=")
-        if not sep:
-            raise ArgumentError(f"--input takes NAME=FILE.npy, got {item!r}")
-        given[name] = np.load(path)
-    rng = np.random.default_rng(0)
-    for i in exe.input_info:
-        if i.name not in given:
-            if given:
-                raise ArgumentError(f"input {i.name!r} is not given (inputs: {', '.join(x.name for x in exe.input_info)})")
-            given[i.name] = (rng.standard_normal(i.shape).astype(i.dtype) if "float" in i.dtype
-                             else np.zeros(i.shape, i.dtype))
+    given = model_inputs(exe, args.input)
     t0 = time.perf_counter()
     outs = exe.run(**given)
     dt = time.perf_counter() - t0
@@ -114,4 +121,4 @@ def run_main(argv) -> int:
     return 0
 
 
-__all__ = ["compile_main", "run_main"]
+__all__ = ["compile_main", "model_inputs", "run_main"]

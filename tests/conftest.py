@@ -20,3 +20,40 @@ def pytest_unconfigure(config):
     import shutil
 
     shutil.rmtree(_CACHE, ignore_errors=True)
+
+
+# -- a small conv network as an ONNX file with named nodes (Conv+BN+Relu, a pool, a Gemm) --------
+
+
+def conv_net(path: str) -> str:
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(a.astype(np.float32), n) for n, a in [
+        ("w", rng.standard_normal((8, 3, 3, 3))), ("scale", rng.random(8) + 0.5), ("bias", rng.standard_normal(8)),
+        ("mean", rng.standard_normal(8)), ("var", rng.random(8) + 0.5), ("fc", rng.standard_normal((10, 8)))]]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="Conv_0", pads=[1, 1, 1, 1]),
+             helper.make_node("BatchNormalization", ["c", "scale", "bias", "mean", "var"], ["b"],
+                              name="BatchNormalization_1"),
+             helper.make_node("Relu", ["b"], ["r"], name="Relu_2"),
+             helper.make_node("GlobalAveragePool", ["r"], ["p"], name="GlobalAveragePool_3"),
+             helper.make_node("Flatten", ["p"], ["f"], name="Flatten_4"),
+             helper.make_node("Gemm", ["f", "fc"], ["y"], name="Gemm_5", transB=1)]
+    g = helper.make_graph(nodes, "convnet", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], inits)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def conv_net_path(tmp_path_factory) -> str:
+    return conv_net(str(tmp_path_factory.mktemp("profile") / "convnet.onnx"))
+
+
+@pytest.fixture(scope="session")
+def conv_net_exe(conv_net_path):
+    import ember
+
+    return ember.compile(conv_net_path, name="convnet")

@@ -1,0 +1,32 @@
+"""FLOPs of graph calls: the figures a profiler divides by time."""
+from ember.graph import Call, Var, const
+from ember.graph.cost import call_flops, function_flops
+from ember.graph.infer import infer_types
+from ember.graph.ir import Function
+from ember.graph.types import TensorType
+
+import numpy as np
+
+
+def typed(op, *args, **attrs):
+    return infer_types(Function([a for a in args if isinstance(a, Var)], Call(op, args, attrs))).body
+
+
+def test_conv_counts_two_flops_per_multiply_add():
+    x = Var("x", TensorType((1, 4, 10, 10), "float32"))
+    w = const(np.zeros((6, 2, 3, 3), "float32"))  # two groups of 2 input channels
+    c = typed("nn.conv2d", x, w, strides=(1, 1), padding=(1, 1, 1, 1), dilation=(1, 1), groups=2)
+    assert call_flops(c) == 2 * (1 * 6 * 10 * 10) * (2 * 3 * 3)
+
+
+def test_dense_pool_elementwise_and_data_movement():
+    x = Var("x", TensorType((4, 32), "float32"))
+    d = typed("nn.dense", x, const(np.zeros((16, 32), "float32")))
+    assert call_flops(d) == 2 * 4 * 16 * 32
+    y = Var("y", TensorType((1, 2, 8, 8), "float32"))
+    p = typed("nn.max_pool2d", y, pool_size=(2, 2), strides=(2, 2), padding=(0, 0, 0, 0), dilation=(1, 1))
+    assert call_flops(p) == 1 * 2 * 4 * 4 * 4
+    assert call_flops(typed("nn.relu", y)) == 128
+    assert call_flops(typed("transpose", y, axes=(0, 2, 3, 1))) == 0
+    f = infer_types(Function([y], Call("nn.relu", [Call("exp", [y])])))
+    assert function_flops(f) == 128 + 4 * 128

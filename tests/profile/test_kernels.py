@@ -1,0 +1,125 @@
+"""The per-kernel profile: warm-up excluded, one row per call naming its source nodes,
+aggregation, and exports that parse. Nothing here asserts a speed."""
+import csv
+import io
+import json
+import time
+
+import numpy as np
+import pytest
+
+from ember.errors import ProfileError
+from ember.profile import profile_kernels
+
+PEAKS = dict(peak_gflops=100.0, peak_gbps=10.0)  # fixed, so tests need not measure the machine
+
+
+@pytest.fixture
+def x():
+    return np.random.default_rng(1).standard_normal((1, 3, 16, 16)).astype(np.float32)
+
+
+def test_rows_name_their_source_nodes_and_work(conv_net_exe, x):
+    prof = conv_net_exe.profile(x, warmup=1, repeat=3)
+    calls = conv_net_exe.program["calls"]
+    assert [r.kernel for r in prof.rows] == [c["kernel"] for c in calls]
+    assert all(r.calls == 3 and r.total > 0 and r.min <= r.mean <= r.max for r in prof.rows)
+    conv = prof.rows[0]
+    assert conv.nodes == "Conv_0+BatchNormalization_1+Relu_2"
+    assert conv.ops == "conv2d+add+relu" and conv.op_type == "conv2d"
+    assert conv.flops >= 2 * 8 * 16 * 16 * 3 * 3 * 3  # the conv's multiply-adds, plus the epilogue
+    assert conv.bytes >= 4 * (3 * 16 * 16 + 8 * 16 * 16)  # reads its input, writes its output
+    assert any("Gemm_5" in r.nodes for r in prof.rows)
+    assert sum(r.percent for r in prof.rows) == pytest.approx(100)
+    assert prof.latency > 0 and prof.kernel_sum > 0 and not prof.cold
+
+
+def _slow_first_call(exe, index, delay):
+    """Make call ``index`` of ``exe`` sleep ``delay`` on its first execution (a cold start)."""
+    kernel, args = exe._calls[index]
+    state = {"n": 0}
+
+    def cold_once(*a):
+        state["n"] += 1
+        if state["n"] == 1:
+            time.sleep(delay)
+        return kernel(*a)
+
+    exe._calls[index] = (cold_once, args)
+    return state, lambda: exe._calls.__setitem__(index, (kernel, args))
+
+
+def test_first_call_is_never_in_the_statistics(conv_net_exe, x):
+    state, restore = _slow_first_call(conv_net_exe, 0, 0.3)
+    try:
+        prof = profile_kernels(conv_net_exe, [x], warmup=2, repeat=4, **PEAKS)
+    finally:
+        restore()
+    assert state["n"] == 2 + 4 + 4  # warm-up runs, timed runs, and the plain runs between them
+    assert prof.rows[0].calls == 4 and prof.rows[0].max < 0.3
+
+
+def test_no_warmup_is_allowed_and_flagged(conv_net_exe, x):
+    state, restore = _slow_first_call(conv_net_exe, 0, 0.3)
+    try:
+        prof = profile_kernels(conv_net_exe, [x], warmup=0, repeat=2, **PEAKS)
+    finally:
+        restore()
+    assert prof.cold and prof.rows[0].max >= 0.3
+    assert "NO warm-up" in prof.summary() and "NO warm-up" in prof.table()
+
+
+def test_grouping_sorting_and_top(conv_net_exe, x):
+    prof = profile_kernels(conv_net_exe, [x], warmup=1, repeat=2, **PEAKS)
+    by_op = prof.select(group_by="op")
+    assert sum(r.calls for r in by_op) == 2 * len(prof.rows)
+    assert {"conv2d", "dense"} <= {r.kernel for r in by_op}
+    assert sum(r.total for r in prof.select(group_by="kernel")) == pytest.approx(sum(r.total for r in prof.rows))
+    top = prof.select(sort="time", top=2)
+    assert len(top) == 2 and top[0].total >= top[1].total
+    assert [r.index for r in prof.select(sort="order")] == list(range(len(prof.rows)))
+    with pytest.raises(ProfileError, match="sort"):
+        prof.select(sort="speed")
+    with pytest.raises(ProfileError, match="group"):
+        prof.select(group_by="layer")
+    with pytest.raises(ProfileError, match="repeat"):
+        profile_kernels(conv_net_exe, [x], repeat=0, **PEAKS)
+
+
+def test_csv_json_and_chrome_trace_parse(conv_net_exe, x, tmp_path):
+    prof = profile_kernels(conv_net_exe, [x], warmup=1, repeat=3, model="convnet", **PEAKS)
+    rows = list(csv.DictReader(io.StringIO(prof.to_csv(str(tmp_path / "k.csv")))))
+    assert len(rows) == len(prof.rows) and rows[0]["nodes"] == "Conv_0+BatchNormalization_1+Relu_2"
+    assert float(rows[0]["gflops"]) > 0 and open(tmp_path / "k.csv").read().startswith("index,kernel")
+    doc = json.loads(prof.to_json(str(tmp_path / "k.json")))
+    assert doc["warmup"] == 1 and doc["repeat"] == 3 and len(doc["kernels"]) == len(prof.rows)
+    assert json.load(open(tmp_path / "k.json")) == doc
+    trace = json.loads(prof.to_chrome_trace(str(tmp_path / "t.json")))
+    complete = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    kernels = [e for e in complete if e["cat"] != "run"]
+    assert len(kernels) == 3 * len(prof.rows) and len([e for e in complete if e["cat"] == "run"]) == 3
+    assert all(e["dur"] >= 0 and e["ts"] >= 0 for e in complete)
+    # kernels of one run lie inside that run's event, in program order
+    run0 = next(e for e in complete if e["name"] == "run 0")
+    first = [e for e in kernels if e["ts"] < run0["ts"] + run0["dur"]]
+    assert [e["args"]["index"] for e in first] == list(range(len(prof.rows)))
+
+
+def test_plot_writes_a_png(conv_net_exe, x, tmp_path):
+    pytest.importorskip("matplotlib")  # an optional extra: ember[plot]; CI installs it
+    prof = profile_kernels(conv_net_exe, [x], warmup=1, repeat=2, **PEAKS)
+    path = prof.plot(str(tmp_path / "top.png"), top=3)
+    assert open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.slow
+def test_kernel_times_sum_to_the_end_to_end_latency_on_resnet50():
+    import ember
+    from ember.bench.models import light_path
+
+    exe = ember.compile(light_path("resnet50"))
+    x = np.random.default_rng(0).random((1, 3, 224, 224), dtype=np.float32)
+    prof = profile_kernels(exe, [x], warmup=3, repeat=10, **PEAKS)
+    assert len(prof.rows) == 57 and all(r.nodes.startswith("n") for r in prof.rows)
+    # the profiler's own cost and the runtime's work between kernels stay small
+    assert abs(prof.overhead) <= 0.15, prof.summary()
