@@ -66,3 +66,40 @@ def atan2(y, x):
 
 def fma(a, b, c):
     return call("fma", a, b, c)
+
+
+# --- profiling: calls with effects --------------------------------------------------------
+# Not pure, so kept out of ALL (passes that move or merge pure calls must not see them as such);
+# only the loop instrumentation (``passes/instrument.py``) inserts them, after the loop passes.
+CYCLE_TYPE = "int64"  # differences of the raw counter wrap correctly whatever its signedness
+RECORD_TYPE = "int32"  # profile_record is evaluated for its effect; its value is always 0
+EFFECTS = ("cycle_counter", "profile_record")
+
+
+def cycle_counter() -> Expr:
+    """The CPU's cycle counter now (``llvm.readcyclecounter``: rdtsc on x86; the virtual counter
+    on AArch64). Only differences of two reads mean anything."""
+    return Call(CYCLE_TYPE, "cycle_counter", ())
+
+
+def profile_record(site, start, end) -> Expr:
+    """Count one execution of instrumentation site ``site`` that took ``end - start`` cycles in
+    the kernel's per-thread profile counters (see ``ember.codegen.llvm.profile``)."""
+    xs = tuple(as_expr(x, CYCLE_TYPE) for x in (site, start, end))
+    for x in xs:
+        if x.dtype != CYCLE_TYPE:
+            raise DTypeError(f"profile_record takes {CYCLE_TYPE} arguments, got {x.dtype}")
+    return Call(RECORD_TYPE, "profile_record", xs)
+
+
+def effect_call(name: str, *args) -> Expr:
+    """Build the effect call ``name`` (one of ``EFFECTS``) from its arguments."""
+    if name == "cycle_counter":
+        if args:
+            raise DTypeError("cycle_counter takes no arguments")
+        return cycle_counter()
+    if name == "profile_record":
+        if len(args) != 3:
+            raise DTypeError(f"profile_record takes 3 arguments (site, start, end), got {len(args)}")
+        return profile_record(*args)
+    raise DTypeError(f"unknown effect call {name!r}; known: {', '.join(EFFECTS)}")

@@ -381,6 +381,9 @@ class _Parser:
                 raise self.err(node, 'write call("name", *args, dtype="...")')
             args = tuple(self.expr(a) for a in pos[1:])
             return Call(self.dtype(kw["dtype"]), self.string(pos[0], "the call's name"), args)
+        if name in intrinsics.EFFECTS:
+            pos, _ = self.args(node, len(node.args))
+            return self.wrap(node, lambda: intrinsics.effect_call(name, *[self.expr(a) for a in pos]))
         if name in intrinsics.ALL:
             pos, kw = self.args(node, len(node.args), ("dtype",))
             c = self.wrap(node, lambda: intrinsics.call(name, *[self.expr(a) for a in pos]))

@@ -23,7 +23,8 @@ FloatImm, ``True``/``False`` bool; every other dtype is spelled ``int32(3)``, ``
 Loops are ``serial(extent)`` when they start at 0, else ``serial(min=m, extent=e)`` (likewise
 ``parallel``, ``vectorized``, ``unrolled``). Masked accesses are ``A.load((i, j), predicate=p)``
 and ``A.store(value, (i, j), predicate=p)``. A call the short form ``exp(x)`` would not rebuild
-exactly (another dtype, arity or name) is ``call("name", *args, dtype="float32")``.
+exactly (another dtype, arity or name) is ``call("name", *args, dtype="float32")``. The
+profiling calls with effects are ``cycle_counter()`` and ``profile_record(site, start, end)``.
 Names resolve to the innermost binding: a parameter, loop, let or allocation. A variable that is
 not int64 declares its dtype where it is bound (``x: int32 = ...``, ``for i in serial(n,
 var=int32)``, ``let(x, v, body, var=int32)``); names that are not identifiers, or are taken,
@@ -64,15 +65,16 @@ FUNCS = {Min: "min", Max: "max", Div: "truncdiv", Mod: "truncmod"}
 BUFFER_DEFAULTS = {"strides": None, "scope": "global", "align": 64}
 
 
-def expr_to_str(expr) -> str:
+def expr_to_str(expr, within=None) -> str:
     """One expression as text (variables by name; their dtypes are declared where bound).
 
     A Buffer prints as its constructor call and a PrimFunc as :func:`func_to_str` does, so that
-    every node's ``repr`` is readable.
+    every node's ``repr`` is readable. With ``within`` (a function or statement holding
+    ``expr``), variables are named as the text of ``within`` names them.
     """
     if isinstance(expr, PrimFunc):
         return func_to_str(expr).rstrip()
-    return _Printer(expr).expr(expr)
+    return _Printer(expr if within is None else within).expr(expr)
 
 
 def stmt_to_str(stmt, indent: int = 0) -> str:
@@ -276,6 +278,13 @@ class _Printer:
 
     def _call(self, e: Call) -> str:
         args = [self.expr(a) for a in e.args]
+        if e.name in intrinsics.EFFECTS:  # cycle_counter(), profile_record(site, start, end)
+            try:
+                ref = intrinsics.effect_call(e.name, *e.args)
+            except Exception:
+                ref = None
+            if ref == e:
+                return f"{e.name}({', '.join(args)})"
         if e.name in intrinsics.ALL:
             try:
                 ref = intrinsics.call(e.name, *e.args)

@@ -19,8 +19,9 @@ from ...loop.expr import (BINARY_OPS, Broadcast, Call, Cast, Expr, FloatImm, Int
 from ...loop.stmt import (Allocate, Buffer, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt,
                           Store)
 from ...loop.visit import walk
-from . import memory, ops, parallel
+from . import memory, ops, parallel, profile
 from . import types as T
+from ...loop.intrinsics import EFFECTS
 from .intrinsics import declare, emit_call
 from .metadata import METADATA_SYMBOL, kernel_metadata, module_metadata
 
@@ -47,6 +48,8 @@ class FunctionEmitter:
         self.buffers: dict = {}
         self.buffers_by_name: dict = {}
         self.n_outlined = 0
+        self.profile = None  # the kernel's profile-counter Layout when it is instrumented
+        self.profile_slot = None  # (this thread's counter slot, whether it is shared), lazily
 
     # --- environment ------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -172,6 +175,8 @@ class FunctionEmitter:
         return b.select(c, t, f)
 
     def _call(self, node: Call) -> ir.Value:
+        if node.name in EFFECTS:  # loop profiling: cycle counter reads and counter updates
+            return profile.emit_effect(self, node)
         return emit_call(self, node, [self.expr(a) for a in node.args])
 
     def _ramp(self, node: Ramp) -> ir.Value:
@@ -326,6 +331,9 @@ def emit_function(module: ir.Module, func: PrimFunc) -> dict:
     fn = ir.Function(module, ftype, func.name)
     fn.attributes.add("nounwind")
     e = FunctionEmitter(module, fn, func.name, fastmath_flags(func))
+    e.profile = profile.layout_of(func)
+    if e.profile is not None:
+        profile.declare_counters(module, e.profile)
     for arg, buf in zip(fn.args[:len(buffers)], buffers):
         arg.name = buf.name
         arg.add_attribute("noalias")
@@ -367,6 +375,8 @@ def emit_module(funcs: list, triple: str, data_layout: str, name: str = "module"
         except Exception as exc:  # a bug or an unsupported construct: say which kernel
             raise CompileError(f"kernel {f.name!r}: code generation failed: "
                                f"{type(exc).__name__}: {exc}") from exc
+    if any(profile.layout_of(f) for f in funcs):
+        profile.add_cycle_function(module)
     text = module_metadata(entries)
     data = bytearray(text.encode("utf-8") + b"\0")
     g = ir.GlobalVariable(module, ir.ArrayType(T.I8, len(data)), METADATA_SYMBOL)

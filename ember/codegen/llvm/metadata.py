@@ -48,7 +48,13 @@ def kernel_metadata(func, scalars: list) -> dict:
     for v in scalars:
         params.append({"kind": "scalar", "name": v.name, "dtype": v.dtype,
                        "abi": "double" if dt.is_float(v.dtype) else "int64"})
-    return {"name": func.name, "params": params}
+    entry = {"name": func.name, "params": params}
+    from .profile import layout_of
+
+    layout = layout_of(func)
+    if layout is not None:  # where the counters are (read by ember.runtime.loop_counters)
+        entry["profile"] = layout.as_json()
+    return entry
 
 
 def module_metadata(entries: list) -> str:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ..stmt import PrimFunc
 from .guard_loads import guard_select_loads
+from .instrument import LoopSite, instrument_loops, mark_sites
 from .unroll import unroll_loops
 from .vectorize import vectorize_loops
 
