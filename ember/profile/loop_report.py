@@ -7,7 +7,7 @@ import io
 from typing import Optional
 
 FIELDS = ("kernel", "loop", "depth", "var", "extent", "kind", "cycles", "percent", "calls",
-          "records", "threads", "max_thread_cycles", "header")
+          "records", "median_cycles", "threads", "max_thread_cycles", "header")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -18,7 +18,8 @@ class LoopRow:
     threads, so for a loop inside a parallel loop it is CPU time and ``percent`` (of the
     kernel's body, which is wall time) can pass 100; ``max_thread_cycles`` is the busiest
     thread's share. ``calls`` counts every execution; ``records`` is how many durations were
-    kept (bounded per thread). ``header`` is the loop's line in the printed loop IR.
+    kept (bounded per thread) and ``median_cycles`` their median, a per-execution figure that
+    one disturbed run does not skew. ``header`` is the loop's line in the printed loop IR.
     """
 
     kernel: str
@@ -31,6 +32,7 @@ class LoopRow:
     percent: float
     calls: int
     records: int
+    median_cycles: float
     threads: int
     max_thread_cycles: int
     header: str
@@ -87,6 +89,7 @@ class LoopProfile:
     def table(self, kernel: Optional[str] = None, top: Optional[int] = None) -> str:
         """A text table: kernels slowest first (or only ``kernel``), each kernel's loops in
         program order, indented by depth. ``top`` keeps the ``top`` slowest kernels.
+        ``cycles/call`` is the mean over all executions, ``median`` that of the kept ones.
         ``ms/run`` is the site's cycles per timed run at the measured rate (CPU time summed
         over threads inside parallel loops)."""
         names = [kernel] if kernel is not None else self.kernels()
@@ -94,14 +97,16 @@ class LoopProfile:
             self.kernel_source(kernel)  # raises, naming the kernels
         if top is not None:
             names = names[:top]
-        head = ("loop", "ms/run", "% kernel", "calls", "cycles/call", "thr", "kept", "loop IR")
+        head = ("loop", "ms/run", "% kernel", "calls", "cycles/call", "median", "thr", "kept",
+                "loop IR")
         body = []
         for k in names:
             for r in self.rows_of(k):
                 ms = 1e3 * self.seconds(r.cycles) / max(1, self.repeat)
                 label = f"kernel {k}" if r.loop == 0 else "  " * r.depth + r.header
                 body.append((f"L{r.loop}", f"{ms:.3f}", f"{r.percent:.1f}", str(r.calls),
-                             f"{r.cycles / max(1, r.calls):.0f}", str(r.threads), str(r.records),
+                             f"{r.cycles / max(1, r.calls):.0f}", f"{r.median_cycles:.0f}",
+                             str(r.threads), str(r.records),
                              label))
         widths = [max(len(x[i]) for x in [head] + body) for i in range(len(head))]
         lines = ["  ".join(c.ljust(w) if i == len(head) - 1 else c.rjust(w)

@@ -57,7 +57,7 @@ def test_rows_cover_every_kernel_and_only_the_timed_runs(exe, prof):
         assert body.calls == 3 * per_run[n]  # warm-up runs (the cold call) are not counted
         assert len(rows) > 1 and max(r.depth for r in rows) <= 2
         for r in rows:
-            assert 0 <= r.records <= r.calls
+            assert 0 <= r.records <= r.calls and r.median_cycles >= 0
             assert r.records == len(prof.records[(n, r.loop)])
             assert 1 <= r.threads or r.calls == 0
             assert r.cycles >= r.max_thread_cycles >= 0
