@@ -39,14 +39,26 @@ def compile_main(argv) -> int:
                    help="fix a symbolic input shape, e.g. --input-shape data=1,3,224,224")
     p.add_argument("--disable-pass", action="append", default=[], metavar="PASS",
                    help="skip a graph pass (fold_constant, simplify_inference, cse, dce)")
+    p.add_argument("--profile-compile", action="store_true",
+                   help="print where compile time went: per graph pass, per kernel phase (schedule, "
+                        "lowering, loop passes, LLVM optimization and code generation), slowest kernels")
+    p.add_argument("--compile-budget", type=float, default=2.0, metavar="SECONDS",
+                   help="with --profile-compile: name each kernel whose LLVM time exceeds this, with its "
+                        "schedule (default 2)")
+    p.add_argument("--profile-json", metavar="FILE", help="with --profile-compile: also write it as JSON")
     args = p.parse_args(argv)
     import ember
 
     out = args.output or os.path.splitext(args.model)[0] + ".so"
     t0 = time.perf_counter()
     exe = ember.compile(args.model, args.target, args.opt_level, input_shapes=_shapes(args.input_shape),
-                        disabled_passes=args.disable_pass)
+                        disabled_passes=args.disable_pass,
+                        name=os.path.splitext(os.path.basename(args.model))[0])
     exe.export(out)
+    if args.profile_compile:
+        print(exe.compile_profile.table(budget=args.compile_budget))
+        if args.profile_json:
+            exe.compile_profile.to_json(args.profile_json)
     print(f"compiled {args.model} in {time.perf_counter() - t0:.2f} s: {len(exe.kernel_calls)} kernel calls, "
           f"{len(exe.module.kernel_names) if exe.module else 0} distinct kernels; {exe.memory_summary()}")
     for i in exe.input_info:

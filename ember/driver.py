@@ -23,7 +23,7 @@ def lower_kernel(sch: Schedule, args: Sequence, name: str = "kernel", attrs: Opt
 
 
 def build(kernels: Union[Schedule, PrimFunc, Sequence], args: Optional[Sequence] = None,
-          name: str = "kernel", target=None):
+          name: str = "kernel", target=None, stats: Optional[dict] = None):
     """Compile kernels to native code and load them.
 
     ``kernels`` is a schedule (with ``args``, the tensors that become its parameters), a
@@ -34,7 +34,13 @@ def build(kernels: Union[Schedule, PrimFunc, Sequence], args: Optional[Sequence]
 
     Built libraries are cached by content. A rebuild of the same lowered programs for the same
     target skips the loop passes, LLVM and the linker: it is an index lookup and a ``dlopen``.
+
+    ``stats`` (if given) gets, per kernel name, the seconds of each phase (``lower``,
+    ``loop_passes``, ``llvm_emit``, ``llvm_opt``, ``llvm_codegen``), the loop nest's size
+    (``loops``, ``depth``) and whether it came from the cache; ``"(link)"`` the link time.
     """
+    import time
+
     from .kernels.common import host
     from .runtime.module import Module
 
@@ -43,7 +49,13 @@ def build(kernels: Union[Schedule, PrimFunc, Sequence], args: Optional[Sequence]
         kernels = [(kernels, args, name)]
     elif isinstance(kernels, PrimFunc):
         kernels = [kernels]
-    lowered = [k if isinstance(k, PrimFunc) else lower(k[0], k[1], k[2]) for k in kernels]
+    lowered = []
+    for k in kernels:
+        t0 = time.perf_counter()
+        f = k if isinstance(k, PrimFunc) else lower(k[0], k[1], k[2])
+        lowered.append(f)
+        if stats is not None:
+            stats.setdefault(f.name, {}).update(lower=time.perf_counter() - t0, cached=True, **loop_nest(f))
     key = _index_key(lowered, target)
     hit = _index_lookup(key)
     if hit is not None:
@@ -55,10 +67,38 @@ def build(kernels: Union[Schedule, PrimFunc, Sequence], args: Optional[Sequence]
         return Module(hit)
     from .codegen.llvm import build as llvm_build  # LLVM is loaded only on a cache miss
 
-    funcs = [default_pipeline(f) for f in lowered]
-    mod = llvm_build(funcs, target=target, name=funcs[0].name if len(funcs) == 1 else name)
+    funcs = []
+    for f in lowered:
+        t0 = time.perf_counter()
+        funcs.append(default_pipeline(f))
+        if stats is not None:
+            stats[f.name]["loop_passes"] = time.perf_counter() - t0
+    mod = llvm_build(funcs, target=target, name=funcs[0].name if len(funcs) == 1 else name, stats=stats)
     _index_store(key, mod.path)
     return mod
+
+
+def loop_nest(func: PrimFunc) -> dict:
+    """The size of a kernel's loop nest: ``loops`` (For statements) and ``depth`` (deepest)."""
+    import dataclasses
+
+    from .loop.stmt import For, Stmt
+
+    loops = depth = 0
+    stack = [(func.body, 0)]
+    while stack:
+        n, d = stack.pop()
+        if isinstance(n, tuple):
+            stack.extend((c, d) for c in n)
+            continue
+        if not isinstance(n, Stmt):  # expressions hold no statements
+            continue
+        if isinstance(n, For):
+            loops += 1
+            d += 1
+            depth = max(depth, d)
+        stack.extend((getattr(n, f.name), d) for f in dataclasses.fields(n))
+    return {"loops": loops, "depth": depth}
 
 
 def _index_key(funcs: list, target) -> str:

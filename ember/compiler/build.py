@@ -59,8 +59,12 @@ class _Program:
 
 
 def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] = None,
-                     name: str = "model", timings: Optional[dict] = None) -> Executable:
-    """Compile every fused group of ``mod`` (made by ``fuse_ops``) and lay out the program."""
+                     name: str = "model", timings: Optional[dict] = None,
+                     stats: Optional[dict] = None) -> Executable:
+    """Compile every fused group of ``mod`` (made by ``fuse_ops``) and lay out the program.
+
+    ``timings`` gets seconds per phase; ``stats`` per kernel (see ``ember.driver.build``, plus
+    ``schedule``: the group's computes and schedule)."""
     from ..driver import build
 
     main = mod.main
@@ -83,7 +87,10 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
             continue
         if fn not in kernel_of and not is_relabel(fn):
             kernel_of[fn] = gname
+            t = time.perf_counter()
             kernels.append(lower_group(fn, gname, target))
+            if stats is not None:
+                stats[gname] = {"schedule": time.perf_counter() - t}
     t1 = time.perf_counter()
 
     # the program: calls in dataflow order, values in fresh slots
@@ -146,8 +153,8 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
     for s, off in plan.offsets.items():
         prog.slots[s]["offset"] = off
 
-    module = build([(k.schedule, k.inputs + k.outputs, k.name) for k in kernels], name=name, target=target) \
-        if kernels else None
+    module = build([(k.schedule, k.inputs + k.outputs, k.name) for k in kernels], name=name, target=target,
+                   stats=stats) if kernels else None
     t2 = time.perf_counter()
     if timings is not None:
         timings["lower groups"] = t1 - t0

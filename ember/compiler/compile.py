@@ -56,7 +56,8 @@ def compile_model(model: Union[str, os.PathLike, bytes, Module, "onnx.ModelProto
     (default: the host CPU) and return an Executable.
 
     ``input_shapes`` fixes symbolic input dims (``{"data": (1, 3, 224, 224)}``).
-    ``exe.compile_times`` holds seconds per phase (import, each pass, lowering, codegen).
+    ``exe.compile_times`` holds seconds per phase (import, each pass, lowering, codegen);
+    ``exe.compile_profile`` the same per kernel (``.table()`` prints it).
     """
     times: dict = {}
     t0 = time.perf_counter()
@@ -82,10 +83,14 @@ def compile_model(model: Union[str, os.PathLike, bytes, Module, "onnx.ModelProto
     mod = ctx.run(mod, default_pipeline())
     for pname, t in timer.times:
         times[f"pass {pname}"] = t
-    exe = build_executable(mod, target, output_names, name=name, timings=times)
+    stats: dict = {}
+    exe = build_executable(mod, target, output_names, name=name, timings=times, stats=stats)
     times["total"] = time.perf_counter() - t0
     exe.compile_times = times
     exe.graph = mod
+    from ..profile.compile import CompileProfile
+
+    exe.compile_profile = CompileProfile.collect(name, times, stats, exe.kernel_sources)
     return exe
 
 

@@ -56,6 +56,11 @@ class Instruction:
     def to_json(self) -> list:
         return [self.primitive, self.stage, list(self.args), dict(self.kwargs)]
 
+    def __str__(self) -> str:
+        """``conv.split('oc', 8)``: the call as one reads it."""
+        args = [repr(a) for a in self.args] + [f"{k}={v!r}" for k, v in self.kwargs]
+        return f"{self.stage}.{self.primitive}({', '.join(args)})"
+
     @staticmethod
     def from_json(item) -> "Instruction":
         p, st, args, kw = item
@@ -67,6 +72,10 @@ class Trace(list):
 
     def to_json(self) -> str:
         return json.dumps([i.to_json() for i in self])
+
+    def text(self) -> str:
+        """One primitive call per line."""
+        return "\n".join(str(i) for i in self)
 
     @staticmethod
     def from_json(text: str) -> "Trace":

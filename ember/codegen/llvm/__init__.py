@@ -48,27 +48,33 @@ def emit_llvm(funcs: Union[PrimFunc, Iterable[PrimFunc]], target: Target | None 
 
 
 def build(funcs: Union[PrimFunc, Iterable[PrimFunc]], target: Target | None = None,
-          name: str = "module"):
+          name: str = "module", stats: dict | None = None):
     """Compile ``funcs`` into one shared library and load it.
 
+    Each kernel is its own object, cached by content and compiled in parallel worker processes
+    when several are new (``ember.codegen.llvm.objects``). ``stats`` (if given) gets per-kernel
+    seconds of LLVM IR emission, optimization and code generation, and ``"(link)"``.
     Returns an :class:`ember.runtime.Module`; ``module["kernel_name"](*arrays)`` runs a kernel.
     Raises :class:`ember.errors.CompileError` when code generation, LLVM or the linker fails.
     """
+    import time
+
     from ...runtime.module import Module
+    from .objects import compile_objects
 
     funcs = _as_list(funcs)
     target = target or Target.host()
     if _build.debug_level() >= 2:
         _show(funcs)
-    module, metadata = emit_module(funcs, target.triple, _build.data_layout(target), name)
-    ir_text = str(module)
-    key = _build.cache_key(ir_text, target)
+    objs, key, metadata = compile_objects(funcs, target, stats)
     path = _build.cached_library(key)
     if path is None:
         what = "kernel " + ", ".join(repr(f.name) for f in funcs[:4]) + (" ..." if len(funcs) > 4 else "")
-        obj = _build.compile_object(ir_text, target, what)
-        path = _build.link(obj, key, what)
+        t0 = time.perf_counter()
+        path = _build.link(objs, key, what)
         _build.write_sidecar(key, metadata)
+        if stats is not None:
+            stats["(link)"] = {"link": time.perf_counter() - t0}
     elif _build.debug_level() >= 3:
         print(f"=== cache hit: {path} ===", file=sys.stderr)
     return Module(path, metadata=metadata)

@@ -56,10 +56,16 @@ def cached_library(key: str) -> str | None:
     return path if os.path.exists(path) and os.path.exists(path[:-3] + ".o") else None
 
 
-def compile_object(ir_text: str, target: Target, what: str) -> bytes:
-    """Parse, verify and optimize (O3, new pass manager) ``ir_text``; return an ELF object."""
+def compile_object(ir_text: str, target: Target, what: str, times: dict | None = None) -> bytes:
+    """Parse, verify and optimize (O3, new pass manager) ``ir_text``; return an ELF object.
+
+    ``times`` (if given) gets the seconds of ``llvm_opt`` (parse, verify, O3) and ``llvm_codegen``
+    (instruction selection to the object)."""
+    import time
+
     import llvmlite.binding as llvm
 
+    t0 = time.perf_counter()
     tm = target_machine(target)
     try:
         mod = llvm.parse_assembly(ir_text)
@@ -78,7 +84,12 @@ def compile_object(ir_text: str, target: Target, what: str) -> bytes:
             print(f"=== optimized LLVM IR ({what}) ===\n{mod}", file=sys.stderr)
         if debug_level() >= 4:
             print(f"=== assembly ({what}) ===\n{tm.emit_assembly(mod)}", file=sys.stderr)
-        return tm.emit_object(mod)
+        t1 = time.perf_counter()
+        obj = tm.emit_object(mod)
+        if times is not None:
+            times["llvm_opt"] = t1 - t0
+            times["llvm_codegen"] = time.perf_counter() - t1
+        return obj
     except RuntimeError as exc:
         raise CompileError(f"{what}: LLVM failed to optimize or emit code: {exc}") from exc
 
@@ -95,26 +106,40 @@ def find_cc() -> list:
         f"install gcc or clang, or set CC to one")
 
 
-def link(obj: bytes, key: str, what: str) -> str:
-    """Link ``obj`` into ``<cache>/<key>.so`` atomically; returns the path."""
+def _run_cc(cmd: list, what: str) -> None:
+    try:
+        res = subprocess.run(cmd, capture_output=True, text=True)
+    except OSError as exc:
+        raise CompileError(f"{what}: cannot run the C compiler {cmd[0]!r}: {exc}; install "
+                           f"gcc or clang, or set CC") from exc
+    if res.returncode != 0:
+        raise CompileError(f"{what}: linking failed ({' '.join(cmd)}):\n{res.stderr.strip()}")
+
+
+def link(objs, key: str, what: str) -> str:
+    """Link one object or a list of them into ``<cache>/<key>.so`` atomically; returns the path.
+    Several objects are first merged into one relocatable object, kept as ``<key>.o`` (exporting
+    a model links it with the model's data)."""
     out_dir = cache_dir()
     final = os.path.join(out_dir, key + ".so")
     cc = find_cc()
+    objs = [objs] if isinstance(objs, (bytes, bytearray)) else list(objs)
     with tempfile.TemporaryDirectory(prefix="ember-link-") as tmp:
-        obj_path = os.path.join(tmp, "kernels.o")
-        with open(obj_path, "wb") as f:
-            f.write(obj)
+        paths = []
+        for i, o in enumerate(objs):
+            paths.append(os.path.join(tmp, f"k{i}.o"))
+            with open(paths[-1], "wb") as f:
+                f.write(o)
+        obj_path = paths[0]
+        if len(paths) > 1:
+            obj_path = os.path.join(tmp, "kernels.o")
+            _run_cc(cc + ["-r", "-nostdlib", "-o", obj_path, *paths], what)
+        with open(obj_path, "rb") as f:
+            obj = f.read()
         fd, tmp_so = tempfile.mkstemp(prefix=f".{key[:16]}-", suffix=".so", dir=out_dir)
         os.close(fd)
         try:
-            cmd = cc + ["-shared", "-o", tmp_so, obj_path, "-lgomp", "-lm"]
-            try:
-                res = subprocess.run(cmd, capture_output=True, text=True)
-            except OSError as exc:
-                raise CompileError(f"{what}: cannot run the C compiler {cc[0]!r}: {exc}; install "
-                                   f"gcc or clang, or set CC") from exc
-            if res.returncode != 0:
-                raise CompileError(f"{what}: linking failed ({' '.join(cmd)}):\n{res.stderr.strip()}")
+            _run_cc(cc + ["-shared", "-o", tmp_so, obj_path, "-lgomp", "-lm"], what)
             os.chmod(tmp_so, 0o755)
             # the object is kept too: exporting a model links it with the model's data
             fd, tmp_o = tempfile.mkstemp(prefix=f".{key[:16]}-", suffix=".o", dir=out_dir)

@@ -23,7 +23,7 @@ from . import memory, ops, parallel, profile
 from . import types as T
 from ...loop.intrinsics import EFFECTS
 from .intrinsics import declare, emit_call
-from .metadata import METADATA_SYMBOL, kernel_metadata, module_metadata
+from .metadata import add_metadata_global, kernel_metadata
 
 
 class FunctionEmitter:
@@ -349,8 +349,8 @@ def emit_function(module: ir.Module, func: PrimFunc) -> dict:
     return kernel_metadata(func, scalars)
 
 
-def emit_module(funcs: list, triple: str, data_layout: str, name: str = "module") -> tuple:
-    """All ``funcs`` in one LLVM module; returns ``(module, metadata_json)``."""
+def check_kernel_names(funcs: list) -> None:
+    """Kernel names must be unique, not reserved and not a C library function."""
     names = [f.name for f in funcs]
     for f in funcs:
         if not isinstance(f, PrimFunc):
@@ -363,6 +363,11 @@ def emit_module(funcs: list, triple: str, data_layout: str, name: str = "module"
             # A kernel named ``exp`` would capture the generated code's own calls to libm's exp.
             raise CompileError(f"kernel name {f.name!r} is a C library function the generated "
                                f"code may call; rename the kernel")
+
+
+def emit_module(funcs: list, triple: str, data_layout: str, name: str = "module") -> tuple:
+    """All ``funcs`` in one LLVM module; returns ``(module, metadata_json)``."""
+    check_kernel_names(funcs)
     module = ir.Module(name=name)
     module.triple = triple
     module.data_layout = data_layout
@@ -377,9 +382,4 @@ def emit_module(funcs: list, triple: str, data_layout: str, name: str = "module"
                                f"{type(exc).__name__}: {exc}") from exc
     if any(profile.layout_of(f) for f in funcs):
         profile.add_cycle_function(module)
-    text = module_metadata(entries)
-    data = bytearray(text.encode("utf-8") + b"\0")
-    g = ir.GlobalVariable(module, ir.ArrayType(T.I8, len(data)), METADATA_SYMBOL)
-    g.global_constant = True
-    g.initializer = ir.Constant(ir.ArrayType(T.I8, len(data)), data)
-    return module, text
+    return module, add_metadata_global(module, entries)

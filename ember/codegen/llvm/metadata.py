@@ -62,3 +62,17 @@ def module_metadata(entries: list) -> str:
 
     return json.dumps({"format": FORMAT_VERSION, "ember_version": __version__, "kernels": entries},
                       separators=(",", ":"), sort_keys=True)
+
+
+def add_metadata_global(module, entries: list) -> str:
+    """Embed the metadata of ``entries`` in ``module`` as a constant C string; returns the JSON."""
+    from llvmlite import ir
+
+    from . import types as T
+
+    text = module_metadata(entries)
+    data = bytearray(text.encode("utf-8") + b"\0")
+    g = ir.GlobalVariable(module, ir.ArrayType(T.I8, len(data)), METADATA_SYMBOL)
+    g.global_constant = True
+    g.initializer = ir.Constant(ir.ArrayType(T.I8, len(data)), data)
+    return text
