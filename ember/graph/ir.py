@@ -88,6 +88,7 @@ class _Interned(type):
         key = (cls, obj._key())
         found = _TABLE.get(key)
         if found is not None and found._same_payload(obj):
+            found._absorb(obj)
             return found
         _TABLE[key] = obj
         return obj
@@ -101,6 +102,9 @@ class Expr(Node, metaclass=_Interned):
     def _same_payload(self, other: "Expr") -> bool:
         """Beyond ``_key``: only a Constant has data its key summarizes (a digest)."""
         return True
+
+    def _absorb(self, other: "Expr") -> None:
+        """``other`` is being merged into this equal live node (a Call joins its span)."""
 
     def __reduce__(self):
         # pickle and deepcopy rebuild through the constructor, so they intern too
@@ -204,8 +208,9 @@ class Call(Expr):
     attrs: Attrs = Attrs()
     type: Optional[Type] = None
     # The source-model nodes this call came from, e.g. ("Conv_12", "BatchNormalization_13").
-    # Provenance, not structure: equality and hashing ignore it (CSE still merges equal
-    # calls), but a call is only interned with one of the same span, so a span set is kept.
+    # Provenance, not structure: equality and hashing ignore it. An equal call built while
+    # this one lives *is* this one (interning), and its span joins this one's: two model
+    # nodes computing the same value are one call that came from both.
     span: tuple = ()
 
     def __post_init__(self):
@@ -226,8 +231,10 @@ class Call(Expr):
     def _key(self) -> tuple:
         return (self.op, self.args, self.attrs, self.type)
 
-    def _same_payload(self, other: "Call") -> bool:
-        return self.span == other.span
+    def _absorb(self, other: "Call") -> None:
+        if other.span and other.span != self.span:
+            # provenance only (not part of equality or the hash), so widening it is safe
+            object.__setattr__(self, "span", tuple(dict.fromkeys(self.span + other.span)))
 
     def attr(self, name: str, default: Any = _UNSET) -> Any:
         """The attribute ``name``; ``default`` when absent (KeyError naming the op if none given)."""
