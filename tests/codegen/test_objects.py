@@ -17,6 +17,9 @@ def _kernels(n, scale=1.0):
 
 
 def test_parallel_workers_build_what_one_process_builds(tmp_path, monkeypatch):
+    import ember.codegen.llvm.objects as objects
+
+    monkeypatch.setattr(objects, "PARALLEL_MIN_IR_BYTES", 0)  # small kernels: force the workers
     monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("EMBER_COMPILE_JOBS", "2")
     stats: dict = {}

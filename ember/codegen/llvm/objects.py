@@ -29,8 +29,9 @@ from . import profile as _profile
 from .codegen import check_kernel_names, emit_function
 from .metadata import add_metadata_global
 
-# Below this many uncached kernels, starting worker processes costs more than it saves.
-PARALLEL_MIN_KERNELS = 4
+# Starting a worker (a Python that imports llvmlite) costs ~0.4 s; LLVM takes roughly 1.5 s per
+# MB of IR text at O3. Below this much new IR, compiling in this process is faster.
+PARALLEL_MIN_IR_BYTES = 1_000_000
 
 
 def kernel_ir(func, target: Target) -> tuple:
@@ -160,7 +161,7 @@ def compile_objects(funcs: list, target: Target, stats: Optional[dict] = None) -
     names = [f.name for f in funcs] + ["(metadata)"]
     jobs = [((texts + [shared_text])[i], target, f"kernel {names[i]!r}") for i in todo]
     workers = min(_jobs(), len(jobs))
-    if workers > 1 and len(jobs) >= PARALLEL_MIN_KERNELS:
+    if workers > 1 and sum(len(j[0]) for j in jobs) >= PARALLEL_MIN_IR_BYTES:
         results = _in_workers(jobs, workers)
     else:
         results = [_compile_job(j) for j in jobs]
