@@ -95,6 +95,8 @@ class KernelProfile:
     peak_gbps: float
     events: list  # (run, call index, start s, duration s) for the trace
     model: str = "model"
+    run_sums: list = dataclasses.field(default_factory=list)  # per timed run: sum of kernel times
+    plain_runs: list = dataclasses.field(default_factory=list)  # the unprofiled run after each
 
     @property
     def cold(self) -> bool:
@@ -104,7 +106,14 @@ class KernelProfile:
     @property
     def overhead(self) -> float:
         """(sum of kernel times) / (end-to-end latency) - 1: negative when the runtime spends
-        time between kernels, positive when timing each kernel costs more than it saves."""
+        time between kernels, positive when timing each kernel costs more than it saves.
+
+        The median of the ratios of each profiled run to the plain run right after it: a
+        noisy machine slows neighbouring runs alike, so pairs cancel what medians of the two
+        series separately would not."""
+        pairs = [s / p for s, p in zip(self.run_sums, self.plain_runs) if p > 0]
+        if pairs:
+            return statistics.median(pairs) - 1
         return self.kernel_sum / self.latency - 1 if self.latency else 0.0
 
     def select(self, sort: str = "time", top: Optional[int] = None, group_by: str = "call") -> list:
@@ -239,7 +248,7 @@ def profile_kernels(exe, inputs: Sequence = (), *, warmup: int = 3, repeat: int 
                               percent=100 * sum(ts) / kernel_total, peak_gflops=peak_gflops))
     return KernelProfile(rows=rows, warmup=warmup, repeat=repeat, latency=statistics.median(plain),
                          kernel_sum=statistics.median(sums), peak_gflops=peak_gflops, peak_gbps=peak_gbps,
-                         events=events, model=model)
+                         events=events, model=model, run_sums=sums, plain_runs=plain)
 
 
 __all__ = ["KernelProfile", "KernelRow", "op_type", "profile_kernels"]
