@@ -57,7 +57,7 @@ def build(kernels: Union[Schedule, PrimFunc, Sequence], args: Optional[Sequence]
         if stats is not None:
             stats.setdefault(f.name, {}).update(lower=time.perf_counter() - t0, cached=True, **loop_nest(f))
     key = _index_key(lowered, target)
-    hit = _index_lookup(key)
+    hit = index_lookup(key)
     if hit is not None:
         if debug_level() >= 2:  # the program is still shown when its library comes from the cache
             import sys
@@ -74,7 +74,7 @@ def build(kernels: Union[Schedule, PrimFunc, Sequence], args: Optional[Sequence]
         if stats is not None:
             stats[f.name]["loop_passes"] = time.perf_counter() - t0
     mod = llvm_build(funcs, target=target, name=funcs[0].name if len(funcs) == 1 else name, stats=stats)
-    _index_store(key, mod.path)
+    index_store(key, mod.path)
     return mod
 
 
@@ -118,7 +118,8 @@ def _index_dir() -> str:
     return d
 
 
-def _index_lookup(key: str) -> Optional[str]:
+def index_lookup(key: str) -> Optional[str]:
+    """The library stored under ``key`` in the cache's index, if it (and its object) exist."""
     try:
         with open(os.path.join(_index_dir(), key)) as f:
             path = f.read().strip()
@@ -128,7 +129,8 @@ def _index_lookup(key: str) -> Optional[str]:
     return path if os.path.exists(path) and os.path.exists(path[:-3] + ".o") else None
 
 
-def _index_store(key: str, library: str) -> None:
+def index_store(key: str, library: str) -> None:
+    """Record ``library`` under ``key`` (atomically: readers see no half-written entry)."""
     d = _index_dir()
     fd, tmp = tempfile.mkstemp(dir=d, prefix=".idx-")
     with os.fdopen(fd, "w") as f:

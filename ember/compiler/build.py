@@ -14,6 +14,7 @@ from ..graph.types import TensorType, TupleType
 from ..graph.visit import post_order
 from ..loop import dtype as dt
 from ..runtime.executable import Executable
+from ..driver import index_lookup, index_store
 from .group import lower_group
 from .memory_plan import Interval, plan_memory
 
@@ -81,16 +82,23 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
     # kernels: one per distinct group function (identical groups share one)
     t0 = time.perf_counter()
     kernel_of: dict = {}
-    kernels = []
+    groups = []
     for gname, fn in mod.functions:
-        if gname == "main":
-            continue
-        if fn not in kernel_of and not is_relabel(fn):
+        if gname != "main" and fn not in kernel_of and not is_relabel(fn):
             kernel_of[fn] = gname
+            groups.append((gname, fn))
+    # a warm compile finds the library by the groups alone: no computes, schedules or lowering
+    key = groups_key(groups, target) if groups else None
+    cached = index_lookup(key) if key else None
+    kernels = []
+    if cached is None:
+        for gname, fn in groups:
             t = time.perf_counter()
             kernels.append(lower_group(fn, gname, target))
             if stats is not None:
                 stats[gname] = {"schedule": time.perf_counter() - t}
+    elif stats is not None:
+        stats.update({gname: {"cached": True} for gname, _ in groups})
     t1 = time.perf_counter()
 
     # the program: calls in dataflow order, values in fresh slots
@@ -153,8 +161,16 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
     for s, off in plan.offsets.items():
         prog.slots[s]["offset"] = off
 
-    module = build([(k.schedule, k.inputs + k.outputs, k.name) for k in kernels], name=name, target=target,
-                   stats=stats) if kernels else None
+    if cached is not None:
+        from ..runtime.module import Module as KernelModule
+
+        module = KernelModule(cached)
+    elif kernels:
+        module = build([(k.schedule, k.inputs + k.outputs, k.name) for k in kernels], name=name,
+                       target=target, stats=stats)
+        index_store(key, module.path)
+    else:
+        module = None
     t2 = time.perf_counter()
     if timings is not None:
         timings["lower groups"] = t1 - t0
@@ -162,10 +178,54 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
     program = {"inputs": inputs, "outputs": outputs, "slots": prog.slots, "calls": prog.calls,
                "arena_bytes": plan.arena_bytes, "intermediate_bytes": plan.total_bytes}
     exe = Executable(module, program, prog.constants)
-    # what a profiler needs to rebuild the kernels differently (loop instrumentation)
-    exe.kernel_sources = [(k.schedule, k.inputs + k.outputs, k.name) for k in kernels]
+    # what a profiler needs to rebuild the kernels differently (loop instrumentation); after a
+    # warm compile they are scheduled only when asked for
+    if kernels:
+        exe.kernel_sources = [(k.schedule, k.inputs + k.outputs, k.name) for k in kernels]
+    else:
+        exe.kernel_sources_thunk = lambda: [(k.schedule, k.inputs + k.outputs, k.name)
+                                            for k in (lower_group(fn, g, target) for g, fn in groups)]
     exe.target = target
     return exe
+
+
+def groups_key(groups: list, target) -> str:
+    """The cache key of a model's kernels: the printed group functions (types included, so
+    shapes and dtypes), the target, and a digest of Ember's own sources -- the default
+    schedules are a function of exactly these, so any change to Ember misses the cache."""
+    import hashlib
+
+    from ..graph.printer import astext
+
+    h = hashlib.sha256(b"groups\0")
+    for part in [source_digest(), target.triple, target.cpu, target.features, str(target.cores),
+                 *(f"{g}\n{astext(fn)}" for g, fn in groups)]:
+        h.update(part.encode("utf-8"))
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+_SOURCE_DIGEST: list = []
+
+
+def source_digest() -> str:
+    """A hash of every Python file of the ember package (computed once per process)."""
+    if not _SOURCE_DIGEST:
+        import hashlib
+        import os
+
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        h = hashlib.sha256()
+        for d, dirs, files in sorted(os.walk(root)):
+            dirs.sort()
+            for f in sorted(files):
+                if f.endswith(".py"):
+                    p = os.path.join(d, f)
+                    h.update(os.path.relpath(p, root).encode())
+                    with open(p, "rb") as fh:
+                        h.update(fh.read())
+        _SOURCE_DIGEST.append(h.hexdigest())
+    return _SOURCE_DIGEST[0]
 
 
 __all__ = ["build_executable"]

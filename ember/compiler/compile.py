@@ -90,7 +90,7 @@ def compile_model(model: Union[str, os.PathLike, bytes, Module, "onnx.ModelProto
     exe.graph = mod
     from ..profile.compile import CompileProfile
 
-    exe.compile_profile = CompileProfile.collect(name, times, stats, exe.kernel_sources)
+    exe.compile_profile = CompileProfile.collect(name, times, stats, exe._kernel_sources)
     return exe
 
 

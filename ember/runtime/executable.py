@@ -85,9 +85,22 @@ class Executable:
                          if self._slots[o["slot"]]["kind"] == "output" and not o["copy"]]
         self._out_take = [(o["slot"], bool(o["copy"])) for o in program["outputs"]]
         self._names = [i.name for i in self.input_info]
-        # set by the compiler (absent on a loaded export): [(schedule, args, kernel name)], target
-        self.kernel_sources: list = []
+        # set by the compiler (absent on a loaded export): [(schedule, args, kernel name)] or a
+        # function that makes them (after a warm compile), and the target
+        self._kernel_sources: list = []
+        self.kernel_sources_thunk = None
         self.target = None
+
+    @property
+    def kernel_sources(self) -> list:
+        """The kernels' schedules as ``[(schedule, args, name)]`` (empty for a loaded export)."""
+        if not self._kernel_sources and self.kernel_sources_thunk is not None:
+            self._kernel_sources = self.kernel_sources_thunk()
+        return self._kernel_sources
+
+    @kernel_sources.setter
+    def kernel_sources(self, value: list) -> None:
+        self._kernel_sources = list(value)
 
     # -- running --------------------------------------------------------------------------------
     def _bind(self, arrays: tuple, named: dict) -> list:

@@ -125,3 +125,22 @@ def test_reshape_of_an_input_and_of_a_constant():
     exe = ember.compile(mod_of([x], body), opt_level=0)  # no folding: the constant's reshape stays
     xv = np.ones((2, 3), "float32")
     np.testing.assert_array_equal(exe.run(xv)[0], np.arange(6) + 1)
+
+
+def test_warm_compile_finds_the_kernels_by_the_groups_alone(tmp_path, monkeypatch):
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path / "cache"))
+    x = Var("x", T(4, 8))
+    mod = mod_of([x], Call("nn.relu", [Call("exp", [x])]))
+    cold = ember.compile(mod)
+    warm = ember.compile(mod)
+    assert warm.module.path == cold.module.path
+    assert all(k.cached for k in warm.compile_profile.kernels)
+    assert all(not k.times for k in warm.compile_profile.kernels)  # no computes, schedules or lowering
+    assert warm._kernel_sources == []  # scheduled only when a profiler asks
+    assert [n for _, _, n in warm.kernel_sources] == [n for _, _, n in cold.kernel_sources]
+    v = np.linspace(-2, 2, 32, dtype="float32").reshape(4, 8)
+    np.testing.assert_array_equal(warm.run(v)[0], cold.run(v)[0])
+    # another shape is another key
+    y = Var("x", T(2, 8))
+    other = ember.compile(mod_of([y], Call("nn.relu", [Call("exp", [y])])))
+    assert other.module.path != cold.module.path
