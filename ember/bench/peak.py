@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..loop import dtype as dt
 from ..loop.expr import Broadcast, IntImm, Load, Ramp, Var
 from ..loop.stmt import Allocate, Buffer, For, PrimFunc, Store, seq
 
@@ -18,7 +17,7 @@ def fma_peak_kernel(lanes: int, threads: int, accumulators: int = 10, iters: int
     xy = Buffer("xy", (2,), "float32", align=4)
     out = Buffer("out", (threads, lanes), "float32", align=4)
     acc = Buffer("acc", (accumulators, lanes), "float32", scope="local")
-    t, it, a = Var("t"), Var("it"), Var("a")
+    t, it = Var("t"), Var("it")
     lane = Ramp(IntImm(0), IntImm(1), lanes)
     x = Broadcast(Load(xy, (IntImm(0),)), lanes)
     y = Broadcast(Load(xy, (IntImm(1),)), lanes)

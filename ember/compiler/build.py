@@ -15,7 +15,7 @@ from ..graph.visit import post_order
 from ..loop import dtype as dt
 from ..runtime.executable import Executable
 from ..driver import index_lookup, index_store
-from .group import lower_group
+from .group import group_anchor, lower_group
 from .memory_plan import Interval, plan_memory
 
 
@@ -128,6 +128,7 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
             # what the profiler reports: the source nodes, the ops, the work and the traffic
             prog.calls.append({"kernel": kernel_of[fn], "args": all_args, "group": n.op,
                                "nodes": "+".join(n.span) or n.op, "ops": function_ops(fn),
+                               "anchor": group_anchor(fn),
                                "flops": function_flops(fn), "bytes": moved})
             for o in outs:
                 produced_at[o] = len(prog.calls) - 1

@@ -109,6 +109,13 @@ def compute_group(fn: Function, name: str):
     return inputs, outputs, stages_of, (anchors[0] if anchors else None), env
 
 
+def group_anchor(fn: Function) -> str:
+    """What a fused group is, in one op name: its anchor op (``nn.conv2d``), else its last op."""
+    calls = [n for n in post_order(fn.body) if isinstance(n, Call)]
+    anchors = [c.op for c in calls if get_op(c.op).pattern in ANCHORS]
+    return anchors[0] if anchors else (calls[-1].op if calls else "")
+
+
 def _copy(t: te.Tensor, name: str) -> te.Tensor:
     return te.compute(tuple(s.value for s in t.shape), lambda *i: t[i], name)
 
@@ -161,4 +168,4 @@ def lower_group(fn: Function, name: str, target) -> GroupKernel:
     return GroupKernel(name, s, inputs, outputs, anchor.op if anchor is not None else None)
 
 
-__all__ = ["GroupKernel", "compute_group", "lower_group", "schedule_root"]
+__all__ = ["GroupKernel", "compute_group", "group_anchor", "lower_group", "schedule_root"]

@@ -14,9 +14,9 @@ from typing import Optional, Sequence
 from ..errors import LoweringError
 from . import dtype as dt
 from .arith import bounds, can_prove, simplify
-from .compute import ComputeOp, IterVar, PlaceholderOp, Reduce, Tensor, TensorLoad, combine
-from .expr import Expr, IntImm, Load, Max, Min, Var, as_expr, logical_and
-from .schedule import Fuse, Schedule, Split, Stage
+from .compute import IterVar, Reduce, Tensor, TensorLoad, combine
+from .expr import Expr, IntImm, Load, Max, Min, Var, logical_and
+from .schedule import Schedule, Split, Stage
 from .stmt import Allocate, Buffer, For, IfThenElse, PrimFunc, Store, seq
 from .visit import rewrite, substitute, walk
 

@@ -20,21 +20,8 @@ from typing import Optional, Sequence
 
 from ..errors import ProfileError
 
-_ANCHOR_PREFIXES = ("nn.conv", "nn.dense", "nn.matmul", "nn.max_pool", "nn.avg_pool", "nn.lp_pool",
-                    "nn.global_", "nn.softmax", "nn.log_softmax", "nn.layer_norm", "nn.instance_norm",
-                    "nn.lrn", "nn.lp_normalize", "einsum")
-
-
 def _short(op: str) -> str:
     return op.split(".")[-1]
-
-
-def op_type(ops: Sequence[str]) -> str:
-    """What a kernel is, for grouping: its anchor op (``conv2d``), else its first op."""
-    for o in ops:
-        if o.startswith(_ANCHOR_PREFIXES):
-            return _short(o)
-    return _short(ops[0]) if ops else "?"
 
 
 @dataclasses.dataclass
@@ -243,7 +230,7 @@ def profile_kernels(exe, inputs: Sequence = (), *, warmup: int = 3, repeat: int 
     for i, (c, ts) in enumerate(zip(info, times)):
         ops = c.get("ops", [])
         rows.append(KernelRow(kernel=c["kernel"], nodes=c.get("nodes", ""), ops="+".join(_short(o) for o in ops),
-                              op_type=op_type(ops), calls=len(ts), total=sum(ts), min=min(ts), max=max(ts),
+                              op_type=_short(c.get("anchor") or "?"), calls=len(ts), total=sum(ts), min=min(ts), max=max(ts),
                               flops=int(c.get("flops", 0)), bytes=int(c.get("bytes", 0)), index=i,
                               percent=100 * sum(ts) / kernel_total, peak_gflops=peak_gflops))
     return KernelProfile(rows=rows, warmup=warmup, repeat=repeat, latency=statistics.median(plain),
@@ -251,4 +238,4 @@ def profile_kernels(exe, inputs: Sequence = (), *, warmup: int = 3, repeat: int 
                          events=events, model=model, run_sums=sums, plain_runs=plain)
 
 
-__all__ = ["KernelProfile", "KernelRow", "op_type", "profile_kernels"]
+__all__ = ["KernelProfile", "KernelRow", "profile_kernels"]

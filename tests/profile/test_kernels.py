@@ -1,5 +1,6 @@
 """The per-kernel profile: warm-up excluded, one row per call naming its source nodes,
 aggregation, and exports that parse. Nothing here asserts a speed."""
+import contextlib
 import csv
 import io
 import json
@@ -34,8 +35,10 @@ def test_rows_name_their_source_nodes_and_work(conv_net_exe, x):
     assert prof.latency > 0 and prof.kernel_sum > 0 and not prof.cold
 
 
+@contextlib.contextmanager
 def _slow_first_call(exe, index, delay):
-    """Make call ``index`` of ``exe`` sleep ``delay`` on its first execution (a cold start)."""
+    """Within the block, call ``index`` of ``exe`` sleeps ``delay`` on its first execution (a
+    cold start); yields the count of its executions."""
     kernel, args = exe._calls[index]
     state = {"n": 0}
 
@@ -46,25 +49,22 @@ def _slow_first_call(exe, index, delay):
         return kernel(*a)
 
     exe._calls[index] = (cold_once, args)
-    return state, lambda: exe._calls.__setitem__(index, (kernel, args))
+    try:
+        yield state
+    finally:
+        exe._calls[index] = (kernel, args)
 
 
 def test_first_call_is_never_in_the_statistics(conv_net_exe, x):
-    state, restore = _slow_first_call(conv_net_exe, 0, 0.3)
-    try:
+    with _slow_first_call(conv_net_exe, 0, 0.3) as state:
         prof = profile_kernels(conv_net_exe, [x], warmup=2, repeat=4, **PEAKS)
-    finally:
-        restore()
     assert state["n"] == 2 + 4 + 4  # warm-up runs, timed runs, and the plain runs between them
     assert prof.rows[0].calls == 4 and prof.rows[0].max < 0.3
 
 
 def test_no_warmup_is_allowed_and_flagged(conv_net_exe, x):
-    state, restore = _slow_first_call(conv_net_exe, 0, 0.3)
-    try:
+    with _slow_first_call(conv_net_exe, 0, 0.3):
         prof = profile_kernels(conv_net_exe, [x], warmup=0, repeat=2, **PEAKS)
-    finally:
-        restore()
     assert prof.cold and prof.rows[0].max >= 0.3
     assert "NO warm-up" in prof.summary() and "NO warm-up" in prof.table()
 

@@ -16,3 +16,7 @@ def default_pipeline(func: PrimFunc) -> PrimFunc:
     func = simplify(unroll_loops(func))
     func = simplify(vectorize_loops(func))
     return func
+
+
+__all__ = ["LoopSite", "default_pipeline", "guard_select_loads", "instrument_loops", "mark_sites",
+           "unroll_loops", "vectorize_loops"]

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import functools
 
+from ....loop import dtype as dt
+from ....loop.expr import Expr, const
 from ...types import Dim
 from ..registry import get_op, set_compute
 
@@ -26,3 +28,12 @@ def register_compute(name: str, fn) -> None:
         return fn(op.check_attrs(attrs or {}), list(inputs), out_type)
 
     set_compute(name, compute)
+
+
+def const_of(value, dtype: str) -> Expr:
+    """The Python number ``value`` as a constant of ``dtype`` (ints truncate, bools test != 0)."""
+    if dt.is_float(dtype):
+        return const(float(value), dtype)
+    if dt.is_bool(dtype):
+        return const(bool(value), dtype)
+    return const(int(value), dtype)

@@ -46,36 +46,26 @@ def _check_shape(op: str, out: te.Tensor, out_type) -> te.Tensor:
     return out
 
 
-def _conv(n: int):
-    op = f"nn.conv{_NDIM_NAME[n]}"
+def _conv(n: int, transpose: bool):
+    op = f"nn.conv{_NDIM_NAME[n]}" + ("_transpose" if transpose else "")
 
     def compute_fn(attrs, inputs, out_type):
         x, w = inputs
         _static_weight(op, w)
         strides, padding, dilation = _window(attrs, n)
-        out = conv_compute(x, w, strides, padding, dilation, attrs["groups"], name=stage_name(op))
-        return _check_shape(op, out, out_type)
-
-    register_compute(op, compute_fn)
-
-
-def _conv_transpose(n: int):
-    op = f"nn.conv{_NDIM_NAME[n]}_transpose"
-
-    def compute_fn(attrs, inputs, out_type):
-        x, w = inputs
-        _static_weight(op, w)
-        strides, padding, dilation = _window(attrs, n)
-        out = conv_transpose_compute(x, w, strides, padding, dilation, attrs["output_padding"],
-                                     attrs["groups"], name=stage_name(op))
+        if transpose:
+            out = conv_transpose_compute(x, w, strides, padding, dilation, attrs["output_padding"],
+                                         attrs["groups"], name=stage_name(op))
+        else:
+            out = conv_compute(x, w, strides, padding, dilation, attrs["groups"], name=stage_name(op))
         return _check_shape(op, out, out_type)
 
     register_compute(op, compute_fn)
 
 
 for _n in _NDIM_NAME:
-    _conv(_n)
-    _conv_transpose(_n)
+    _conv(_n, transpose=False)
+    _conv(_n, transpose=True)
 
 
 def _vector_product(a: te.Tensor, b: te.Tensor, out_type, name: str, trans_b: bool = False) -> te.Tensor:

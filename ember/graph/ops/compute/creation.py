@@ -10,16 +10,7 @@ from __future__ import annotations
 from ....loop import compute as te
 from ....loop import dtype as dt
 from ....loop.expr import Expr, as_expr, cast, const, eq, select
-from .common import register_compute, te_shape
-
-
-def const_of(value, dtype: str) -> Expr:
-    """The Python number ``value`` as a constant of ``dtype`` (ints truncate, bools test != 0)."""
-    if dt.is_float(dtype):
-        return const(float(value), dtype)
-    if dt.is_bool(dtype):
-        return const(bool(value), dtype)
-    return const(int(value), dtype)
+from .common import const_of, register_compute, te_shape
 
 
 def never_read(x: te.Tensor, value: Expr) -> Expr:

@@ -35,8 +35,8 @@ from ....loop.expr import (
 from ...types import TensorType
 from ..nn import _einsum_terms
 from ..registry import get_op, norm_axis
-from .common import register_compute, stage_name, te_shape
-from .creation import const_of, never_read
+from .common import const_of, register_compute, stage_name, te_shape
+from .creation import never_read
 
 _INDEX = dt.INDEX
 

@@ -25,7 +25,7 @@ from ....loop import intrinsics as intr
 from ....loop.expr import (Expr, IntImm, Var, as_expr, cast, const, eq, logical_and, max_, min_,
                            select)
 from ..registry import norm_axis
-from .common import register_compute, stage_name, te_shape
+from .common import const_of, register_compute, stage_name, te_shape
 
 INDEX = dt.INDEX
 
@@ -48,14 +48,6 @@ def _shifted(i: Expr, offset):
     """The index ``i - offset`` (no node for a zero offset)."""
     return i if _int(offset) == 0 else i - offset
 
-
-def _value(v, dtype: str) -> Expr:
-    """The Python scalar ``v`` as a constant of ``dtype`` (ints truncate)."""
-    if dt.is_float(dtype):
-        return const(float(v), dtype)
-    if dt.is_bool(dtype):
-        return const(bool(v), dtype)
-    return const(int(v), dtype)
 
 
 def _dims(out_type) -> tuple:
@@ -275,7 +267,7 @@ def _fold(mode: str, s: Expr, n):
 def _pad(attrs, inputs, out_type):
     x = inputs[0]
     nd, pw, mode = x.ndim, attrs["pad_width"], attrs["mode"]
-    value = _value(attrs["pad_value"], x.dtype)
+    value = const_of(attrs["pad_value"], x.dtype)
     if mode != "constant":
         for k, d in enumerate(x.shape):
             n = _int(d)
@@ -481,7 +473,7 @@ def _extrapolation(value: float, dtype: str) -> Expr:
     if dt.is_int(dtype):
         info = np.iinfo(dt.numpy_dtype(dtype))
         return const(int(np.clip(np.round(value), info.min, info.max)), dtype)
-    return _value(value, dtype)
+    return const_of(value, dtype)
 
 
 def _resize(attrs, inputs, out_type):
