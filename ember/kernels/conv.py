@@ -101,21 +101,38 @@ def pack_weight(weight: Callable, F: int, Cg: int, kernel: Sequence[int], fb: in
 
 
 def register_block(F: int, OW, lanes: int, accumulators: int) -> tuple[int, int]:
-    """(FB, XB): output channels x output columns kept in registers. Maximizes useful
-    accumulators, discounting the work wasted on padded channels and column tails (an unknown
-    width counts as wide)."""
+    """(FB, XB): output channels x output columns kept in registers.
+
+    Maximizes the useful FMAs per cycle: each reduction step issues ``FB * XB/lanes`` FMAs and
+    ``FB + XB/lanes`` loads (weight broadcasts and input vectors), two of each per cycle on
+    the cores we target, and work on padded channels and column tails is wasted (an unknown
+    width counts as wide). So 6 x 2 vectors (8 loads per 12 FMAs) beats 12 x 1 (13 loads)
+    unless the row is too short for two vectors."""
     OW = const_int(as_expr(OW)) or 1 << 20
     best, best_score = (1, lanes), 0.0
     for xv in range(1, 5):
         xb = xv * lanes
-        if xv > 1 and xb > OW:
-            break
+        if (xv - 1) * lanes >= OW:
+            break  # the last vector would hold only padding
         fb = max(1, min(accumulators // xv, F))
         waste = (-(-OW // xb) * xb / OW) * (-(-F // fb) * fb / F)
-        score = fb * xv / waste
-        if score > best_score:
+        fmas = fb * xv
+        score = fmas / max(fmas, fb + xv) / waste
+        if score > best_score + 1e-9:
             best, best_score = (fb, xb), score
     return best
+
+
+def conv_blocks(F: int, Cg: int, OW, dtype: str = "float32", target=None) -> tuple[int, int]:
+    """The (FB, XB) register block of a convolution with ``F`` output channels, ``Cg`` input
+    channels per group and output rows ``OW`` long, for ``target`` (the host by default)."""
+    lanes = vector_lanes(host(target), dtype)
+    if Cg == 1:
+        # one input channel per filter (depthwise): no input vector is shared between filters,
+        # so block along the row instead, sharing each broadcast weight between its vectors
+        width = const_int(as_expr(OW)) or 2 * lanes
+        return 1, lanes * min(4, -(-width // lanes))
+    return register_block(F, OW, lanes, _registers(lanes) - 4)
 
 
 def _registers(lanes: int) -> int:
@@ -130,10 +147,12 @@ def _channels_read(F: int, fb: int, Fg: int, Cg: int) -> int:
 def conv_window(data: te.Tensor, weight: Callable, F: int, groups: int, kernel: Sequence[int],
                 strides: Sequence[int], dilation: Sequence[int], begin: Sequence[int], end: Sequence[int],
                 dilate: Optional[Sequence[int]] = None, target=None, name: str = "conv",
-                blocks: Optional[tuple] = None) -> te.Tensor:
+                blocks: Optional[tuple] = None, packed: Optional[te.Tensor] = None) -> te.Tensor:
     """The convolution of ``data`` -- padded by ``begin``/``end`` and dilated by ``dilate`` (see
     :func:`pad_spatial`) -- with the kernel ``weight(f, rc, rk...)`` (``F`` output channels,
-    ``groups`` groups). The stage's ``attrs`` hold its parts.
+    ``groups`` groups). The stage's ``attrs`` hold its parts. ``packed``: the weights already
+    packed by :func:`pack_weight` with ``blocks[0]`` channels per block (at compile time, when
+    they are constants), read directly instead of packed on every call.
 
     The padded input also covers what the register blocks read past the output's end (the
     last block of columns, and for groups the channels of the last block of filters), so the
@@ -148,13 +167,9 @@ def conv_window(data: te.Tensor, weight: Callable, F: int, groups: int, kernel: 
     dilate = tuple(dilate or (1,) * n)
     padded_sizes = [_fold(b + (s - 1) * di + 1 + e) for b, s, di, e in zip(begin, data.shape[2:], dilate, end)]
     out = [conv_out_size(p, k, s, d) for p, k, s, d in zip(padded_sizes, kernel, strides, dilation)]
-    lanes = vector_lanes(target, data.dtype)
-    if blocks is None and Cg == 1:
-        # one input channel per filter (depthwise): no input vector is shared between filters,
-        # so block along the row instead, sharing each broadcast weight between its vectors
-        width = out[-1] if isinstance(out[-1], int) else 2 * lanes
-        blocks = (1, lanes * min(4, -(-width // lanes)))
-    fb, xb = blocks or register_block(F, out[-1], lanes, _registers(lanes) - 4)
+    fb, xb = conv_blocks(F, Cg, out[-1], data.dtype, target)
+    if blocks is not None:  # given (a None keeps the chosen one)
+        fb, xb = blocks[0] or fb, blocks[1] or xb
     end = list(end)
     if isinstance(out[-1], int) and isinstance(padded_sizes[-1], int):
         reads = (-(-out[-1] // xb) * xb - 1) * strides[-1] + dilation[-1] * (kernel[-1] - 1) + 1
@@ -162,7 +177,7 @@ def conv_window(data: te.Tensor, weight: Callable, F: int, groups: int, kernel: 
     channels = _channels_read(F, fb, Fg, Cg) if groups > 1 else None
     phases = strides[-1]  # a strided window reads its de-interleaved input contiguously
     padded = pad_spatial(data, begin, end, 0, f"{name}_pad", dilate, channels, phases)
-    Wp = pack_weight(weight, F, Cg, kernel, fb, data.dtype, f"{name}_Wp")
+    Wp = packed if packed is not None else pack_weight(weight, F, Cg, kernel, fb, data.dtype, f"{name}_Wp")
     rc = te.reduce_axis(Cg, "rc")
     rk = [te.reduce_axis(k, f"rk{i}") for i, k in enumerate(kernel)]
 
@@ -173,7 +188,8 @@ def conv_window(data: te.Tensor, weight: Callable, F: int, groups: int, kernel: 
         w = Wp[(f // fb, rc.var, *[r.var for r in rk], f % fb)]
         return te.sum(padded[(nn, c, *idx)] * w, axis=(rc, *rk))
 
-    parts = {"kind": "conv", "pad": padded if padded is not data else None, "Wp": Wp, "fb": fb, "xb": xb}
+    parts = {"kind": "conv", "pad": padded if padded is not data else None,
+             "Wp": Wp if packed is None else None, "fb": fb, "xb": xb}
     return te.compute((data.shape[0], F, *out), body, name, attrs=parts)
 
 
@@ -230,14 +246,27 @@ def schedule_conv(s: Schedule, conv: te.Tensor, out: Optional[te.Tensor] = None,
     n, f, *sp = so.leaf
     fo, fi = so.split(f, factor=fb)
     xo, xi = so.split(sp[-1], factor=xb)
-    so.reorder(n, fo, *sp[:-1], xo, fi, xi)
-    so.parallel(so.fuse(n, fo, *sp[:-1]))
+    rows = const_int(as_expr(conv.shape[0]))
+    for e in conv.shape[2:-1]:
+        rows = rows * const_int(as_expr(e)) if rows is not None and const_int(as_expr(e)) is not None else None
+    if rows is not None and (rows % target.cores == 0 or rows >= 8 * target.cores):
+        # enough rows to share out evenly: each core takes whole rows and, for every block of
+        # columns, runs all channel blocks, so the input it reads stays in cache while the
+        # weights stream
+        so.reorder(n, *sp[:-1], xo, fo, fi, xi)
+        so.parallel(so.fuse(n, *sp[:-1]) if sp[:-1] else n)
+        tile = fo
+    else:
+        # few rows (late, small layers): the channel blocks are the parallel work
+        so.reorder(n, fo, *sp[:-1], xo, fi, xi)
+        so.parallel(so.fuse(n, fo, *sp[:-1]))
+        tile = xo
     so.unroll(fi)
     _, xv = so.split(xi, factor=lanes)
     so.vectorize(xv)
     # the micro-kernel: the reduction outermost, the FB x XB block unrolled into registers
     st = s[acc]
-    st.compute_at(so, xo)
+    st.compute_at(so, tile)
     nsp = conv.ndim - 2
     cn, cf, csp, red = st.leaf[0], st.leaf[1], st.leaf[2:2 + nsp], st.leaf[2 + nsp:]
     st.reorder(*red, cn, *csp[:-1], cf, csp[-1])
@@ -251,8 +280,9 @@ def schedule_conv(s: Schedule, conv: te.Tensor, out: Optional[te.Tensor] = None,
 
 def _schedule_prologue(s: Schedule, parts: dict, lanes: int) -> None:
     """The packed weights and the padded input: computed once per call, in parallel."""
-    sw = s[parts["Wp"]]
-    sw.parallel(sw.leaf[0])
+    if parts["Wp"] is not None:
+        sw = s[parts["Wp"]]
+        sw.parallel(sw.leaf[0])
     pad = parts["pad"]
     if pad is not None:
         sp = s[pad]
@@ -279,5 +309,5 @@ def conv_nd(data_shape, weight_shape, strides=None, padding=None, dilation=None,
     return s, [data, weight, out]
 
 
-__all__ = ["conv_compute", "conv_nd", "conv_window", "conv_out_size", "conv_transpose_compute",
+__all__ = ["conv_blocks", "conv_compute", "conv_nd", "conv_window", "conv_out_size", "conv_transpose_compute",
            "pack_weight", "pad_spatial", "register_block", "schedule_conv", "vectorize_copy", "window_last"]

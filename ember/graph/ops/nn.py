@@ -67,21 +67,40 @@ def _conv_rule(n: int):
     def infer(args, attrs):
         x, w = _data(args[0], n), tensor(args[1], "the weight")
         same_dtype([x, w], "the data and the weight")
-        if w.ndim != n + 2:
-            raise ShapeError(f"the weight must have rank {n + 2} (O, I/groups and {n} kernel dims), got {w}")
+        fb = attrs.get("weight_block") or 0
+        if fb:
+            # packed by nn.pack_conv_weight: (ceil(F / fb), I/groups, kernel..., fb)
+            if w.ndim != n + 3 or w.shape[-1] != fb:
+                raise ShapeError(f"a weight packed in blocks of {fb} must have rank {n + 3} and last dim {fb}, "
+                                 f"got {w}")
+            F, cw, kernel = attrs.get("channels") or 0, w.shape[1], w.shape[2:-1]
+            if not isinstance(w.shape[0], int) or F <= 0 or -(-F // fb) != w.shape[0]:
+                raise ShapeError(f"channels={F} does not match the packed weight {w} (blocks of {fb})")
+        else:
+            if w.ndim != n + 2:
+                raise ShapeError(f"the weight must have rank {n + 2} (O, I/groups and {n} kernel dims), got {w}")
+            F, cw, kernel = w.shape[0], w.shape[1], w.shape[2:]
         groups = attrs["groups"]
-        cin, cw = x.shape[1], w.shape[1]
+        cin = x.shape[1]
         if isinstance(cin, int) and isinstance(cw, int) and cin != cw * groups:
             raise ShapeError(f"the data has {cin} channels but the weight expects {cw} x {groups} groups "
                              f"(data {x}, weight {w})")
-        if isinstance(w.shape[0], int) and w.shape[0] % groups:
-            raise ShapeError(f"{w.shape[0]} output channels do not divide into {groups} groups")
-        kernel = w.shape[2:]
+        if isinstance(F, int) and F % groups:
+            raise ShapeError(f"{F} output channels do not divide into {groups} groups")
         if not all(isinstance(k, int) for k in kernel):
             raise ShapeError(f"the kernel size must be static, got weight {w}")
-        return TensorType((x.shape[0], w.shape[0]) + _window(x.shape[2:], kernel, attrs, n), x.dtype)
+        return TensorType((x.shape[0], F) + _window(x.shape[2:], kernel, attrs, n), x.dtype)
 
     return infer
+
+
+def _infer_pack_conv_weight(args, attrs):
+    w = tensor(args[0], "the weight")
+    fb = attrs["block"]
+    if fb < 1 or w.ndim < 3 or not all(isinstance(d, int) for d in w.shape):
+        raise ShapeError(f"nn.pack_conv_weight needs a static weight (O, I/groups, kernel...) and block >= 1, "
+                         f"got {w} and block={fb}")
+    return TensorType((-(-w.shape[0] // fb),) + w.shape[1:] + (fb,), w.dtype)
 
 
 def _conv_transpose_rule(n: int):
@@ -116,12 +135,20 @@ def _conv_transpose_rule(n: int):
 
 for _n, _s in _NDIM_NAME.items():
     register_op(f"nn.conv{_s}", infer=_conv_rule(_n), pattern=Pattern.OUT_ELEMWISE_FUSABLE, num_args=2,
-                attrs_schema={**_WINDOW, "groups": attr("int", 1)},
-                doc=f"{_n}-D convolution (cross-correlation), data NC{'DHW'[3 - _n:]}, weight OI{'DHW'[3 - _n:]}")
+                attrs_schema={**_WINDOW, "groups": attr("int", 1), "weight_block": attr("int", 0),
+                              "channels": attr("int", 0)},
+                doc=f"{_n}-D convolution (cross-correlation), data NC{'DHW'[3 - _n:]}, weight OI{'DHW'[3 - _n:]} "
+                    f"(or, with weight_block=B, packed by nn.pack_conv_weight, and channels=O)")
     register_op(f"nn.conv{_s}_transpose", infer=_conv_transpose_rule(_n), pattern=Pattern.OUT_ELEMWISE_FUSABLE,
                 num_args=2, attrs_schema={**_WINDOW, "groups": attr("int", 1),
                                           "output_padding": attr("ints", None)},
                 doc=f"{_n}-D transposed convolution (gradient of conv{_s} w.r.t. its data)")
+
+
+register_op("nn.pack_conv_weight", infer=_infer_pack_conv_weight, pattern=Pattern.INJECTIVE,
+            attrs_schema={"block": attr("int")},
+            doc="convolution weights (O, I/groups, kernel...) in blocks of output channels: "
+                "(ceil(O / block), I/groups, kernel..., block), zero past O")
 
 
 def _infer_bias_add(args, attrs):

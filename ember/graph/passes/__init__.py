@@ -8,6 +8,7 @@ from .cse import cse
 from .dce import dce
 from .fold_constant import fold_constant
 from .fuse_ops import fuse_ops
+from .pack_conv_weights import pack_conv_weights
 from .promote_half import promote_half
 from .simplify_inference import simplify_inference
 from .verify import verify
@@ -16,10 +17,11 @@ from .verify import verify
 def default_pipeline() -> list:
     """The passes ``ember.compile`` runs, in order (each gated by its opt level): fold the
     constants (weights made by ConstantOfShape, shape chains), fold batch norms into convs,
-    fold the new scale/shift expressions, merge and prune, then fuse into kernels. First,
+    pack constant convolution weights for their micro-kernels, fold the new scale/shift
+    expressions and the packing, merge and prune, then fuse into kernels. First,
     half-precision accumulating ops are given float32 accumulation."""
-    return [promote_half, fold_constant, simplify_inference, fold_constant, cse, dce, fuse_ops]
+    return [promote_half, fold_constant, simplify_inference, pack_conv_weights, fold_constant, cse, dce, fuse_ops]
 
 
-__all__ = ["cse", "dce", "fold_constant", "promote_half", "simplify_inference", "Instrument", "Pass", "PassContext", "PassError", "PassTimer", "PrintAfterPass",
+__all__ = ["cse", "dce", "fold_constant", "pack_conv_weights", "promote_half", "simplify_inference", "Instrument", "Pass", "PassContext", "PassError", "PassTimer", "PrintAfterPass",
            "VerifyAfterPass", "default_pipeline", "fuse_ops", "graph_pass", "verify"]

@@ -53,6 +53,19 @@ def conv_ref(x, w, strides=None, padding=None, dilation=None, groups=1):
     return out
 
 
+def pack_ref(w, block):
+    """nn.pack_conv_weight: (F, C, k...) -> (ceil(F / block), C, k..., block), zeros past F."""
+    f = w.shape[0]
+    fp = -(-f // block) * block
+    wp = np.zeros((fp,) + w.shape[1:], w.dtype)
+    wp[:f] = w
+    return np.moveaxis(wp.reshape((fp // block, block) + w.shape[1:]), 1, -1)
+
+
+def unpack_ref(wp, channels):
+    return np.moveaxis(wp, -1, 1).reshape((-1,) + wp.shape[1:-1])[:channels]
+
+
 def conv_transpose_ref(x, w, strides=None, padding=None, dilation=None, output_padding=None, groups=1):
     """Scatter definition: out[n, f, i*s - pad + k*d] += x[n, c, i] * w[c, f, k]."""
     n = x.ndim - 2
@@ -204,6 +217,12 @@ CASES = [
     ("nn.conv2d", {}, [(1, 16, 7, 7), (20, 16, 1, 1)], conv_ref, "bias_relu", 1e-4),
     ("nn.conv2d", {"groups": 2, "strides": (2, 2), "padding": (1, 0, 0, 1)}, [(1, 4, 8, 8), (6, 2, 2, 3)],
      lambda x, w: conv_ref(x, w, (2, 2), (1, 0, 0, 1), None, 2), None, 1e-4, False),  # the compute alone
+    # weights packed at compile time (nn.pack_conv_weight; a padded last block of channels)
+    ("nn.pack_conv_weight", {"block": 4}, [(7, 5, 3, 3)], lambda w: pack_ref(w, 4), None, 0),
+    ("nn.conv2d", {"padding": (1, 1, 1, 1), "weight_block": 6, "channels": 7}, [(2, 5, 9, 10), (2, 5, 3, 3, 6)],
+     lambda x, w: conv_ref(x, unpack_ref(w, 7), padding=(1, 1, 1, 1)), "bias_relu", 1e-4),
+    ("nn.conv2d", {"groups": 3, "strides": (2, 2), "weight_block": 4, "channels": 9}, [(1, 6, 10, 9), (3, 2, 1, 1, 4)],
+     lambda x, w: conv_ref(x, unpack_ref(w, 9), (2, 2), groups=3), "residual", 1e-4),
     # conv1d, conv3d
     ("nn.conv1d", {"strides": (2,), "padding": (1, 2), "dilation": (2,)}, [(2, 3, 17), (5, 3, 3)],
      lambda x, w: conv_ref(x, w, (2,), (1, 2), (2,)), "bias_relu", 1e-4),

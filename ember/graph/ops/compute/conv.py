@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from ....errors import UnsupportedOpError
 from ....kernels.common import const_int
-from ....kernels.conv import conv_compute, conv_transpose_compute
+from ....kernels.conv import conv_blocks, conv_compute, conv_transpose_compute, conv_window, pack_weight
 from ....kernels.matmul import dot_compute, matmul_compute, micro_tile
 from ....loop import compute as te
 from ..nn import _NDIM_NAME
@@ -53,7 +53,9 @@ def _conv(n: int, transpose: bool):
         x, w = inputs
         _static_weight(op, w)
         strides, padding, dilation = _window(attrs, n)
-        if transpose:
+        if not transpose and attrs.get("weight_block"):
+            out = _packed_conv(x, w, attrs, strides, padding, dilation, op)
+        elif transpose:
             out = conv_transpose_compute(x, w, strides, padding, dilation, attrs["output_padding"],
                                          attrs["groups"], name=stage_name(op))
         else:
@@ -62,6 +64,26 @@ def _conv(n: int, transpose: bool):
 
     register_compute(op, compute_fn)
 
+
+def _packed_conv(x, w, attrs, strides, padding, dilation, op):
+    """A convolution whose weights ``nn.pack_conv_weight`` packed (at compile time when they are
+    constants): the micro-kernel reads them directly."""
+    n = len(strides)
+    fb, F, groups = attrs["weight_block"], attrs["channels"], attrs["groups"]
+    kernel = [const_int(d) for d in w.shape[2:-1]]
+    out = conv_window(x, None, F, groups, kernel, strides, dilation, padding[:n], padding[n:], name=stage_name(op),
+                      blocks=(fb, None), packed=w)
+    return out
+
+
+def _pack_conv_weight(attrs, inputs, out_type):
+    (w,) = inputs
+    F, Cg, *kernel = [const_int(d) for d in w.shape]
+    return pack_weight(lambda f, c, *k: w[(f, c, *k)], F, Cg, kernel, attrs["block"], w.dtype,
+                       stage_name("nn.pack_conv_weight"))
+
+
+register_compute("nn.pack_conv_weight", _pack_conv_weight)
 
 for _n in _NDIM_NAME:
     _conv(_n, transpose=False)
