@@ -117,7 +117,9 @@ def register_block(F: int, OW, lanes: int, accumulators: int) -> tuple[int, int]
         fb = max(1, min(accumulators // xv, F))
         waste = (-(-OW // xb) * xb / OW) * (-(-F // fb) * fb / F)
         fmas = fb * xv
-        score = fmas / max(fmas, fb + xv) / waste
+        # (measured: a broadcast costs more than a vector load, and at equal cost more
+        # channels and fewer vectors per row run faster)
+        score = fmas / max(fmas, 1.2 * fb + xv) / waste / (1 + 0.05 * (xv - 1))
         if score > best_score + 1e-9:
             best, best_score = (fb, xb), score
     return best
@@ -249,12 +251,19 @@ def schedule_conv(s: Schedule, conv: te.Tensor, out: Optional[te.Tensor] = None,
     rows = const_int(as_expr(conv.shape[0]))
     for e in conv.shape[2:-1]:
         rows = rows * const_int(as_expr(e)) if rows is not None and const_int(as_expr(e)) is not None else None
+    chunk = _weight_chunk(conv, fb, target)
     if rows is not None and (rows % target.cores == 0 or rows >= 8 * target.cores):
         # enough rows to share out evenly: each core takes whole rows and, for every block of
-        # columns, runs all channel blocks, so the input it reads stays in cache while the
-        # weights stream
-        so.reorder(n, *sp[:-1], xo, fo, fi, xi)
-        so.parallel(so.fuse(n, *sp[:-1]) if sp[:-1] else n)
+        # columns, runs the channel blocks of one chunk -- as many as keep their packed
+        # weights in half the L2 -- so the input it reads stays in cache while the weights
+        # stream from L2; the chunks are the outermost loop
+        if chunk:
+            fco, fo = so.split(fo, factor=chunk)
+            so.reorder(fco, n, *sp[:-1], xo, fo, fi, xi)
+            so.parallel(so.fuse(fco, n, *sp[:-1]))
+        else:
+            so.reorder(n, *sp[:-1], xo, fo, fi, xi)
+            so.parallel(so.fuse(n, *sp[:-1]) if sp[:-1] else n)
         tile = fo
     else:
         # few rows (late, small layers): the channel blocks are the parallel work
@@ -276,6 +285,24 @@ def schedule_conv(s: Schedule, conv: te.Tensor, out: Optional[te.Tensor] = None,
     st.vectorize(cxi)
     _schedule_prologue(s, parts, lanes)
     return s
+
+
+def _weight_chunk(conv: te.Tensor, fb: int, target) -> int:
+    """Channel blocks whose packed weights fit in half the L2, or 0 to run them all: when all
+    of them fit, or when they fit in L3 (up to 4x the L2: measured, a ragged or tiny chunk
+    then costs more than the weights streaming from L3)."""
+    per_block = fb * 4
+    for d in conv.op.reduce_axis:
+        e = const_int(as_expr(d.extent))
+        if e is None:
+            return 0
+        per_block *= e
+    blocks = -(-const_int(as_expr(conv.shape[1])) // fb)
+    chunk = max(1, target.l2_bytes // 2 // per_block)
+    if chunk >= blocks or blocks * per_block <= 4 * target.l2_bytes:
+        return 0
+    # a divisor of the blocks: a ragged last chunk would guard every FMA of the micro-kernel
+    return max(d for d in range(1, chunk + 1) if blocks % d == 0)
 
 
 def _schedule_prologue(s: Schedule, parts: dict, lanes: int) -> None:

@@ -3,8 +3,7 @@
 ``out[n, f, y, x] = sum_{c, ry, rx} pad(data)[n, c, y*s + ry*d, x*s + rx*d] * w[f, c, ry, rx]``
 
 A register block of output channels x output columns accumulates over input channels and the
-kernel window (see ``conv.py``). (The blocked NCHWc layout of the graph compiler does better;
-this kernel works on plain NCHW tensors.)
+kernel window (see ``conv.py``).
 """
 from __future__ import annotations
 

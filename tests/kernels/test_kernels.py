@@ -71,6 +71,28 @@ def test_conv2d(shape, wshape, stride, pad, dil):
     np.testing.assert_allclose(got, _conv_ref(x, w, stride, pad, dil), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("l2,shape", [(8192, (1, 8, 10, 19)), (8192, (1, 8, 7, 19)), (1 << 20, (2, 8, 10, 19))])
+def test_conv2d_schedules_by_cache_and_rows(l2, shape):
+    """Weights far past the L2 run in chunks of channel blocks (rows outermost within a chunk);
+    an odd number of rows parallelizes over channel blocks instead."""
+    import dataclasses
+
+    from ember.kernels.conv import _weight_chunk, conv_compute
+    from ember.loop import compute as te
+
+    from ember.target import Target
+
+    target = dataclasses.replace(Target.host(), l2_bytes=l2)
+    wshape = (120, 8, 3, 3)
+    probe = conv_compute(te.placeholder(shape, "float32", "x"), te.placeholder(wshape, "float32", "w"),
+                         padding=(1, 1, 1, 1), target=target)
+    chunk = _weight_chunk(probe, probe.op.attrs["fb"], target)
+    assert chunk > 1 if l2 == 8192 else chunk == 0
+    x, w = _r(*shape), _r(*wshape)
+    got = _run(K.conv2d_nchw(shape, wshape, (1, 1), (1, 1, 1, 1), (1, 1), target=target), x, w)
+    np.testing.assert_allclose(got, _conv_ref(x, w, (1, 1), (1, 1, 1, 1), (1, 1)), rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("rows,cols", [(4, 16), (7, 33)])
 def test_softmax(rows, cols):
     x = _r(rows, cols) * 5
