@@ -20,14 +20,16 @@ The anchor stage records its parts in ``attrs`` (``pad``, ``Wp``, ``fb``, ``xb``
 """
 from __future__ import annotations
 
+import math
 from typing import Callable, Optional, Sequence
 
 from ..errors import UnsupportedOpError
 from ..loop import compute as te
+from ..loop import dtype as dt
 from ..loop.arith import simplify
 from ..loop.expr import Expr, as_expr, const, eq, logical_and, select
 from ..loop.schedule import Schedule
-from .common import const_int, host, vector_lanes
+from .common import const_int, host, parallel_outer, vector_lanes
 
 
 def _fold(e):
@@ -248,27 +250,24 @@ def schedule_conv(s: Schedule, conv: te.Tensor, out: Optional[te.Tensor] = None,
     n, f, *sp = so.leaf
     fo, fi = so.split(f, factor=fb)
     xo, xi = so.split(sp[-1], factor=xb)
-    rows = const_int(as_expr(conv.shape[0]))
-    for e in conv.shape[2:-1]:
-        rows = rows * const_int(as_expr(e)) if rows is not None and const_int(as_expr(e)) is not None else None
+    rows = _static_product([conv.shape[0], *conv.shape[2:-1]])
     chunk = _weight_chunk(conv, fb, target)
     if rows is not None and (rows % target.cores == 0 or rows >= 8 * target.cores):
         # enough rows to share out evenly: each core takes whole rows and, for every block of
         # columns, runs the channel blocks of one chunk -- as many as keep their packed
         # weights in half the L2 -- so the input it reads stays in cache while the weights
         # stream from L2; the chunks are the outermost loop
+        outer = [n, *sp[:-1]]
         if chunk:
             fco, fo = so.split(fo, factor=chunk)
-            so.reorder(fco, n, *sp[:-1], xo, fo, fi, xi)
-            so.parallel(so.fuse(fco, n, *sp[:-1]))
-        else:
-            so.reorder(n, *sp[:-1], xo, fo, fi, xi)
-            so.parallel(so.fuse(n, *sp[:-1]) if sp[:-1] else n)
+            outer.insert(0, fco)
+        so.reorder(*outer, xo, fo, fi, xi)
+        parallel_outer(so, outer)
         tile = fo
     else:
         # few rows (late, small layers): the channel blocks are the parallel work
         so.reorder(n, fo, *sp[:-1], xo, fi, xi)
-        so.parallel(so.fuse(n, fo, *sp[:-1]))
+        parallel_outer(so, [n, fo, *sp[:-1]])
         tile = xo
     so.unroll(fi)
     _, xv = so.split(xi, factor=lanes)
@@ -287,16 +286,20 @@ def schedule_conv(s: Schedule, conv: te.Tensor, out: Optional[te.Tensor] = None,
     return s
 
 
+def _static_product(dims) -> Optional[int]:
+    """The product of ``dims`` when all are constants, else None."""
+    values = [const_int(as_expr(d)) for d in dims]
+    return None if None in values else math.prod(values)
+
+
 def _weight_chunk(conv: te.Tensor, fb: int, target) -> int:
     """Channel blocks whose packed weights fit in half the L2, or 0 to run them all: when all
     of them fit, or when they fit in L3 (up to 4x the L2: measured, a ragged or tiny chunk
     then costs more than the weights streaming from L3)."""
-    per_block = fb * 4
-    for d in conv.op.reduce_axis:
-        e = const_int(as_expr(d.extent))
-        if e is None:
-            return 0
-        per_block *= e
+    window = _static_product([d.extent for d in conv.op.reduce_axis])
+    if window is None:
+        return 0
+    per_block = fb * window * dt.nbytes(conv.dtype)
     blocks = -(-const_int(as_expr(conv.shape[1])) // fb)
     chunk = max(1, target.l2_bytes // 2 // per_block)
     if chunk >= blocks or blocks * per_block <= 4 * target.l2_bytes:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from ....errors import UnsupportedOpError
 from ....kernels.common import const_int
-from ....kernels.conv import conv_blocks, conv_compute, conv_transpose_compute, conv_window, pack_weight
+from ....kernels.conv import conv_compute, conv_transpose_compute, conv_window, pack_weight
 from ....kernels.matmul import dot_compute, matmul_compute, micro_tile
 from ....loop import compute as te
 from ..nn import _NDIM_NAME
@@ -71,9 +71,8 @@ def _packed_conv(x, w, attrs, strides, padding, dilation, op):
     n = len(strides)
     fb, F, groups = attrs["weight_block"], attrs["channels"], attrs["groups"]
     kernel = [const_int(d) for d in w.shape[2:-1]]
-    out = conv_window(x, None, F, groups, kernel, strides, dilation, padding[:n], padding[n:], name=stage_name(op),
-                      blocks=(fb, None), packed=w)
-    return out
+    return conv_window(x, None, F, groups, kernel, strides, dilation, padding[:n], padding[n:],
+                       name=stage_name(op), blocks=(fb, None), packed=w)
 
 
 def _pack_conv_weight(attrs, inputs, out_type):
