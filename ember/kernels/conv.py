@@ -43,7 +43,7 @@ def _fold(e):
 
 def pad_spatial(data: te.Tensor, begin: Sequence[int], end: Sequence[int], value,
                 name: str = "pad", dilate: Optional[Sequence[int]] = None,
-                channels: Optional[int] = None, phases: int = 1) -> te.Tensor:
+                channels: Optional[int] = None, phases: int = 1, inner: int = 0) -> te.Tensor:
     """``data`` (N, C, spatial...) with ``begin[i]``/``end[i]`` elements of ``value`` before and
     after spatial axis ``i`` (negative: cropped) and, with ``dilate``, ``dilate[i] - 1`` of them
     between neighbours; with ``channels``, channels past C filled too. Returns ``data`` itself
@@ -51,19 +51,24 @@ def pad_spatial(data: te.Tensor, begin: Sequence[int], end: Sequence[int], value
 
     With ``phases`` > 1 the last axis is stored de-interleaved: element ``x`` at
     ``[..., x % phases, x // phases]``, so a window sliding with stride ``phases`` reads
-    consecutive elements (see :func:`window_last`)."""
-    n = data.ndim - 2
+    consecutive elements (see :func:`window_last`).
+
+    ``inner`` trailing axes are not spatial: they are copied as they are (the channel block of
+    the blocked layout ``N C/b <spatial> b``)."""
+    n = data.ndim - 2 - inner
     dilate = tuple(dilate or (1,) * n)
     C = data.shape[1]
     more = channels is not None and channels > const_int(C)
     if not any(begin) and not any(end) and all(d == 1 for d in dilate) and not more and phases == 1:
         return data
-    sizes = [_fold(s) for s in data.shape[2:]]
+    sizes = [_fold(s) for s in data.shape[2:2 + n]]
     spans = [(s - 1) * d + 1 for s, d in zip(sizes, dilate)]
-    shape = (data.shape[0], channels if more else C) + tuple(_fold(b + sp + e) for b, sp, e in zip(begin, spans, end))
+    shape = ((data.shape[0], channels if more else C) + tuple(_fold(b + sp + e) for b, sp, e in zip(begin, spans, end))
+             + tuple(data.shape[2 + n:]))
     fill = const(value, data.dtype)
 
     def element(nn, c, *p):
+        p, rest = p[:n], p[n:]
         conds, idx = ([c < C] if more else []), []
         for q, b, sp, d in zip(p, begin, spans, dilate):
             q = q - b
@@ -72,7 +77,7 @@ def pad_spatial(data: te.Tensor, begin: Sequence[int], end: Sequence[int], value
                 conds.append(eq(q % d, 0))
                 q = q // d
             idx.append(q)
-        return select(logical_and(*conds), data[(nn, c, *idx)], fill)
+        return select(logical_and(*conds), data[(nn, c, *idx, *rest)], fill)
 
     if phases == 1:
         return te.compute(shape, element, name)

@@ -1,0 +1,147 @@
+"""2-D convolution in the blocked channel layout ``N C/b H W b`` (NCHW[b]c): the micro-kernel
+is vectorized over output channels.
+
+``out[n, fo, y, x, fi] = sum_{c, ky, kx} pad(data)[n, c, y*s + ky*d, x*s + kx*d] * Wp[fo, c, ky, kx, fi]``
+
+with ``Wp`` the weights packed by :func:`~ember.kernels.conv.pack_weight` in blocks of ``FB``
+output channels -- the output's block -- and ``data`` either plain ``N C H W`` or itself
+blocked ``N C/cb H W cb`` (then ``c = co*cb + ci`` is two reduction axes).
+
+Why a second convolution: the plain-layout kernel (``conv.py``) vectorizes along the output
+row, so a row that is not a multiple of the vector width wastes lanes (ResNet's 56, 28, 14
+and 7 wide rows waste an eighth) and a layer with few rows has little to share between
+cores. Here a vector holds ``lanes`` output channels, which real networks have in multiples of
+8; one reduction step loads ``FB / lanes`` weight vectors and broadcasts ``XB`` input
+elements into ``FB/lanes x XB`` accumulators, and the block of columns ``XB`` is chosen for the
+row's width, not the vector's. The result stays blocked, so the next convolution, the
+bias/activation epilogue and a residual add all read contiguous vectors; the graph pass
+``block_layout`` places the layout changes at the region's edges.
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from ..loop import compute as te
+from ..loop.expr import as_expr
+from ..loop.schedule import Schedule
+from .common import const_int, host, parallel_outer, vector_lanes
+from .conv import _fold, conv_out_size, pad_spatial, vectorize_copy
+
+
+def channel_block(dtype: str = "float32", target=None) -> int:
+    """The output-channel block ``FB`` of the blocked layout: two vectors (the register budget
+    then leaves room for up to 6 columns x 2 vectors of accumulators on AVX2's 16 registers)."""
+    return 2 * vector_lanes(host(target), dtype)
+
+
+def width_block(width, fb: int, lanes: int, registers: int = 16) -> int:
+    """The columns ``XB`` a micro-kernel keeps in registers: from 4 up to what the
+    accumulators leave (``FB/lanes`` per column, plus the weight vectors and one broadcast),
+    the one that pads the row least, the smaller on ties (measured: 4 columns run as fast as
+    6 where both fit the row exactly)."""
+    vecs = max(1, fb // lanes)
+    most = max(1, (registers - vecs - 1) // vecs)
+    width = width if isinstance(width, int) else const_int(as_expr(width))
+    if width is None:
+        return min(4, most)
+    if width <= most:
+        return width
+    cands = range(min(4, most), most + 1)
+    return min(cands, key=lambda xb: (-(-width // xb) * xb, xb))
+
+
+def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1, 1),
+                 padding: Sequence[int] = (0, 0, 0, 0), dilation: Sequence[int] = (1, 1),
+                 target=None, name: str = "conv_nchwc") -> te.Tensor:
+    """The convolution of ``data`` (``N C H W`` or ``N C/cb H W cb``) with weights ``packed``
+    (``F/FB, C, kh, kw, FB``): the ``N F/FB OH OW FB`` result. ``padding`` is
+    (top, left, bottom, right). The stage's ``attrs`` hold its parts for
+    :func:`schedule_conv_nchwc`."""
+    target = host(target)
+    blocked = data.ndim == 5
+    FO, C, kh, kw, FB = [const_int(d) for d in packed.shape]
+    sh, sw = strides
+    dh, dw = dilation
+    H, W = _fold(data.shape[2]), _fold(data.shape[3])
+    oh = conv_out_size(H + padding[0] + padding[2], kh, sh, dh)
+    ow = conv_out_size(W + padding[1] + padding[3], kw, sw, dw)
+    lanes = vector_lanes(target, data.dtype)
+    xb = width_block(ow, FB, lanes, 32 if lanes * 32 >= 512 else 16)
+    end = [padding[2], padding[3]]
+    if isinstance(ow, int) and isinstance(W, int):
+        # the last block of columns reads past the row: pad for it, so no load needs a guard
+        reads = (-(-ow // xb) * xb - 1) * sw + dw * (kw - 1) + 1
+        end[1] += max(0, reads - (W + padding[1] + padding[3]))
+    padded = pad_spatial(data, padding[:2], end, 0, f"{name}_pad", inner=1 if blocked else 0)
+    ry, rx = te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")
+    if blocked:
+        cb = const_int(data.shape[-1])
+        rco, rci = te.reduce_axis(C // cb, "rco"), te.reduce_axis(cb, "rci")
+        axes = (rco, ry, rx, rci)  # the block's channels innermost: consecutive broadcasts
+
+        def body(n, fo, y, x, fi):
+            v = padded[n, rco.var, y * sh + ry.var * dh, x * sw + rx.var * dw, rci.var]
+            return te.sum(v * packed[fo, rco.var * cb + rci.var, ry.var, rx.var, fi], axis=axes)
+    else:
+        rc = te.reduce_axis(C, "rc")
+
+        def body(n, fo, y, x, fi):
+            v = padded[n, rc.var, y * sh + ry.var * dh, x * sw + rx.var * dw]
+            return te.sum(v * packed[fo, rc.var, ry.var, rx.var, fi], axis=(rc, ry, rx))
+
+    parts = {"kind": "conv_nchwc", "pad": padded if padded is not data else None, "xb": xb}
+    return te.compute((data.shape[0], FO, oh, ow, FB), body, name, attrs=parts)
+
+
+def schedule_conv_nchwc(s: Schedule, conv: te.Tensor, out: Optional[te.Tensor] = None, target=None) -> Schedule:
+    """The register-blocked schedule of a :func:`conv2d_nchwc` stage, written back through
+    ``out`` (``conv`` or an inlined elementwise epilogue of its shape). Channel blocks and rows
+    run in parallel; each task computes its row in blocks of ``XB`` columns, reducing into
+    ``FB/lanes x XB`` vector accumulators that the epilogue then stores."""
+    target = host(target)
+    out = conv if out is None else out
+    lanes = vector_lanes(target, conv.dtype)
+    xb = conv.op.attrs["xb"]
+    acc = s.cache_write(conv, "local") if out is conv else conv
+    so = s[out]
+    n, fo, y, x, fi = so.leaf
+    xo, xi = so.split(x, factor=xb)
+    so.reorder(n, fo, y, xo, xi, fi)
+    parallel_outer(so, [n, fo, y])
+    so.unroll(xi)
+    fv, fl = so.split(fi, factor=lanes)
+    so.unroll(fv)
+    so.vectorize(fl)
+    st = s[acc]
+    st.compute_at(so, xo)
+    cn, cfo, cy, cx, cfi, *red = st.leaf
+    st.reorder(*red, cn, cfo, cy, cx, cfi)
+    st.unroll(cx)
+    cv, cl = st.split(cfi, factor=lanes)
+    st.unroll(cv)
+    st.vectorize(cl)
+    pad = conv.op.attrs["pad"]
+    if pad is not None:
+        sp = s[pad]
+        if pad.ndim == 5:  # rows of whole channel blocks: one vector (or two) per column
+            sp.parallel(sp.fuse(*sp.leaf[:-2]))
+            _, v = sp.split(sp.leaf[-1], factor=lanes)
+            sp.vectorize(v)
+        else:
+            sp.parallel(sp.fuse(*sp.leaf[:-1]))
+            vectorize_copy(sp, pad, lanes)
+    return s
+
+
+def conv2d_nchwc_nd(data_shape, packed_shape, strides=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1),
+                    dtype: str = "float32", target=None):
+    """The blocked convolution with its default schedule; returns (schedule, [data, packed, out])."""
+    data = te.placeholder(tuple(data_shape), dtype, "data")
+    packed = te.placeholder(tuple(packed_shape), dtype, "packed")
+    out = conv2d_nchwc(data, packed, strides, padding, dilation, target)
+    s = Schedule(out)
+    schedule_conv_nchwc(s, out, out, target)
+    return s, [data, packed, out]
+
+
+__all__ = ["channel_block", "conv2d_nchwc", "conv2d_nchwc_nd", "schedule_conv_nchwc", "width_block"]
