@@ -32,7 +32,8 @@ def call_flops(call: Call) -> int:
     ins = [a.type for a in call.args]
     if op.startswith("nn.conv"):
         x, w = ins[0], ins[1]
-        dims = w.shape[1:-1] if call.attr("weight_block", 0) else w.shape[1:]  # packed: (.., block)
+        packed = call.attr("weight_block", 0) or op == "nn.conv2d_nchwc"
+        dims = w.shape[1:-1] if packed else w.shape[1:]  # packed: (.., block)
         per = math.prod(int(d) for d in dims)  # input channels per group x window
         # transposed: every input element is multiplied into a window of each output channel
         base = _numel(x) if op.endswith("_transpose") else out

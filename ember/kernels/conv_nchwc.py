@@ -28,6 +28,9 @@ from .common import const_int, host, parallel_outer, vector_lanes
 from .conv import _fold, conv_out_size, pad_spatial, vectorize_copy
 
 
+SMALL_PLANE = 64  # output positions per channel up to which a task is a channel block's plane
+
+
 def channel_block(dtype: str = "float32", target=None) -> int:
     """The output-channel block ``FB`` of the blocked layout: two vectors (the register budget
     then leaves room for up to 6 columns x 2 vectors of accumulators on AVX2's 16 registers)."""
@@ -95,9 +98,17 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
 
 def schedule_conv_nchwc(s: Schedule, conv: te.Tensor, out: Optional[te.Tensor] = None, target=None) -> Schedule:
     """The register-blocked schedule of a :func:`conv2d_nchwc` stage, written back through
-    ``out`` (``conv`` or an inlined elementwise epilogue of its shape). Channel blocks and rows
-    run in parallel; each task computes its row in blocks of ``XB`` columns, reducing into
-    ``FB/lanes x XB`` vector accumulators that the epilogue then stores."""
+    ``out`` (``conv`` or an inlined elementwise epilogue of its shape).
+
+    Each task reduces into ``FB/lanes x XB`` vector accumulators per block of ``XB`` columns,
+    which the epilogue then stores. Where the output has rows to spare, a task is one row of
+    one channel block and each block of columns runs the whole reduction in registers. A
+    small output (a late layer, at most :data:`SMALL_PLANE` positions) has too few columns to
+    reuse a weight it loads, and its weights -- the largest of the network, cold in cache at
+    each call -- dominate: a task is then one channel block's whole plane, and the reduction
+    runs one block of input channels at a time over every block of columns, so the weights of
+    that block (``kh kw x 16 x FB``) are read once from memory and reused from L1 while the
+    partial sums stay in a small buffer (measured on ResNet-50's 7x7 layers, 1.1-1.6x)."""
     target = host(target)
     out = conv if out is None else out
     lanes = vector_lanes(target, conv.dtype)
@@ -105,18 +116,36 @@ def schedule_conv_nchwc(s: Schedule, conv: te.Tensor, out: Optional[te.Tensor] =
     acc = s.cache_write(conv, "local") if out is conv else conv
     so = s[out]
     n, fo, y, x, fi = so.leaf
-    xo, xi = so.split(x, factor=xb)
-    so.reorder(n, fo, y, xo, xi, fi)
-    parallel_outer(so, [n, fo, y])
-    so.unroll(xi)
-    fv, fl = so.split(fi, factor=lanes)
-    so.unroll(fv)
-    so.vectorize(fl)
+    plane = _static_size(conv.shape[2]) * _static_size(conv.shape[3])
     st = s[acc]
-    st.compute_at(so, xo)
-    cn, cfo, cy, cx, cfi, *red = st.leaf
-    st.reorder(*red, cn, cfo, cy, cx, cfi)
-    st.unroll(cx)
+    if plane <= SMALL_PLANE:
+        task = parallel_outer(so, [n, fo])
+        _, fl = so.split(fi, factor=lanes)
+        so.vectorize(fl)
+        st.compute_at(so, task)
+        cn, cfo, cy, cx, cfi, *red = st.leaf
+        cxo, cxi = st.split(cx, factor=xb)
+        if len(red) == 4:  # blocked input: its channel block is the chunk
+            rco, *inner = red
+        else:
+            rc, ry, rx = red
+            C = _static_size(rc.extent)
+            rco, rci = st.split(rc, factor=next(d for d in (16, 8, 4, 2, 1) if C % d == 0))
+            inner = [ry, rx, rci]
+        st.reorder(rco, cn, cfo, cy, cxo, *inner, cxi, cfi)
+    else:
+        xo, xi = so.split(x, factor=xb)
+        so.reorder(n, fo, y, xo, xi, fi)
+        parallel_outer(so, [n, fo, y])
+        so.unroll(xi)
+        fv, fl = so.split(fi, factor=lanes)
+        so.unroll(fv)
+        so.vectorize(fl)
+        st.compute_at(so, xo)
+        cn, cfo, cy, cx, cfi, *red = st.leaf
+        st.reorder(*red, cn, cfo, cy, cx, cfi)
+        cxi = cx
+    st.unroll(cxi)
     cv, cl = st.split(cfi, factor=lanes)
     st.unroll(cv)
     st.vectorize(cl)
@@ -131,6 +160,11 @@ def schedule_conv_nchwc(s: Schedule, conv: te.Tensor, out: Optional[te.Tensor] =
             sp.parallel(sp.fuse(*sp.leaf[:-1]))
             vectorize_copy(sp, pad, lanes)
     return s
+
+
+def _static_size(e) -> int:
+    v = const_int(as_expr(e))
+    return (1 << 20) if v is None else v
 
 
 def conv2d_nchwc_nd(data_shape, packed_shape, strides=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1),

@@ -54,6 +54,27 @@ register_op("reshape", infer=_infer_reshape, pattern=INJ,
             attrs_schema={"newshape": attr("dims"), "allowzero": attr("bool", False)})
 
 
+def _infer_block_channels(args, attrs):
+    x, b = tensor(args[0]), attrs["block"]
+    if x.ndim < 2 or b < 1 or not isinstance(x.shape[1], int) or x.shape[1] % b:
+        raise ShapeError(f"block_channels: the channels of {x} (axis 1) must be static and a multiple of "
+                         f"block={b}")
+    return TensorType((x.shape[0], x.shape[1] // b) + x.shape[2:] + (b,), x.dtype)
+
+
+def _infer_unblock_channels(args, attrs):
+    x = tensor(args[0])
+    if x.ndim < 3 or not isinstance(x.shape[-1], int):
+        raise ShapeError(f"unblock_channels: expects N C/b <spatial> b with a static block, got {x}")
+    return TensorType((x.shape[0], D.dim_mul(x.shape[1], x.shape[-1])) + x.shape[2:-1], x.dtype)
+
+
+register_op("block_channels", infer=_infer_block_channels, pattern=INJ, attrs_schema={"block": attr("int")},
+            doc="N C <spatial> -> N C/block <spatial> block (the blocked channel layout, NCHW[b]c)")
+register_op("unblock_channels", infer=_infer_unblock_channels, pattern=INJ,
+            doc="N C/b <spatial> b -> N C <spatial> (back from the blocked channel layout)")
+
+
 def _infer_flatten(args, attrs):
     x = tensor(args[0])
     axis = attrs["axis"]

@@ -145,6 +145,26 @@ for _n, _s in _NDIM_NAME.items():
                 doc=f"{_n}-D transposed convolution (gradient of conv{_s} w.r.t. its data)")
 
 
+def _infer_conv2d_nchwc(args, attrs):
+    x, w = tensor(args[0], "the data"), tensor(args[1], "the packed weight")
+    same_dtype([x, w], "the data and the weight")
+    if x.ndim not in (4, 5):
+        raise ShapeError(f"the data must be N C H W or blocked N C/b H W b, got {x}")
+    if w.ndim != 5 or not all(isinstance(d, int) for d in w.shape):
+        raise ShapeError(f"the weight must be packed by nn.pack_conv_weight (F/FB, C, kh, kw, FB) and static, got {w}")
+    cin = D.dim_mul(x.shape[1], x.shape[4]) if x.ndim == 5 else x.shape[1]
+    if isinstance(cin, int) and cin != w.shape[1]:
+        raise ShapeError(f"the data has {cin} channels but the weight expects {w.shape[1]} (data {x}, weight {w})")
+    spatial = _window(x.shape[2:4], w.shape[2:4], attrs, 2)
+    return TensorType((x.shape[0], w.shape[0]) + spatial + (w.shape[4],), x.dtype)
+
+
+register_op("nn.conv2d_nchwc", infer=_infer_conv2d_nchwc, pattern=Pattern.OUT_ELEMWISE_FUSABLE, num_args=2,
+            attrs_schema=dict(_WINDOW),
+            doc="2-D convolution in the blocked channel layout: data N C H W or N C/b H W b, weight packed "
+                "by nn.pack_conv_weight (F/FB, C, kh, kw, FB), result N F/FB OH OW FB")
+
+
 register_op("nn.pack_conv_weight", infer=_infer_pack_conv_weight, pattern=Pattern.INJECTIVE,
             attrs_schema={"block": attr("int")},
             doc="convolution weights (O, I/groups, kernel...) in blocks of output channels: "

@@ -2,6 +2,7 @@
 
 One file per pass. :func:`default_pipeline` is what ``ember.compile`` runs.
 """
+from .block_layout import block_layout
 from .context import (Instrument, Pass, PassContext, PassError, PassTimer, PrintAfterPass,
                       VerifyAfterPass, graph_pass)
 from .cse import cse
@@ -17,11 +18,13 @@ from .verify import verify
 def default_pipeline() -> list:
     """The passes ``ember.compile`` runs, in order (each gated by its opt level): fold the
     constants (weights made by ConstantOfShape, shape chains), fold batch norms into convs,
-    pack constant convolution weights for their micro-kernels, fold the new scale/shift
+    run convolutional regions in the blocked channel layout, pack the other constant
+    convolution weights for their micro-kernels, fold the new scale/shift
     expressions and the packing, merge and prune, then fuse into kernels. First,
     half-precision accumulating ops are given float32 accumulation."""
-    return [promote_half, fold_constant, simplify_inference, pack_conv_weights, fold_constant, cse, dce, fuse_ops]
+    return [promote_half, fold_constant, simplify_inference, block_layout, pack_conv_weights, fold_constant, cse, dce,
+            fuse_ops]
 
 
-__all__ = ["cse", "dce", "fold_constant", "pack_conv_weights", "promote_half", "simplify_inference", "Instrument", "Pass", "PassContext", "PassError", "PassTimer", "PrintAfterPass",
+__all__ = ["block_layout", "cse", "dce", "fold_constant", "pack_conv_weights", "promote_half", "simplify_inference", "Instrument", "Pass", "PassContext", "PassError", "PassTimer", "PrintAfterPass",
            "VerifyAfterPass", "default_pipeline", "fuse_ops", "graph_pass", "verify"]

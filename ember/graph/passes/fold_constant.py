@@ -74,7 +74,7 @@ def evaluate(exprs: list, ctx: PassContext) -> list:
     from ...compiler.compile import compile_model
 
     mod = Module({"main": Function([], Tuple(exprs))})
-    disabled = set(ctx.disabled) | {"fold_constant", "simplify_inference", "pack_conv_weights"}
+    disabled = set(ctx.disabled) | {"fold_constant", "simplify_inference", "block_layout", "pack_conv_weights"}
     exe = compile_model(mod, ctx.config.get("target"), max(ctx.opt_level, 1), disabled_passes=disabled,
                         name="constants")
     return [Constant(v) for v in exe.run()]

@@ -1,6 +1,7 @@
 """Schedules of the linear NN ops: convolutions (also transposed), ``nn.dense``, ``nn.matmul``.
 
-Convolutions use the register-blocked direct schedule (``kernels.conv.schedule_conv``); a
+Convolutions use the register-blocked direct schedule (``kernels.conv.schedule_conv``, or
+``kernels.conv_nchwc.schedule_conv_nchwc`` in the blocked channel layout); a
 product uses the schedule of the computation its compute chose (``attrs["kind"]``): packed
 GEMM, dot products of rows, or -- with a vector operand -- a plain reduction.
 """
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 from ....kernels.common import const_int
 from ....kernels.conv import schedule_conv
+from ....kernels.conv_nchwc import schedule_conv_nchwc
 from ....kernels.matmul import schedule_dot, schedule_gemm
 from ....loop import compute as te
 from ....loop.schedule import Schedule
@@ -44,5 +46,6 @@ def _conv(s: Schedule, anchor: te.Tensor, out: te.Tensor, target=None) -> None:
 for _s in _NDIM_NAME.values():
     set_schedule(f"nn.conv{_s}", "llvm", _conv)
     set_schedule(f"nn.conv{_s}_transpose", "llvm", _conv)
+set_schedule("nn.conv2d_nchwc", "llvm", schedule_conv_nchwc)
 set_schedule("nn.dense", "llvm", schedule_product)
 set_schedule("nn.matmul", "llvm", schedule_product)

@@ -1,0 +1,32 @@
+"""Computes of the blocked channel layout ``N C/b <spatial> b`` (NCHW[b]c): the two layout
+changes and the convolution that reads and writes it (``ember.kernels.conv_nchwc``)."""
+from __future__ import annotations
+
+from ....kernels.conv_nchwc import conv2d_nchwc
+from ....loop import compute as te
+from .common import register_compute, stage_name, te_shape
+
+
+def _block_channels(attrs, inputs, out_type):
+    (x,) = inputs
+    b = attrs["block"]
+    return te.compute(te_shape(out_type), lambda n, cb, *rest: x[(n, cb * b + rest[-1], *rest[:-1])],
+                      stage_name("block_channels"))
+
+
+def _unblock_channels(attrs, inputs, out_type):
+    (x,) = inputs
+    b = x.shape[-1]
+    return te.compute(te_shape(out_type), lambda n, c, *sp: x[(n, c // b, *sp, c % b)],
+                      stage_name("unblock_channels"))
+
+
+def _conv2d_nchwc(attrs, inputs, out_type):
+    x, w = inputs
+    return conv2d_nchwc(x, w, attrs["strides"] or (1, 1), attrs["padding"] or (0, 0, 0, 0),
+                        attrs["dilation"] or (1, 1), name=stage_name("nn.conv2d_nchwc"))
+
+
+register_compute("block_channels", _block_channels)
+register_compute("unblock_channels", _unblock_channels)
+register_compute("nn.conv2d_nchwc", _conv2d_nchwc)

@@ -1,0 +1,120 @@
+"""The blocked channel layout (NCHW[b]c) for convolutional regions.
+
+A 2-D convolution with constant weights (a trained model's) and output channels in whole
+blocks becomes ``unblock_channels(nn.conv2d_nchwc(x, nn.pack_conv_weight(W, block=FB)))``:
+its kernel writes ``N F/FB H W FB``, vectorized over output channels
+(``ember.kernels.conv_nchwc``), and ``fold_constant`` (run next) packs the weights once. Then,
+bottom-up, the layout change moves past what works as well on blocks:
+
+- ``conv2d_nchwc(unblock_channels(y))`` reads ``y`` itself (any block);
+- an elementwise or broadcast op whose operands are ``unblock_channels`` of the same blocked
+  shape, scalars, or per-channel constants (a bias ``C 1 1``) runs on the blocks -- the
+  per-channel operand blocked too (``block_channels``, folded when it is a constant) -- and
+  is unblocked after.
+
+So a ResNet's convolutions, biases, activations and residual adds all stay blocked, and the
+layout changes only where something else reads the region (pooling, a flatten, the model's
+output). Convolutions that do not qualify (grouped, depthwise, 1-D/3-D, runtime weights,
+channels not a multiple of the block, not float32) keep the plain layout.
+"""
+from __future__ import annotations
+
+from ..ir import Call, Module
+from ..ops import get_op, infer_type
+from ..ops.registry import Pattern
+from ..types import TensorType
+from ..visit import rewrite
+from .context import PassContext, graph_pass
+from .pack_conv_weights import _constant_valued
+
+_FLOW = (Pattern.ELEMWISE, Pattern.BROADCAST)
+
+
+def _call(op: str, args: list, attrs: dict, span) -> Call:
+    return Call(op, args, attrs, infer_type(op, [a.type for a in args], attrs), span=span)
+
+
+def _blocked(e):
+    """``y`` when ``e`` is ``unblock_channels(y)``, else None."""
+    return e.args[0] if isinstance(e, Call) and e.op == "unblock_channels" else None
+
+
+def _static(*types) -> bool:
+    return all(isinstance(t, TensorType) and t.is_static for t in types)
+
+
+def _conv(n: Call, target):
+    from ...kernels.conv_nchwc import channel_block
+
+    x, w = n.args
+    if n.attr("weight_block", 0) or n.attr("groups", 1) != 1 or not _static(x.type, w.type, n.type):
+        return None
+    if n.type.dtype != "float32" or not _constant_valued(w):
+        return None
+    fb = channel_block(n.type.dtype, target)
+    if w.type.shape[0] % fb:
+        return None
+    src = _blocked(x)
+    packed = _call("nn.pack_conv_weight", [w], {"block": fb}, n.span)
+    attrs = {k: n.attr(k, None) for k in ("strides", "padding", "dilation")}
+    conv = _call("nn.conv2d_nchwc", [src if src is not None else x, packed], attrs, n.span)
+    return _call("unblock_channels", [conv], {}, n.span)
+
+
+def _per_channel(a, out: TensorType, block: int, span):
+    """Operand ``a`` of an elementwise op with result ``out`` (N C H W), made to broadcast
+    against the blocked result: a scalar as it is, a per-channel value blocked; else None."""
+    if not _static(a.type) or a.type.ndim > out.ndim:
+        return None
+    full = (1,) * (out.ndim - a.type.ndim) + tuple(a.type.shape)
+    if any(d != 1 for i, d in enumerate(full) if i != 1):
+        return None
+    if full[1] == 1:
+        return a
+    if full[1] != out.shape[1]:
+        return None
+    col = _call("reshape", [a], {"newshape": (1, full[1]) + (1,) * (out.ndim - 2)}, span)
+    return _call("block_channels", [col], {"block": block}, span)
+
+
+def _elementwise(n: Call):
+    opdef = get_op(n.op)
+    if opdef.pattern not in _FLOW or not _static(n.type) or n.type.ndim != 4:
+        return None
+    sources = [_blocked(a) for a in n.args]
+    shapes = {tuple(s.type.shape) for s in sources if s is not None}
+    if len(shapes) != 1:
+        return None
+    block = next(iter(shapes))[-1]
+    args = []
+    for a, src in zip(n.args, sources):
+        if src is not None:
+            if tuple(a.type.shape) != tuple(n.type.shape):
+                return None  # the blocked operand itself broadcasts
+            args.append(src)
+        else:
+            b = _per_channel(a, n.type, block, n.span)
+            if b is None:
+                return None
+            args.append(b)
+    return _call("unblock_channels", [_call(n.op, args, dict(n.attrs), n.span)], {}, n.span)
+
+
+@graph_pass("block_layout", opt_level=2)
+def block_layout(mod: Module, ctx: PassContext) -> Module:
+    """Run convolutional regions in the blocked channel layout (see the module docstring)."""
+    target = ctx.config.get("target")
+
+    def visit(n):
+        if not isinstance(n, Call):
+            return None
+        if n.op == "nn.conv2d":
+            return _conv(n, target)
+        return _elementwise(n)
+
+    main = mod.main
+    body = rewrite(main.body, visit)
+    return mod if body is main.body else mod.with_function("main", main.replace(body=body))
+
+
+__all__ = ["block_layout"]
