@@ -8,9 +8,9 @@ bottom-up, the layout change moves past what works as well on blocks:
 
 - ``conv2d_nchwc(unblock_channels(y))`` reads ``y`` itself (any block);
 - an elementwise or broadcast op whose operands are ``unblock_channels`` of the same blocked
-  shape, scalars, or per-channel constants (a bias ``C 1 1``) runs on the blocks -- the
-  per-channel operand blocked too (``block_channels``, folded when it is a constant) -- and
-  is unblocked after.
+  shape, scalars, per-channel values (a bias ``C 1 1``) or plain tensors of the result's
+  shape (a residual from outside the region) runs on the blocks -- those operands blocked
+  too (``block_channels``, folded when constant) -- and is unblocked after.
 
 So a ResNet's convolutions, biases, activations and residual adds all stay blocked, and the
 layout changes only where something else reads the region (pooling, a flatten, the model's
@@ -61,11 +61,14 @@ def _conv(n: Call, target):
     return _call("unblock_channels", [conv], {}, n.span)
 
 
-def _per_channel(a, out: TensorType, block: int, span):
+def _as_blocked(a, out: TensorType, block: int, span):
     """Operand ``a`` of an elementwise op with result ``out`` (N C H W), made to broadcast
-    against the blocked result: a scalar as it is, a per-channel value blocked; else None."""
+    against the blocked result: a scalar as it is, a per-channel value or a whole plain
+    tensor blocked; else None (it broadcasts along H or W)."""
     if not _static(a.type) or a.type.ndim > out.ndim:
         return None
+    if tuple(a.type.shape) == tuple(out.shape):
+        return _call("block_channels", [a], {"block": block}, span)
     full = (1,) * (out.ndim - a.type.ndim) + tuple(a.type.shape)
     if any(d != 1 for i, d in enumerate(full) if i != 1):
         return None
@@ -93,7 +96,7 @@ def _elementwise(n: Call):
                 return None  # the blocked operand itself broadcasts
             args.append(src)
         else:
-            b = _per_channel(a, n.type, block, n.span)
+            b = _as_blocked(a, n.type, block, n.span)
             if b is None:
                 return None
             args.append(b)

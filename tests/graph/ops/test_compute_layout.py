@@ -201,6 +201,13 @@ case("pad", {"pad_width": (0, 1, 1, 0), "pad_value": True}, [((2, 3), "bool")],
 case("pad", {"pad_width": (0, 0, 0, 0, 0, 0), "mode": "edge"}, [((2, 3, 1), F)], lambda a, o: lambda x: x)
 case("pad", {"pad_width": (0, 2, 0, 1)}, [((0, 3), F)], lambda a, o: lambda x: _np_pad(x, a["pad_width"]))
 case("pad", {"pad_width": (1, -2, 0, -1)}, [((3, 4), "float16")], lambda a, o: lambda x: _np_pad(x, a["pad_width"]))
+# -- block_channels, unblock_channels (the blocked channel layout)
+case("block_channels", {"block": 8}, [((2, 16, 3, 5), F)],
+     lambda a, o: lambda x: x.reshape(2, 2, 8, 3, 5).transpose(0, 1, 3, 4, 2))
+case("block_channels", {"block": 4}, [((1, 8, 7), "int32")],
+     lambda a, o: lambda x: x.reshape(1, 2, 4, 7).transpose(0, 1, 3, 2))
+case("unblock_channels", {}, [((2, 3, 4, 5, 8), F)],
+     lambda a, o: lambda x: x.transpose(0, 1, 4, 2, 3).reshape(2, 24, 4, 5))
 # -- depth_to_space, space_to_depth
 case("depth_to_space", {"block_size": 2}, [((2, 8, 3, 5), F)], lambda a, o: lambda x: _d2s(x, 2, "DCR"))
 case("depth_to_space", {"block_size": 2, "mode": "CRD"}, [((2, 8, 3, 5), F)], lambda a, o: lambda x: _d2s(x, 2, "CRD"))
@@ -322,7 +329,7 @@ def test_layout_compute(built, i):
 
 def test_every_layout_op_has_a_compute_and_a_case():
     family = [n for n in list_ops() if get_op(n).infer.__module__ == "ember.graph.ops.layout"]
-    assert len(family) == 14
+    assert len(family) == 16
     covered = {c[0] for c in CASES}
     assert [n for n in family if get_op(n).compute is None or n not in covered] == []
 

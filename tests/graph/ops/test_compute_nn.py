@@ -66,6 +66,16 @@ def unpack_ref(wp, channels):
     return np.moveaxis(wp, -1, 1).reshape((-1,) + wp.shape[1:-1])[:channels]
 
 
+def block_ref(x, b):
+    """N C H W -> N C/b H W b (the blocked channel layout)."""
+    n, c, *sp = x.shape
+    return np.moveaxis(x.reshape((n, c // b, b, *sp)), 2, -1)
+
+
+def unblock_ref(x):
+    return np.moveaxis(x, -1, 2).reshape((x.shape[0], -1) + x.shape[2:-1])
+
+
 def conv_transpose_ref(x, w, strides=None, padding=None, dilation=None, output_padding=None, groups=1):
     """Scatter definition: out[n, f, i*s - pad + k*d] += x[n, c, i] * w[c, f, k]."""
     n = x.ndim - 2
@@ -223,6 +233,16 @@ CASES = [
      lambda x, w: conv_ref(x, unpack_ref(w, 7), padding=(1, 1, 1, 1)), "bias_relu", 1e-4),
     ("nn.conv2d", {"groups": 3, "strides": (2, 2), "weight_block": 4, "channels": 9}, [(1, 6, 10, 9), (3, 2, 1, 1, 4)],
      lambda x, w: conv_ref(x, unpack_ref(w, 9), (2, 2), groups=3), "residual", 1e-4),
+    # the blocked channel layout (nn.conv2d_nchwc): plain or blocked input, the row schedule
+    # and (at most 64 output positions) the plane schedule, whose input channels run in chunks
+    ("nn.conv2d_nchwc", {"padding": (1, 1, 1, 1)}, [(2, 5, 9, 10), (2, 5, 3, 3, 16)],
+     lambda x, w: block_ref(conv_ref(x, unpack_ref(w, 32), padding=(1, 1, 1, 1)), 16), "bias_relu", 1e-4),
+    ("nn.conv2d_nchwc", {"strides": (2, 2), "padding": (0, 1, 2, 1)}, [(1, 2, 11, 13, 8), (1, 16, 3, 3, 16)],
+     lambda x, w: block_ref(conv_ref(unblock_ref(x), unpack_ref(w, 16), (2, 2), (0, 1, 2, 1)), 16), "residual", 1e-4),
+    ("nn.conv2d_nchwc", {}, [(1, 3, 7, 7, 8), (2, 24, 1, 1, 16)],
+     lambda x, w: block_ref(conv_ref(unblock_ref(x), unpack_ref(w, 32)), 16), "bias_relu", 1e-4),
+    ("nn.conv2d_nchwc", {"padding": (1, 1, 1, 1), "dilation": (1, 2)}, [(1, 3, 6, 8), (1, 3, 3, 3, 16)],
+     lambda x, w: block_ref(conv_ref(x, unpack_ref(w, 16), padding=(1, 1, 1, 1), dilation=(1, 2)), 16), None, 1e-4),
     # conv1d, conv3d
     ("nn.conv1d", {"strides": (2,), "padding": (1, 2), "dilation": (2,)}, [(2, 3, 17), (5, 3, 3)],
      lambda x, w: conv_ref(x, w, (2,), (1, 2), (2,)), "bias_relu", 1e-4),

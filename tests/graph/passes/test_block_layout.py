@@ -1,0 +1,78 @@
+"""block_layout: convolutional regions in the blocked channel layout, layout changes only at
+the region's edges, the same results as the plain layout."""
+import numpy as np
+
+import ember
+from ember.graph import Var, const, topo_calls
+from ember.graph.passes import PassContext, block_layout, dce, fold_constant, simplify_inference
+from ember.kernels.conv_nchwc import channel_block
+
+from .conftest import T, call, module, rand
+
+FB = channel_block()
+
+
+def _conv(x, w, **attrs):
+    return call("nn.conv2d", x, const(w), **{"padding": (1, 1, 1, 1), **attrs})
+
+
+def run(mod):
+    return PassContext(opt_level=3).run(mod, [simplify_inference, block_layout, fold_constant, dce])
+
+
+def _ops(mod):
+    return [c.op for c in topo_calls(mod)]
+
+
+def _residual_block(x, c):
+    """conv-bias-relu, conv-bias, + x, relu, then a global average pool: a ResNet block."""
+    y = call("nn.relu", call("add", _conv(x, rand(c, c, 3, 3) * 0.1), const(rand(c, 1, 1))))
+    z = call("add", _conv(y, rand(c, c, 3, 3) * 0.1), const(rand(1, c, 1, 1)))
+    return call("nn.global_avg_pool2d", call("nn.relu", call("add", z, x)))
+
+
+def test_a_residual_block_runs_blocked_between_its_edges():
+    c = 2 * FB
+    x = Var("x", T(1, c, 9, 9))
+    after = run(module([x], _residual_block(x, c)))
+    ops = _ops(after)
+    # the first conv reads the input as it is; the block, its biases and the residual stay
+    # blocked; the layout changes back once, before the pool
+    assert ops.count("nn.conv2d_nchwc") == 2 and "nn.conv2d" not in ops
+    assert ops.count("unblock_channels") == 1 and ops.index("unblock_channels") == len(ops) - 2
+    # the per-channel biases were blocked and folded; the residual input is blocked once
+    blocks = [c_ for c_ in topo_calls(after) if c_.op == "block_channels"]
+    assert len(blocks) == 1 and blocks[0].args[0] is x
+    first = next(c_ for c_ in topo_calls(after) if c_.op == "nn.conv2d_nchwc")
+    assert first.args[0] is x and first.type.shape == (1, c // FB, 9, 9, FB)
+
+
+def test_blocked_and_plain_layouts_agree():
+    c = 2 * FB
+    x = Var("x", T(2, c, 7, 10))
+    mod = module([x], _residual_block(x, c))
+    blocked, plain = ember.compile(mod), ember.compile(mod, disabled_passes=["block_layout"])
+    xv = rand(2, c, 7, 10)
+    np.testing.assert_allclose(blocked.run(xv)[0], plain.run(xv)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_what_does_not_fit_the_blocks_keeps_the_plain_layout():
+    x = Var("x", T(1, 8, 9, 9))
+    # output channels not a multiple of the block, groups, runtime weights
+    for body in (_conv(x, rand(FB + 4, 8, 3, 3)), _conv(x, rand(2 * FB, 4, 3, 3), groups=2)):
+        assert "nn.conv2d_nchwc" not in _ops(run(module([x], body)))
+    w = Var("w", T(FB, 8, 3, 3))
+    assert "nn.conv2d_nchwc" not in _ops(run(module([x, w], call("nn.conv2d", x, w))))
+
+
+def test_an_operand_that_broadcasts_across_channels_stops_the_region():
+    """A value varying along H or W cannot be blocked: the op reads the unblocked result."""
+    x = Var("x", T(1, 8, 5, 5))
+    body = call("add", _conv(x, rand(FB, 8, 3, 3)), const(rand(1, 1, 5, 1)))
+    after = run(module([x], body))
+    ops = _ops(after)
+    assert ops == ["nn.conv2d_nchwc", "unblock_channels", "add"]
+    xv = rand(1, 8, 5, 5)
+    got = ember.compile(module([x], body)).run(xv)[0]
+    want = ember.compile(module([x], body), disabled_passes=["block_layout"]).run(xv)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

@@ -1,0 +1,46 @@
+"""The blocked-layout convolution (ember.kernels.conv_nchwc) against numpy: both schedules
+(rows; a small plane in chunks of input channels), column tails, plain and blocked inputs."""
+import numpy as np
+import pytest
+
+import ember
+from ember.kernels.conv_nchwc import SMALL_PLANE, conv2d_nchwc_nd, width_block
+
+RNG = np.random.default_rng(3)
+
+
+def _conv_ref(x, w, s, p):
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (p[0], p[2]), (p[1], p[3])))
+    f, c, kh, kw = w.shape
+    oh, ow = (xp.shape[2] - kh) // s + 1, (xp.shape[3] - kw) // s + 1
+    out = np.zeros((x.shape[0], f, oh, ow))
+    for i in range(kh):
+        for j in range(kw):
+            out += np.einsum("nchw,fc->nfhw", xp[:, :, i:i + s * (oh - 1) + 1:s, j:j + s * (ow - 1) + 1:s], w[:, :, i, j])
+    return out
+
+
+@pytest.mark.parametrize("n,c,h,w,f,k,s,cb", [
+    (1, 16, 12, 9, 32, 3, 1, 8),    # rows (108 positions), 9 columns: a tail block
+    (2, 3, 11, 13, 16, 3, 2, 0),    # plain input, stride 2, batch 2
+    (1, 24, 7, 7, 32, 1, 1, 8),     # a small plane: chunks of 8 input channels
+    (1, 5, 6, 5, 16, 3, 1, 0),      # a small plane, plain input of 5 channels
+])
+def test_conv2d_nchwc_matches_numpy(n, c, h, w, f, k, s, cb):
+    fb, p = 16, (k // 2,) * 4
+    dshape = (n, c // cb, h, w, cb) if cb else (n, c, h, w)
+    sch, args = conv2d_nchwc_nd(dshape, (f // fb, c, k, k, fb), (s, s), p)
+    x, wt = RNG.standard_normal((n, c, h, w)).astype(np.float32), RNG.standard_normal((f, c, k, k)).astype(np.float32)
+    xb = np.moveaxis(x.reshape(n, c // cb, cb, h, w), 2, -1).copy() if cb else x
+    wp = np.moveaxis(wt.reshape(f // fb, fb, c, k, k), 1, -1).copy()
+    want = _conv_ref(x, wt, s, p)
+    out = np.zeros((n, f // fb) + want.shape[2:] + (fb,), np.float32)
+    ember.build(sch, args, "k")["k"](xb, wp, out)
+    np.testing.assert_allclose(np.moveaxis(out, -1, 2).reshape(want.shape), want, rtol=1e-4, atol=1e-4)
+
+
+def test_width_block_pads_the_row_least():
+    assert [width_block(w, 16, 8) for w in (56, 28, 14, 7, 3, 112)] == [4, 4, 5, 4, 3, 4]
+    assert width_block(13, 16, 8) == 5  # 15 columns computed, the fewest of 4..6
+    assert width_block(7, 32, 16, registers=32) == 7  # AVX-512: a 7-wide row fits in registers
+    assert SMALL_PLANE >= 49  # ResNet's 7x7 layers take the plane schedule
