@@ -60,14 +60,16 @@ def _window_count(o: Expr, k: int, s: int, d: int, begin: int, lo: int, hi: int)
 
 def pool_compute(data: te.Tensor, kind: str, kernel: Sequence[int], strides=None, padding=None,
                  dilation=None, ceil_mode: bool = False, count_include_pad: bool = False, p: int = 2,
-                 out_spatial: Optional[Sequence] = None, name: str = "pool", target=None) -> te.Tensor:
+                 out_spatial: Optional[Sequence] = None, name: str = "pool", target=None,
+                 blocked: bool = False) -> te.Tensor:
     """``kind`` ("max", "avg" or "lp") pooling of ``data`` (N, C, spatial...); ``padding`` lists
     every axis's leading pad, then every trailing pad. The result stage's ``attrs`` hold the
-    stages the schedule needs (``pad``, ``acc``: the window reduction)."""
-    n = data.ndim - 2
+    stages the schedule needs (``pad``, ``acc``: the window reduction). ``blocked``: the data
+    is in the blocked channel layout ``N C/b <spatial> b`` (so is the result)."""
+    n = data.ndim - 2 - blocked
     strides, dilation = tuple(strides or (1,) * n), tuple(dilation or (1,) * n)
     padding = tuple(padding or (0,) * (2 * n))
-    sizes = [const_int(s) for s in data.shape[2:]]
+    sizes = [const_int(s) for s in data.shape[2:2 + n]]
     if None in sizes:
         raise ValueError(f"{name}: pooling needs static spatial sizes, got {data.shape}")
     if out_spatial is None:
@@ -78,24 +80,27 @@ def pool_compute(data: te.Tensor, kind: str, kernel: Sequence[int], strides=None
     lanes = vector_lanes(host(target), data.dtype)
     # pad to what the windows read: ceil-mode windows may go past the trailing pad, and along
     # the last axis every window of the last vector of outputs
+    # (blocked: the vectors run along the channel block, and every window's reads are whole)
     begin = padding[:n]
-    last = [o if i < n - 1 else -(-o // lanes) * lanes for i, o in enumerate(out_spatial)]
+    last = [o if i < n - 1 or blocked else -(-o // lanes) * lanes for i, o in enumerate(out_spatial)]
     end = [(o - 1) * s + d * (k - 1) + 1 - b - size
            for o, s, d, k, b, size in zip(last, strides, dilation, kernel, begin, sizes)]
-    phases = strides[-1]  # a strided window reads its de-interleaved input contiguously
-    padded = pad_spatial(data, begin, end, neutral(combiner, data.dtype), f"{name}_pad", phases=phases)
+    phases = 1 if blocked else strides[-1]  # a strided window reads its de-interleaved input contiguously
+    padded = pad_spatial(data, begin, end, neutral(combiner, data.dtype), f"{name}_pad", phases=phases,
+                         inner=int(blocked))
     rk = [te.reduce_axis(k, f"{name}_k{i}") for i, k in enumerate(kernel)]
 
     def element(nn, c, *o):
+        o, ci = o[:n], o[n:]
         idx = [oi * s + r.var * d for oi, s, r, d in zip(o[:-1], strides, rk, dilation)]
         idx += window_last(padded, o[-1], rk[-1].var, strides[-1], dilation[-1], phases)
-        v = padded[(nn, c, *idx)]
+        v = padded[(nn, c, *idx, *ci)]
         if kind == "lp":
             v = intr.abs(v) if p == 1 else v * v if p == 2 else intr.pow(intr.abs(v), const(float(p), v.dtype))
         return getattr(te, combiner)(v, axis=tuple(rk))
 
-    shape = tuple(data.shape[:2]) + tuple(out_spatial)
-    parts = {"kind": "pool", "pad": padded if padded is not data else None, "xb": lanes}
+    shape = tuple(data.shape[:2]) + tuple(out_spatial) + tuple(data.shape[2 + n:])
+    parts = {"kind": "pool", "pad": padded if padded is not data else None, "xb": lanes, "blocked": blocked}
     acc = te.compute(shape, element, name if kind == "max" else f"{name}_acc", attrs=parts)
     if kind == "max":
         return acc
@@ -106,13 +111,13 @@ def pool_compute(data: te.Tensor, kind: str, kernel: Sequence[int], strides=None
             return v if p == 1 else intr.sqrt(v) if p == 2 else intr.pow(v, const(1.0 / p, v.dtype))
         return te.compute(shape, root, name, attrs=parts)
 
-    def average(nn, c, *o):
-        count = None
+    def average(nn, c, *oc):
+        o, count = oc[:n], None
         for i, oi in enumerate(o):
             lo, hi = (-begin[i], sizes[i] + padding[n + i]) if count_include_pad else (0, sizes[i])
             ci = _window_count(oi, kernel[i], strides[i], dilation[i], begin[i], lo, hi)
             count = ci if count is None else count * ci
-        v = acc[(nn, c, *o)]
+        v = acc[(nn, c, *oc)]
         return v / cast(v.dtype, count)
 
     return te.compute(shape, average, name, attrs=parts)
@@ -170,6 +175,8 @@ def schedule_pool(s: Schedule, anchor: te.Tensor, out: Optional[te.Tensor] = Non
     out = anchor if out is None else out
     lanes = vector_lanes(target, anchor.dtype)
     acc, local = _accumulator(s, anchor, out)
+    if acc.op.attrs.get("blocked"):
+        return _schedule_blocked(s, acc, local, out, lanes)
     so = s[out]
     n, c, *sp = so.leaf
     nc = so.fuse(n, c)
@@ -187,6 +194,30 @@ def schedule_pool(s: Schedule, anchor: te.Tensor, out: Optional[te.Tensor] = Non
     if pad is not None:
         s[pad].compute_at(so, nc)
         vectorize_copy(s[pad], pad, lanes)
+    return s
+
+
+def _schedule_blocked(s: Schedule, acc: te.Tensor, local: te.Tensor, out: te.Tensor, lanes: int) -> Schedule:
+    """A pool in the blocked channel layout: rows of channel blocks in parallel, each window
+    reduced over vectors of the block's channels (contiguous), in registers."""
+    so = s[out]
+    *outer, x, ci = so.leaf
+    parallel_outer(so, outer)
+    _, cl = so.split(ci, factor=lanes)
+    so.vectorize(cl)
+    st = s[local]
+    st.compute_at(so, x)
+    nsp = acc.ndim - 3
+    spatial, red = st.leaf[:3 + nsp], st.leaf[3 + nsp:]
+    st.reorder(*red, *spatial)
+    _, v = st.split(spatial[-1], factor=lanes)
+    st.vectorize(v)
+    pad = acc.op.attrs["pad"]
+    if pad is not None:
+        sp = s[pad]
+        sp.parallel(sp.fuse(*sp.leaf[:-2]))
+        _, v = sp.split(sp.leaf[-1], factor=lanes)
+        sp.vectorize(v)
     return s
 
 

@@ -332,13 +332,18 @@ register_op("nn.lp_normalize", infer=_infer_lp_norm, pattern=Pattern.OPAQUE,
 
 def _pool_rule(n: int):
     def infer(args, attrs):
-        x = _data(args[0], n)
+        blocked = attrs.get("blocked", False)
+        x = tensor(args[0], "the data")
+        if x.ndim != n + 2 + blocked:
+            raise ShapeError(f"the data must have rank {n + 2 + blocked} (N, C{'/b' if blocked else ''} and {n} "
+                             f"spatial{', b' if blocked else ''}), got {x}")
         if dt.is_bool(x.dtype):
             raise DTypeError(f"the data must be numeric, got {x.dtype}")
         k = attrs["pool_size"]
         if len(k) != n or any(v < 1 for v in k):
             raise ShapeError(f"pool_size must be {n} values >= 1, got {k}")
-        return TensorType(x.shape[:2] + _window(x.shape[2:], k, attrs, n, attrs["ceil_mode"]), x.dtype)
+        window = _window(x.shape[2:2 + n], k, attrs, n, attrs["ceil_mode"])
+        return TensorType(x.shape[:2] + window + x.shape[2 + n:], x.dtype)
 
     return infer
 
@@ -352,11 +357,12 @@ def _global_pool_rule(n: int):
 
 
 _POOL = {**_WINDOW, "pool_size": attr("ints"), "ceil_mode": attr("bool", False)}
+_BLOCKED = {"blocked": attr("bool", False)}  # data in the blocked channel layout N C/b <spatial> b
 for _n, _s in _NDIM_NAME.items():
     register_op(f"nn.max_pool{_s}", infer=_pool_rule(_n), pattern=Pattern.OUT_ELEMWISE_FUSABLE,
-                attrs_schema=_POOL, doc="max over each window; padding never wins")
+                attrs_schema={**_POOL, **_BLOCKED}, doc="max over each window; padding never wins")
     register_op(f"nn.avg_pool{_s}", infer=_pool_rule(_n), pattern=Pattern.OUT_ELEMWISE_FUSABLE,
-                attrs_schema={**_POOL, "count_include_pad": attr("bool", False)},
+                attrs_schema={**_POOL, **_BLOCKED, "count_include_pad": attr("bool", False)},
                 doc="mean over each window; count_include_pad: divide by the full window size")
     register_op(f"nn.lp_pool{_s}", infer=_pool_rule(_n), pattern=Pattern.OUT_ELEMWISE_FUSABLE,
                 attrs_schema={**_POOL, "p": attr("int", 2)}, doc="(sum |x|^p)^(1/p) over each window")

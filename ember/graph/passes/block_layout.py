@@ -10,11 +10,14 @@ bottom-up, the layout change moves past what works as well on blocks:
 - an elementwise or broadcast op whose operands are ``unblock_channels`` of the same blocked
   shape, scalars, per-channel values (a bias ``C 1 1``) or plain tensors of the result's
   shape (a residual from outside the region) runs on the blocks -- those operands blocked
-  too (``block_channels``, folded when constant) -- and is unblocked after.
+  too (``block_channels``, folded when constant) -- and is unblocked after;
+- a ``concat`` along the channels of such operands (plain ones in whole blocks) concatenates
+  the blocks;
+- a max or average pool of a blocked operand pools the blocks (``blocked=True``).
 
 So a ResNet's convolutions, biases, activations and residual adds all stay blocked, and the
-layout changes only where something else reads the region (pooling, a flatten, the model's
-output). Convolutions that do not qualify (grouped, depthwise, 1-D/3-D, runtime weights,
+layout changes only where something else reads the region (a global pool, a flatten, the
+model's output). Convolutions that do not qualify (grouped, depthwise, 1-D/3-D, runtime weights,
 channels not a multiple of the block, not float32) keep the plain layout.
 """
 from __future__ import annotations
@@ -103,6 +106,36 @@ def _elementwise(n: Call):
     return _call("unblock_channels", [_call(n.op, args, dict(n.attrs), n.span)], {}, n.span)
 
 
+def _concat(n: Call):
+    """``concat`` along the channels of blocked operands (and plain ones in whole blocks)."""
+    if not _static(n.type) or n.type.ndim != 4 or n.attr("axis") not in (1, -3):
+        return None
+    sources = [_blocked(a) for a in n.args]
+    blocks = {s.type.shape[-1] for s in sources if s is not None}
+    if len(blocks) != 1:
+        return None
+    block = blocks.pop()
+    args = []
+    for a, src in zip(n.args, sources):
+        if src is None:
+            if not _static(a.type) or a.type.shape[1] % block:
+                return None
+            src = _call("block_channels", [a], {"block": block}, n.span)
+        args.append(src)
+    return _call("unblock_channels", [_call("concat", args, {"axis": 1}, n.span)], {}, n.span)
+
+
+def _pool(n: Call):
+    """A max or average pool of a blocked operand pools the blocks."""
+    src = _blocked(n.args[0])
+    if src is None or n.attr("blocked", False):
+        return None
+    return _call("unblock_channels", [_call(n.op, [src], {**n.attrs, "blocked": True}, n.span)], {}, n.span)
+
+
+_POOLS = ("nn.max_pool2d", "nn.avg_pool2d")
+
+
 @graph_pass("block_layout", opt_level=2)
 def block_layout(mod: Module, ctx: PassContext) -> Module:
     """Run convolutional regions in the blocked channel layout (see the module docstring)."""
@@ -113,6 +146,10 @@ def block_layout(mod: Module, ctx: PassContext) -> Module:
             return None
         if n.op == "nn.conv2d":
             return _conv(n, target)
+        if n.op == "concat":
+            return _concat(n)
+        if n.op in _POOLS:
+            return _pool(n)
         return _elementwise(n)
 
     main = mod.main

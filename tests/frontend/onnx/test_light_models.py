@@ -36,7 +36,8 @@ def test_light_model_matches_reference(name):
 
 def test_resnet50_fuses_to_one_kernel_per_conv():
     """After fusion resnet50 is one kernel per conv (BN folded into its weights, bias, ReLU and
-    the residual add in its epilogue) plus max pool, average pool, dense and softmax."""
+    the residual add in its epilogue) plus max pool, average pool, dense and softmax. Its convs
+    and pools run in the blocked channel layout, which changes back once, before the dense."""
     from collections import Counter
 
     from ember.frontend.onnx import from_onnx
@@ -49,14 +50,18 @@ def test_resnet50_fuses_to_one_kernel_per_conv():
     convs = sum(c.op == "nn.conv2d" for c in topo_calls(mod))
     fused = PassContext(opt_level=3, instruments=[VerifyAfterPass()]).run(mod, default_pipeline())
     kernels = [c for c in topo_calls(fused.main) if not is_relabel(fused[c.op])]
-    anchors = Counter()
+    anchors, layout = Counter(), []
     for k in kernels:
         ops = [c.op for c in topo_calls(fused[k.op])]
-        assert sum(op in ("nn.conv2d", "nn.max_pool2d", "nn.avg_pool2d", "nn.dense", "nn.softmax") for op in ops) == 1, ops
-        anchors[ops[0]] += 1
         assert "nn.batch_norm" not in ops
-    assert convs == 53 and anchors == Counter({"nn.conv2d": 53, "nn.max_pool2d": 1, "nn.avg_pool2d": 1,
+        if ops[0] == "unblock_channels":
+            layout.append(ops)
+            continue
+        assert sum(op in ("nn.conv2d_nchwc", "nn.max_pool2d", "nn.avg_pool2d", "nn.dense", "nn.softmax")
+                   for op in ops) == 1, ops
+        anchors[ops[0]] += 1
+    assert convs == 53 and anchors == Counter({"nn.conv2d_nchwc": 53, "nn.max_pool2d": 1, "nn.avg_pool2d": 1,
                                                "nn.dense": 1, "nn.softmax": 1})
-    assert len(kernels) == 57
-    # the residual blocks: conv + shift + residual add + relu in one kernel
-    assert sum([c.op for c in topo_calls(fused[k.op])] == ["nn.conv2d", "add", "add", "nn.relu"] for k in kernels) == 16
+    assert layout == [["unblock_channels", "reshape"]] and len(kernels) == 58
+    assert sum([c.op for c in topo_calls(fused[k.op])] == ["nn.conv2d_nchwc", "add", "add", "nn.relu"]
+               for k in kernels) == 16

@@ -292,6 +292,13 @@ CASES = [
      lambda x: pool_ref(x, "avg", (2, 3), None, (0, 2, 1, 0), (2, 2), False, True), "affine", 1e-5),
     ("nn.avg_pool2d", {"pool_size": (2, 2), "strides": (2, 2)}, [(1, 4, 8, 8)],
      lambda x: pool_ref(x, "avg", (2, 2), (2, 2)), None, 1e-5, False),  # the compute alone
+    # pooling in the blocked channel layout (the vectors along the block)
+    ("nn.max_pool2d", {"pool_size": (3, 3), "strides": (2, 2), "padding": (1, 1, 1, 1), "blocked": True},
+     [(1, 2, 11, 12, 16)], lambda x: block_ref(pool_ref(unblock_ref(x), "max", (3, 3), (2, 2), (1, 1, 1, 1)), 16),
+     "residual", 1e-5),
+    ("nn.avg_pool2d", {"pool_size": (3, 3), "strides": (2, 2), "padding": (1, 1, 1, 1), "ceil_mode": True,
+                       "blocked": True}, [(2, 1, 9, 10, 8)],
+     lambda x: block_ref(pool_ref(unblock_ref(x), "avg", (3, 3), (2, 2), (1, 1, 1, 1), None, True), 8), None, 1e-5),
     ("nn.avg_pool1d", {"pool_size": (4,), "strides": (3,), "padding": (2, 1), "count_include_pad": True},
      [(1, 2, 12)], lambda x: pool_ref(x, "avg", (4,), (3,), (2, 1), None, False, True), None, 1e-5),
     ("nn.max_pool1d", {"pool_size": (3,), "strides": (2,), "ceil_mode": True}, [(2, 3, 10)],

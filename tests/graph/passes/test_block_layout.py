@@ -76,3 +76,36 @@ def test_an_operand_that_broadcasts_across_channels_stops_the_region():
     got = ember.compile(module([x], body)).run(xv)[0]
     want = ember.compile(module([x], body), disabled_passes=["block_layout"]).run(xv)[0]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_concat_of_blocked_branches_stays_blocked():
+    """DenseNet/Inception: branches concatenated along the channels, then a per-channel
+    scale and a conv: one region, the plain input blocked once."""
+    x = Var("x", T(1, FB, 6, 6))
+    a = call("nn.relu", _conv(x, rand(FB, FB, 3, 3)))
+    b = _conv(x, rand(2 * FB, FB, 1, 1), padding=(0, 0, 0, 0))
+    cat = call("concat", a, b, x, axis=1)
+    body = _conv(call("multiply", cat, const(rand(4 * FB, 1, 1))), rand(FB, 4 * FB, 3, 3))
+    after = run(module([x], body))
+    ops = _ops(after)
+    assert ops.count("unblock_channels") == 1 and ops[-1] == "unblock_channels"
+    assert ops.count("concat") == 1 and ops.count("block_channels") == 1
+    xv = rand(1, FB, 6, 6)
+    got = ember.compile(module([x], body)).run(xv)[0]
+    want = ember.compile(module([x], body), disabled_passes=["block_layout"]).run(xv)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_pools_of_blocked_operands_pool_the_blocks():
+    x = Var("x", T(1, 3, 12, 12))
+    y = call("nn.max_pool2d", call("nn.relu", _conv(x, rand(FB, 3, 3, 3))), pool_size=(3, 3), strides=(2, 2),
+             padding=(1, 1, 1, 1))
+    body = call("nn.avg_pool2d", _conv(y, rand(FB, FB, 1, 1), padding=(0, 0, 0, 0)), pool_size=(2, 2),
+                strides=(2, 2))
+    after = run(module([x], body))
+    pools = [c_ for c_ in topo_calls(after) if c_.op.endswith("pool2d")]
+    assert [p.attr("blocked") for p in pools] == [True, True] and _ops(after).count("unblock_channels") == 1
+    xv = rand(1, 3, 12, 12)
+    got = ember.compile(module([x], body)).run(xv)[0]
+    want = ember.compile(module([x], body), disabled_passes=["block_layout"]).run(xv)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

@@ -31,7 +31,8 @@ def _pool(kind: str, n: int):
         _check(op, kind, x)
         out = pool_compute(x, kind, attrs["pool_size"], attrs["strides"], attrs["padding"], attrs["dilation"],
                            attrs["ceil_mode"], attrs.get("count_include_pad", False), attrs.get("p", 2),
-                           out_spatial=te_shape(out_type)[2:], name=stage_name(op))
+                           out_spatial=te_shape(out_type)[2:2 + n], name=stage_name(op),
+                           blocked=attrs.get("blocked", False))
         return out
 
     register_compute(op, compute_fn)
