@@ -120,6 +120,6 @@ def test_kernel_times_sum_to_the_end_to_end_latency_on_resnet50():
     exe = ember.compile(light_path("resnet50"))
     x = np.random.default_rng(0).random((1, 3, 224, 224), dtype=np.float32)
     prof = profile_kernels(exe, [x], warmup=3, repeat=20, **PEAKS)
-    assert len(prof.rows) == 57 and all(r.nodes.startswith("n") for r in prof.rows)
+    assert len(prof.rows) == 58 and all(r.nodes.startswith("n") for r in prof.rows)  # 57 ops + one layout change
     # the profiler's own cost and the runtime's work between kernels stay small
     assert abs(prof.overhead) <= 0.15, prof.summary()
