@@ -8,7 +8,7 @@ bottom-up, the layout change moves past what works as well on blocks:
 
 - ``conv2d_nchwc(unblock_channels(y))`` reads ``y`` itself (any block);
 - an elementwise or broadcast op whose operands are ``unblock_channels`` of the same blocked
-  shape, scalars, per-channel values (a bias ``C 1 1``) or plain tensors of the result's
+  shape, scalars, per-channel values (a bias ``C 1 1``, or ``nn.bias_add``'s) or plain tensors of the result's
   shape (a residual from outside the region) runs on the blocks -- those operands blocked
   too (``block_channels``, folded when constant) -- and is unblocked after;
 - a ``concat`` along the channels of such operands (plain ones in whole blocks) concatenates
@@ -83,6 +83,15 @@ def _as_blocked(a, out: TensorType, block: int, span):
     return _call("block_channels", [col], {"block": block}, span)
 
 
+def _bias_add(n: Call):
+    """``nn.bias_add`` along the channels is the add of a per-channel value."""
+    x, b = n.args
+    if _blocked(x) is None or not _static(x.type, b.type) or n.attr("axis", 1) not in (1, 1 - x.type.ndim):
+        return None
+    col = _call("reshape", [b], {"newshape": (b.type.shape[0], 1, 1)}, n.span)
+    return _elementwise(_call("add", [x, col], {}, n.span))
+
+
 def _elementwise(n: Call):
     opdef = get_op(n.op)
     if opdef.pattern not in _FLOW or not _static(n.type) or n.type.ndim != 4:
@@ -150,6 +159,8 @@ def block_layout(mod: Module, ctx: PassContext) -> Module:
             return _concat(n)
         if n.op in _POOLS:
             return _pool(n)
+        if n.op == "nn.bias_add":
+            return _bias_add(n)
         return _elementwise(n)
 
     main = mod.main

@@ -109,3 +109,14 @@ def test_pools_of_blocked_operands_pool_the_blocks():
     got = ember.compile(module([x], body)).run(xv)[0]
     want = ember.compile(module([x], body), disabled_passes=["block_layout"]).run(xv)[0]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_bias_add_along_the_channels_stays_blocked():
+    x = Var("x", T(1, 8, 5, 5))
+    body = call("nn.relu", call("nn.bias_add", _conv(x, rand(FB, 8, 3, 3)), const(rand(FB)), axis=1))
+    after = run(module([x], body))
+    assert _ops(after) == ["nn.conv2d_nchwc", "add", "nn.relu", "unblock_channels"]
+    xv = rand(1, 8, 5, 5)
+    got = ember.compile(module([x], body)).run(xv)[0]
+    want = ember.compile(module([x], body), disabled_passes=["block_layout"]).run(xv)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
