@@ -4,7 +4,9 @@ import numpy as np
 import pytest
 
 import ember
-from ember.kernels.conv_nchwc import SMALL_PLANE, conv2d_nchwc_nd, width_block
+from ember.kernels.conv_nchwc import SMALL_PLANE, _plane_schedule, conv2d_nchwc, conv2d_nchwc_nd, width_block
+from ember.loop import compute as te
+from ember.target import Target
 
 RNG = np.random.default_rng(3)
 
@@ -25,6 +27,7 @@ def _conv_ref(x, w, s, p):
     (2, 3, 11, 13, 16, 3, 2, 0),    # plain input, stride 2, batch 2
     (1, 24, 7, 7, 32, 1, 1, 8),     # a small plane: chunks of 8 input channels
     (1, 5, 6, 5, 16, 3, 1, 0),      # a small plane, plain input of 5 channels
+    (1, 512, 14, 14, 32, 1, 1, 16),  # 1x1 reducing many channels: the plane schedule at 14x14
 ])
 def test_conv2d_nchwc_matches_numpy(n, c, h, w, f, k, s, cb):
     fb, p = 16, (k // 2,) * 4
@@ -44,3 +47,18 @@ def test_width_block_pads_the_row_least():
     assert width_block(13, 16, 8) == 5  # 15 columns computed, the fewest of 4..6
     assert width_block(7, 32, 16, registers=32) == 7  # AVX-512: a 7-wide row fits in registers
     assert SMALL_PLANE >= 49  # ResNet's 7x7 layers take the plane schedule
+
+
+@pytest.mark.parametrize("c,f,hw,k,plane", [
+    (512, 512, 7, 3, True),      # a small plane
+    (1024, 256, 14, 1, True),    # a block's weights overflow L1, the plane's chunk fits it
+    (256, 1024, 14, 1, False),   # the weights of a block stay in L1 across columns
+    (256, 256, 14, 3, False),    # a 3x3 chunk of the 14x14 plane overflows L1
+    (64, 256, 56, 1, False),
+])
+def test_the_plane_schedule_is_chosen_by_the_l1_footprint(c, f, hw, k, plane):
+    data = te.placeholder((1, c // 16, hw, hw, 16), "float32", "d")
+    packed = te.placeholder((f // 16, c, k, k, 16), "float32", "w")
+    conv = conv2d_nchwc(data, packed, (1, 1), (k // 2,) * 4)
+    target = Target("x86_64-unknown-linux-gnu", "znver3", vector_bits=256, cores=2, l1d_bytes=32 << 10)
+    assert _plane_schedule(conv, target) is plane
