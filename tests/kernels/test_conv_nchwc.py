@@ -1,10 +1,11 @@
-"""The blocked-layout convolution (ember.kernels.conv_nchwc) against numpy: both schedules
-(rows; a small plane in chunks of input channels), column tails, plain and blocked inputs."""
+"""The blocked-layout convolution (ember.kernels.conv_nchwc) against numpy: its schedules
+(whole reductions per block of columns; chunks of input channels over a row or a plane),
+column tails, plain and blocked inputs."""
 import numpy as np
 import pytest
 
 import ember
-from ember.kernels.conv_nchwc import SMALL_PLANE, _plane_schedule, conv2d_nchwc, conv2d_nchwc_nd, width_block
+from ember.kernels.conv_nchwc import SMALL_PLANE, conv2d_nchwc, conv2d_nchwc_nd, reduction_chunks, width_block
 from ember.loop import compute as te
 from ember.target import Target
 
@@ -28,6 +29,7 @@ def _conv_ref(x, w, s, p):
     (1, 24, 7, 7, 32, 1, 1, 8),     # a small plane: chunks of 8 input channels
     (1, 5, 6, 5, 16, 3, 1, 0),      # a small plane, plain input of 5 channels
     (1, 512, 14, 14, 32, 1, 1, 16),  # 1x1 reducing many channels: the plane schedule at 14x14
+    (1, 256, 13, 13, 16, 3, 1, 16),  # chunks by rows, 13 columns in blocks of 5 (a rounded-up row)
 ])
 def test_conv2d_nchwc_matches_numpy(n, c, h, w, f, k, s, cb):
     fb, p = 16, (k // 2,) * 4
@@ -49,16 +51,17 @@ def test_width_block_pads_the_row_least():
     assert SMALL_PLANE >= 49  # ResNet's 7x7 layers take the plane schedule
 
 
-@pytest.mark.parametrize("c,f,hw,k,plane", [
-    (512, 512, 7, 3, True),      # a small plane
-    (1024, 256, 14, 1, True),    # a block's weights overflow L1, the plane's chunk fits it
-    (256, 1024, 14, 1, False),   # the weights of a block stay in L1 across columns
-    (256, 256, 14, 3, False),    # a 3x3 chunk of the 14x14 plane overflows L1
-    (64, 256, 56, 1, False),
+@pytest.mark.parametrize("c,f,hw,k,chunks", [
+    (512, 512, 7, 3, "plane"),    # a small plane
+    (1024, 256, 14, 1, "plane"),  # a block's weights overflow L1, the plane's chunk fits it
+    (256, 256, 14, 3, "row"),     # a 3x3 chunk of the 14x14 plane overflows L1: by rows
+    (256, 64, 56, 1, "row"),      # 16 channel planes read a column at a time would alias in L1
+    (64, 256, 56, 1, ""),         # the weights of a block stay in L1 across columns
+    (128, 512, 28, 1, ""),
 ])
-def test_the_plane_schedule_is_chosen_by_the_l1_footprint(c, f, hw, k, plane):
+def test_the_reduction_is_chunked_by_the_l1_footprint(c, f, hw, k, chunks):
     data = te.placeholder((1, c // 16, hw, hw, 16), "float32", "d")
     packed = te.placeholder((f // 16, c, k, k, 16), "float32", "w")
     conv = conv2d_nchwc(data, packed, (1, 1), (k // 2,) * 4)
     target = Target("x86_64-unknown-linux-gnu", "znver3", vector_bits=256, cores=2, l1d_bytes=32 << 10)
-    assert _plane_schedule(conv, target) is plane
+    assert reduction_chunks(conv, target) == chunks
