@@ -288,6 +288,14 @@ def test_symbolic_divisors():
     assert simplify((f // n) * n + f % n, {n: (-9, -1)}) == f
 
 
+def test_a_loop_extent_naming_its_own_variable_says_nothing_inside():
+    """``for x in [0, min(-x, 5))``: the extent's x is the enclosing one, so ``-x >= 1`` is no
+    fact about the loop's x (which starts at 0: ``y // x * x + y % x`` is 0 there, not y)."""
+    x, y = Var("x"), Var("y")
+    loop = For(x, IntImm(0), Min(x * -1, IntImm(5)), "serial", Store(A, FloatImm(1.0), (y // x * x + y % x,)))
+    assert simplify(loop).body.indices[0] != y
+
+
 def test_comparisons_divide_by_the_gcd():
     assert simplify(LT(i * 6, IntImm(36))) == simplify(LT(i, IntImm(6)))
     assert simplify(LT(i * 6, IntImm(35))) == simplify(LT(i, IntImm(6)))

@@ -57,7 +57,9 @@ class StmtMixin:
                 return self.stmt(substitute(s.body, {s.var: mn}), ctx)
         hi = self.binary(Sub, self.binary(Add, mn, ext, ctx), imm(1, ext.dtype), ctx)
         inner = self.bind(ctx, s.var, mn, hi)
-        if type(ext) is not IntImm:  # the body runs only if the loop is not empty
+        # the body runs only if the loop is not empty -- a fact about the enclosing scope, so
+        # not when the extent names the loop variable (inside, that name is the loop's own)
+        if type(ext) is not IntImm and s.var not in vars_of(ext):
             inner = self.assume(inner, GE(ext, imm(1, ext.dtype)))
         body = self.stmt(s.body, inner)
         if is_nop(body):
