@@ -180,7 +180,7 @@ def reduction_chunks(conv: te.Tensor, target) -> str:
     runs 0.8x, so it keeps the plain schedule. A whole plane is the task where it is small
     (the late layers, at most :data:`SMALL_PLANE` positions, whose weights dominate) or where
     its partial sums, a chunk of its input and a chunk's weights fit in L1 together."""
-    N, FO, OH, OW, FB = [_static_size(d) for d in conv.shape]
+    _, _, OH, OW, FB = [_static_size(d) for d in conv.shape]
     plane = OH * OW
     if plane <= SMALL_PLANE:
         return "plane"

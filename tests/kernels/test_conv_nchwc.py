@@ -14,7 +14,7 @@ RNG = np.random.default_rng(3)
 
 def _conv_ref(x, w, s, p):
     xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (p[0], p[2]), (p[1], p[3])))
-    f, c, kh, kw = w.shape
+    f, _, kh, kw = w.shape
     oh, ow = (xp.shape[2] - kh) // s + 1, (xp.shape[3] - kw) // s + 1
     out = np.zeros((x.shape[0], f, oh, ow))
     for i in range(kh):
