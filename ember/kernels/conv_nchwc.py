@@ -24,7 +24,7 @@ from typing import Optional, Sequence
 
 from ..loop import compute as te
 from ..loop import dtype as dt
-from ..loop.expr import as_expr
+from ..loop.expr import as_expr, min_
 from ..loop.schedule import Schedule
 from .common import const_int, host, parallel_outer, vector_lanes
 from .conv import _fold, conv_out_size, pad_spatial, vectorize_copy
@@ -72,12 +72,23 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
     ow = conv_out_size(W + padding[1] + padding[3], kw, sw, dw)
     lanes = vector_lanes(target, data.dtype)
     xb = width_block(ow, FB, lanes, 32 if lanes * 32 >= 512 else 16)
-    end = [padding[2], padding[3]]
+    end, last = [padding[2], padding[3]], None
     if isinstance(ow, int) and isinstance(W, int):
-        # the last block of columns reads past the row: pad for it, so no load needs a guard
+        # the last block of columns reads past the row (its extra columns are never stored):
+        # pad for it, so no load needs a guard -- or, where nothing else needs padding (a
+        # strided 1x1 conv, which reads a quarter of its input), clamp those reads to the last
+        # column instead of copying the whole input to add one
         reads = (-(-ow // xb) * xb - 1) * sw + dw * (kw - 1) + 1
-        end[1] += max(0, reads - (W + padding[1] + padding[3]))
+        past = max(0, reads - (W + padding[1] + padding[3]))
+        if past and not any(padding):
+            last = W - 1
+        else:
+            end[1] += past
     padded = pad_spatial(data, padding[:2], end, 0, f"{name}_pad", inner=1 if blocked else 0)
+
+    def column(x, r):
+        c = x * sw + r * dw
+        return c if last is None else min_(c, last)
     ry, rx = te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")
     if blocked:
         cb = const_int(data.shape[-1])
@@ -88,13 +99,13 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
         axes = (rco, rci, ry, rx)
 
         def body(n, fo, y, x, fi):
-            v = padded[n, rco.var, y * sh + ry.var * dh, x * sw + rx.var * dw, rci.var]
+            v = padded[n, rco.var, y * sh + ry.var * dh, column(x, rx.var), rci.var]
             return te.sum(v * packed[fo, rco.var * cb + rci.var, ry.var, rx.var, fi], axis=axes)
     else:
         rc = te.reduce_axis(C, "rc")
 
         def body(n, fo, y, x, fi):
-            v = padded[n, rc.var, y * sh + ry.var * dh, x * sw + rx.var * dw]
+            v = padded[n, rc.var, y * sh + ry.var * dh, column(x, rx.var)]
             return te.sum(v * packed[fo, rc.var, ry.var, rx.var, fi], axis=(rc, ry, rx))
 
     parts = {"kind": "conv_nchwc", "pad": padded if padded is not data else None, "input": padded, "xb": xb}
@@ -106,9 +117,10 @@ def schedule_conv_nchwc(s: Schedule, conv: te.Tensor, out: Optional[te.Tensor] =
     ``out`` (``conv`` or an inlined elementwise epilogue of its shape).
 
     Each task reduces into ``FB/lanes x XB`` vector accumulators per block of ``XB`` columns,
-    which the epilogue then stores. A task is one row of one output-channel block, or its
-    whole plane, and the reduction runs whole per block of columns or in input-channel chunks
-    over the task (:func:`reduction_chunks`).
+    which the epilogue then stores. A task is one row of a group of output-channel blocks
+    (as many as keep their weights in half the L2: the row's input is read once per group),
+    or one block's whole plane; the reduction runs whole per block of columns or in
+    input-channel chunks over the row or plane (:func:`reduction_chunks`).
     """
     target = host(target)
     out = conv if out is None else out
@@ -119,8 +131,19 @@ def schedule_conv_nchwc(s: Schedule, conv: te.Tensor, out: Optional[te.Tensor] =
     n, fo, y, x, fi = so.leaf
     st = s[acc]
     mode = reduction_chunks(conv, target)
+    if mode != "plane":
+        # rows outer where a group of channel blocks' weights stay in half the L2: each row of
+        # input is then read once per group, not once per channel block (ResNet's 56x56
+        # layers would read their input from L3 4-32 times over)
+        group = _weight_group(conv, target)
+        fco, fo = so.split(fo, factor=group)
+        so.reorder(n, fco, y, fo)
     if mode:
-        task = parallel_outer(so, [n, fo] if mode == "plane" else [n, fo, y])
+        if mode == "plane":
+            task = parallel_outer(so, [n, fo])
+        else:
+            parallel_outer(so, [n, fco, y])
+            task = fo
         # whole blocks of columns: the partial sums' region then rounds up to them (the input
         # is padded for it), so no column tail puts a guard on every FMA
         so.split(x, factor=xb)
@@ -139,8 +162,8 @@ def schedule_conv_nchwc(s: Schedule, conv: te.Tensor, out: Optional[te.Tensor] =
         st.reorder(rco, cn, cfo, cy, cxo, *inner, cxi, cfi)
     else:
         xo, xi = so.split(x, factor=xb)
-        so.reorder(n, fo, y, xo, xi, fi)
-        parallel_outer(so, [n, fo, y])
+        so.reorder(n, fco, y, fo, xo, xi, fi)
+        parallel_outer(so, [n, fco, y])
         so.unroll(xi)
         fv, fl = so.split(fi, factor=lanes)
         so.unroll(fv)
@@ -195,6 +218,15 @@ def reduction_chunks(conv: te.Tensor, target) -> str:
     in_plane = _static_size(src.shape[2]) * _static_size(src.shape[3])
     footprint = (plane * FB + in_plane * chunk + taps * chunk * FB) * nbytes
     return "plane" if footprint <= target.l1d_bytes else "row"
+
+
+def _weight_group(conv: te.Tensor, target) -> int:
+    """Output-channel blocks whose weights fit in half the L2 (a divisor of the blocks: a
+    ragged group would put a guard on every FMA), at least 1."""
+    blocks, fb = _static_size(conv.shape[1]), _static_size(conv.shape[4])
+    per_block = math.prod(_static_size(d.extent) for d in conv.op.reduce_axis) * fb * dt.nbytes(conv.dtype)
+    fit = max(1, target.l2_bytes // 2 // per_block)
+    return max(d for d in range(1, min(fit, blocks) + 1) if blocks % d == 0)
 
 
 def _static_size(e) -> int:

@@ -30,6 +30,7 @@ def _conv_ref(x, w, s, p):
     (1, 5, 6, 5, 16, 3, 1, 0),      # a small plane, plain input of 5 channels
     (1, 512, 14, 14, 32, 1, 1, 16),  # 1x1 reducing many channels: the plane schedule at 14x14
     (1, 256, 13, 13, 16, 3, 1, 16),  # chunks by rows, 13 columns in blocks of 5 (a rounded-up row)
+    (1, 32, 14, 14, 32, 1, 2, 16),   # a strided 1x1: 7 columns in blocks of 4, the extra reads clamped
 ])
 def test_conv2d_nchwc_matches_numpy(n, c, h, w, f, k, s, cb):
     fb, p = 16, (k // 2,) * 4
@@ -65,3 +66,23 @@ def test_the_reduction_is_chunked_by_the_l1_footprint(c, f, hw, k, chunks):
     conv = conv2d_nchwc(data, packed, (1, 1), (k // 2,) * 4)
     target = Target("x86_64-unknown-linux-gnu", "znver3", vector_bits=256, cores=2, l1d_bytes=32 << 10)
     assert reduction_chunks(conv, target) == chunks
+
+
+def test_rows_run_outer_over_groups_of_channel_blocks_that_fit_the_l2():
+    """A small L2 splits the 4 channel blocks into groups of 2 (a divisor): the row loop runs
+    between the groups and their blocks, and the result is unchanged."""
+    import dataclasses
+
+    from ember.kernels.conv_nchwc import _weight_group
+
+    target = dataclasses.replace(Target.host(), l2_bytes=160 << 10)  # half: 2 blocks of 36 KiB
+    c, f, hw = 64, 64, 10
+    sch, args = conv2d_nchwc_nd((1, c // 16, hw, hw, 16), (f // 16, c, 3, 3, 16), (1, 1), (1,) * 4, target=target)
+    conv = sch.outputs[0]
+    assert _weight_group(conv, target) == 2 and _weight_group(conv, Target.host()) == 4
+    x, wt = RNG.standard_normal((1, c, hw, hw)).astype(np.float32), RNG.standard_normal((f, c, 3, 3)).astype(np.float32)
+    out = np.zeros((1, f // 16, hw, hw, 16), np.float32)
+    ember.build(sch, args, "k")["k"](np.moveaxis(x.reshape(1, c // 16, 16, hw, hw), 2, -1).copy(),
+                                     np.moveaxis(wt.reshape(f // 16, 16, c, 3, 3), 1, -1).copy(), out)
+    np.testing.assert_allclose(np.moveaxis(out, -1, 2).reshape(1, f, hw, hw), _conv_ref(x, wt, 1, (1,) * 4),
+                               rtol=1e-4, atol=1e-4)
