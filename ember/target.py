@@ -112,6 +112,15 @@ class Target:
     def __str__(self) -> str:
         return f"llvm -mtriple={self.triple} -mcpu={self.cpu}"
 
+    def missing_on_host(self) -> list:
+        """The features this target's code may use that the host CPU lacks (``["avx512f"]``):
+        code compiled for it cannot run here."""
+        host = Target.host()
+        if self.triple.split("-")[0] != host.triple.split("-")[0]:
+            return [self.triple.split("-")[0]]
+        have = {f[1:] for f in host.features.split(",") if f.startswith("+")}
+        return sorted(f[1:] for f in self.features.split(",") if f.startswith("+") and f[1:] not in have)
+
 
 def _host_key_file():
     """Where the host's LLVM description is remembered: keyed by /proc/cpuinfo's model and flags

@@ -20,7 +20,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..errors import ArgumentError, DTypeError, ShapeError
+from ..errors import ArgumentError, CompileError, DTypeError, ShapeError
 from .ndarray import _aligned_empty, numpy_dtype
 
 
@@ -90,6 +90,7 @@ class Executable:
         self._kernel_sources: list = []
         self.kernel_sources_thunk = None
         self.target = None
+        self._runs_here = False
 
     @property
     def kernel_sources(self) -> list:
@@ -131,8 +132,19 @@ class Executable:
             out.append(_contiguous(a))
         return out
 
+    def _check_host(self) -> None:
+        """Refuse to run code compiled for another CPU (its instructions would kill the process)."""
+        missing = self.target.missing_on_host()
+        if missing:
+            raise CompileError(f"this executable was compiled for {self.target} and uses {', '.join(missing)}, "
+                               f"which this CPU lacks: export it (exe.export / ember compile -o) and run it "
+                               f"on such a machine, or compile for this one (target=None)")
+        self._runs_here = True
+
     def _values(self, arrays: tuple, named: dict) -> list:
         """The array of every slot for one run: checked inputs, new outputs, fixed and views."""
+        if self.target is not None and not self._runs_here:
+            self._check_host()
         inputs = self._bind(arrays, named)
         vals = list(self._fixed)
         for slot, a in zip(self._input_slots, inputs):

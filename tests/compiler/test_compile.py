@@ -144,3 +144,21 @@ def test_warm_compile_finds_the_kernels_by_the_groups_alone(tmp_path, monkeypatc
     y = Var("x", T(2, 8))
     other = ember.compile(mod_of([y], Call("nn.relu", [Call("exp", [y])])))
     assert other.module.path != cold.module.path
+
+
+def test_a_model_compiled_for_another_cpu_folds_its_constants_here_and_refuses_to_run_here():
+    """Cross-compiling folds and packs the weights on the host (the folding program must not
+    use the target's instructions); running the result needs the target's features."""
+    from ember.errors import CompileError
+
+    x = Var("x", T(1, 16, 6, 6))
+    w = np.random.default_rng(0).standard_normal((32, 16, 3, 3)).astype("float32")
+    mod = mod_of([x], Call("nn.relu", [Call("nn.conv2d", [x, const(w)], {"padding": (1, 1, 1, 1)})]))
+    exe = ember.compile(mod, target="llvm -mcpu=skylake-avx512")
+    xv = np.random.default_rng(1).standard_normal((1, 16, 6, 6)).astype("float32")
+    want = ember.compile(mod).run(xv)[0]
+    if exe.target.missing_on_host():
+        with pytest.raises(CompileError, match="avx512f.*which this CPU lacks"):
+            exe.run(xv)
+    else:  # an AVX-512 host runs it
+        np.testing.assert_allclose(exe.run(xv)[0], want, rtol=1e-4, atol=1e-4)

@@ -75,8 +75,9 @@ def evaluate(exprs: list, ctx: PassContext) -> list:
 
     mod = Module({"main": Function([], Tuple(exprs))})
     disabled = set(ctx.disabled) | {"fold_constant", "simplify_inference", "block_layout", "pack_conv_weights"}
-    exe = compile_model(mod, ctx.config.get("target"), max(ctx.opt_level, 1), disabled_passes=disabled,
-                        name="constants")
+    # the folding program runs here, on the host: compiled for the model's target (another
+    # CPU's instructions) it would die of an illegal instruction
+    exe = compile_model(mod, None, max(ctx.opt_level, 1), disabled_passes=disabled, name="constants")
     return [Constant(v) for v in exe.run()]
 
 
