@@ -12,9 +12,10 @@ from .loop.passes import default_pipeline
 from .loop.schedule import Schedule
 from .loop.stmt import PrimFunc
 
-# Bump when the loop passes change what they produce, so the lowered-program index of the cache
-# (which skips them) stops matching stale libraries.
-PIPELINE_VERSION = "1"
+# Bump when the loop passes or the code generator change what they produce, so the
+# lowered-program index of the cache (which skips them) stops matching stale libraries.
+# 2: every library carries the native program runner (codegen/llvm/program.py).
+PIPELINE_VERSION = "2"
 
 
 def lower_kernel(sch: Schedule, args: Sequence, name: str = "kernel", attrs: Optional[dict] = None) -> PrimFunc:

@@ -15,13 +15,17 @@ Like every runtime object here it needs only ctypes and numpy (no llvmlite, no I
 """
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 from typing import Any, Sequence
 
 import numpy as np
 
-from ..errors import ArgumentError, CompileError, DTypeError, ShapeError
+from ..errors import ArgumentError, CompileError, DTypeError, EmberError, ShapeError
+from .call import data_pointer
 from .ndarray import _aligned_empty, numpy_dtype
+
+RUNNER_SYMBOL = "__ember_run_program"  # ember.codegen.llvm.program (not imported: no llvmlite here)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,6 +95,7 @@ class Executable:
         self.kernel_sources_thunk = None
         self.target = None
         self._runs_here = False
+        self._native = self._native_program()
 
     @property
     def kernel_sources(self) -> list:
@@ -162,9 +167,66 @@ class Executable:
         """Run the model on numpy arrays (positional in input order, or by name); returns the
         outputs as a list of new numpy arrays."""
         vals = self._values(arrays, named)
-        for kernel, args in self._calls:
-            kernel(*[vals[a] for a in args])
+        if self._native is not None:
+            self._run_native(vals)
+        else:
+            for kernel, args in self._calls:
+                kernel(*[vals[a] for a in args])
         return self._outputs(vals)
+
+    @property
+    def native(self) -> bool:
+        """Whether :meth:`run` calls the kernels from the library's native program runner
+        (one call into native code per run) rather than one checked Python call per kernel.
+        Set it to False to use the Python calls."""
+        return self._native is not None
+
+    @native.setter
+    def native(self, on: bool) -> None:
+        self._native = self._native_program() if on else None
+
+    def _native_program(self):
+        """(runner, program words, slot pointers, kernel addresses, slots set per run), or None
+        where the library has no runner or a kernel takes scalars (symbolic shapes): the
+        compiler laid out every intermediate, so only the inputs and outputs need checks."""
+        lib = getattr(self.module, "_lib", None)
+        if lib is None or not self._calls:
+            return None
+        try:
+            runner = lib[RUNNER_SYMBOL]
+        except AttributeError:
+            return None
+        kernels = []
+        for kernel, args in self._calls:
+            if kernel._scalars or len(args) != len(kernel._bufs):
+                return None
+            if kernel not in kernels:
+                kernels.append(kernel)
+        words = [len(self._calls)]
+        for kernel, args in self._calls:
+            words += [kernels.index(kernel), len(args), *args]
+        runner.argtypes = [ctypes.c_void_p] * 3
+        runner.restype = ctypes.c_int32
+        prog = np.array(words, np.int64)
+        fns = (ctypes.c_void_p * len(kernels))(*[ctypes.cast(k._cfunc, ctypes.c_void_p).value for k in kernels])
+        ptrs = (ctypes.c_void_p * len(self._slots))()
+        dynamic = []
+        for k, v in enumerate(self._fixed):
+            if v is None:
+                dynamic.append(k)
+            else:
+                ptrs[k] = data_pointer(v)
+        return runner, prog, ptrs, fns, dynamic
+
+    def _run_native(self, vals: list) -> None:
+        runner, prog, ptrs, fns, dynamic = self._native
+        for k in dynamic:
+            ptrs[k] = data_pointer(vals[k])
+        rc = runner(prog.ctypes.data, ctypes.addressof(ptrs), ctypes.addressof(fns))
+        if rc:
+            what = (f"kernel {self._calls[rc - 1][0].name!r} failed: a scratch allocation ran out of memory"
+                    if rc > 0 else "the native program runner met a call it was not built for")
+            raise EmberError(f"{what} (call {rc} of {len(self._calls)})")
 
     def profile(self, *arrays: Any, warmup: int = 3, repeat: int = 10, **named: Any):
         """Time every kernel call over ``repeat`` runs after ``warmup`` untimed ones; returns an

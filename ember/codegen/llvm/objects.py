@@ -26,8 +26,9 @@ from ...errors import CompileError, EmberError
 from ...target import Target
 from .build import cache_key, compile_object, data_layout
 from . import profile as _profile
-from .codegen import check_kernel_names, emit_function
+from .codegen import check_kernel_names, emit_function, signature_scalars
 from .metadata import add_metadata_global
+from .program import add_program_runner
 
 # Starting a worker (a Python that imports llvmlite) costs ~0.4 s; LLVM takes roughly 1.5 s per
 # MB of IR text at O3. Below this much new IR, compiling in this process is faster.
@@ -49,10 +50,14 @@ def kernel_ir(func, target: Target) -> tuple:
 
 
 def shared_ir(funcs: list, entries: list, target: Target, name: str) -> tuple:
-    """The module every library has once: metadata (and the cycle counter if instrumented)."""
+    """The module every library has once: metadata, the native program runner (for the
+    kernels without scalar parameters), and the cycle counter if instrumented."""
     module = ir.Module(name=name)
     module.triple = target.triple
     module.data_layout = data_layout(target)
+    arities = {len(f.buffers) for f in funcs if not signature_scalars(f)}
+    if arities:
+        add_program_runner(module, arities)
     if any(_profile.layout_of(f) for f in funcs):
         _profile.add_cycle_function(module)
     text = add_metadata_global(module, entries)

@@ -1,0 +1,58 @@
+"""The runtime's own cost per run: an ONNX model of many tiny kernels, run through Ember's
+native program runner (one call into native code per run), through one checked Python call per
+kernel, and through ONNX Runtime, in one process, alternating.
+
+    python bench/overhead.py [--kernels 64] [--size 256]
+"""
+import argparse
+import os
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+import ember
+from ember.bench.models import _ort_session
+from ember.bench.timing import interleaved
+
+
+def tiny_chain(path: str, n: int, size: int) -> str:
+    """``n`` Softmax nodes over a ``size`` vector (a reduction each, so nothing fuses)."""
+    nodes = [helper.make_node("Softmax", [f"t{i}"], [f"t{i + 1}"], axis=-1) for i in range(n)]
+    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("t0", TensorProto.FLOAT, [1, size])],
+                              [helper.make_tensor_value_info(f"t{n}", TensorProto.FLOAT, [1, size])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--kernels", type=int, default=64, help="kernels in the chain (default 64)")
+    p.add_argument("--size", type=int, default=256, help="elements per tensor (default 256)")
+    p.add_argument("--repeat", type=int, default=30, help="timed turns (default 30)")
+    a = p.parse_args(argv)
+    with tempfile.TemporaryDirectory() as d:
+        path = tiny_chain(os.path.join(d, "chain.onnx"), a.kernels, a.size)
+        native, python = ember.compile(path), ember.compile(path)
+        python.native = False
+        assert native.native and len(native.program["calls"]) == a.kernels
+        x = np.random.default_rng(0).standard_normal((1, a.size)).astype(np.float32)
+        np.testing.assert_array_equal(native.run(x)[0], python.run(x)[0])
+        fns = {"ember, native runner": lambda: native.run(x), "ember, Python calls": lambda: python.run(x)}
+        sess = _ort_session(path, native.target.cores)  # the settings `ember bench` gives it
+        if sess is not None:
+            fns["onnxruntime"] = lambda: sess.run(None, {"t0": x})
+        else:
+            print("onnxruntime is not installed: skipped")
+        t = interleaved(fns, repeat=a.repeat)
+    print(f"{a.kernels} kernels (Softmax of {a.size} elements each); median per run of {a.repeat} turns:")
+    base = t["ember, native runner"]
+    for k, v in t.items():
+        print(f"  {k:22s} {v * 1e6:9.1f} us  {v / base:5.2f}x  {v / a.kernels * 1e6:6.2f} us per kernel")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
