@@ -14,7 +14,7 @@ import onnx
 from onnx import TensorProto, helper
 
 import ember
-from ember.bench.models import _ort_session
+from ember.bench.peers import onnxruntime as ort_peer
 from ember.bench.timing import interleaved
 
 
@@ -41,9 +41,9 @@ def main(argv=None) -> int:
         x = np.random.default_rng(0).standard_normal((1, a.size)).astype(np.float32)
         np.testing.assert_array_equal(native.run(x)[0], python.run(x)[0])
         fns = {"ember, native runner": lambda: native.run(x), "ember, Python calls": lambda: python.run(x)}
-        sess = _ort_session(path, native.target.cores)  # the settings `ember bench` gives it
-        if sess is not None:
-            fns["onnxruntime"] = lambda: sess.run(None, {"t0": x})
+        ort = ort_peer(path, native.target.cores, native.input_info)  # as `ember bench` sets it up
+        if ort is not None:
+            fns["onnxruntime"] = lambda: ort({"t0": x})
         else:
             print("onnxruntime is not installed: skipped")
         t = interleaved(fns, repeat=a.repeat)

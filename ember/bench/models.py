@@ -1,17 +1,18 @@
-"""``ember bench``: compile models and time them against ONNX Runtime in the same process.
+"""``ember bench``: compile models and time them against ONNX Runtime (and OpenVINO, TVM) in the same process.
 
     ember bench --light resnet50                 # a model that ships with the onnx package
-    ember bench model.onnx --vs onnxruntime
+    ember bench model.onnx --vs onnxruntime --vs openvino --vs tvm
     ember bench --all-light --json figures.json
 
 Runs alternate between the runtimes (warm-up first, a pause between turns so one runtime's
-spinning threads do not slow the next) and the medians and ratios are printed. ONNX Runtime is
-given the same number of threads as Ember's cores. Peers that are not installed are skipped
-with a note.
+spinning threads do not slow the next) and the medians and ratios are printed. The peers are
+given the same number of threads as Ember's cores (OpenVINO with the f32 precision hint, TVM
+untuned: see ``ember.bench.peers``). Peers that are not installed are skipped with a note.
 """
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -77,17 +78,6 @@ def _inputs(exe, seed: int = 0) -> dict:
             for i in exe.input_info}
 
 
-def _ort_session(path: str, threads: int):
-    try:
-        import onnxruntime as ort
-    except ImportError:
-        return None
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
-    so.log_severity_level = 3
-    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-
-
 def bench_model(path: str, peers: list, threads: int, repeat: int, out=print) -> dict:
     import ember
     from ember.bench.timing import interleaved
@@ -114,16 +104,18 @@ def bench_model(path: str, peers: list, threads: int, repeat: int, out=print) ->
     feeds = _inputs(exe)
     fns = {"ember": lambda: exe.run(**feeds)}
     notes = []
-    if "onnxruntime" in peers:
-        sess = _ort_session(path, threads)
-        if sess is None:
-            notes.append("onnxruntime is not installed: skipped (pip install onnxruntime)")
-        else:
-            fns["onnxruntime"] = lambda: sess.run(None, feeds)
-            ref = sess.run(None, feeds)
-            got = exe.run(**feeds)
-            err = max(float(np.max(np.abs(a - b))) for a, b in zip(got, ref))
-            notes.append(f"max abs difference to onnxruntime: {err:.3g}")
+    from .peers import INSTALL, PEERS
+
+    for peer in peers:
+        run = PEERS[peer](path, threads, exe.input_info)
+        if run is None:
+            notes.append(f"{peer} is not installed: skipped ({INSTALL[peer]})")
+            continue
+        fns[peer] = functools.partial(run, feeds)
+        ref = run(feeds)
+        got = exe.run(**feeds)
+        err = max(float(np.max(np.abs(a - b))) for a, b in zip(got, ref))
+        notes.append(f"max abs difference to {peer}: {err:.3g}")
     times = interleaved(fns, warmup=3, repeat=repeat)
     row = {"model": os.path.basename(path), "compile_s": compile_s, "warm_compile_s": warm_s,
            "kernel_calls": len(exe.kernel_calls),
@@ -148,8 +140,9 @@ def main(argv=None) -> int:
     p.add_argument("--light", action="append", default=[], metavar="NAME",
                    help=f"a model from the onnx package: {', '.join(LIGHT)}")
     p.add_argument("--all-light", action="store_true", help="all nine light models")
-    p.add_argument("--vs", action="append", default=None, choices=["onnxruntime"],
-                   help="peer runtime(s) to compare with (default: onnxruntime)")
+    p.add_argument("--vs", action="append", default=None, choices=["onnxruntime", "openvino", "tvm"],
+                   help="peer runtime(s) to compare with, repeatable (default: onnxruntime); one that "
+                        "is not installed is skipped with a note")
     p.add_argument("--threads", type=int, default=None, help="threads for the peers (default: Ember's cores)")
     p.add_argument("--repeat", type=int, default=10, help="timed turns per runtime (default 10)")
     p.add_argument("--json", default=None, help="write the figures to this file")
@@ -171,9 +164,10 @@ def main(argv=None) -> int:
         tmp = tempfile.mkdtemp(prefix="ember-bench-")
         paths = [random_weights(p_, tmp) for p_ in paths]
     rows = [bench_model(path, peers, threads, args.repeat) for path in paths]
-    ratios = [r["ratio_onnxruntime"] for r in rows if "ratio_onnxruntime" in r]
-    if len(ratios) > 1:
-        print(f"geometric mean ember/onnxruntime: {float(np.exp(np.mean(np.log(ratios)))):.2f}x")
+    for peer in peers:
+        ratios = [r[f"ratio_{peer}"] for r in rows if f"ratio_{peer}" in r]
+        if len(ratios) > 1:
+            print(f"geometric mean ember/{peer}: {float(np.exp(np.mean(np.log(ratios)))):.2f}x")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

@@ -1,0 +1,79 @@
+"""The peer runtimes ``ember bench`` times Ember against, each optional.
+
+A peer is a function ``(model path, threads, input infos) -> run`` where ``run(feeds)`` returns
+the outputs as numpy arrays, or None when the runtime is not installed (the bench then prints
+the note in :data:`INSTALL` and goes on). Each is set up as its users would for fp32 CPU
+inference on ``threads`` threads: ONNX Runtime's default graph optimizations, OpenVINO with
+the f32 precision hint, TVM untuned at opt level 3 for the host CPU.
+"""
+from __future__ import annotations
+
+import os
+from typing import Callable, Optional
+
+import numpy as np
+
+INSTALL = {"onnxruntime": "pip install onnxruntime", "openvino": "pip install openvino",
+           "tvm": "pip install apache-tvm (0.27: the Relax frontend)"}
+
+
+def onnxruntime(path: str, threads: int, inputs) -> Optional[Callable]:
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return None
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    return lambda feeds: sess.run(None, feeds)
+
+
+def openvino(path: str, threads: int, inputs) -> Optional[Callable]:
+    try:
+        import openvino as ov
+    except ImportError:
+        return None
+    core = ov.Core()
+    compiled = core.compile_model(core.read_model(path), "CPU",
+                                  {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": str(threads)})
+    request = compiled.create_infer_request()
+    n = len(compiled.outputs)
+
+    def run(feeds):
+        request.infer(feeds)
+        return [np.array(request.get_output_tensor(i).data) for i in range(n)]
+
+    return run
+
+
+def tvm(path: str, threads: int, inputs) -> Optional[Callable]:
+    os.environ.setdefault("TVM_NUM_THREADS", str(threads))  # read when TVM's runtime starts
+    try:
+        import onnx
+        import tvm as _tvm
+        from tvm import relax
+        from tvm.relax.frontend.onnx import from_onnx
+    except ImportError:
+        return None
+    mod = from_onnx(onnx.load(path), shape_dict={i.name: list(i.shape) for i in inputs})
+    mod = relax.transform.DecomposeOpsForInference()(mod)  # batch norm as arithmetic
+    exe = _tvm.compile(mod, target=_tvm.target.Target("llvm -mcpu=" + _host_cpu()))  # the default pipeline
+    vm = relax.VirtualMachine(exe, _tvm.cpu())
+    names = [i.name for i in inputs]
+
+    def run(feeds):
+        out = vm["main"](*[_tvm.nd.array(feeds[n]) for n in names])
+        outs = out if isinstance(out, (list, tuple)) or type(out).__name__ == "Array" else [out]
+        return [o.numpy() for o in outs]
+
+    return run
+
+
+def _host_cpu() -> str:
+    from ..target import Target
+
+    return Target.host().cpu
+
+
+PEERS = {"onnxruntime": onnxruntime, "openvino": openvino, "tvm": tvm}
