@@ -26,6 +26,12 @@ def host(target=None):
     return target
 
 
+def largest_divisor(n: int, at_most: int) -> int:
+    """The largest divisor of ``n`` not above ``at_most`` (at least 1): a tile of whole
+    iterations, so no ragged last tile puts a guard inside the loop it tiles."""
+    return max(d for d in range(1, max(1, min(at_most, n)) + 1) if n % d == 0)
+
+
 def vectorize_inner(stage, axis, lanes: int):
     """Split ``axis`` by ``lanes`` and vectorize the inner part (tails become masked)."""
     ext = const_int(axis.extent)

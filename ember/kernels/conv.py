@@ -29,7 +29,7 @@ from ..loop import dtype as dt
 from ..loop.arith import simplify
 from ..loop.expr import Expr, as_expr, const, eq, logical_and, select
 from ..loop.schedule import Schedule
-from .common import const_int, host, parallel_outer, vector_lanes
+from .common import const_int, host, largest_divisor, parallel_outer, vector_lanes
 
 
 def _fold(e):
@@ -309,8 +309,7 @@ def _weight_chunk(conv: te.Tensor, fb: int, target) -> int:
     chunk = max(1, target.l2_bytes // 2 // per_block)
     if chunk >= blocks or blocks * per_block <= 4 * target.l2_bytes:
         return 0
-    # a divisor of the blocks: a ragged last chunk would guard every FMA of the micro-kernel
-    return max(d for d in range(1, chunk + 1) if blocks % d == 0)
+    return largest_divisor(blocks, chunk)  # a ragged last chunk would guard every FMA
 
 
 def _schedule_prologue(s: Schedule, parts: dict, lanes: int) -> None:

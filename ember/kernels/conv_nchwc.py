@@ -26,7 +26,7 @@ from ..loop import compute as te
 from ..loop import dtype as dt
 from ..loop.expr import as_expr, min_
 from ..loop.schedule import Schedule
-from .common import const_int, host, parallel_outer, vector_lanes
+from .common import const_int, host, largest_divisor, parallel_outer, vector_lanes
 from .conv import _fold, conv_out_size, pad_spatial, vectorize_copy
 
 
@@ -225,8 +225,7 @@ def _weight_group(conv: te.Tensor, target) -> int:
     ragged group would put a guard on every FMA), at least 1."""
     blocks, fb = _static_size(conv.shape[1]), _static_size(conv.shape[4])
     per_block = math.prod(_static_size(d.extent) for d in conv.op.reduce_axis) * fb * dt.nbytes(conv.dtype)
-    fit = max(1, target.l2_bytes // 2 // per_block)
-    return max(d for d in range(1, min(fit, blocks) + 1) if blocks % d == 0)
+    return largest_divisor(blocks, target.l2_bytes // 2 // per_block)
 
 
 def _static_size(e) -> int:
