@@ -25,7 +25,7 @@ from ..errors import ArgumentError, CompileError, DTypeError, EmberError, ShapeE
 from .call import data_pointer
 from .ndarray import _aligned_empty, numpy_dtype
 
-RUNNER_SYMBOL = "__ember_run_program"  # ember.codegen.llvm.program (not imported: no llvmlite here)
+RUNNER_SYMBOL = "__ember_run_program"  # defined by ember.codegen.llvm.program in every kernel library
 
 
 @dataclasses.dataclass(frozen=True)

@@ -18,9 +18,8 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from ...runtime.executable import RUNNER_SYMBOL  # the name the runtime looks up
 from . import types as T
-
-RUNNER_SYMBOL = "__ember_run_program"
 
 
 def add_program_runner(module: ir.Module, arities) -> ir.Function:
