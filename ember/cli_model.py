@@ -24,14 +24,39 @@ def _shapes(items) -> dict:
     return out
 
 
+def add_model_arg(p: argparse.ArgumentParser, what: str = "the ONNX model file") -> None:
+    """The model as a file, or ``--light NAME`` for one the onnx package ships."""
+    p.add_argument("model", nargs="?", help=f"{what} (or use --light NAME)")
+    p.add_argument("--light", metavar="NAME",
+                   help="a light model of the onnx package instead of a file, e.g. resnet50 "
+                        "(also densenet121, inception_v1, inception_v2, squeezenet, shufflenet, "
+                        "vgg19, bvlc_alexnet, zfnet512)")
+
+
+def model_path(args, prog: str) -> str:
+    """The file ``add_model_arg``'s arguments name; exits with a usage hint unless exactly one
+    of a file and ``--light`` is given."""
+    if bool(args.model) == bool(args.light):
+        raise SystemExit(f"{prog}: give a model file or --light NAME (one of them)")
+    if args.light:
+        from .bench.models import light_path
+
+        return light_path(args.light)
+    return args.model
+
+
 def compile_main(argv) -> int:
     p = argparse.ArgumentParser(
         prog="ember compile",
         description="Compile an ONNX model to one shared library (kernels, program and weights).",
-        epilog="Example: ember compile resnet50.onnx -o resnet50.so && ember run resnet50.so "
-               "--input data=x.npy --output-dir out/")
-    p.add_argument("model", help="the ONNX model file")
-    p.add_argument("-o", "--output", help="the shared library to write (default: MODEL with .so)")
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n"
+               "  ember compile resnet50.onnx -o resnet50.so && ember run resnet50.so --input data=x.npy --output-dir out/\n"
+               "  ember compile --light resnet50 --profile-compile   where compile time goes, slowest kernels\n"
+               "  ember compile model.onnx --target 'llvm -mcpu=skylake-avx512'   for another x86 CPU")
+    add_model_arg(p)
+    p.add_argument("-o", "--output", help="the shared library to write (default: MODEL with .so; "
+                                          "for --light NAME, light_NAME.so here)")
     p.add_argument("--target", default=None, help=_target_help())
     p.add_argument("-O", "--opt-level", type=int, default=3, choices=(0, 1, 2, 3),
                    help="graph optimization level (0: one kernel per op, no folding; 3: all; default 3)")
@@ -49,17 +74,19 @@ def compile_main(argv) -> int:
     args = p.parse_args(argv)
     import ember
 
-    out = args.output or os.path.splitext(args.model)[0] + ".so"
+    path = model_path(args, "ember compile")
+    name = os.path.splitext(os.path.basename(path))[0]
+    # a light model lives in site-packages: its library goes to the working directory instead
+    out = args.output or (name + ".so" if args.light else os.path.splitext(path)[0] + ".so")
     t0 = time.perf_counter()
-    exe = ember.compile(args.model, args.target, args.opt_level, input_shapes=_shapes(args.input_shape),
-                        disabled_passes=args.disable_pass,
-                        name=os.path.splitext(os.path.basename(args.model))[0])
+    exe = ember.compile(path, args.target, args.opt_level, input_shapes=_shapes(args.input_shape),
+                        disabled_passes=args.disable_pass, name=name)
     exe.export(out)
     if args.profile_compile:
         print(exe.compile_profile.table(budget=args.compile_budget))
         if args.profile_json:
             exe.compile_profile.to_json(args.profile_json)
-    print(f"compiled {args.model} in {time.perf_counter() - t0:.2f} s: {len(exe.kernel_calls)} kernel calls, "
+    print(f"compiled {path} in {time.perf_counter() - t0:.2f} s: {len(exe.kernel_calls)} kernel calls, "
           f"{len(exe.module.kernel_names) if exe.module else 0} distinct kernels; {exe.memory_summary()}")
     for i in exe.input_info:
         print(f"  input  {i.name}: {i.shape} {i.dtype}")
@@ -100,7 +127,7 @@ def run_main(argv) -> int:
                     "inputs from .npy files; write each output as OUTPUT_NAME.npy.",
         epilog="Inputs not given are filled with random values (seed 0), so 'ember run model.onnx' "
                "alone checks that a model compiles and runs.")
-    p.add_argument("model", help="model.onnx or model.so")
+    add_model_arg(p, "model.onnx or model.so")
     p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
                    help="an input array; repeat for each input")
     p.add_argument("--output-dir", default=None, help="where to write the outputs (default: print a summary only)")
@@ -110,10 +137,11 @@ def run_main(argv) -> int:
     args = p.parse_args(argv)
     import ember
 
-    if args.model.endswith(".so"):
-        exe = ember.load(args.model)
+    path = model_path(args, "ember run")
+    if path.endswith(".so"):
+        exe = ember.load(path)
     else:
-        exe = ember.compile(args.model, args.target, input_shapes=_shapes(args.input_shape))
+        exe = ember.compile(path, args.target, input_shapes=_shapes(args.input_shape))
     given = model_inputs(exe, args.input)
     t0 = time.perf_counter()
     outs = exe.run(**given)
@@ -133,4 +161,4 @@ def run_main(argv) -> int:
     return 0
 
 
-__all__ = ["compile_main", "model_inputs", "run_main"]
+__all__ = ["add_model_arg", "compile_main", "model_inputs", "model_path", "run_main"]

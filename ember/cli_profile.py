@@ -5,7 +5,7 @@ import argparse
 import os
 import sys
 
-from .cli_model import _shapes, _target_help, model_inputs
+from .cli_model import _shapes, _target_help, add_model_arg, model_inputs, model_path
 
 EPILOG = """\
 examples:
@@ -29,8 +29,7 @@ def _parser() -> argparse.ArgumentParser:
                                 description="Compile a model and profile it: one row per kernel call "
                                             "(source nodes, time, FLOPs, bytes, GFLOP/s, % of peak), "
                                             "optionally per loop.", epilog=EPILOG)
-    p.add_argument("model", nargs="?", help="the ONNX model file (or use --light NAME)")
-    p.add_argument("--light", metavar="NAME", help="a light model of the onnx package, e.g. resnet50")
+    add_model_arg(p)
     p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
                    help="an input array (default: random inputs, seed 0)")
     p.add_argument("--input-shape", action="append", metavar="NAME=D1,D2,...",
@@ -56,13 +55,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def profile_main(argv) -> int:
     args = _parser().parse_args(argv)
-    if bool(args.model) == bool(args.light):
-        raise SystemExit("ember profile: give a model file or --light NAME (one of them)")
-    path = args.model
-    if args.light:
-        from .bench.models import light_path
-
-        path = light_path(args.light)
+    path = model_path(args, "ember profile")
     import ember
     from ember.profile.kernels import profile_kernels
 

@@ -46,3 +46,18 @@ def test_errors_are_named_and_exit_2(tmp_path, capsys):
     np.save(tmp_path / "x.npy", np.zeros((3, 2), np.float32))
     assert main(["run", src, "--input", f"x={tmp_path / 'x.npy'}"]) == 2
     assert "input 'x' must have shape (2, 3), got (3, 2)" in capsys.readouterr().err
+
+
+def test_light_models_by_name(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # the library goes here, not next to the model in site-packages
+    assert main(["compile", "--light", "squeezenet"]) == 0
+    assert os.path.exists(tmp_path / "light_squeezenet.so")
+    assert main(["run", "light_squeezenet.so"]) == 0
+    assert "(1, 1000, 1, 1) float32" in capsys.readouterr().out
+    for argv in (["compile"], ["compile", "m.onnx", "--light", "squeezenet"], ["run", "--light", "nope"]):
+        try:
+            main(argv)
+        except SystemExit as e:
+            assert "--light NAME" in str(e) or "no light model 'nope'" in str(e)
+        else:
+            raise AssertionError(f"{argv} did not stop")

@@ -91,7 +91,7 @@ class CompileProfile:
                  + [str(k.loops), str(k.depth), str(k.llvm_lines), "yes" if k.cached else ""]
                  for k in self.slowest(top)]
         body = render(f"slowest {len(krows)} kernels", ["kernel", "total s", *(p.replace("_", " ") for p in PHASES),
-                      "loops", "depth", "LLVM lines", "cached"], krows, width=width, right=range(1, 12))
+                      "loops", "depth", "LLVM lines", "cached"], krows, width=width, right=range(1, 12), nowrap=(0,))
         out = head + body
         if budget is not None:
             slow = self.over_budget(budget)

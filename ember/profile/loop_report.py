@@ -15,9 +15,10 @@ class LoopRow:
     """One instrumented site of one kernel, over all timed runs.
 
     ``loop`` is the site id (0: the kernel's whole body, depth 0). ``cycles`` is summed over
-    threads, so for a loop inside a parallel loop it is CPU time and ``percent`` (of the
-    kernel's body, which is wall time) can pass 100; ``max_thread_cycles`` is the busiest
-    thread's share. ``calls`` counts every execution; ``records`` is how many durations were
+    the ``threads`` that ran the site, so inside a parallel loop it is CPU time;
+    ``percent`` is the share of the kernel it stands for: those cycles over the body's
+    (wall) cycles times ``threads``, so the loops at one level of a nest add up to at most
+    100. ``max_thread_cycles`` is the busiest thread's share. ``calls`` counts every execution; ``records`` is how many durations were
     kept (bounded per thread) and ``median_cycles`` their median, a per-execution figure that
     one disturbed run does not skew. ``header`` is the loop's line in the printed loop IR.
     """
@@ -90,8 +91,9 @@ class LoopProfile:
         """A text table: kernels slowest first (or only ``kernel``), each kernel's loops in
         program order, indented by depth. ``top`` keeps the ``top`` slowest kernels.
         ``cycles/call`` is the mean over all executions, ``median`` that of the kept ones.
-        ``ms/run`` is the site's cycles per timed run at the measured rate (CPU time summed
-        over threads inside parallel loops)."""
+        ``ms/run`` is the site's time per timed run at the measured rate; inside a parallel
+        loop its CPU time divided over the threads that ran it, comparable with the kernel's
+        wall time. ``thr`` is that thread count."""
         names = [kernel] if kernel is not None else self.kernels()
         if kernel is not None and kernel not in self.sources:
             self.kernel_source(kernel)  # raises, naming the kernels
@@ -102,7 +104,7 @@ class LoopProfile:
         body = []
         for k in names:
             for r in self.rows_of(k):
-                ms = 1e3 * self.seconds(r.cycles) / max(1, self.repeat)
+                ms = 1e3 * self.seconds(r.cycles / max(1, r.threads)) / max(1, self.repeat)
                 label = f"kernel {k}" if r.loop == 0 else "  " * r.depth + r.header
                 body.append((f"L{r.loop}", f"{ms:.3f}", f"{r.percent:.1f}", str(r.calls),
                              f"{r.cycles / max(1, r.calls):.0f}", f"{r.median_cycles:.0f}",

@@ -92,11 +92,14 @@ def profile_loops(exe, inputs: Sequence[np.ndarray], depth: int = 1, warmup: int
         total = max(1, int(cyc[:, 0].sum()))
         for s in ss:
             kept = records[(kernel, s.site)] = counters[kernel].records(s.site)
+            threads = int((n[:, s.site] > 0).sum())
+            # a site inside a parallel loop runs on every thread at once: its share of the
+            # kernel is its CPU time over the CPU time those threads had (the body's wall time each)
             rows.append(LoopRow(
                 kernel, s.site, s.depth, s.var, s.extent, s.kind, int(cyc[:, s.site].sum()),
-                100.0 * float(cyc[:, s.site].sum()) / total, int(n[:, s.site].sum()), len(kept),
-                float(np.median(kept)) if len(kept) else 0.0, int((n[:, s.site] > 0).sum()),
-                int(cyc[:, s.site].max()), s.header))
+                100.0 * float(cyc[:, s.site].sum()) / (total * max(1, threads)),
+                int(n[:, s.site].sum()), len(kept), float(np.median(kept)) if len(kept) else 0.0,
+                threads, int(cyc[:, s.site].max()), s.header))
     p, i = statistics.median(plain), statistics.median(timed)
     return LoopProfile(rows, i / p - 1.0, p, i, rate, repeat, depth, sources, records, plain, timed)
 

@@ -6,8 +6,9 @@ from typing import Optional, Sequence
 
 
 def render(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]], caption: str = "",
-           width: int = 160, right: Sequence[int] = ()) -> str:
-    """A table as text: ``right`` lists the columns aligned right (numbers)."""
+           width: int = 160, right: Sequence[int] = (), nowrap: Sequence[int] = ()) -> str:
+    """A table as text: ``right`` lists the columns aligned right (numbers), ``nowrap`` those
+    never folded over lines (names people copy, such as kernel names)."""
     try:
         from rich.console import Console
         from rich.table import Table
@@ -18,7 +19,8 @@ def render(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]], ca
         return "\n".join([title, fmt(headers), *map(fmt, rows), caption]).rstrip() + "\n"
     t = Table(title=title, caption=caption or None, caption_justify="left")
     for i, h in enumerate(headers):
-        t.add_column(h, justify="right" if i in right else "left", overflow="fold")
+        t.add_column(h, justify="right" if i in right else "left", overflow="fold",
+                     no_wrap=i in nowrap)
     for r in rows:
         t.add_row(*r)
     console = Console(file=io.StringIO(), width=width, record=True, color_system=None)
@@ -53,7 +55,7 @@ def kernel_table(prof, sort: str = "time", top: Optional[int] = None, group_by: 
     shown = f"top {len(rows)} of {len(prof.select(group_by=group_by))}" if top else f"{len(rows)} rows"
     title = f"Ember kernel profile: {prof.model} ({shown}, by {sort}, one row per {group_by})"
     return render(title, headers, cells, caption=prof.summary(), width=width,
-                  right=range(3, len(headers)))
+                  right=range(3, len(headers)), nowrap=(1,))
 
 
 __all__ = ["kernel_table", "render"]

@@ -31,7 +31,9 @@ class Module:
     """A loaded kernel library: ``module["name"]`` or ``module.name`` is a :class:`Kernel`."""
 
     def __init__(self, path: Union[str, os.PathLike], metadata: Optional[str] = None):
-        self.path = os.fspath(path)
+        # absolute: dlopen reads a bare "m.so" as a name to look up on the library path, not
+        # as the file in the working directory
+        self.path = os.path.abspath(os.fspath(path))
         try:
             self._lib = ctypes.CDLL(self.path)
         except OSError as exc:

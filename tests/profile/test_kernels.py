@@ -123,5 +123,10 @@ def test_kernel_times_sum_to_the_end_to_end_latency_on_resnet50():
     x = np.random.default_rng(0).random((1, 3, 224, 224), dtype=np.float32)
     prof = profile_kernels(exe, [x], warmup=3, repeat=20, **PEAKS)
     assert len(prof.rows) == 58 and all(r.nodes.startswith("n") for r in prof.rows)  # 57 ops + one layout change
-    # the profiler's own cost and the runtime's work between kernels stay small
-    assert abs(prof.overhead) <= 0.15, prof.summary()
+    # the profiler's own cost and the runtime's work between kernels stay small. On a shared
+    # 2-core machine a burst of other work can still sit on one side of all 20 pairs of runs,
+    # so a second measurement decides; a profiler that really costs 15% fails both.
+    if abs(prof.overhead) > 0.15:
+        first = prof.summary()
+        prof = profile_kernels(exe, [x], warmup=3, repeat=20, **PEAKS)
+        assert abs(prof.overhead) <= 0.15, f"{first}\n{prof.summary()}"
