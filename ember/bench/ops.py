@@ -11,7 +11,7 @@ import json
 import operator
 import sys
 from dataclasses import asdict, dataclass
-from typing import Callable, Optional
+from typing import Optional
 
 import numpy as np
 

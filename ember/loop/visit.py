@@ -11,7 +11,7 @@ from typing import Callable, Iterator, Optional
 
 from .expr import Expr, Load, Var
 from .node import Node
-from .stmt import Buffer, Stmt
+from .stmt import Buffer
 
 
 def _children_fields(n: Node):
