@@ -107,14 +107,18 @@ def pack_weight(weight: Callable, F: int, Cg: int, kernel: Sequence[int], fb: in
     return te.compute((-(-F // fb), Cg, *kernel, fb), body, name)
 
 
-def register_block(F: int, OW, lanes: int, accumulators: int) -> tuple[int, int]:
+def register_block(F: int, OW, lanes: int, accumulators: int, group: Optional[int] = None) -> tuple[int, int]:
     """(FB, XB): output channels x output columns kept in registers.
 
     Maximizes the useful FMAs per cycle: each reduction step issues ``FB * XB/lanes`` FMAs and
     ``FB + XB/lanes`` loads (weight broadcasts and input vectors), two of each per cycle on
     the cores we target, and work on padded channels and column tails is wasted (an unknown
     width counts as wide). So 6 x 2 vectors (8 loads per 12 FMAs) beats 12 x 1 (13 loads)
-    unless the row is too short for two vectors."""
+    unless the row is too short for two vectors.
+
+    ``group``: the output channels of one group of a grouped convolution. FB then divides it,
+    so a block never spans two groups: its filters share each input vector (a block across a
+    group boundary reads two inputs per step, and its padded channels read past the input)."""
     OW = const_int(as_expr(OW)) or 1 << 20
     best, best_score = (1, lanes), 0.0
     for xv in range(1, 5):
@@ -122,6 +126,8 @@ def register_block(F: int, OW, lanes: int, accumulators: int) -> tuple[int, int]
         if (xv - 1) * lanes >= OW:
             break  # the last vector would hold only padding
         fb = max(1, min(accumulators // xv, F))
+        if group:
+            fb = largest_divisor(group, fb)
         waste = (-(-OW // xb) * xb / OW) * (-(-F // fb) * fb / F)
         fmas = fb * xv
         # (measured: a broadcast costs more than a vector load, and at equal cost more
@@ -132,16 +138,17 @@ def register_block(F: int, OW, lanes: int, accumulators: int) -> tuple[int, int]
     return best
 
 
-def conv_blocks(F: int, Cg: int, OW, dtype: str = "float32", target=None) -> tuple[int, int]:
-    """The (FB, XB) register block of a convolution with ``F`` output channels, ``Cg`` input
-    channels per group and output rows ``OW`` long, for ``target`` (the host by default)."""
+def conv_blocks(F: int, Cg: int, OW, dtype: str = "float32", target=None, groups: int = 1) -> tuple[int, int]:
+    """The (FB, XB) register block of a convolution with ``F`` output channels in ``groups``
+    groups, ``Cg`` input channels per group and output rows ``OW`` long, for ``target`` (the
+    host by default)."""
     lanes = vector_lanes(host(target), dtype)
     if Cg == 1:
         # one input channel per filter (depthwise): no input vector is shared between filters,
         # so block along the row instead, sharing each broadcast weight between its vectors
         width = const_int(as_expr(OW)) or 2 * lanes
         return 1, lanes * min(4, -(-width // lanes))
-    return register_block(F, OW, lanes, _registers(lanes) - 4)
+    return register_block(F, OW, lanes, _registers(lanes) - 4, F // groups if groups > 1 else None)
 
 
 def _registers(lanes: int) -> int:
@@ -176,7 +183,7 @@ def conv_window(data: te.Tensor, weight: Callable, F: int, groups: int, kernel: 
     dilate = tuple(dilate or (1,) * n)
     padded_sizes = [_fold(b + (s - 1) * di + 1 + e) for b, s, di, e in zip(begin, data.shape[2:], dilate, end)]
     out = [conv_out_size(p, k, s, d) for p, k, s, d in zip(padded_sizes, kernel, strides, dilation)]
-    fb, xb = conv_blocks(F, Cg, out[-1], data.dtype, target)
+    fb, xb = conv_blocks(F, Cg, out[-1], data.dtype, target, groups)
     if blocks is not None:  # given (a None keeps the chosen one)
         fb, xb = blocks[0] or fb, blocks[1] or xb
     end = list(end)
@@ -186,7 +193,8 @@ def conv_window(data: te.Tensor, weight: Callable, F: int, groups: int, kernel: 
     channels = _channels_read(F, fb, Fg, Cg) if groups > 1 else None
     phases = strides[-1]  # a strided window reads its de-interleaved input contiguously
     padded = pad_spatial(data, begin, end, 0, f"{name}_pad", dilate, channels, phases)
-    Wp = packed if packed is not None else pack_weight(weight, F, Cg, kernel, fb, data.dtype, f"{name}_Wp")
+    # blocks of one filter are the weights' own layout: read them as they are
+    Wp = packed if packed is not None or fb == 1 else pack_weight(weight, F, Cg, kernel, fb, data.dtype, f"{name}_Wp")
     rc = te.reduce_axis(Cg, "rc")
     rk = [te.reduce_axis(k, f"rk{i}") for i, k in enumerate(kernel)]
 
@@ -194,7 +202,8 @@ def conv_window(data: te.Tensor, weight: Callable, F: int, groups: int, kernel: 
         c = rc.var if groups == 1 else (f // Fg) * Cg + rc.var
         idx = [oi * s + r.var * d for oi, s, r, d in zip(o[:-1], strides, rk, dilation)]
         idx += window_last(padded, o[-1], rk[-1].var, strides[-1], dilation[-1], phases)
-        w = Wp[(f // fb, rc.var, *[r.var for r in rk], f % fb)]
+        w = weight(f, rc.var, *[r.var for r in rk]) if Wp is None else \
+            Wp[(f // fb, rc.var, *[r.var for r in rk], f % fb)]
         return te.sum(padded[(nn, c, *idx)] * w, axis=(rc, *rk))
 
     parts = {"kind": "conv", "pad": padded if padded is not data else None,
@@ -257,7 +266,15 @@ def schedule_conv(s: Schedule, conv: te.Tensor, out: Optional[te.Tensor] = None,
     xo, xi = so.split(sp[-1], factor=xb)
     rows = _static_product([conv.shape[0], *conv.shape[2:-1]])
     chunk = _weight_chunk(conv, fb, target)
-    if rows is not None and (rows % target.cores == 0 or rows >= 8 * target.cores):
+    depthwise = fb == 1 and const_int(as_expr(conv.op.reduce_axis[0].extent)) == 1
+    if depthwise:
+        # one input plane per filter and a few weights: each core takes whole channels, and
+        # a channel's padded plane is made just before its rows run (in L1) -- rows outer
+        # would sweep every channel's plane through the cache once per output row
+        so.reorder(n, fo, *sp[:-1], xo, fi, xi)
+        channel = parallel_outer(so, [n, fo])
+        tile = xo
+    elif rows is not None and (rows % target.cores == 0 or rows >= 8 * target.cores):
         # enough rows to share out evenly: each core takes whole rows and, for every block of
         # columns, runs the channel blocks of one chunk -- as many as keep their packed
         # weights in half the L2 -- so the input it reads stays in cache while the weights
@@ -287,7 +304,7 @@ def schedule_conv(s: Schedule, conv: te.Tensor, out: Optional[te.Tensor] = None,
     cxo, cxi = st.split(csp[-1], factor=lanes)
     st.unroll(cxo)
     st.vectorize(cxi)
-    _schedule_prologue(s, parts, lanes)
+    _schedule_prologue(s, parts, lanes, (so, channel) if depthwise else None)
     return s
 
 
@@ -312,15 +329,19 @@ def _weight_chunk(conv: te.Tensor, fb: int, target) -> int:
     return largest_divisor(blocks, chunk)  # a ragged last chunk would guard every FMA
 
 
-def _schedule_prologue(s: Schedule, parts: dict, lanes: int) -> None:
-    """The packed weights and the padded input: computed once per call, in parallel."""
+def _schedule_prologue(s: Schedule, parts: dict, lanes: int, at: Optional[tuple] = None) -> None:
+    """The packed weights and the padded input: computed once per call, in parallel, or the
+    input where it is read when ``at`` is given (a stage and its loop)."""
     if parts["Wp"] is not None:
         sw = s[parts["Wp"]]
         sw.parallel(sw.leaf[0])
     pad = parts["pad"]
     if pad is not None:
         sp = s[pad]
-        sp.parallel(sp.fuse(*sp.leaf[:-1]))
+        if at is not None:
+            sp.compute_at(*at)
+        else:
+            sp.parallel(sp.fuse(*sp.leaf[:-1]))
         vectorize_copy(sp, pad, lanes)
 
 

@@ -93,6 +93,29 @@ def test_conv2d_schedules_by_cache_and_rows(l2, shape):
     np.testing.assert_allclose(got, _conv_ref(x, w, (1, 1), (1, 1, 1, 1), (1, 1)), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("shape,wshape,groups,stride,pad", [
+    ((1, 24, 9, 14), (68, 6, 1, 1), 4, (1, 1), (0, 0, 0, 0)),  # 17 filters a group: blocks divide 17
+    ((1, 16, 7, 7), (24, 4, 1, 1), 4, (1, 1), (0, 0, 0, 0)),
+    ((1, 20, 10, 12), (20, 1, 3, 3), 20, (1, 1), (1, 1, 1, 1)),  # depthwise
+    ((1, 12, 11, 13), (24, 1, 3, 3), 12, (2, 2), (1, 1, 1, 1)),  # depthwise, 2 filters a channel, stride 2
+])
+def test_grouped_and_depthwise_conv2d(shape, wshape, groups, stride, pad):
+    """A register block never spans two groups (its filters share every input vector), and a
+    depthwise conv pads each channel's plane where its rows run: one parallel loop."""
+    from ember.kernels.conv import conv_nd
+
+    sched = conv_nd(shape, wshape, stride, pad, groups=groups)
+    fb = sched[1][-1].op.attrs["fb"]
+    assert (wshape[0] // groups) % fb == 0
+    if wshape[1] == 1:
+        assert lower_kernel(*sched, "k").script().count("parallel(") == 1
+    x, w = _r(*shape), _r(*wshape)
+    cg, fg = shape[1] // groups, wshape[0] // groups
+    want = np.concatenate([_conv_ref(x[:, g * cg:(g + 1) * cg], w[g * fg:(g + 1) * fg], stride, pad, (1, 1))
+                           for g in range(groups)], axis=1)
+    np.testing.assert_allclose(_run(sched, x, w), want, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("rows,cols", [(4, 16), (7, 33)])
 def test_softmax(rows, cols):
     x = _r(rows, cols) * 5

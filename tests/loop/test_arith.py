@@ -249,6 +249,8 @@ def same(a, b, ranges=None):
     (Not(Not(LT(i, j))), LT(i, j)), (Not(LT(i, j)), GE(i, j)), (LT(i, i), const(False)), (LE(i, i), const(True)),
     (LT(i + 1, n), LT(i, n - 1)), (LT(i, i + 1), const(True)),
     (Min(Min(i, IntImm(4)), IntImm(2)), Min(i, IntImm(2))),
+    # a common factor of the divisor and the terms: the constant's remainder cannot carry
+    ((i * 4 + 1) // 68, i // 17), ((i * 4 + 7) // 8, (i + 1) // 2), ((i * 6 + j * 4 + 1) // 68, (i * 3 + j * 2) // 34),
 ])
 def test_rewrites_without_ranges(before, after):
     assert simplify(before) == simplify(after), (simplify(before), after)

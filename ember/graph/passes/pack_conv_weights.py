@@ -37,7 +37,7 @@ def _packed(n: Call, target):
     if not isinstance(n.type, TensorType) or not _constant_valued(w):
         return None
     F, Cg = w.type.shape[0], w.type.shape[1]
-    fb, _ = conv_blocks(F, Cg, n.type.shape[-1], w.type.dtype, target)
+    fb, _ = conv_blocks(F, Cg, n.type.shape[-1], w.type.dtype, target, n.attr("groups", 1))
     if fb <= 1:
         return None
     attrs = {"block": fb}
