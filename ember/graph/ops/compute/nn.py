@@ -129,7 +129,9 @@ def _lrn(attrs, inputs, out_type):
     sq = te.compute(shape, square_sum, f"{name}_sq")
     bias, scale = const(float(attrs["bias"]), x.dtype), const(float(attrs["alpha"]) / size, x.dtype)
     neg_beta = const(-float(attrs["beta"]), x.dtype)
-    return te.compute(shape, lambda *i: x[i] * intr.pow(bias + scale * sq[i], neg_beta), name,
+    # base^-beta as exp(-beta * log(base)): the base is a sum of squares scaled and shifted by
+    # a positive bias, and exp and log are inline vector code where pow calls libm per lane
+    return te.compute(shape, lambda *i: x[i] * intr.exp(neg_beta * intr.log(bias + scale * sq[i])), name,
                       attrs={"kind": "lrn", "sq": sq})
 
 
