@@ -17,6 +17,7 @@ output(s). Scheduling follows the group's shape:
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Optional
 
 from ..errors import LoweringError, ShapeError, UnsupportedOpError
@@ -25,7 +26,7 @@ from ..graph.ops import get_op
 from ..graph.ops.registry import Pattern
 from ..graph.types import TensorType
 from ..graph.visit import post_order
-from ..kernels.common import const_int
+from ..kernels.common import const_int, parallel_outer
 from ..kernels.elementwise import schedule_elementwise
 from ..loop import compute as te
 from ..loop.schedule import Schedule
@@ -122,14 +123,16 @@ def _copy(t: te.Tensor, name: str) -> te.Tensor:
 
 def schedule_root(s: Schedule, t: te.Tensor) -> None:
     """Generic schedule of a stage at the root: vectorized and parallel when elementwise; a
-    reduction runs its outer spatial loop in parallel."""
+    reduction runs its spatial loops, fused into one, in parallel (its leading axes are often
+    of extent 1: a batch of one, a kept reduced axis)."""
     st = s[t]
     if not t.op.reduce_axis:
         schedule_elementwise(s, t)
         return
     spatial = [iv for iv in st.leaf if iv in t.op.axis]
-    if spatial and (const_int(spatial[0].extent) or 0) > 1:
-        st.parallel(spatial[0])
+    extents = [const_int(iv.extent) for iv in spatial]
+    if spatial and (None in extents or math.prod(extents) > 1):
+        parallel_outer(st, spatial)
 
 
 def lower_group(fn: Function, name: str, target) -> GroupKernel:

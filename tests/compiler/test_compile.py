@@ -185,3 +185,15 @@ def test_the_program_runs_natively_and_agrees_with_python_calls(tmp_path):
     loaded = ember.load(exe.export(str(tmp_path / "m.so")))
     assert loaded.native
     assert all(np.array_equal(g, w) for g, w in zip(loaded.run(xv, yv), got))
+
+
+def test_a_reduction_with_leading_unit_axes_runs_its_outputs_in_parallel():
+    from ember.driver import lower_kernel
+
+    x = Var("x", T(1, 16, 6, 10))
+    exe = ember.compile(mod_of([x], Call("mean", [x], {"axis": (2, 3), "keepdims": True})))
+    (sch, args, name), = exe.kernel_sources
+    text = lower_kernel(sch, args, name).script()
+    assert "in parallel(16)" in text, text  # batch 1 leads: the fused spatial loops are the work
+    xv = np.random.default_rng(3).random((1, 16, 6, 10)).astype("float32")
+    np.testing.assert_allclose(exe.run(xv)[0], xv.mean((2, 3), keepdims=True), rtol=1e-5)
