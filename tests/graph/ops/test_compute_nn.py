@@ -346,6 +346,7 @@ CASES = [
     ("nn.lrn", {"size": 4, "alpha": 0.01, "beta": 0.5, "bias": 2.0}, [(1, 6, 7)],
      lambda x: lrn_ref(x, 4, 0.01, 0.5, 2.0), None, 1e-5),
     ("nn.lrn", {"size": 5}, [(1, 9, 5, 19)], lambda x: lrn_ref(x, 5), "bias_relu", 1e-5),  # sums inside the rows
+    ("nn.lrn", {"size": 3, "beta": 0.6}, [(1, 4, 3, 5)], lambda x: lrn_ref(x, 3, beta=0.6), None, 1e-5),  # exp/log
     ("nn.lp_normalize", {}, [(3, 10)], lambda x: x / np.sqrt((x.astype(np.float64) ** 2).sum(-1, keepdims=True)),
      None, 1e-5),
     ("nn.lp_normalize", {"axis": 0, "p": 1}, [(4, 3, 2)], lambda x: x / np.abs(x).sum(0, keepdims=True),

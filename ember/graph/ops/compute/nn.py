@@ -128,11 +128,24 @@ def _lrn(attrs, inputs, out_type):
     shape = tuple(x.shape)
     sq = te.compute(shape, square_sum, f"{name}_sq")
     bias, scale = const(float(attrs["bias"]), x.dtype), const(float(attrs["alpha"]) / size, x.dtype)
-    neg_beta = const(-float(attrs["beta"]), x.dtype)
-    # base^-beta as exp(-beta * log(base)): the base is a sum of squares scaled and shifted by
-    # a positive bias, and exp and log are inline vector code where pow calls libm per lane
-    return te.compute(shape, lambda *i: x[i] * intr.exp(neg_beta * intr.log(bias + scale * sq[i])), name,
-                      attrs={"kind": "lrn", "sq": sq})
+    return te.compute(shape, lambda *i: x[i] * _inverse_power(bias + scale * sq[i], float(attrs["beta"])),
+                      name, attrs={"kind": "lrn", "sq": sq})
+
+
+def _inverse_power(base, beta: float):
+    """``base ** -beta`` for a positive base (LRN's: a sum of squares times alpha plus a positive
+    bias). A whole number of quarters (0.75, the usual beta, is three) is a product of square
+    roots, a few correctly rounded vector instructions; otherwise exp(-beta * log(base)), inline
+    vector code where pow would call libm lane by lane."""
+    quarters = 4 * beta
+    if quarters != int(quarters) or not 1 <= quarters <= 8:
+        return intr.exp(const(-beta, base.dtype) * intr.log(base))
+    k = int(quarters)
+    root, n = (intr.sqrt(base), k // 2) if k % 2 == 0 else (intr.sqrt(intr.sqrt(base)), k)
+    power = root
+    for _ in range(n - 1):
+        power = power * root
+    return const(1, base.dtype) / power
 
 
 register_compute("nn.bias_add", _bias_add)
