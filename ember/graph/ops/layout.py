@@ -56,23 +56,30 @@ register_op("reshape", infer=_infer_reshape, pattern=INJ,
 
 def _infer_block_channels(args, attrs):
     x, b = tensor(args[0]), attrs["block"]
-    if x.ndim < 2 or b < 1 or not isinstance(x.shape[1], int) or x.shape[1] % b:
-        raise ShapeError(f"block_channels: the channels of {x} (axis 1) must be static and a multiple of "
-                         f"block={b}")
-    return TensorType((x.shape[0], x.shape[1] // b) + x.shape[2:] + (b,), x.dtype)
+    if x.ndim < 2 or b < 1 or not isinstance(x.shape[1], int):
+        raise ShapeError(f"block_channels: the channels of {x} (axis 1) must be static, and block={b} >= 1")
+    return TensorType((x.shape[0], -(-x.shape[1] // b)) + x.shape[2:] + (b,), x.dtype)
 
 
 def _infer_unblock_channels(args, attrs):
-    x = tensor(args[0])
+    x, c = tensor(args[0]), attrs["channels"]
     if x.ndim < 3 or not isinstance(x.shape[-1], int):
         raise ShapeError(f"unblock_channels: expects N C/b <spatial> b with a static block, got {x}")
-    return TensorType((x.shape[0], D.dim_mul(x.shape[1], x.shape[-1])) + x.shape[2:-1], x.dtype)
+    full = D.dim_mul(x.shape[1], x.shape[-1])
+    if c:
+        if not isinstance(full, int) or not full - x.shape[-1] < c <= full:
+            raise ShapeError(f"unblock_channels: channels={c} must lie in the last block of {x}")
+        full = c
+    return TensorType((x.shape[0], full) + x.shape[2:-1], x.dtype)
 
 
 register_op("block_channels", infer=_infer_block_channels, pattern=INJ, attrs_schema={"block": attr("int")},
-            doc="N C <spatial> -> N C/block <spatial> block (the blocked channel layout, NCHW[b]c)")
+            doc="N C <spatial> -> N ceil(C/block) <spatial> block (the blocked channel layout, NCHW[b]c); "
+                "channels past C are zero")
 register_op("unblock_channels", infer=_infer_unblock_channels, pattern=INJ,
-            doc="N C/b <spatial> b -> N C <spatial> (back from the blocked channel layout)")
+            attrs_schema={"channels": attr("int", 0)},
+            doc="N C/b <spatial> b -> N C <spatial> (back from the blocked channel layout); channels=K keeps "
+                "the first K (the last block padded)")
 
 
 def _infer_flatten(args, attrs):

@@ -17,8 +17,12 @@ bottom-up, the layout change moves past what works as well on blocks:
 
 So a ResNet's convolutions, biases, activations and residual adds all stay blocked, and the
 layout changes only where something else reads the region (a global pool, a flatten, the
-model's output). Convolutions that do not qualify (grouped, depthwise, 1-D/3-D, runtime weights,
-channels not a multiple of the block, not float32) keep the plain layout.
+model's output). Output channels that are not a multiple of the block pad the last block with
+zero filters; ``unblock_channels(y, channels=F)`` keeps the first F. Elementwise ops and pools
+carry the padding along (its lanes are never read back), while a conv reads such a region
+in the plain layout and a concat stops it. Convolutions that do not qualify (grouped,
+depthwise, 1-D/3-D, runtime weights, fewer channels than a block, not float32) keep the
+plain layout.
 """
 from __future__ import annotations
 
@@ -42,6 +46,17 @@ def _blocked(e):
     return e.args[0] if isinstance(e, Call) and e.op == "unblock_channels" else None
 
 
+def _padded(e) -> bool:
+    """``e`` is ``unblock_channels(y)`` of a ``y`` whose last block is padded."""
+    return _blocked(e) is not None and e.attr("channels", 0) != 0
+
+
+def _unblock(y, plain: TensorType, span) -> Call:
+    """``y`` back in the plain layout of ``plain``: the first ``plain``'s channels of its blocks."""
+    padded = y.type.shape[1] * y.type.shape[-1] != plain.shape[1]
+    return _call("unblock_channels", [y], {"channels": plain.shape[1]} if padded else {}, span)
+
+
 def _static(*types) -> bool:
     return all(isinstance(t, TensorType) and t.is_static for t in types)
 
@@ -55,13 +70,14 @@ def _conv(n: Call, target):
     if n.type.dtype != "float32" or not _constant_valued(w):
         return None
     fb = channel_block(n.type.dtype, target)
-    if w.type.shape[0] % fb:
-        return None
-    src = _blocked(x)
-    packed = _call("nn.pack_conv_weight", [w], {"block": fb}, n.span)
+    if w.type.shape[0] < fb:
+        return None  # mostly padding
+    # a padded input block would feed its padding to the reduction: read the plain input then
+    src = None if _padded(x) else _blocked(x)
+    packed = _call("nn.pack_conv_weight", [w], {"block": fb}, n.span)  # filters past F are zero
     attrs = {k: n.attr(k, None) for k in ("strides", "padding", "dilation")}
     conv = _call("nn.conv2d_nchwc", [src if src is not None else x, packed], attrs, n.span)
-    return _call("unblock_channels", [conv], {}, n.span)
+    return _unblock(conv, n.type, n.span)
 
 
 def _as_blocked(a, out: TensorType, block: int, span):
@@ -112,7 +128,7 @@ def _elementwise(n: Call):
             if b is None:
                 return None
             args.append(b)
-    return _call("unblock_channels", [_call(n.op, args, dict(n.attrs), n.span)], {}, n.span)
+    return _unblock(_call(n.op, args, dict(n.attrs), n.span), n.type, n.span)
 
 
 def _concat(n: Call):
@@ -121,8 +137,8 @@ def _concat(n: Call):
         return None
     sources = [_blocked(a) for a in n.args]
     blocks = {s.type.shape[-1] for s in sources if s is not None}
-    if len(blocks) != 1:
-        return None
+    if len(blocks) != 1 or any(_padded(a) for a in n.args):
+        return None  # (a padded block would put its padding between the channels)
     block = blocks.pop()
     args = []
     for a, src in zip(n.args, sources):
@@ -131,7 +147,7 @@ def _concat(n: Call):
                 return None
             src = _call("block_channels", [a], {"block": block}, n.span)
         args.append(src)
-    return _call("unblock_channels", [_call("concat", args, {"axis": 1}, n.span)], {}, n.span)
+    return _unblock(_call("concat", args, {"axis": 1}, n.span), n.type, n.span)
 
 
 def _pool(n: Call):
@@ -139,7 +155,7 @@ def _pool(n: Call):
     src = _blocked(n.args[0])
     if src is None or n.attr("blocked", False):
         return None
-    return _call("unblock_channels", [_call(n.op, [src], {**n.attrs, "blocked": True}, n.span)], {}, n.span)
+    return _unblock(_call(n.op, [src], {**n.attrs, "blocked": True}, n.span), n.type, n.span)
 
 
 _POOLS = ("nn.max_pool2d", "nn.avg_pool2d")

@@ -3,6 +3,7 @@ the region's edges, the same results as the plain layout."""
 import numpy as np
 
 import ember
+from ember.graph import Tuple as Tuple_
 from ember.graph import Var, const, topo_calls
 from ember.graph.passes import PassContext, block_layout, dce, fold_constant, simplify_inference
 from ember.kernels.conv_nchwc import channel_block
@@ -58,11 +59,34 @@ def test_blocked_and_plain_layouts_agree():
 
 def test_what_does_not_fit_the_blocks_keeps_the_plain_layout():
     x = Var("x", T(1, 8, 9, 9))
-    # output channels not a multiple of the block, groups, runtime weights
-    for body in (_conv(x, rand(FB + 4, 8, 3, 3)), _conv(x, rand(2 * FB, 4, 3, 3), groups=2)):
+    # fewer output channels than a block, groups, runtime weights
+    for body in (_conv(x, rand(FB - 4, 8, 3, 3)), _conv(x, rand(2 * FB, 4, 3, 3), groups=2)):
         assert "nn.conv2d_nchwc" not in _ops(run(module([x], body)))
     w = Var("w", T(FB, 8, 3, 3))
     assert "nn.conv2d_nchwc" not in _ops(run(module([x, w], call("nn.conv2d", x, w))))
+
+
+def test_channels_past_the_last_whole_block_pad_it():
+    """F = FB + 4 filters: the last block is padded with zero filters and cropped when the
+    region ends; ops in between carry the padding, the next conv reads the plain layout, and
+    a concat stops the region. The results are the plain layout's."""
+    c = FB + 4
+    x = Var("x", T(1, 8, 9, 9))
+    y = call("nn.relu", call("add", _conv(x, rand(c, 8, 3, 3) * 0.1), const(rand(c, 1, 1))))
+    p = call("nn.max_pool2d", y, pool_size=(2, 2), strides=(2, 2))
+    z = call("sigmoid", _conv(p, rand(2 * FB, c, 3, 3) * 0.1))
+    both = call("concat", p, call("add", p, const(rand(1, c, 1, 1))), axis=1)
+    mod = module([x], Tuple_([z, both]))
+    after = run(mod)
+    unblocks = [n for n in topo_calls(after) if n.op == "unblock_channels"]
+    assert _ops(after).count("nn.conv2d_nchwc") == 2 and "concat" in _ops(after)
+    assert any(n.attr("channels") == c for n in unblocks)
+    second = [n for n in topo_calls(after) if n.op == "nn.conv2d_nchwc"][1]
+    assert second.args[0].op == "unblock_channels"  # the padded blocks are not its input
+    blocked, plain = ember.compile(mod), ember.compile(mod, disabled_passes=["block_layout"])
+    xv = rand(1, 8, 9, 9)
+    for a, b in zip(blocked.run(xv), plain.run(xv)):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
 
 
 def test_an_operand_that_broadcasts_across_channels_stops_the_region():

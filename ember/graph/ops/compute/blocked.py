@@ -4,14 +4,21 @@ from __future__ import annotations
 
 from ....kernels.conv_nchwc import conv2d_nchwc
 from ....loop import compute as te
+from ....loop.expr import const, select
 from .common import register_compute, stage_name, te_shape
 
 
 def _block_channels(attrs, inputs, out_type):
     (x,) = inputs
-    b = attrs["block"]
-    return te.compute(te_shape(out_type), lambda n, cb, *rest: x[(n, cb * b + rest[-1], *rest[:-1])],
-                      stage_name("block_channels"))
+    b, C = attrs["block"], x.shape[1].value
+
+    def body(n, cb, *rest):
+        c = cb * b + rest[-1]
+        if C % b == 0:
+            return x[(n, c, *rest[:-1])]
+        return select(c < C, x[(n, c, *rest[:-1])], const(0, x.dtype))  # the last block's padding
+
+    return te.compute(te_shape(out_type), body, stage_name("block_channels"))
 
 
 def _unblock_channels(attrs, inputs, out_type):
