@@ -136,16 +136,13 @@ class IntegerMixin:
         if type(a) is FloorDiv and type(a.b) is IntImm and a.b.value > 0 and a.b.value * c <= INT64_MAX:
             return self._floordiv(a.a, imm(a.b.value * c, INDEX), ctx)  # (x // c1) // c == x // (c1*c)
         p = poly_of(a)
-        g = math.gcd(c, p.const, *p.terms.values())
-        if g > 1:  # (4i + 2j) // 8 == (2i + j) // 4
+        g = math.gcd(c, *p.terms.values()) if p.terms else math.gcd(c, p.const)
+        if g > 1:  # (4i + 2j) // 8 == (2i + j) // 4 and (4i + 1) // 68 == i // 17: the terms are g*y,
+            # and floor((g*y + k) / c) == floor((y + k // g) / (c / g)) as k % g < g cannot carry
             p = P.make({m: k // g for m, k in p.terms.items()}, p.const // g, INDEX)
             c //= g
             if c == 1:
                 return to_expr(p)
-        g = math.gcd(c, *p.terms.values()) if p.terms else 1
-        if g > 1:  # (4i + 1) // 68 == i // 17: with x = 4i, floor((x + r) / 68) for r in [0, 4)
-            p = P.make({m: k // g for m, k in p.terms.items()}, p.const // g, INDEX)
-            return self._floordiv(to_expr(p), imm(c // g, INDEX), ctx) if c > g else to_expr(p)
         # x == c*q + r  =>  x // c == q + r // c; the constant keeps its part in [0, c).
         q, r = P.split(p, lambda m, k: k % c == 0)
         q = P.make({m: k // c for m, k in q.terms.items()}, r.const // c, INDEX)
