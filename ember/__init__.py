@@ -1,6 +1,6 @@
 """Ember: a deep-learning compiler in Python that generates native code through LLVM."""
-from .errors import (ArgumentError, CompileError, DTypeError, EmberError, LoweringError, ParseError,
-                     ProfileError, ScheduleError, ShapeError, UnsupportedOpError)
+from .errors import (ArgumentError, CompileError, DTypeError, EmberError, LoweringError, ModelError,
+                     ParseError, ProfileError, ResourceError, ScheduleError, ShapeError, UnsupportedOpError)
 
 __version__ = "0.1.0"
 

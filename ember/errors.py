@@ -45,3 +45,13 @@ class LoweringError(EmberError):
 class ProfileError(EmberError):
     """A profiling request that cannot be honoured (bad options, a model that cannot be
     re-instrumented)."""
+
+
+class ModelError(EmberError):
+    """A model file, proto or exported library that cannot be read, is malformed, or fails its
+    integrity checks (names the file and the problem)."""
+
+
+class ResourceError(EmberError):
+    """A model whose memory (constants, intermediates) would exceed the allowed limit; names
+    what needs the memory, the bytes needed and the limit."""
