@@ -10,6 +10,7 @@ an :class:`Executable` over that library runs the same program with the same con
 from __future__ import annotations
 
 import statistics
+import threading
 import time
 from typing import Sequence
 
@@ -64,9 +65,19 @@ def profile_loops(exe, inputs: Sequence[np.ndarray], depth: int = 1, warmup: int
     if repeat < 1 or warmup < 0 or depth < 0:
         raise ProfileError(f"need repeat >= 1, warmup >= 0 and depth >= 0, got {repeat}, "
                            f"{warmup} and {depth}")
+    with _COUNTERS_LOCK:
+        return _profile_loops(exe, list(inputs), depth, warmup, repeat, records_per_site)
+
+
+# An instrumented library's counters are globals of the loaded library (one per process, as
+# dlopen shares it): two loop profiles at once would add into each other's counts.
+_COUNTERS_LOCK = threading.Lock()
+
+
+def _profile_loops(exe, inputs: list, depth: int, warmup: int, repeat: int,
+                   records_per_site: int) -> LoopProfile:
     inst, sites, sources = build_instrumented(exe, depth, records_per_site)
     counters = {k: LoopCounters(inst.module, k) for k in sites}
-    inputs = list(inputs)
     for _ in range(warmup):
         exe.run(*inputs)
         inst.run(*inputs)

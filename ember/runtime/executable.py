@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
 from ..errors import ArgumentError, CompileError, DTypeError, EmberError, ShapeError
 from .call import data_pointer
-from .ndarray import _aligned_empty, numpy_dtype
+from .ndarray import numpy_dtype
+from .pool import MemoryInfo, RunPool, RunState
 
 RUNNER_SYMBOL = "__ember_run_program"  # defined by ember.codegen.llvm.program in every kernel library
 
@@ -63,25 +64,10 @@ class Executable:
                 c.flags.writeable = False
         self.input_info = [TensorInfo(i["name"], tuple(i["shape"]), i["dtype"]) for i in program["inputs"]]
         self.output_info = [TensorInfo(o["name"], tuple(o["shape"]), o["dtype"]) for o in program["outputs"]]
-        self._arena = _aligned_empty((max(1, program["arena_bytes"]),), np.dtype(np.uint8), 64)
         self._slots = program["slots"]
-        self._fixed: list = [None] * len(self._slots)  # const and arena views, made once
-        for k, s in enumerate(self._slots):
-            if s["kind"] == "const":
-                self._fixed[k] = self.constants[s["index"]]
-            elif s["kind"] == "arena":
-                dt = numpy_dtype(s["dtype"])
-                n = int(np.prod(s["shape"], dtype=np.int64))
-                view = self._arena[s["offset"]: s["offset"] + n * dt.itemsize].view(dt)
-                self._fixed[k] = view.reshape(s["shape"])
-        # views (reshapes) of constants and arena values are made once; of inputs, per run
-        self._views = []
-        for k, s in enumerate(self._slots):
-            if s["kind"] == "view":
-                if self._fixed[s["base"]] is not None:
-                    self._fixed[k] = self._fixed[s["base"]].reshape(s["shape"])
-                else:
-                    self._views.append((k, s["base"], tuple(s["shape"])))
+        # views of inputs are made per run; every other slot's value lives in a RunState
+        self._views = [(k, s["base"], tuple(s["shape"])) for k, s in enumerate(self._slots)
+                       if s["kind"] == "view" and self._slots[s["base"]]["kind"] in ("input", "output")]
         self._calls = [(module[c["kernel"]], tuple(c["args"])) for c in program["calls"]]
         self._input_slots = [i["slot"] for i in program["inputs"]]
         # per run: a new array for each output a kernel writes; the others are copied out
@@ -96,6 +82,10 @@ class Executable:
         self.target = None
         self._runs_here = False
         self._native = self._native_program()
+        self._pool = RunPool(self._new_state)
+
+    def _new_state(self) -> RunState:
+        return RunState(self._slots, self.constants, self.program["arena_bytes"])
 
     @property
     def kernel_sources(self) -> list:
@@ -146,12 +136,16 @@ class Executable:
                                f"on such a machine, or compile for this one (target=None)")
         self._runs_here = True
 
-    def _values(self, arrays: tuple, named: dict) -> list:
-        """The array of every slot for one run: checked inputs, new outputs, fixed and views."""
+    def _inputs(self, arrays: tuple, named: dict) -> list:
+        """The checked input arrays, in input order (refusing code built for another CPU)."""
         if self.target is not None and not self._runs_here:
             self._check_host()
-        inputs = self._bind(arrays, named)
-        vals = list(self._fixed)
+        return self._bind(arrays, named)
+
+    def _values(self, state: RunState, inputs: list) -> list:
+        """The array of every slot for one run on ``state``: the checked inputs, new outputs,
+        the state's fixed values (its own arena) and views."""
+        vals = list(state.fixed)
         for slot, a in zip(self._input_slots, inputs):
             vals[slot] = a
         for slot, shape, dtype in self._out_new:
@@ -165,14 +159,55 @@ class Executable:
 
     def run(self, *arrays: Any, **named: Any) -> list:
         """Run the model on numpy arrays (positional in input order, or by name); returns the
-        outputs as a list of new numpy arrays."""
-        vals = self._values(arrays, named)
-        if self._native is not None:
-            self._run_native(vals)
-        else:
-            for kernel, args in self._calls:
-                kernel(*[vals[a] for a in args])
-        return self._outputs(vals)
+        outputs as a list of new numpy arrays.
+
+        Safe to call from any number of threads at once: each run works in an arena of its own
+        from a pool (see :attr:`threads_per_run` and :attr:`max_concurrent_runs` for how
+        concurrent runs share the cores), and no output aliases another run's memory."""
+        inputs = self._inputs(arrays, named)
+        with self._pool.run() as state:
+            vals = self._values(state, inputs)
+            if self._native is not None:
+                self._run_native(state, vals)
+            else:
+                for kernel, args in self._calls:
+                    kernel(*[vals[a] for a in args])
+            return self._outputs(vals)
+
+    @property
+    def threads_per_run(self) -> int:
+        """Threads each run's parallel loops use (default: ``OMP_NUM_THREADS``, else all cores).
+        Settable; ``None`` restores the default."""
+        return self._pool.threads_per_run
+
+    @threads_per_run.setter
+    def threads_per_run(self, n: Optional[int]) -> None:
+        self._pool.threads_per_run = n
+
+    @property
+    def max_concurrent_runs(self) -> int:
+        """How many runs execute at once; further callers wait for a turn (default: cores //
+        threads_per_run, so the cores are never oversubscribed). Settable; ``None`` restores
+        the default."""
+        return self._pool.max_concurrent_runs
+
+    @max_concurrent_runs.setter
+    def max_concurrent_runs(self, n: Optional[int]) -> None:
+        self._pool.max_concurrent_runs = n
+
+    @property
+    def memory_info(self) -> MemoryInfo:
+        """Weights, arena per run, the pool's arenas and the peak (:class:`MemoryInfo`)."""
+        arena = int(self.program["arena_bytes"])
+        outs = sum(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize for _, shape, dtype in self._out_new)
+        outs += sum(int(np.prod(o.shape, dtype=np.int64)) * numpy_dtype(o.dtype).itemsize
+                    for o, (_, copy) in zip(self.output_info, self._out_take) if copy)
+        weights = sum(c.nbytes for c in self.constants)
+        arenas, peak = self._pool.arenas, self._pool.peak_in_flight
+        return MemoryInfo(weights=weights, arena_per_run=arena, arenas=arenas, pool=arenas * arena,
+                          peak_arenas=peak, outputs_per_run=outs, peak=weights + peak * (arena + outs),
+                          intermediates=int(self.program.get("intermediate_bytes", arena)),
+                          weights_mapped=bool(getattr(self, "weights_mapped", False)))
 
     @property
     def native(self) -> bool:
@@ -186,9 +221,10 @@ class Executable:
         self._native = self._native_program() if on else None
 
     def _native_program(self):
-        """(runner, program words, slot pointers, kernel addresses, slots set per run), or None
-        where the library has no runner or a kernel takes scalars (symbolic shapes): the
-        compiler laid out every intermediate, so only the inputs and outputs need checks."""
+        """(runner, program words, kernel addresses, slots set per run), or None where the
+        library has no runner or a kernel takes scalars (symbolic shapes): the compiler laid
+        out every intermediate, so only the inputs and outputs need checks. Each run's slot
+        pointers live in its :class:`RunState`."""
         lib = getattr(self.module, "_lib", None)
         if lib is None or not self._calls:
             return None
@@ -209,18 +245,14 @@ class Executable:
         runner.restype = ctypes.c_int32
         prog = np.array(words, np.int64)
         fns = (ctypes.c_void_p * len(kernels))(*[ctypes.cast(k._cfunc, ctypes.c_void_p).value for k in kernels])
-        ptrs = (ctypes.c_void_p * len(self._slots))()
-        dynamic = []
-        for k, v in enumerate(self._fixed):
-            if v is None:
-                dynamic.append(k)
-            else:
-                ptrs[k] = data_pointer(v)
-        return runner, prog, ptrs, fns, dynamic
+        per_run = [k for k, s in enumerate(self._slots) if s["kind"] in ("input", "output")]
+        per_run += [k for k, _, _ in self._views]
+        return runner, prog, fns, per_run
 
-    def _run_native(self, vals: list) -> None:
-        runner, prog, ptrs, fns, dynamic = self._native
-        for k in dynamic:
+    def _run_native(self, state: RunState, vals: list) -> None:
+        runner, prog, fns, per_run = self._native
+        ptrs = state.ptrs
+        for k in per_run:
             ptrs[k] = data_pointer(vals[k])
         rc = runner(prog.ctypes.data, ctypes.addressof(ptrs), ctypes.addressof(fns))
         if rc:

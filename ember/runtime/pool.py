@@ -1,0 +1,227 @@
+"""Concurrent runs of one Executable: private intermediate memory per run, and how runs share
+the cores.
+
+Each run needs the arena (the memory plan's buffer of intermediates) to itself: two runs
+writing one arena give both callers wrong answers. A :class:`RunPool` keeps a free list of
+:class:`RunState` s -- an arena, the slot values that point into it, and the native runner's
+pointer table -- and hands one to each run, so a steady state of N concurrent callers
+allocates nothing but the outputs, and the pool never holds more than the runs that were ever
+in flight at once.
+
+Sharing the cores. Every parallel loop opens an OpenMP region of ``threads_per_run`` threads
+(libgomp keeps that setting per calling thread, so each Python thread sets its own). Two runs
+that each open a 2-thread region on 2 cores oversubscribe them: libgomp's workers spin while
+they wait, and both runs slow down far more than 2x. So at most ``max_concurrent_runs`` runs
+execute at once (default: cores // threads_per_run, which is 1 with the default of all cores
+per run); further callers wait, without holding the GIL, for a free turn. For throughput on
+small models, run single-threaded and concurrently: ``threads_per_run=1`` (the concurrency
+then defaults to one run per core).
+"""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import dataclasses
+import os
+import threading
+from typing import Callable, Optional
+
+import numpy as np
+
+from ..errors import ArgumentError
+from .call import data_pointer
+from .ndarray import _aligned_empty, numpy_dtype
+
+
+def host_cores() -> int:
+    """The cores this process may run on (its affinity mask)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def default_threads() -> int:
+    """Threads per run when none is set: ``OMP_NUM_THREADS`` if the user set it, else all cores."""
+    env = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    return host_cores()
+
+
+class _OpenMP:
+    """libgomp's per-thread team size (``omp_set_num_threads``), set only when it changes."""
+
+    def __init__(self):
+        self._set: Optional[Callable] = None
+        self._tried = False
+        self._local = threading.local()
+
+    def _load(self) -> Optional[Callable]:
+        if not self._tried:
+            self._tried = True
+            for name in ("libgomp.so.1", ctypes.util.find_library("gomp")):
+                if not name:
+                    continue
+                try:
+                    fn = ctypes.CDLL(name).omp_set_num_threads
+                except (OSError, AttributeError):
+                    continue
+                fn.argtypes, fn.restype = [ctypes.c_int], None
+                self._set = fn
+                break
+        return self._set
+
+    def use(self, threads: int) -> None:
+        """Make this thread's next parallel regions use ``threads`` threads."""
+        if getattr(self._local, "threads", None) != threads:
+            fn = self._load()
+            if fn is not None:
+                fn(threads)
+            self._local.threads = threads
+
+
+OPENMP = _OpenMP()
+
+
+class RunState:
+    """One run's private memory: the arena, every slot value that does not change between
+    runs (constants, arena views and views of both), and the native pointer table."""
+
+    __slots__ = ("arena", "fixed", "ptrs")
+
+    def __init__(self, slots: list, constants: list, arena_bytes: int):
+        self.arena = _aligned_empty((max(1, arena_bytes),), np.dtype(np.uint8), 64)
+        fixed: list = [None] * len(slots)
+        for k, s in enumerate(slots):
+            if s["kind"] == "const":
+                fixed[k] = constants[s["index"]]
+            elif s["kind"] == "arena":
+                dt = numpy_dtype(s["dtype"])
+                n = int(np.prod(s["shape"], dtype=np.int64))
+                fixed[k] = self.arena[s["offset"]: s["offset"] + n * dt.itemsize].view(dt).reshape(s["shape"])
+        for k, s in enumerate(slots):  # views are listed after their bases
+            if s["kind"] == "view" and fixed[s["base"]] is not None:
+                fixed[k] = fixed[s["base"]].reshape(s["shape"])
+        self.fixed = fixed
+        self.ptrs = (ctypes.c_void_p * max(1, len(slots)))()
+        for k, v in enumerate(fixed):
+            if v is not None:
+                self.ptrs[k] = data_pointer(v)
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryInfo:
+    """An executable's memory, in bytes (``exe.memory_info``).
+
+    ``weights``: its constants (for a loaded export, pages mapped from the library);
+    ``arena_per_run``: the planned intermediates one run needs; ``arenas``/``pool``: the arenas
+    the pool holds now and their bytes; ``peak_arenas``: the most runs ever in flight at once;
+    ``outputs_per_run``: the new output arrays each run returns; ``peak``: weights plus the
+    arenas and outputs of the peak number of concurrent runs; ``intermediates``: the
+    intermediates' total size without the memory plan's reuse.
+    """
+
+    weights: int
+    arena_per_run: int
+    arenas: int
+    pool: int
+    peak_arenas: int
+    outputs_per_run: int
+    peak: int
+    intermediates: int
+    weights_mapped: bool = False
+
+    def __str__(self) -> str:
+        def mib(n):
+            return f"{n / 2**20:.2f} MiB"
+
+        where = " (mapped from the export)" if self.weights_mapped else ""
+        return (f"weights {mib(self.weights)}{where}; arena {mib(self.arena_per_run)} per run "
+                f"(intermediates {mib(self.intermediates)} before reuse); pool {self.arenas} arena(s), "
+                f"{mib(self.pool)}, peak {self.peak_arenas}; outputs {mib(self.outputs_per_run)} per run; "
+                f"peak {mib(self.peak)}")
+
+
+class RunPool:
+    """Hands each run a :class:`RunState` of its own and bounds how many run at once."""
+
+    def __init__(self, make_state: Callable[[], RunState]):
+        self._make = make_state
+        self._free: list = []
+        self._lock = threading.Lock()
+        self._threads: Optional[int] = None
+        self._max: Optional[int] = None
+        self._gate = threading.BoundedSemaphore(self.max_concurrent_runs)
+        self.created = 0
+        self.in_flight = 0
+        self.peak_in_flight = 0
+
+    # -- settings ------------------------------------------------------------------------------
+    @property
+    def threads_per_run(self) -> int:
+        return self._threads or default_threads()
+
+    @threads_per_run.setter
+    def threads_per_run(self, n: Optional[int]) -> None:
+        self._threads = _positive("threads_per_run", n)
+        self._reset_gate()
+
+    @property
+    def max_concurrent_runs(self) -> int:
+        return self._max or max(1, host_cores() // self.threads_per_run)
+
+    @max_concurrent_runs.setter
+    def max_concurrent_runs(self, n: Optional[int]) -> None:
+        self._max = _positive("max_concurrent_runs", n)
+        self._reset_gate()
+
+    def _reset_gate(self) -> None:
+        # runs in flight release the semaphore they acquired; new runs take the new one
+        self._gate = threading.BoundedSemaphore(self.max_concurrent_runs)
+        with self._lock:
+            del self._free[self.max_concurrent_runs:]
+
+    # -- runs ----------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def run(self):
+        """``with pool.run() as state:`` -- a turn to run, on this run's own memory."""
+        gate = self._gate
+        gate.acquire()
+        try:
+            with self._lock:
+                state = self._free.pop() if self._free else None
+                self.in_flight += 1
+                self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+            if state is None:
+                state = self._make()
+                with self._lock:
+                    self.created += 1
+            OPENMP.use(self.threads_per_run)
+            try:
+                yield state
+            finally:
+                with self._lock:
+                    self.in_flight -= 1
+                    if len(self._free) < self.max_concurrent_runs:
+                        self._free.append(state)
+        finally:
+            gate.release()
+
+    @property
+    def arenas(self) -> int:
+        """Arenas held now (free ones; runs in flight hold theirs)."""
+        with self._lock:
+            return len(self._free) + self.in_flight
+
+
+def _positive(what: str, n) -> Optional[int]:
+    if n is None:
+        return None
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ArgumentError(f"{what} must be a positive integer (or None for the default), got {n!r}")
+    return n
+
+
+__all__ = ["MemoryInfo", "OPENMP", "RunPool", "RunState", "default_threads", "host_cores"]
