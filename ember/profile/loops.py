@@ -49,7 +49,9 @@ def build_instrumented(exe, depth: int = 1, records_per_site: int = 256, max_thr
         sites[name] = s
         sources[name] = mark_sites(f.script(), s)
     module = build(funcs, target=host(exe.target), name="loop_profile")
-    return Executable(module, exe.program, exe.constants), sites, sources
+    inst = Executable(module, exe.program, exe.constants)
+    inst.threads_per_run = exe._pool._threads  # profile the loops as exe's runs execute them
+    return inst, sites, sources
 
 
 def profile_loops(exe, inputs: Sequence[np.ndarray], depth: int = 1, warmup: int = 3,

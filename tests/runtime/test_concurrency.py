@@ -218,3 +218,31 @@ def test_threads_per_run_is_what_the_parallel_loops_use(exe, cases):
         exe.threads_per_run = None
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_threads_per_run_sets_the_calling_threads_openmp_team():
+    import ctypes
+
+    max_threads = ctypes.CDLL("libgomp.so.1").omp_get_max_threads
+    seen = {}
+
+    def run(n):
+        ember.runtime.pool.OPENMP.use(n)
+        seen[n] = max_threads()
+
+    for n in (1, 3):  # each in a thread of its own: the setting is per thread
+        t = threading.Thread(target=run, args=(n,))
+        t.start()
+        t.join()
+    assert seen == {1: 1, 3: 3}
+
+
+def test_a_loop_profile_sees_one_thread_per_run(exe, cases):
+    from ember.profile.loops import profile_loops
+
+    exe.threads_per_run = 1
+    try:
+        prof = profile_loops(exe, [cases[0]], depth=2, warmup=1, repeat=2)
+    finally:
+        exe.threads_per_run = None
+    assert prof.rows and max(r.threads for r in prof.rows) == 1
