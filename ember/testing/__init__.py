@@ -1,0 +1,1 @@
+"""Tools for testing Ember itself (not needed to use it): :mod:`ember.testing.fuzz`."""
