@@ -24,6 +24,7 @@ import numpy as np
 from ..errors import ArgumentError, CompileError, DTypeError, EmberError, ShapeError
 from .call import data_pointer
 from .ndarray import numpy_dtype
+from .lanes import LANES
 from .pool import MemoryInfo, RunPool, RunState
 
 RUNNER_SYMBOL = "__ember_run_program"  # defined by ember.codegen.llvm.program in every kernel library
@@ -167,12 +168,15 @@ class Executable:
         inputs = self._inputs(arrays, named)
         with self._pool.run() as state:
             vals = self._values(state, inputs)
-            if self._native is not None:
-                self._run_native(state, vals)
-            else:
-                for kernel, args in self._calls:
-                    kernel(*[vals[a] for a in args])
+            LANES.execute(self._pool.threads_per_run, lambda: self._execute(state, vals))
             return self._outputs(vals)
+
+    def _execute(self, state: RunState, vals: list) -> None:
+        if self._native is not None:
+            self._run_native(state, vals)
+        else:
+            for kernel, args in self._calls:
+                kernel(*[vals[a] for a in args])
 
     @property
     def threads_per_run(self) -> int:

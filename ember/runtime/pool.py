@@ -9,7 +9,7 @@ allocates nothing but the outputs, and the pool never holds more than the runs t
 in flight at once.
 
 Sharing the cores. Every parallel loop opens an OpenMP region of ``threads_per_run`` threads
-(libgomp keeps that setting per calling thread, so each Python thread sets its own). Two runs
+(where the run executes: :mod:`ember.runtime.lanes`). Two runs
 that each open a 2-thread region on 2 cores oversubscribe them: libgomp's workers spin while
 they wait, and both runs slow down far more than 2x. So at most ``max_concurrent_runs`` runs
 execute at once (default: cores // threads_per_run, which is 1 with the default of all cores
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import dataclasses
 import os
 import threading
@@ -48,41 +47,6 @@ def default_threads() -> int:
     if env.isdigit() and int(env) > 0:
         return int(env)
     return host_cores()
-
-
-class _OpenMP:
-    """libgomp's per-thread team size (``omp_set_num_threads``), set only when it changes."""
-
-    def __init__(self):
-        self._set: Optional[Callable] = None
-        self._tried = False
-        self._local = threading.local()
-
-    def _load(self) -> Optional[Callable]:
-        if not self._tried:
-            self._tried = True
-            for name in ("libgomp.so.1", ctypes.util.find_library("gomp")):
-                if not name:
-                    continue
-                try:
-                    fn = ctypes.CDLL(name).omp_set_num_threads
-                except (OSError, AttributeError):
-                    continue
-                fn.argtypes, fn.restype = [ctypes.c_int], None
-                self._set = fn
-                break
-        return self._set
-
-    def use(self, threads: int) -> None:
-        """Make this thread's next parallel regions use ``threads`` threads."""
-        if getattr(self._local, "threads", None) != threads:
-            fn = self._load()
-            if fn is not None:
-                fn(threads)
-            self._local.threads = threads
-
-
-OPENMP = _OpenMP()
 
 
 class RunState:
@@ -198,7 +162,6 @@ class RunPool:
                 state = self._make()
                 with self._lock:
                     self.created += 1
-            OPENMP.use(self.threads_per_run)
             try:
                 yield state
             finally:
@@ -224,4 +187,4 @@ def _positive(what: str, n) -> Optional[int]:
     return n
 
 
-__all__ = ["MemoryInfo", "OPENMP", "RunPool", "RunState", "default_threads", "host_cores"]
+__all__ = ["MemoryInfo", "RunPool", "RunState", "default_threads", "host_cores"]

@@ -227,7 +227,7 @@ def test_threads_per_run_sets_the_calling_threads_openmp_team():
     seen = {}
 
     def run(n):
-        ember.runtime.pool.OPENMP.use(n)
+        ember.runtime.lanes.OPENMP.use(n)
         seen[n] = max_threads()
 
     for n in (1, 3):  # each in a thread of its own: the setting is per thread
