@@ -82,6 +82,8 @@ class NodeContext:
 
     def const(self, i: int, what: str) -> np.ndarray:
         """The value of input ``i``, which this op needs at import time (``what`` it is)."""
+        if not self.has(i):
+            raise ShapeError(f"required input {i} (the {what}) is missing")
         v = self.value(i)
         if v is None:
             raise UnsupportedOpError(

@@ -5,7 +5,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, numpy_helper
 
-from ...errors import DTypeError
+from ...errors import DTypeError, ModelError
 from ...loop import dtype as dt
 
 _TO_EMBER = {
@@ -21,7 +21,7 @@ _TO_ONNX = {v: k for k, v in _TO_EMBER.items()}
 def onnx_type_name(elem_type: int) -> str:
     try:
         return TensorProto.DataType.Name(elem_type)
-    except ValueError:
+    except (ValueError, TypeError):  # TypeError: not an int (a missing attribute)
         return f"element type {elem_type}"
 
 
@@ -45,6 +45,10 @@ def to_onnx(dtype: str) -> int:
 def tensor_to_numpy(t: onnx.TensorProto, what: str) -> np.ndarray:
     """The value of an ONNX tensor (initializer or attribute) as a numpy array of an Ember dtype."""
     dtype = to_ember(t.data_type, what)
-    arr = numpy_helper.to_array(t)
+    try:
+        arr = numpy_helper.to_array(t)
+    except Exception as e:  # data that does not fill the dims, external data that is missing, ...
+        raise ModelError(f"{what} cannot be read: {type(e).__name__}: {e} (dims {list(t.dims)}, "
+                         f"{onnx_type_name(t.data_type)}); is the model corrupted?") from None
     want = dt.numpy_dtype(dtype)
     return arr if arr.dtype == want else arr.astype(want)

@@ -6,7 +6,8 @@
 The import runs in three steps, each with its own kind of error:
 
 1. *Load* the file or proto: a missing, truncated or malformed model is a :class:`ModelError`
-   naming the file and the problem.
+   naming the file and the problem. Malformed includes nodes that break their ONNX schema
+   (input counts, required attributes, attribute types: :func:`check_nodes`) and cycles.
 2. *Scan* every node before converting any (:func:`scan`): op types with no converter for
    the model's opset, attribute settings that are not supported, and graph inputs whose
    values would have to be known at import are collected and raised as ONE
@@ -70,13 +71,35 @@ def model_opset(proto: onnx.ModelProto, source: str) -> Optional[int]:
     return max(versions) if versions else None
 
 
+def _check_names(proto: onnx.ModelProto, source: str) -> None:
+    """Every name is text: protobuf hands back bytes for a string field that is not UTF-8."""
+    g = proto.graph
+    named = [("graph input", v.name) for v in g.input] + [("graph output", v.name) for v in g.output]
+    named += [("initializer", t.name) for t in g.initializer]
+    for k, n in enumerate(g.node):
+        named += [(f"node #{k}", n.name), (f"op type of node #{k}", n.op_type), (f"domain of node #{k}", n.domain)]
+        named += [(f"an input of node #{k}", x) for x in n.input] + [(f"an output of node #{k}", x) for x in n.output]
+        named += [(f"an attribute of node #{k}", a.name) for a in n.attribute]
+    for what, name in named:
+        if not isinstance(name, str):
+            raise ModelError(f"{source}: the name of {what} is not valid UTF-8 ({name!r}); is the file corrupted?")
+
+
 def check_structure(proto: onnx.ModelProto, source: str) -> None:
     """Structural validity a truncated or hand-broken file may lack (ModelError)."""
     if not proto.HasField("graph"):
         raise ModelError(f"{source} has no graph (truncated or not an ONNX model?)")
+    _check_names(proto, source)
     g = proto.graph
     if not g.output:
         raise ModelError(f"{source}: the graph declares no outputs (truncated?)")
+    seen_inputs = set()
+    for k, i in enumerate(g.input):
+        if not i.name:
+            raise ModelError(f"{source}: graph input #{k} has no name")
+        if i.name in seen_inputs:
+            raise ModelError(f"{source}: graph input {i.name!r} is declared twice")
+        seen_inputs.add(i.name)
     defined = {i.name for i in g.input} | {t.name for t in g.initializer}
     producers = {}
     for k, n in enumerate(g.node):
@@ -98,6 +121,60 @@ def check_structure(proto: onnx.ModelProto, source: str) -> None:
 
 def _node_label(n: onnx.NodeProto, k: int) -> str:
     return f"{n.op_type} node {n.name or f'#{k}'!r}"
+
+
+def _schema_problems(n: onnx.NodeProto, schema) -> list:
+    """How ``n`` breaks its ONNX schema: input and output counts, required inputs left empty,
+    required attributes missing, attributes of the wrong type."""
+    out = []
+    ins = list(n.input)
+    while ins and not ins[-1]:  # trailing empty names are absent optional inputs
+        ins.pop()
+    if not schema.min_input <= len(ins) <= schema.max_input:
+        most = "or more" if schema.max_input >= 2 ** 30 else f"to {schema.max_input}"
+        out.append(f"has {len(ins)} input(s); {n.op_type} takes {schema.min_input} {most}")
+    params = schema.inputs
+    for i, name in enumerate(ins):
+        p = params[min(i, len(params) - 1)] if params else None
+        if not name and (p is None or p.option != onnx.defs.OpSchema.FormalParameterOption.Optional):
+            out.append(f"input {i} is required but empty")
+    if not schema.min_output <= len(n.output) <= schema.max_output:
+        out.append(f"has {len(n.output)} output(s); {n.op_type} has {schema.min_output} to {schema.max_output}")
+    present = set()
+    for a in n.attribute:
+        present.add(a.name)
+        spec = schema.attributes.get(a.name)
+        if a.type == onnx.AttributeProto.UNDEFINED:
+            out.append(f"attribute {a.name!r} has no type")
+        elif spec is not None and int(spec.type) != a.type:
+            out.append(f"attribute {a.name!r} must be {spec.type.name}, "
+                       f"got {onnx.AttributeProto.AttributeType.Name(a.type)}")
+    missing = [name for name, spec in schema.attributes.items() if spec.required and name not in present]
+    if missing:
+        out.append(f"required attribute(s) {', '.join(map(repr, missing))} missing")
+    return out
+
+
+def check_nodes(proto: onnx.ModelProto, opset: Optional[int], source: str) -> None:
+    """Every node Ember converts against its ONNX schema at the model's opset (ModelError listing
+    each problem): converters may then rely on the inputs, outputs and attributes the schema
+    promises. Nodes of other domains or without a schema are left to :func:`scan`."""
+    if opset is None:
+        return
+    problems = []
+    for k, n in enumerate(proto.graph.node):
+        if n.domain not in _DEFAULT_DOMAINS or lookup(n.op_type, opset) is None:
+            continue
+        try:
+            schema = onnx.defs.get_schema(n.op_type, opset, "")
+        except onnx.defs.SchemaError:
+            continue
+        if not schema.deprecated:
+            problems += [f"{_node_label(n, k)}: {p}" for p in _schema_problems(n, schema)]
+    if problems:
+        more = f"\n  and {len(problems) - 20} more" if len(problems) > 20 else ""
+        raise ModelError(f"{source} (opset {opset}) has node(s) that do not match their ONNX schema:\n  "
+                         + "\n  ".join(problems[:20]) + more)
 
 
 # -- scanning -----------------------------------------------------------------------------------
@@ -272,6 +349,7 @@ def from_onnx(model: Union[onnx.ModelProto, str, os.PathLike, bytes], *,
     proto, source = load_model(model)
     check_structure(proto, source)
     opset = model_opset(proto, source)
+    check_nodes(proto, opset, source)
     static_inputs = dict(static_inputs or {})
     problems = scan(proto, static_inputs=static_inputs, keep_initializers_as_inputs=keep_initializers_as_inputs,
                     source=source)
@@ -331,6 +409,10 @@ class _Importer:
     def _convert(self, n: onnx.NodeProto, k: int) -> None:
         label = _node_label(n, k)
         conv = lookup(n.op_type, self.opset)
+        for i in n.input:
+            if i and i not in self.env:  # check_structure saw a producer: it comes later, a cycle
+                raise ModelError(f"{self.source}: input {i!r} of {label} depends on the node's own output "
+                                 "(the graph has a cycle)")
         inputs = [self.env[i] if i else None for i in n.input]
         try:
             node = NodeContext(n, self.opset, inputs, self.values, label)

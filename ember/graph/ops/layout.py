@@ -101,7 +101,8 @@ def _infer_transpose(args, attrs):
     axes = attrs["axes"]
     if axes is None:
         axes = tuple(reversed(range(x.ndim)))
-    if sorted(a % x.ndim if x.ndim else a for a in axes) != list(range(x.ndim)) or len(axes) != x.ndim:
+    if (len(axes) != x.ndim or any(not -x.ndim <= a < x.ndim for a in axes)
+            or sorted(a % x.ndim for a in axes) != list(range(x.ndim))):
         raise ShapeError(f"axes {axes} is not a permutation of the {x.ndim} axes of {x}")
     return TensorType(tuple(x.shape[a] for a in axes), x.dtype)
 
