@@ -412,6 +412,33 @@ def m_tensor_data(m, rng):
     return f"{what} data {op}"
 
 
+def m_tensor_values(m, rng):
+    """An element of a tensor set to an interesting value: indices, shapes, axes, slice bounds
+    and the value of ConstantOfShape are where semantics break."""
+    from onnx import numpy_helper
+
+    cands = [(w, t) for w, t in _tensors(m) if t.data_type in (1, 6, 7) and not t.external_data]
+    ints = [(w, t) for w, t in cands if t.data_type in (6, 7)]
+    if not cands:
+        return None
+    what, t = rng.choice(ints if ints and rng.random() < 0.8 else cands)
+    try:
+        a = numpy_helper.to_array(t).copy()
+    except Exception:  # an earlier mutation broke it
+        return None
+    if not a.size:
+        return None
+    flat = a.reshape(-1)
+    k = rng.randrange(flat.size)
+    if a.dtype.kind == "f":
+        flat[k] = _float(rng)
+    else:
+        info = np.iinfo(a.dtype)
+        flat[k] = min(max(_int(rng), info.min), info.max)
+    t.CopyFrom(numpy_helper.from_array(a, t.name))
+    return f"{what}[{k}] = {flat[k]}"
+
+
 def _value_infos(m) -> list:
     g = m.graph
     inits = {t.name for t in g.initializer}
@@ -598,8 +625,9 @@ def m_graph_inputs(m, rng):
 
 
 ONNX_MUTATORS = [m_attribute_value, m_attribute_value, m_attribute_value, m_attribute_drop, m_attribute_add,
-                 m_tensor_dims, m_tensor_dims, m_tensor_data, m_value_dims, m_value_dims, m_op_type, m_op_type,
-                 m_node_inputs, m_node_inputs, m_node_outputs, m_dtype, m_rename, m_opset, m_nodes, m_graph_inputs]
+                 m_tensor_dims, m_tensor_dims, m_tensor_data, m_tensor_values, m_tensor_values, m_tensor_values,
+                 m_value_dims, m_value_dims, m_op_type, m_op_type, m_node_inputs, m_node_inputs, m_node_outputs,
+                 m_dtype, m_rename, m_opset, m_nodes, m_graph_inputs]
 
 
 def mutate_onnx(data: bytes, rng: random.Random, others: List[bytes]) -> tuple:

@@ -127,17 +127,25 @@ def _schema_problems(n: onnx.NodeProto, schema) -> list:
     """How ``n`` breaks its ONNX schema: input and output counts, required inputs left empty,
     required attributes missing, attributes of the wrong type."""
     out = []
+    option = onnx.defs.OpSchema.FormalParameterOption
+    params = schema.inputs
+    for i, name in enumerate(n.input):
+        if name:
+            continue
+        if i < len(params):
+            p = params[i]
+        elif params and params[-1].option == option.Variadic:
+            p = params[-1]
+        else:
+            continue  # an empty name past the last input: absent (the count below ignores it)
+        if p.option != option.Optional:
+            out.append(f"input {i} is required but empty")
     ins = list(n.input)
     while ins and not ins[-1]:  # trailing empty names are absent optional inputs
         ins.pop()
     if not schema.min_input <= len(ins) <= schema.max_input:
         most = "or more" if schema.max_input >= 2 ** 30 else f"to {schema.max_input}"
         out.append(f"has {len(ins)} input(s); {n.op_type} takes {schema.min_input} {most}")
-    params = schema.inputs
-    for i, name in enumerate(ins):
-        p = params[min(i, len(params) - 1)] if params else None
-        if not name and (p is None or p.option != onnx.defs.OpSchema.FormalParameterOption.Optional):
-            out.append(f"input {i} is required but empty")
     if not schema.min_output <= len(n.output) <= schema.max_output:
         out.append(f"has {len(n.output)} output(s); {n.op_type} has {schema.min_output} to {schema.max_output}")
     present = set()
@@ -386,15 +394,37 @@ class _Importer:
                 v = Var(name, _input_type(vi))
                 self.env[name] = v
                 params.append(v)
+        self._check_initializers([t for name, t in inits.items() if name not in self.env])
         for name, t in inits.items():
             if name not in self.env:
-                c = Constant(tensor_to_numpy(t, f"initializer {name!r}"))
+                # the array is new (or a view of the tensor's bytes): the Constant takes it as is
+                c = Constant.adopt(tensor_to_numpy(t, f"initializer {name!r}"))
                 self.env[name], self.values[name] = c, c.value
         unknown = set(self.static) - {vi.name for vi in g.input}
         if unknown:
             raise ShapeError(f"static_inputs names {sorted(unknown)}, which are not graph inputs of {self.source} "
                              f"(inputs: {', '.join(vi.name for vi in g.input)})")
         return params
+
+    def _check_initializers(self, tensors: list) -> None:
+        """Each initializer, then all of them, against the memory limit, before any is read."""
+        from ...graph.limits import check_bytes, format_bytes
+
+        sizes = []
+        for t in tensors:
+            try:
+                itemsize = onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
+            except (KeyError, TypeError, ValueError):
+                continue  # an unsupported type: the scan reported it
+            n = itemsize
+            for d in t.dims:
+                n *= max(int(d), 0)
+            sizes.append(n)
+            check_bytes(n, f"initializer {t.name!r} of shape {list(t.dims)} "
+                           f"({onnx_type_name(t.data_type)}) of {self.source}")
+        if len(sizes) > 1:
+            check_bytes(sum(sizes), f"the {len(sizes)} initializers of {self.source} (the largest "
+                                    f"{format_bytes(max(sizes))})")
 
     def _bind_static(self, vi) -> None:
         want = _input_type(vi)

@@ -55,6 +55,7 @@ def test_nodes_are_checked_against_their_schema():
         (node("Cast", ["x"], ["y"], name="cast"), r"Cast node 'cast': required attribute\(s\) 'to' missing"),
         # AttributeError in fold.is_symbolic (Concat with an empty input in the middle)
         (node("Concat", ["x", "", "x"], ["y"], name="cat", axis=0), "Concat node 'cat': input 1 is required but empty"),
+        (node("Concat", ["x", ""], ["y"], name="cat", axis=0), "Concat node 'cat': input 1 is required but empty"),
         # TypeError: 'NoneType' object is not iterable (a strides attribute of the wrong type)
         (node("MaxPool", ["x"], ["y"], name="pool", kernel_shape=[1, 1], strides=2),
          "MaxPool node 'pool': attribute 'strides' must be INTS, got INT"),
