@@ -24,6 +24,15 @@ def _shapes(items) -> dict:
     return out
 
 
+def _memory_size(text: str) -> int:
+    from .graph.limits import parse_bytes
+
+    try:
+        return parse_bytes(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def add_model_arg(p: argparse.ArgumentParser, what: str = "the ONNX model file") -> None:
     """The model as a file, or ``--light NAME`` for one the onnx package ships."""
     p.add_argument("model", nargs="?", help=f"{what} (or use --light NAME)")
@@ -64,6 +73,10 @@ def compile_main(argv) -> int:
                    help="fix a symbolic input shape, e.g. --input-shape data=1,3,224,224")
     p.add_argument("--disable-pass", action="append", default=[], metavar="PASS",
                    help="skip a graph pass (fold_constant, simplify_inference, cse, dce)")
+    p.add_argument("--memory-limit", type=_memory_size, default=None, metavar="SIZE",
+                   help="the most memory the model's constants and intermediates may take, e.g. 4GiB, "
+                        "512MB or bytes; beyond it the compile stops with the node at fault (default: "
+                        "the memory available on this machine)")
     p.add_argument("--profile-compile", action="store_true",
                    help="print where compile time went: per graph pass, per kernel phase (schedule, "
                         "lowering, loop passes, LLVM optimization and code generation), slowest kernels")
@@ -80,7 +93,7 @@ def compile_main(argv) -> int:
     out = args.output or (name + ".so" if args.light else os.path.splitext(path)[0] + ".so")
     t0 = time.perf_counter()
     exe = ember.compile(path, args.target, args.opt_level, input_shapes=_shapes(args.input_shape),
-                        disabled_passes=args.disable_pass, name=name)
+                        disabled_passes=args.disable_pass, name=name, memory_limit=args.memory_limit)
     exe.export(out)
     if args.profile_compile:
         print(exe.compile_profile.table(budget=args.compile_budget))

@@ -61,3 +61,17 @@ def test_light_models_by_name(tmp_path, monkeypatch, capsys):
             assert "--light NAME" in str(e) or "no light model 'nope'" in str(e)
         else:
             raise AssertionError(f"{argv} did not stop")
+
+
+def test_compile_memory_limit(tmp_path, capsys):
+    src = _model(str(tmp_path / "m.onnx"))
+    assert main(["compile", src, "-o", str(tmp_path / "a.so"), "--memory-limit", "64MiB"]) == 0
+    capsys.readouterr()
+    assert main(["compile", src, "-o", str(tmp_path / "b.so"), "--memory-limit", "8"]) == 2
+    err = capsys.readouterr().err
+    assert "initializer 'w'" in err and "12 bytes" in err and "8 bytes" in err and "--memory-limit" in err
+    try:
+        main(["compile", src, "--memory-limit", "lots"])
+    except SystemExit as e:
+        assert e.code == 2
+    assert "not an amount of memory" in capsys.readouterr().err

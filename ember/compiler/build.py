@@ -30,7 +30,10 @@ def is_relabel(fn: Function) -> bool:
 
 
 def _nbytes(t: TensorType) -> int:
-    return int(np.prod(t.shape, dtype=np.int64)) * dt.nbytes(t.dtype)
+    n = dt.nbytes(t.dtype)
+    for d in t.shape:
+        n *= int(d)  # Python ints: a huge shape must not wrap around
+    return n
 
 
 def _tensor_types(t) -> list:
@@ -80,27 +83,12 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
         inputs.append({"name": p.name, "shape": list(p.type.shape), "dtype": p.type.dtype, "slot": s})
 
     # kernels: one per distinct group function (identical groups share one)
-    t0 = time.perf_counter()
     kernel_of: dict = {}
     groups = []
     for gname, fn in mod.functions:
         if gname != "main" and fn not in kernel_of and not is_relabel(fn):
             kernel_of[fn] = gname
             groups.append((gname, fn))
-    # a warm compile finds the library by the groups alone: no computes, schedules or lowering
-    key = groups_key(groups, target) if groups else None
-    cached = index_lookup(key) if key else None
-    kernels = []
-    if cached is None:
-        for gname, fn in groups:
-            t = time.perf_counter()
-            kernels.append(lower_group(fn, gname, target))
-            if stats is not None:
-                stats[gname] = {"schedule": time.perf_counter() - t}
-    elif stats is not None:
-        stats.update({gname: {"cached": True} for gname, _ in groups})
-    t1 = time.perf_counter()
-
     # the program: calls in dataflow order, values in fresh slots
     out_exprs = list(main.body.fields) if isinstance(main.body, Tuple) else [main.body]
     produced_at: dict = {}
@@ -161,6 +149,23 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
     plan = plan_memory(values)
     for s, off in plan.offsets.items():
         prog.slots[s]["offset"] = off
+    _check_memory(prog, values, plan.arena_bytes, outputs, name)
+
+    # kernels (after the checks: no lowering for a model that cannot run); a warm compile finds
+    # the library by the groups alone: no computes, schedules or lowering
+    t0 = time.perf_counter()
+    key = groups_key(groups, target) if groups else None
+    cached = index_lookup(key) if key else None
+    kernels = []
+    if cached is None:
+        for gname, fn in groups:
+            t = time.perf_counter()
+            kernels.append(lower_group(fn, gname, target))
+            if stats is not None:
+                stats[gname] = {"schedule": time.perf_counter() - t}
+    elif stats is not None:
+        stats.update({gname: {"cached": True} for gname, _ in groups})
+    t1 = time.perf_counter()
 
     if cached is not None:
         from ..runtime.module import Module as KernelModule
@@ -188,6 +193,32 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
                                             for k in (lower_group(fn, g, target) for g, fn in groups)]
     exe.target = target
     return exe
+
+
+def _check_memory(prog: _Program, values: list, arena_bytes: int, outputs: list, name: str) -> None:
+    """What the executable holds (its constants) and what one run adds (the arena of the
+    intermediates and the outputs) against the compile's memory limit."""
+    from ..graph.limits import check_bytes, format_bytes
+
+    const_bytes = sum(int(c.nbytes) for c in prog.constants)
+    out_bytes = sum(_nbytes(TensorType(tuple(o["shape"]), o["dtype"])) for o in outputs)
+    what = (f"model {name!r}: its constants ({format_bytes(const_bytes)}), the arena of its intermediates "
+            f"({format_bytes(arena_bytes)}) and its outputs ({format_bytes(out_bytes)})")
+    biggest = []  # (bytes, what) of the largest intermediate and output
+    if values:
+        big = max(values, key=lambda v: v.nbytes)
+        call, slot = prog.calls[big.start], prog.slots[big.key]
+        biggest.append((big.nbytes, f"the result of {call['nodes']} ({call['ops']}) of shape "
+                                    f"{tuple(slot['shape'])} {slot['dtype']}"))
+    for o in outputs:
+        n = _nbytes(TensorType(tuple(o["shape"]), o["dtype"]))
+        made = [c for c in prog.calls if o["slot"] in c["args"]]
+        src = f"{made[-1]['nodes']} ({made[-1]['ops']}), " if made else ""
+        biggest.append((n, f"output {o['name']!r} ({src}shape {tuple(o['shape'])} {o['dtype']})"))
+    if biggest:
+        n, which = max(biggest, key=lambda b: b[0])
+        what += f"; the largest single value is {which}, {format_bytes(n)}"
+    check_bytes(const_bytes + arena_bytes + out_bytes, what)
 
 
 def groups_key(groups: list, target) -> str:

@@ -6,6 +6,7 @@ import time
 from typing import Mapping, Optional, Sequence, Union
 
 from ..errors import ShapeError
+from ..graph import limits
 from ..graph.infer import infer_types
 from ..graph.ir import Function, Module, Var
 from ..graph.passes import PassContext, PassTimer, default_pipeline
@@ -51,14 +52,23 @@ def _untyped(body):
 def compile_model(model: Union[str, os.PathLike, bytes, Module, "onnx.ModelProto"], target=None,  # noqa: F821
                   opt_level: int = 3, *, input_shapes: Optional[Mapping] = None,
                   disabled_passes: Sequence[str] = (), instruments: Sequence = (),
-                  name: str = "model"):
+                  name: str = "model", memory_limit: Optional[int] = None):
     """Compile ``model`` (an ONNX path, bytes or ModelProto, or a graph Module) for ``target``
     (default: the host CPU) and return an Executable.
 
     ``input_shapes`` fixes symbolic input dims (``{"data": (1, 3, 224, 224)}``).
+    ``memory_limit`` (bytes; default: the memory available on the machine) bounds every
+    constant the compile materializes (initializers, folded values) and the executable's
+    constants plus its arena: beyond it the compile raises ResourceError naming what needs the
+    memory, before allocating it.
     ``exe.compile_times`` holds seconds per phase (import, each pass, lowering, codegen);
     ``exe.compile_profile`` the same per kernel (``.table()`` prints it).
     """
+    with limits.memory_limit(memory_limit):
+        return _compile(model, target, opt_level, input_shapes, disabled_passes, instruments, name)
+
+
+def _compile(model, target, opt_level, input_shapes, disabled_passes, instruments, name):
     times: dict = {}
     t0 = time.perf_counter()
     output_names = None
@@ -68,8 +78,9 @@ def compile_model(model: Union[str, os.PathLike, bytes, Module, "onnx.ModelProto
         from ..frontend.onnx.importer import from_onnx, load_model
 
         proto, _ = load_model(model)
-        mod = from_onnx(proto)
         output_names = [o.name for o in proto.graph.output]
+        mod = from_onnx(proto)
+        del proto  # the graph holds the weights now: the proto's copy of them goes
     times["import"] = time.perf_counter() - t0
     if input_shapes:
         mod = _bind_shapes(mod, input_shapes)

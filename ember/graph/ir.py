@@ -151,10 +151,15 @@ class Constant(Expr):
     value: np.ndarray
 
     def __post_init__(self):
-        v = np.asarray(self.value)
+        owned = isinstance(self.value, _Owned)
+        v = np.asarray(self.value.array if owned else self.value)
         dt.from_numpy(v.dtype)  # DTypeError for object, string, complex ... arrays
         # a copy we own and freeze: a caller mutating its array must not change the IR
-        v = np.array(v, copy=True, order="C")
+        # (``Constant.adopt`` skips the copy of an array nobody else writes)
+        if not owned or not v.flags.c_contiguous:
+            v = np.array(v, copy=True, order="C")
+        elif v.flags.writeable:
+            v = v.view()  # the caller's array object stays writable, ours does not
         v.setflags(write=False)
         object.__setattr__(self, "value", v)
         object.__setattr__(self, "_digest", hashlib.blake2b(_raw(v), digest_size=16).digest())
@@ -172,6 +177,13 @@ class Constant(Expr):
 
     __hash__ = Node.__hash__  # defining __eq__ would otherwise drop it
 
+    @classmethod
+    def adopt(cls, value: np.ndarray) -> "Constant":
+        """A Constant of ``value`` without copying it (when it is C-contiguous): for a fresh
+        array nothing else will write, such as a folded result or a view of another constant.
+        A model's weights then exist once in memory, not twice."""
+        return cls(_Owned(value))
+
     @property
     def dtype(self) -> str:
         return dt.from_numpy(self.value.dtype)
@@ -183,6 +195,15 @@ class Constant(Expr):
     @property
     def type(self) -> TensorType:
         return TensorType(self.value.shape, self.dtype)
+
+
+class _Owned:
+    """An array handed to :meth:`Constant.adopt` (taken without a copy)."""
+
+    __slots__ = ("array",)
+
+    def __init__(self, array):
+        self.array = array
 
 
 def _raw(v: np.ndarray) -> np.ndarray:

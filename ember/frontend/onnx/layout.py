@@ -278,7 +278,7 @@ def _constant(node):
         v = np.array(a["value_ints"], np.int64)
     else:
         raise UnsupportedOpError(f"Constant with attributes {sorted(a)} is not supported")
-    return [Constant(v)]
+    return [Constant.adopt(v)]  # decoded for this node alone: no second copy
 
 
 # -- resize ---------------------------------------------------------------------------------------

@@ -9,13 +9,20 @@ Three kinds of folding, cheapest first:
   by Ember itself*: the constant subgraphs' results are gathered into one function with no
   inputs, which is compiled (with folding disabled) and run once. One build for the whole
   pass; numpy never computes a model value.
+
+Every value is checked against the compile's memory limit (:mod:`ember.graph.limits`) before
+it is made: a ``constant_of_shape`` of 2^50 elements is a ResourceError naming the node, not
+an allocation that fails. Folded values become Constants without another copy.
 """
 from __future__ import annotations
+
+import gc
 
 import numpy as np
 
 from ...loop import dtype as dt
 from ..ir import Call, Constant, Function, Module, Tuple
+from ..limits import allocating, check_bytes, describe, format_bytes, tensor_bytes
 from ..types import TensorType
 from ..visit import post_order, rewrite, use_counts
 from .context import PassContext, graph_pass
@@ -36,9 +43,10 @@ def _structural(n: Call):
     if not _static(n.type):
         return None
     if n.op == "constant_of_shape":
-        return Constant(np.full(n.type.shape, n.attr("value"), dt.numpy_dtype(n.type.dtype)))
+        with allocating(tensor_bytes(n.type.shape, n.type.dtype), f"folding the constant {describe(n)}"):
+            return Constant.adopt(np.full(n.type.shape, n.attr("value"), dt.numpy_dtype(n.type.dtype)))
     if n.op in _RELABEL and isinstance(n.args[0], Constant):
-        return Constant(np.asarray(n.args[0].value).reshape(n.type.shape))
+        return Constant.adopt(n.args[0].value.reshape(n.type.shape))  # a view: no new bytes
     return None
 
 
@@ -73,12 +81,25 @@ def evaluate(exprs: list, ctx: PassContext) -> list:
     """Compute the constant expressions ``exprs`` with Ember (one compiled function)."""
     from ...compiler.compile import compile_model
 
+    # the results are new memory: check each, then all of them, before anything is built
+    sizes = [tensor_bytes(e.type.shape, e.type.dtype) for e in exprs]
+    for e, b in zip(exprs, sizes):
+        check_bytes(b, f"folding the constant {describe(e)}")
+    big = max(range(len(exprs)), key=sizes.__getitem__)
+    what = (f"folding {len(exprs)} constant values (the largest: {describe(exprs[big])}, "
+            f"{format_bytes(sizes[big])})" if len(exprs) > 1 else f"folding the constant {describe(exprs[0])}")
     mod = Module({"main": Function([], Tuple(exprs))})
     disabled = set(ctx.disabled) | {"fold_constant", "simplify_inference", "block_layout", "pack_conv_weights"}
     # the folding program runs here, on the host: compiled for the model's target (another
     # CPU's instructions) it would die of an illegal instruction
-    exe = compile_model(mod, None, max(ctx.opt_level, 1), disabled_passes=disabled, name="constants")
-    return [Constant(v) for v in exe.run()]
+    with allocating(sum(sizes), what):
+        exe = compile_model(mod, None, max(ctx.opt_level, 1), disabled_passes=disabled, name="constants")
+        values = exe.run()
+    # its program, arena and inputs (the constants before folding, which the caller may drop
+    # next) go now: an Executable is a reference cycle, which only the cyclic collector frees
+    del exe
+    gc.collect()
+    return [Constant.adopt(v) for v in values]  # new arrays of the run's: no second copy
 
 
 @graph_pass("fold_constant", opt_level=1)
