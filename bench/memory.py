@@ -14,15 +14,20 @@ set), next to the RSS right after importing the runtime (what the bare import co
     this model's library (a warm compile: import, graph passes, constant folding, program), then
     the runs;
   * ``ember compile+run, cold``: the same with an empty ``EMBER_CACHE_DIR`` (kernels are
-    generated; LLVM runs in worker processes, whose memory is reported apart as ``children``);
+    generated; the model's kernels go through LLVM in worker processes, not counted here, small
+    programs such as the constant-folding one in this process);
   * ``ember load+run``: ``ember.load`` of an export made beforehand (``exe.export``), then the runs
     (the weights stay in the library's mapped pages);
   * ``onnxruntime``: an ``InferenceSession`` (default graph optimizations), then the runs;
   * ``openvino``: ``core.compile_model`` with the f32 hint, then the runs (when installed).
 
-``--phases`` reruns the warm Ember compile in a child that prints the RSS and the peak after each
-phase (import, each graph pass, building the program, the runs, dropping the executable): the
-peak is reset before each phase (``/proc/self/clear_refs``), so each line's peak is that phase's.
+``--phases`` reruns the Ember compile (warm, then cold) in a child that prints the RSS and the
+peak after each phase (import, each graph pass, building the program, the runs, dropping the
+executable): the peak is reset before each phase (``/proc/self/clear_refs``), so each line's
+peak is that phase's.
+
+This process imports neither numpy nor onnx: a child's ``ru_maxrss`` starts from the RSS of the
+process that forked it (Linux keeps the high-water mark across ``execve``).
 """
 from __future__ import annotations
 
@@ -123,8 +128,7 @@ def child(kind: str, model: str, so: str, runs: int) -> dict:
         out = {"after_import": after, "after_setup": set_up}
     else:
         raise SystemExit(f"unknown child {kind!r}")
-    out.update(maxrss=_maxrss_mb(), hwm=_status_mb("VmHWM"), children=_maxrss_mb(resource.RUSAGE_CHILDREN),
-               seconds=time.perf_counter() - t0)
+    out.update(maxrss=_maxrss_mb(), hwm=_status_mb("VmHWM"), seconds=time.perf_counter() - t0)
     return out
 
 
@@ -232,21 +236,24 @@ def main(argv=None) -> int:
             rows["openvino"] = _spawn(["--child", "openvino", *args], env)
         except ImportError:
             print("openvino is not installed: skipped")
-        ph = _spawn(["--child", "phases", *args], env) if a.phases else None
+        ph = {}
+        if a.phases:
+            ph["warm"] = _spawn(["--child", "phases", *args], env)
+            ph["cold"] = _spawn(["--child", "phases", *args], dict(os.environ, EMBER_CACHE_DIR=cold))
 
     ort = rows.get("onnxruntime", {}).get("maxrss")
     print(f"{title}: peak RSS (ru_maxrss) of a fresh process per row; {a.runs} runs after setting up")
-    print(f"  {'':26s} {'peak MB':>8s} {'vs ORT':>7s} {'VmHWM MB':>8s} {'import MB':>9s} {'set up MB':>9s} "
-          f"{'children MB':>11s}")
+    print(f"  {'':26s} {'peak MB':>8s} {'vs ORT':>7s} {'VmHWM MB':>8s} {'import MB':>9s} {'set up MB':>9s}")
     for name, r in rows.items():
         ratio = f"{r['maxrss'] / ort:6.2f}x" if ort else "      -"
         setup = f"{r['after_setup']:9.0f}" if "after_setup" in r else f"{'':9s}"
-        kids = f"{r['children']:11.0f}" if r.get("children") else f"{'':11s}"
-        print(f"  {name:26s} {r['maxrss']:8.0f} {ratio} {r['hwm']:8.0f} {r['after_import']:9.0f} {setup} {kids}")
+        print(f"  {name:26s} {r['maxrss']:8.0f} {ratio} {r['hwm']:8.0f} {r['after_import']:9.0f} {setup}")
     if ph:
-        print("\nEmber compile+run (warm), RSS after each phase and the peak within it (MB):")
-        for name, rss, peak in ph:
-            print(f"  {name:34s} rss {rss:7.0f}   peak {peak:7.0f}")
+        print("\nEmber compile+run, RSS after each phase and the peak within it (MB; a 'build' inside a "
+              "pass is the constant-folding program's):")
+        print(f"  {'':34s} {'warm rss':>9s} {'peak':>6s} {'cold rss':>9s} {'peak':>6s}")
+        for (name, rss, peak), (_, crss, cpeak) in zip(ph["warm"], ph["cold"]):
+            print(f"  {name:34s} {rss:9.0f} {peak:6.0f} {crss:9.0f} {cpeak:6.0f}")
     return 0
 
 

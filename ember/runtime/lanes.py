@@ -82,8 +82,12 @@ class _Lane:
             except BaseException as e:  # handed back to the caller
                 box.append(e)
                 box.append(None)
+            # the finished run's closure and results (its executable, its outputs) must not
+            # live on in this frame while the lane sleeps
+            fn = None
             self._lanes._idle(self)
             done.release()
+            box = done = None
 
     def run(self, fn: Callable):
         box: list = []
