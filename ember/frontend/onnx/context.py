@@ -9,7 +9,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from ...errors import ShapeError, UnsupportedOpError
+from ...errors import DTypeError, ShapeError, UnsupportedOpError
 from ...graph import Constant, Dim, Expr, TensorType
 from ...graph.ops import call as typed_call
 from ...loop import dtype as dt
@@ -94,7 +94,10 @@ class NodeContext:
 
     def dims(self, i: int, what: str) -> tuple:
         """A 1-D known input as a tuple of ints (symbolic dims allowed)."""
-        v = self.const(i, what).reshape(-1)
+        c = self.const(i, what)
+        if c.dtype != object and c.dtype.kind not in "iu":
+            raise DTypeError(f"input {i} ({self.input_names[i]!r}, the {what}) must hold integers, got {c.dtype}")
+        v = c.reshape(-1)
         return tuple(d if isinstance(d, Dim) else int(d) for d in v.tolist())
 
     def ints(self, i: int, what: str) -> tuple:

@@ -6,7 +6,7 @@ import pytest
 
 import onnx
 from onnx import helper
-from ember.errors import ModelError, ShapeError
+from ember.errors import DTypeError, ModelError, ShapeError
 from ember.frontend.onnx import from_onnx
 from ember.frontend.onnx.context import NodeContext
 
@@ -110,3 +110,11 @@ def test_a_missing_input_read_as_a_constant():
     ctx = NodeContext(n, 17, [None, None], {}, "OneHot node 'h'")
     with pytest.raises(ShapeError, match=r"required input 2 \(the depth\) is missing"):
         ctx.const(2, "depth")
+
+
+def test_shape_inputs_that_are_not_integers():
+    # Pad's pads given a float tensor with a NaN: was ValueError (cannot convert float NaN to integer)
+    pads = init("pads", np.array([np.nan, 0], np.float32))
+    m = model([node("Pad", ["x", "pads"], ["y"], name="pad")], [vi("x", [2])], [vi("y", [2])], [pads])
+    with pytest.raises(DTypeError, match=r"Pad node 'pad'.*input 1 \('pads', the pads\) must hold integers, got float32"):
+        from_onnx(m)
