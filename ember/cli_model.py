@@ -76,7 +76,7 @@ def compile_main(argv) -> int:
     p.add_argument("--memory-limit", type=_memory_size, default=None, metavar="SIZE",
                    help="the most memory the model's constants and intermediates may take, e.g. 4GiB, "
                         "512MB or bytes; beyond it the compile stops with the node at fault (default: "
-                        "the memory available on this machine)")
+                        "the memory available to this process)")
     p.add_argument("--profile-compile", action="store_true",
                    help="print where compile time went: per graph pass, per kernel phase (schedule, "
                         "lowering, loop passes, LLVM optimization and code generation), slowest kernels")

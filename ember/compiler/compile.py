@@ -52,15 +52,15 @@ def _untyped(body):
 def compile_model(model: Union[str, os.PathLike, bytes, Module, "onnx.ModelProto"], target=None,  # noqa: F821
                   opt_level: int = 3, *, input_shapes: Optional[Mapping] = None,
                   disabled_passes: Sequence[str] = (), instruments: Sequence = (),
-                  name: str = "model", memory_limit: Optional[int] = None):
+                  name: str = "model", memory_limit: Optional[Union[int, str]] = None):
     """Compile ``model`` (an ONNX path, bytes or ModelProto, or a graph Module) for ``target``
     (default: the host CPU) and return an Executable.
 
     ``input_shapes`` fixes symbolic input dims (``{"data": (1, 3, 224, 224)}``).
-    ``memory_limit`` (bytes; default: the memory available on the machine) bounds every
-    constant the compile materializes (initializers, folded values) and the executable's
-    constants plus its arena: beyond it the compile raises ResourceError naming what needs the
-    memory, before allocating it.
+    ``memory_limit`` (bytes, or a size like ``"4GiB"``; default: the memory available to the
+    process) bounds every constant the compile materializes (initializers, folded values) and
+    the executable's constants plus one run's arena and outputs: beyond it the compile raises
+    ResourceError naming what needs the memory, before allocating it.
     ``exe.compile_times`` holds seconds per phase (import, each pass, lowering, codegen);
     ``exe.compile_profile`` the same per kernel (``.table()`` prints it).
     """

@@ -4,8 +4,8 @@ it *before* it is allocated, so a model that would need too much memory is a
 from inside a pass (or the kernel's OOM killer).
 
 ``ember.compile(..., memory_limit=bytes)`` sets the limit for the compile (with
-:func:`memory_limit`); the default is the memory available on the machine when the compile
-starts (``MemAvailable``). A compile inside a compile (the constant-folding program) keeps the
+:func:`memory_limit`); the default is the memory available to the process when the compile
+starts (:func:`available_memory`: ``MemAvailable``, or less under a cgroup or ``ulimit -v``). A compile inside a compile (the constant-folding program) keeps the
 outer limit. Outside any compile (``from_onnx`` alone) the default applies.
 
     check_bytes(tensor_bytes(shape, "float32"), "the value of ConstantOfShape node 'c' (shape ...)")
@@ -52,37 +52,66 @@ def format_bytes(n: int) -> str:
 
 
 def available_memory() -> Optional[int]:
-    """The memory this machine can give a new allocation now, in bytes: ``MemAvailable`` of
-    ``/proc/meminfo``, else the free physical pages (``sysconf``), else all physical pages;
-    None where none of these can be read."""
+    """The memory this process can still get, in bytes: the machine's ``MemAvailable``
+    (``/proc/meminfo``; else the free physical pages from ``sysconf``, else all of them), or
+    less where the process is held to less: the room left in its cgroup (a container's
+    ``memory.max``) or under its address-space rlimit (``ulimit -v``). None where nothing can
+    be read."""
+    room = []
     try:
         with open("/proc/meminfo") as f:
             for line in f:
                 if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
+                    room.append(int(line.split()[1]) * 1024)
+                    break
     except (OSError, ValueError, IndexError):
         pass
-    for pages in ("SC_AVPHYS_PAGES", "SC_PHYS_PAGES"):
+    if not room:
+        for pages in ("SC_AVPHYS_PAGES", "SC_PHYS_PAGES"):
+            try:
+                n, size = os.sysconf(pages), os.sysconf("SC_PAGE_SIZE")
+            except (AttributeError, ValueError, OSError):
+                continue
+            if n > 0 and size > 0:
+                room.append(n * size)
+                break
+    for limit_file, usage_file in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+                                   ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
+                                    "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
         try:
-            n, size = os.sysconf(pages), os.sysconf("SC_PAGE_SIZE")
-        except (AttributeError, ValueError, OSError):
+            with open(limit_file) as f:
+                text = f.read().strip()
+            if text == "max" or int(text) >= 2 ** 60:  # no limit
+                continue
+            with open(usage_file) as f:
+                room.append(max(0, int(text) - int(f.read().strip())))
+            break
+        except (OSError, ValueError):
             continue
-        if n > 0 and size > 0:
-            return n * size
-    return None
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if soft != resource.RLIM_INFINITY:
+            with open("/proc/self/status") as f:
+                size = next((int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:")), 0)
+            room.append(max(0, soft - size))
+    except (ImportError, OSError, ValueError):
+        pass
+    return min(room) if room else None
 
 
 @contextlib.contextmanager
 def memory_limit(limit: Optional[int] = None) -> Iterator[Optional[int]]:
     """Within the block, :func:`check_bytes` checks against ``limit`` bytes; None keeps an
-    enclosing block's limit, or takes the machine's available memory. Yields the limit."""
+    enclosing block's limit, or takes :func:`available_memory`. Yields the limit."""
     outer = _LIMIT.get()
     if limit is not None:
         value = (parse_bytes(limit), "the memory_limit")
     elif outer is not None:
         value = outer
     else:
-        value = (available_memory(), "the memory available on this machine")
+        value = (available_memory(), "the memory available to this process")
     token = _LIMIT.set(value)
     try:
         yield value[0]
@@ -93,7 +122,7 @@ def memory_limit(limit: Optional[int] = None) -> Iterator[Optional[int]]:
 def current_limit() -> tuple:
     """``(bytes or None, where the limit comes from)`` for the current context."""
     value = _LIMIT.get()
-    return value if value is not None else (available_memory(), "the memory available on this machine")
+    return value if value is not None else (available_memory(), "the memory available to this process")
 
 
 def tensor_bytes(shape: Sequence, dtype: str) -> int:

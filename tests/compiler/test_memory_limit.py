@@ -31,7 +31,7 @@ def test_constant_of_shape_of_2_to_the_50_elements_at_the_default_limit():
         ember.compile(m)
     msg = str(e.value)
     assert "constant_of_shape" in msg and "'huge'" in msg and "(33554432, 33554432)" in msg
-    assert str(2 ** 52) in msg and "memory available on this machine" in msg and "memory_limit" in msg
+    assert str(2 ** 52) in msg and "memory available to this process" in msg and "memory_limit" in msg
 
 
 def test_expand_of_a_constant_blowing_up_is_caught_before_folding():

@@ -57,3 +57,13 @@ def test_allocating_turns_memory_error_into_resource_error():
 
 def test_tensor_bytes_does_not_wrap():
     assert limits.tensor_bytes((2 ** 40, 2 ** 40), "float32") == 2 ** 82
+
+
+def test_the_default_respects_an_address_space_rlimit():
+    import subprocess
+    import sys
+
+    code = ("import resource; resource.setrlimit(resource.RLIMIT_AS, (2**32, 2**32)); "
+            "from ember.graph.limits import available_memory; print(available_memory())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert 0 <= int(out) < 2 ** 32
