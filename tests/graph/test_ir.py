@@ -384,3 +384,14 @@ def test_span_is_provenance_not_structure():
     assert pickle.loads(pickle.dumps(a)).span == ("Exp_1", "Exp_2")
     with pytest.raises(TypeError, match="span"):
         Call("exp", [x], span=(1,))
+
+
+def test_adopt_takes_a_fresh_array_without_copying_and_freezes_it():
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    c = Constant.adopt(a)
+    assert np.shares_memory(c.value, a) and not c.value.flags.writeable
+    assert c == Constant(np.arange(12, dtype=np.float32).reshape(3, 4))  # same value, same node
+    t = np.ones((4, 3), np.float32).T  # not C-contiguous: copied into C order
+    assert not np.shares_memory(Constant.adopt(t).value, t) and Constant.adopt(t).value.flags.c_contiguous
+    b = np.zeros(3, np.float32)
+    assert not np.shares_memory(Constant(b).value, b)  # the constructor still copies

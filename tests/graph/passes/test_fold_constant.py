@@ -55,3 +55,27 @@ def test_a_fully_constant_model():
     mod = module([], call("add", const(np.ones(2, "float32")), const(np.ones(2, "float32"))))
     after = run(mod)
     np.testing.assert_array_equal(after.main.body.value, [2, 2])
+
+
+def test_the_folding_executable_is_freed_before_the_pass_returns(monkeypatch):
+    import gc
+    import weakref
+
+    import ember.runtime.executable as ex
+
+    made = []
+    real_init = ex.Executable.__init__
+
+    def init(self, *a, **k):
+        real_init(self, *a, **k)
+        made.append(weakref.ref(self))
+
+    monkeypatch.setattr(ex.Executable, "__init__", init)
+    w = np.arange(6, dtype="float32").reshape(2, 3)
+    x = Var("x", T(3, 2))
+    mod = module([x], call("add", x, call("transpose", const(w))))
+    after = PassContext(opt_level=3).run(mod, [fold_constant])
+    folded = after.main.body.args[1]
+    assert isinstance(folded, Constant)
+    np.testing.assert_array_equal(folded.value, w.T)
+    assert made and all(r() is None for r in made)  # no executable (with its inputs) outlives the pass
