@@ -195,6 +195,11 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
     return exe
 
 
+def _ops(call: dict) -> str:
+    ops = call["ops"]
+    return ", ".join(ops) if isinstance(ops, (list, tuple)) else str(ops)
+
+
 def _check_memory(prog: _Program, values: list, arena_bytes: int, outputs: list, name: str) -> None:
     """What the executable holds (its constants) and what one run adds (the arena of the
     intermediates and the outputs) against the compile's memory limit."""
@@ -208,12 +213,12 @@ def _check_memory(prog: _Program, values: list, arena_bytes: int, outputs: list,
     if values:
         big = max(values, key=lambda v: v.nbytes)
         call, slot = prog.calls[big.start], prog.slots[big.key]
-        biggest.append((big.nbytes, f"the result of {call['nodes']} ({call['ops']}) of shape "
+        biggest.append((big.nbytes, f"the result of {call['nodes']} ({_ops(call)}) of shape "
                                     f"{tuple(slot['shape'])} {slot['dtype']}"))
     for o in outputs:
         n = _nbytes(TensorType(tuple(o["shape"]), o["dtype"]))
         made = [c for c in prog.calls if o["slot"] in c["args"]]
-        src = f"{made[-1]['nodes']} ({made[-1]['ops']}), " if made else ""
+        src = f"{made[-1]['nodes']} ({_ops(made[-1])}), " if made else ""
         biggest.append((n, f"output {o['name']!r} ({src}shape {tuple(o['shape'])} {o['dtype']})"))
     if biggest:
         n, which = max(biggest, key=lambda b: b[0])

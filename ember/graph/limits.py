@@ -142,7 +142,7 @@ def check_bytes(nbytes: int, what: str) -> None:
     if limit is None or nbytes <= limit:
         return
     raise ResourceError(
-        f"{what} needs {format_bytes(nbytes)} ({nbytes} bytes), more than {source} "
+        f"{what}: {format_bytes(nbytes)} ({nbytes} bytes) needed, more than {source} "
         f"({format_bytes(limit)}, {limit} bytes). If the model really needs it, raise the limit: "
         f"ember.compile(..., memory_limit=...) or `ember compile --memory-limit 64GiB`")
 
@@ -155,9 +155,9 @@ def allocating(nbytes: int, what: str) -> Iterator[None]:
     try:
         yield
     except MemoryError:
-        raise ResourceError(f"{what} needs {format_bytes(nbytes)} ({nbytes} bytes), which this machine could "
-                            f"not allocate (the memory limit, {format_bytes(current_limit()[0] or 0)}, is more "
-                            f"than it has)") from None
+        raise ResourceError(f"{what}: {format_bytes(nbytes)} ({nbytes} bytes) needed, which this machine "
+                            f"could not allocate (the memory limit, {format_bytes(current_limit()[0] or 0)}, is "
+                            f"more than it has)") from None
 
 
 def describe(expr) -> str:

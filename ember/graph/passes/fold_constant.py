@@ -81,18 +81,22 @@ def evaluate(exprs: list, ctx: PassContext) -> list:
     """Compute the constant expressions ``exprs`` with Ember (one compiled function)."""
     from ...compiler.compile import compile_model
 
-    # the results are new memory: check each, then all of them, before anything is built
+    # the results are new memory: check each, then all of them beside the constants they are
+    # computed from (both are alive while the folding program runs), before anything is built
     sizes = [tensor_bytes(e.type.shape, e.type.dtype) for e in exprs]
     for e, b in zip(exprs, sizes):
         check_bytes(b, f"folding the constant {describe(e)}")
+    leaves = {n for n in post_order(Tuple(exprs)) if isinstance(n, Constant)}
+    inputs = sum(int(c.value.nbytes) for c in leaves)
     big = max(range(len(exprs)), key=sizes.__getitem__)
-    what = (f"folding {len(exprs)} constant values (the largest: {describe(exprs[big])}, "
-            f"{format_bytes(sizes[big])})" if len(exprs) > 1 else f"folding the constant {describe(exprs[0])}")
+    what = (f"folding {len(exprs)} constant value(s) ({format_bytes(sum(sizes))}; the largest: "
+            f"{describe(exprs[big])}, {format_bytes(sizes[big])}) from {len(leaves)} constant(s) "
+            f"({format_bytes(inputs)})")
     mod = Module({"main": Function([], Tuple(exprs))})
     disabled = set(ctx.disabled) | {"fold_constant", "simplify_inference", "block_layout", "pack_conv_weights"}
     # the folding program runs here, on the host: compiled for the model's target (another
     # CPU's instructions) it would die of an illegal instruction
-    with allocating(sum(sizes), what):
+    with allocating(sum(sizes) + inputs, what):
         exe = compile_model(mod, None, max(ctx.opt_level, 1), disabled_passes=disabled, name="constants")
         values = exe.run()
     # its program, arena and inputs (the constants before folding, which the caller may drop
