@@ -953,11 +953,8 @@ def _child_case(fd: int, req: dict) -> None:
             _send(fd, "result", "ok", "", "", False)
             return
         _send(fd, "phase", "compile" if req["kind"] == "onnx" else "load")
-        if req["kind"] == "onnx":
-            # the compile's memory limit: half the child's address space, as on a machine that small
-            exe = ember.compile(req["path"], **_memory_limit_kwargs(req.get("memory_mb")))
-        else:
-            exe = ember.load(req["path"])
+        # the compile's default memory limit counts the room under this child's rlimit
+        exe = ember.compile(req["path"]) if req["kind"] == "onnx" else ember.load(req["path"])
         arrays = _random_inputs(exe.input_info, np.random.default_rng(req["seed"]))
         if arrays is not None:
             _send(fd, "phase", "run")
@@ -972,16 +969,6 @@ def _child_case(fd: int, req: dict) -> None:
         _send(fd, "result", outcome, detail, traceback.format_exc()[-20000:], ran)
     finally:
         faulthandler.cancel_dump_traceback_later()
-
-
-def _memory_limit_kwargs(memory_mb) -> dict:
-    import inspect
-
-    from ember.compiler.compile import compile_model
-
-    if not memory_mb or "memory_limit" not in inspect.signature(compile_model).parameters:
-        return {}
-    return {"memory_limit": (int(memory_mb) << 20) // 2}
 
 
 # -- the zygote: a process that imported Ember once and forks a child per case ---------------------
