@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import functools
 from typing import Any, Optional, Sequence
 
 import numpy as np
@@ -83,10 +84,9 @@ class Executable:
         self.target = None
         self._runs_here = False
         self._native = self._native_program()
-        self._pool = RunPool(self._new_state)
-
-    def _new_state(self) -> RunState:
-        return RunState(self._slots, self.constants, self.program["arena_bytes"])
+        # the pool's factory holds the slots and constants, not self: no reference cycle, so
+        # an executable's memory goes when its last reference does
+        self._pool = RunPool(functools.partial(RunState, self._slots, self.constants, program["arena_bytes"]))
 
     @property
     def kernel_sources(self) -> list:

@@ -246,3 +246,19 @@ def test_a_loop_profile_sees_one_thread_per_run(exe, cases):
     finally:
         exe.threads_per_run = None
     assert prof.rows and max(r.threads for r in prof.rows) == 1
+
+
+def test_an_executable_is_freed_without_the_cycle_collector(model_path, cases):
+    """Its memory (constants, pooled arenas) goes with its last reference, not at the next gc."""
+    import gc
+    import weakref
+
+    exe = ember.compile(model_path, name="mobilenet_like")
+    exe.run(cases[0])
+    gc.disable()
+    try:
+        ref = weakref.ref(exe)
+        del exe
+        assert ref() is None
+    finally:
+        gc.enable()
