@@ -125,7 +125,8 @@ def shape_ops_model(rng: np.random.Generator):
 
 
 def transformer_model(rng: np.random.Generator):
-    """One attention head and an MLP on 1x8x16: MatMul/Transpose/Div/Softmax, Add,
+    """An embedding lookup (Gather of token ids given at run time: the random inputs are 0 to
+    2), one attention head and an MLP on 1x8x16: MatMul/Transpose/Div/Softmax, Add,
     LayerNormalization, an Erf GELU, and a ReduceMean/Sub/Pow/Sqrt layer norm."""
     onnx, TP, h, nh, make = _models()
     f32 = lambda *s: (rng.standard_normal(s) * 0.25).astype(np.float32)  # noqa: E731
@@ -136,8 +137,11 @@ def transformer_model(rng: np.random.Generator):
               nh.from_array(np.zeros(16, np.float32), "ln_b"), sc("four", 4.0), sc("half", 0.5), sc("one", 1.0),
               sc("rsqrt2", 1 / math.sqrt(2)), sc("two", 2.0), sc("eps", 1e-5),
               nh.from_array(np.array([-1], dtype=np.int64), "last")]
+    inits.append(nh.from_array(f32(10, 16), "embedding"))
     n = h.make_node
-    nodes = [n("MatMul", ["x", "wq"], ["q"], name="q"), n("MatMul", ["x", "wk"], ["k"], name="k"),
+    nodes = [n("Gather", ["embedding", "ids"], ["emb"], name="embed", axis=0),
+             n("Add", ["x0", "emb"], ["x"], name="add_embedding"),
+             n("MatMul", ["x", "wq"], ["q"], name="q"), n("MatMul", ["x", "wk"], ["k"], name="k"),
              n("MatMul", ["x", "wv"], ["v"], name="v"),
              n("Transpose", ["k"], ["kt"], name="kt", perm=[0, 2, 1]),
              n("MatMul", ["q", "kt"], ["s"], name="scores"), n("Div", ["s", "four"], ["s2"], name="scale"),
@@ -155,7 +159,8 @@ def transformer_model(rng: np.random.Generator):
              n("ReduceMean", ["d2"], ["var"], name="var", axes=[-1], keepdims=1),
              n("Add", ["var", "eps"], ["ve"], name="var_eps"), n("Sqrt", ["ve"], ["sd"], name="std"),
              n("Div", ["d", "sd"], ["y"], name="normalize")]
-    return make(nodes, [h.make_tensor_value_info("x", TP.FLOAT, [1, 8, 16])],
+    return make(nodes, [h.make_tensor_value_info("x0", TP.FLOAT, [1, 8, 16]),
+                        h.make_tensor_value_info("ids", TP.INT64, [1, 8])],
                 [h.make_tensor_value_info("y", TP.FLOAT, [1, 8, 16])], inits, "transformer")
 
 
@@ -895,8 +900,12 @@ def _random_inputs(infos, rng: np.random.Generator) -> Optional[list]:
             a = rng.standard_normal(shape).astype(dt)
         elif dt.kind == "b":
             a = rng.random(shape) < 0.5
-        elif dt.kind in "iu":
+        elif dt.kind in "iu":  # small indices, now and then some far out of range
+            info = np.iinfo(dt)
             a = rng.integers(0, 3, size=shape).astype(dt)
+            if a.size and rng.random() < 0.3:
+                v = [int(info.max), int(info.min), 1000, -1000][int(rng.integers(4))]
+                a.reshape(-1)[rng.integers(0, a.size)] = min(max(v, int(info.min)), int(info.max))
         else:
             a = np.zeros(shape, dt)
         arrays.append(a)
