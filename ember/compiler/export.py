@@ -16,6 +16,7 @@ import numpy as np
 
 from ..codegen.llvm.build import find_cc
 from ..errors import CompileError
+from ..runtime.verify import seal
 
 PROGRAM_SYMBOL = "__ember_program"
 WEIGHTS_SYMBOL = "__ember_weights"
@@ -78,6 +79,7 @@ def export(exe, path: str) -> str:
             res = subprocess.run(cmd, capture_output=True, text=True)
             if res.returncode != 0:
                 raise CompileError(f"export failed ({' '.join(cmd)}):\n{res.stderr.strip()}")
+    seal(out)
     return out
 
 

@@ -27,6 +27,7 @@ from .call import data_pointer
 from .ndarray import numpy_dtype
 from .lanes import LANES
 from .pool import MemoryInfo, RunPool, RunState
+from .verify import verify_program
 
 RUNNER_SYMBOL = "__ember_run_program"  # defined by ember.codegen.llvm.program in every kernel library
 
@@ -57,7 +58,10 @@ class Executable:
     ``intermediate_bytes``.
     """
 
-    def __init__(self, module, program: dict, constants: Sequence[np.ndarray]):
+    def __init__(self, module, program: dict, constants: Sequence[np.ndarray], where: str = "program"):
+        # every slot, offset and call is checked once here, so runs index without checks (a
+        # loaded export's program is untrusted data; a compiled one is checked all the same)
+        verify_program(program, module, constants=constants, where=where)
         self.module = module
         self.program = program
         self.constants = [_contiguous(c) for c in constants]
@@ -82,6 +86,7 @@ class Executable:
         self._kernel_sources: list = []
         self.kernel_sources_thunk = None
         self.target = None
+        self.weights_mapped = False  # set by ember.load: the weights are the library's pages
         self._runs_here = False
         self._native = self._native_program()
         # the pool's factory holds the slots and constants, not self: no reference cycle, so
@@ -211,7 +216,7 @@ class Executable:
         return MemoryInfo(weights=weights, arena_per_run=arena, arenas=arenas, pool=arenas * arena,
                           peak_arenas=peak, outputs_per_run=outs, peak=weights + peak * (arena + outs),
                           intermediates=int(self.program.get("intermediate_bytes", arena)),
-                          weights_mapped=bool(getattr(self, "weights_mapped", False)))
+                          weights_mapped=self.weights_mapped)
 
     @property
     def native(self) -> bool:

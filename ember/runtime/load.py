@@ -1,5 +1,11 @@
 """Load an exported model (``ember.load("model.so")``): kernels, program and weights from one
-shared library, with ctypes and numpy only. The weights stay in the library's mapped pages."""
+shared library, with ctypes and numpy only. The weights stay in the library's mapped pages.
+
+Nothing from the file is used before it is checked (:mod:`ember.runtime.verify`): the
+integrity trailer before ``dlopen``, then the kernel metadata, the constant table and the
+program, each field against the others. A library is native code and loading it runs it:
+these checks catch damage, not malice.
+"""
 from __future__ import annotations
 
 import ctypes
@@ -8,9 +14,11 @@ import os
 
 import numpy as np
 
-from ..errors import EmberError
+from ..errors import EmberError, ModelError
 from .executable import Executable, TensorInfo
 from .module import Module
+from .ndarray import numpy_dtype
+from .verify import check_seal, verify_constant_layout
 
 PROGRAM_SYMBOL = "__ember_program"
 WEIGHTS_SYMBOL = "__ember_weights"
@@ -18,10 +26,14 @@ WEIGHTS_END_SYMBOL = "__ember_weights_end"
 
 
 def load(path: str) -> Executable:
-    """The Executable exported to ``path`` by ``exe.export(path)``."""
-    path = os.fspath(path)
+    """The Executable exported to ``path`` by ``exe.export(path)``.
+
+    Raises :class:`ModelError` for a truncated, corrupted or malformed export, before any
+    offset from it is used."""
+    path = os.path.abspath(os.fspath(path))
     if not os.path.isfile(path):
         raise EmberError(f"{path}: no such file")
+    check_seal(path)
     module = Module(path)
     lib = module._lib
     try:
@@ -31,17 +43,26 @@ def load(path: str) -> Executable:
     except ValueError:
         raise EmberError(f"{path} is an Ember kernel library but not an exported model "
                          f"(no program inside); load it with ember.runtime.load_module") from None
-    program = json.loads(ctypes.string_at(ctypes.addressof(prog)).decode("utf-8"))
+    if end < start:
+        raise ModelError(f"{path}: the weights end before they start")
+    try:
+        program = json.loads(ctypes.string_at(ctypes.addressof(prog)).decode("utf-8"))
+    except ValueError as exc:  # UnicodeDecodeError is one
+        raise ModelError(f"{path}: its program is not JSON ({exc})") from None
+    if not isinstance(program, dict):
+        raise ModelError(f"{path}: its program is not a JSON object")
+    layout = verify_constant_layout(program.get("constants", []), end - start, f"{path}: program")
     blob = np.ctypeslib.as_array((ctypes.c_uint8 * max(1, end - start)).from_address(start))
     constants = []
-    for c in program["constants"]:
-        dt = np.dtype(c["dtype"])
-        n = int(np.prod(c["shape"], dtype=np.int64))
-        constants.append(blob[c["offset"]: c["offset"] + n * dt.itemsize].view(dt).reshape(c["shape"]))
-    exe = Executable(module, program, constants)
+    for off, shape, dtype in layout:
+        dt = numpy_dtype(dtype)
+        n = int(np.prod(shape, dtype=np.int64))
+        constants.append(blob[off: off + n * dt.itemsize].view(dt).reshape(shape))
+    exe = Executable(module, program, constants, where=f"{path}: program")
     names = program.get("output_names")
     if names:
         exe.output_info = [TensorInfo(n, i.shape, i.dtype) for n, i in zip(names, exe.output_info)]
+    exe.weights_mapped = True
     return exe
 
 

@@ -13,8 +13,9 @@ import shutil
 import tempfile
 from typing import Iterator, Optional, Union
 
-from ..errors import ArgumentError, EmberError
+from ..errors import ArgumentError, EmberError, ModelError
 from .kernel import Kernel
+from .verify import verify_metadata
 
 METADATA_SYMBOL = "__ember_metadata"
 
@@ -24,7 +25,10 @@ def read_metadata(lib: ctypes.CDLL, path: str) -> str:
         sym = ctypes.c_char.in_dll(lib, METADATA_SYMBOL)
     except ValueError:
         raise EmberError(f"{path} is not an Ember kernel library (no {METADATA_SYMBOL} symbol)") from None
-    return ctypes.string_at(ctypes.addressof(sym)).decode("utf-8")
+    try:
+        return ctypes.string_at(ctypes.addressof(sym)).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ModelError(f"{path}: its kernel metadata is not UTF-8 ({exc})") from None
 
 
 class Module:
@@ -39,10 +43,19 @@ class Module:
         except OSError as exc:
             raise EmberError(f"cannot load kernel library {self.path}: {exc}") from exc
         text = metadata if metadata is not None else read_metadata(self._lib, self.path)
-        self.metadata = json.loads(text)
+        try:
+            self.metadata = json.loads(text)
+        except ValueError as exc:
+            raise ModelError(f"{self.path}: its kernel metadata is not JSON ({exc})") from None
+        verify_metadata(self.metadata, self.path)
         self._kernels = {}
         for k in self.metadata["kernels"]:
-            self._kernels[k["name"]] = Kernel(self, getattr(self._lib, k["name"]), k)
+            try:
+                fn = getattr(self._lib, k["name"])
+            except AttributeError:
+                raise ModelError(f"{self.path}: kernel {k['name']!r} is in the metadata but not in "
+                                 f"the library") from None
+            self._kernels[k["name"]] = Kernel(self, fn, k)
 
     @property
     def kernel_names(self) -> list:

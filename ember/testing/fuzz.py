@@ -52,6 +52,8 @@ from typing import Callable, Dict, List, Optional
 
 import numpy as np
 
+from ..runtime.verify import DTYPES, reseal
+
 OUTCOMES = ("ok", "ember_error", "other_exception", "crash", "hang")
 FAILURES = ("other_exception", "crash", "hang")
 KINDS = ("onnx", "export")
@@ -709,6 +711,14 @@ def elf_regions(data: bytes) -> Dict[str, tuple]:
             continue
         if isinstance(doc, dict):
             out[f"json:{a}"] = (a, z)
+            if isinstance(doc.get("constants"), list) and "calls" in doc:  # the program: weights follow
+                try:
+                    w0 = -(-(z + 1) // 64) * 64
+                    size = max((c["offset"] + math.prod(c["shape"]) * DTYPES.get(c["dtype"], 1)
+                                for c in doc["constants"]), default=0)
+                    out["weights"] = (w0, min(n, w0 + size))
+                except (TypeError, KeyError, ValueError, AttributeError):
+                    pass  # a mutated program: no weights region
     return out
 
 
@@ -772,10 +782,16 @@ def mutate_json(doc, rng: random.Random) -> str:
     return f"json {label}: {v!r:.40} -> {parent[key]!r:.40}"
 
 
-def mutate_export(data: bytes, rng: random.Random, regions: Dict[str, tuple], others: List[bytes]) -> tuple:
-    """One mutation of an exported library: ``(bytes, description)``."""
+def mutate_export(data: bytes, rng: random.Random, regions: Dict[str, tuple], others: List[bytes],
+                  may_reseal: bool = True) -> tuple:
+    """One mutation of an exported library: ``(bytes, description)``. ``may_reseal``: whether the
+    bytes hold no change to code (only then may a change to data be resealed)."""
     r = rng.random()
     jsons = [k for k in regions if k.startswith("json:")]
+    # A change to the program, the metadata or the weights is resealed (the trailer's checksum
+    # made anew) most of the time: the checksum alone would catch it, and the structure checks
+    # behind it need testing too. Code is never resealed: a library is native code, and loading
+    # code changed consistently runs it (ember.load checks integrity, not trust).
     if r < 0.3 and jsons:  # a field of the program or the metadata, written back in place
         a, z = regions[rng.choice(jsons)]
         doc = json.loads(data[a:z].decode("utf-8"))
@@ -783,8 +799,16 @@ def mutate_export(data: bytes, rng: random.Random, regions: Dict[str, tuple], ot
         for sep in ((", ", ": "), (",", ":")):
             text = json.dumps(doc, separators=sep).encode("utf-8")
             if len(text) <= z - a:
-                return data[:a] + text.ljust(z - a) + data[z:], f"{d} (json at {a})"
+                out = data[:a] + text.ljust(z - a) + data[z:]
+                if may_reseal and rng.random() < 0.8:
+                    return reseal(out), f"{d} (json at {a}, resealed)"
+                return out, f"{d} (json at {a})"
         return data, f"{d} (did not fit, not written)"
+    if r < 0.4 and "weights" in regions and regions["weights"][1] > regions["weights"][0]:
+        a, z = regions["weights"]
+        m = rng.choice([flip_bits, overwrite_interesting, overwrite_random])
+        out, d = m(data, rng, a, z)
+        return (reseal(out), f"weights: {d} (resealed)") if may_reseal else (out, f"weights: {d}")
     if r < 0.75 and regions:  # bytes inside one ELF region
         name = rng.choice(sorted(regions))
         a, z = regions[name]
@@ -839,9 +863,11 @@ class Corpus:
             data, muts = mutate_onnx(seeds[source], rng, others)
         else:
             data, muts = seeds[source], []
+            data_only = True  # no change outside the program, metadata and weights so far
             for _ in range(rng.choice([1, 1, 1, 2, 3])):
                 regions = self.regions[source] if not muts else elf_regions(data)
-                data, d = mutate_export(data, rng, regions, others)
+                data, d = mutate_export(data, rng, regions, others, may_reseal=data_only)
+                data_only = data_only and d.startswith(("json", "weights:"))
                 muts.append(d)
         return Case(kind, index, rng.getrandbits(32), source, muts, data)
 
@@ -1317,7 +1343,15 @@ def fuzz(*, kind: str = "both", seed: int = 0, minutes: Optional[float] = None, 
                 next_index[0] += 1
             return corpus.make_case(kinds[i % len(kinds)], seed, i)
 
+        errors: list = []
+
         def work(zygote: Zygote) -> None:
+            try:
+                work_on(zygote)
+            except BaseException as exc:  # noqa: B036 - the fuzzer's own bug: raised after the join
+                errors.append(exc)
+
+        def work_on(zygote: Zygote) -> None:
             while True:
                 case = take()
                 if case is None:
@@ -1349,6 +1383,8 @@ def fuzz(*, kind: str = "both", seed: int = 0, minutes: Optional[float] = None, 
             th.start()
         for th in threads:
             th.join()
+        if errors:
+            raise errors[0]
     finally:
         summary.seconds = time.monotonic() - t0
         for z in zygotes:

@@ -32,6 +32,15 @@ def test_short_fuzz_of_onnx_models_finds_no_crash_hang_or_other_exception(tmp_pa
     assert not summary.records, _failures(summary)
 
 
+def test_short_fuzz_of_exports_finds_no_crash_hang_or_other_exception(tmp_path):
+    # damage the checksum catches, and (resealed) damage to the program, metadata and weights
+    # that the structure checks behind it must catch
+    summary = F.fuzz(kind="export", seed=CI_SEED, max_cases=150, out=str(tmp_path))
+    assert summary.cases == 150
+    assert summary.total("ok") > 5 and summary.total("ember_error") > 50
+    assert not summary.records, _failures(summary)
+
+
 # -- the runner ---------------------------------------------------------------------------------
 
 def test_each_outcome_is_told_apart_in_the_child(tmp_path):

@@ -1,0 +1,347 @@
+"""Checks that run once, before a program or a kernel library is trusted.
+
+An exported model is a shared library holding native code, a program (JSON) and weights. Two
+kinds of check run before ``ember.load`` uses any offset from it:
+
+- **Integrity** (:func:`seal`, :func:`check_seal`): ``export`` appends a trailer to the
+  library -- a SHA-256 of every byte before it, and that length -- and ``load`` recomputes it
+  before ``dlopen`` sees the file, so a truncated or corrupted file (program, metadata,
+  weights, code) is a :class:`ModelError`, never a crash inside the loader or a kernel.
+- **Structure** (:func:`verify_metadata`, :func:`verify_program`): every field the runtime
+  reads is of the right type and in range -- dtypes among Ember's, shapes of non-negative
+  ints, every slot index, arena range and weights range in bounds, every call's arity, dtypes
+  and shapes equal to its kernel's parameters, written arguments in writable memory that no
+  other argument of the call overlaps. The same checks run on every freshly compiled program,
+  so they are checked against the compiler's own output all the time.
+
+This is integrity, not trust: a library is native code, and loading it runs it (its
+constructors run at ``dlopen``). Load exports only from sources you would run a program from.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+from typing import Any, Optional, Sequence
+
+from ..errors import ModelError
+
+# the dtypes a kernel or a slot may have (ember.loop.dtype.SCALAR_TYPES; the runtime does not
+# import the loop IR)
+DTYPES = {"bool": 1, "int8": 1, "int16": 2, "int32": 4, "int64": 8, "uint8": 1, "uint16": 2,
+          "uint32": 4, "uint64": 8, "float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
+SLOT_KINDS = ("input", "const", "arena", "output", "view")
+MAX_BYTES = 1 << 48  # no tensor or arena is larger: a size past it is a corrupted field
+ARENA_ALIGN = 64  # the arena's base and every constant of an export are 64-byte aligned
+
+SEAL_MAGIC = b"EMBERSL1"
+_SEAL = struct.Struct("<32sQ8s")  # sha256 of the bytes before the trailer, their count, magic
+
+
+# -- integrity --------------------------------------------------------------------------------
+
+def _digest(f, n: int) -> bytes:
+    h = hashlib.sha256()
+    left = n
+    while left:
+        chunk = f.read(min(left, 1 << 22))
+        if not chunk:
+            break
+        h.update(chunk)
+        left -= len(chunk)
+    return h.digest()
+
+
+def seal(path: str) -> None:
+    """Append the integrity trailer to the library at ``path`` (done by ``export``)."""
+    with open(path, "r+b") as f:
+        n = f.seek(0, os.SEEK_END)
+        f.seek(0)
+        digest = _digest(f, n)
+        f.seek(n)
+        f.write(_SEAL.pack(digest, n, SEAL_MAGIC))
+
+
+def reseal(data: bytes) -> bytes:
+    """``data`` (an export's bytes, sealed or not) with a fresh trailer. For tests and the fuzzer:
+    they change an export's contents consistently, to reach the structure checks behind the
+    checksum."""
+    if len(data) >= _SEAL.size and data[-8:] == SEAL_MAGIC:
+        data = data[:-_SEAL.size]
+    return data + _SEAL.pack(hashlib.sha256(data).digest(), len(data), SEAL_MAGIC)
+
+
+def check_seal(path: str) -> None:
+    """Raise :class:`ModelError` unless ``path`` ends in a trailer whose checksum and length
+    match the bytes before it."""
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as f:
+            if size < _SEAL.size + 64:
+                raise ModelError(f"{path}: {size} bytes is too short to be an exported Ember model "
+                                 f"(truncated?)")
+            f.seek(size - _SEAL.size)
+            digest, n, magic = _SEAL.unpack(f.read(_SEAL.size))
+            if magic != SEAL_MAGIC:
+                raise ModelError(f"{path} has no Ember export trailer: it is truncated, was modified "
+                                 f"after export (stripped?), or is not an exported model")
+            if n != size - _SEAL.size:
+                raise ModelError(f"{path} is {size} bytes but was exported as {n + _SEAL.size}: "
+                                 f"truncated or extended")
+            f.seek(0)
+            if _digest(f, n) != digest:
+                raise ModelError(f"{path} is corrupted: its checksum does not match the one written "
+                                 f"at export (program, metadata, weights or code changed)")
+            f.seek(0)
+            if f.read(4) != b"\x7fELF":
+                raise ModelError(f"{path} is not a shared library (no ELF header)")
+    except OSError as exc:
+        raise ModelError(f"cannot read {path}: {exc}") from exc
+
+
+# -- structure --------------------------------------------------------------------------------
+
+class _Checker:
+    def __init__(self, where: str):
+        self.where = where
+
+    def fail(self, what: str):
+        raise ModelError(f"{self.where}: {what}")
+
+    def dict(self, v, what: str, keys: Sequence[str] = ()) -> dict:
+        if not isinstance(v, dict):
+            self.fail(f"{what} must be an object, got {type(v).__name__}")
+        for k in keys:
+            if k not in v:
+                self.fail(f"{what} has no {k!r}")
+        return v
+
+    def list(self, v, what: str) -> list:
+        if not isinstance(v, list):
+            self.fail(f"{what} must be a list, got {type(v).__name__}")
+        return v
+
+    def str(self, v, what: str) -> str:
+        if not isinstance(v, str):
+            self.fail(f"{what} must be a string, got {type(v).__name__}")
+        return v
+
+    def int(self, v, what: str, lo: int = 0, hi: int = MAX_BYTES) -> int:
+        if isinstance(v, bool) or not isinstance(v, int) or not lo <= v < hi:
+            self.fail(f"{what} must be an integer in [{lo}, {hi}), got {v!r:.40}")
+        return v
+
+    def dtype(self, v, what: str) -> str:
+        if v not in DTYPES:
+            self.fail(f"{what} has dtype {v!r:.40}; an Ember dtype is one of {', '.join(DTYPES)}")
+        return v
+
+    def shape(self, v, what: str) -> tuple:
+        self.list(v, f"{what}'s shape")
+        if len(v) > 32:
+            self.fail(f"{what} has rank {len(v)}")
+        return tuple(self.int(d, f"{what}'s shape entry {k}") for k, d in enumerate(v))
+
+    def tensor(self, v, what: str) -> tuple:
+        """(shape, dtype, bytes) of a {shape, dtype} entry."""
+        shape, dtype = self.shape(v.get("shape"), what), self.dtype(v.get("dtype"), what)
+        n = DTYPES[dtype]
+        for d in shape:
+            n *= d
+        if n >= MAX_BYTES:
+            self.fail(f"{what} of shape {shape} {dtype} is {n} bytes")
+        return shape, dtype, n
+
+
+def _check_dim(c: _Checker, e, what: str, depth: int = 0) -> None:
+    if depth > 16:
+        c.fail(f"{what} nests too deep")
+    if e is None or isinstance(e, str) or (isinstance(e, int) and not isinstance(e, bool)):
+        return
+    if (isinstance(e, list) and len(e) == 3 and e[0] in ("Add", "Sub", "Mul", "FloorDiv", "FloorMod", "Min", "Max")):
+        _check_dim(c, e[1], what, depth + 1)
+        _check_dim(c, e[2], what, depth + 1)
+        return
+    c.fail(f"{what} is not a dimension: {e!r:.60}")
+
+
+def verify_metadata(meta: Any, path: str) -> None:
+    """Check a kernel library's metadata (``__ember_metadata``) before kernels are made from it."""
+    c = _Checker(f"{path}: kernel metadata")
+    c.dict(meta, "the metadata", ("kernels",))
+    names = set()
+    for k, kern in enumerate(c.list(meta["kernels"], "kernels")):
+        c.dict(kern, f"kernel #{k}", ("name", "params"))
+        name = c.str(kern["name"], f"kernel #{k}'s name")
+        if not name.isidentifier() or name in names:
+            c.fail(f"kernel #{k}'s name {name!r:.60} is not a unique identifier")
+        names.add(name)
+        for j, p in enumerate(c.list(kern["params"], f"kernel {name!r}'s params")):
+            what = f"kernel {name!r} parameter #{j}"
+            c.dict(p, what, ("kind", "name", "dtype"))
+            c.str(p["name"], f"{what}'s name")
+            c.dtype(p["dtype"], what)
+            if p["kind"] == "buffer":
+                for key in ("shape", "strides"):
+                    dims = p.get(key)
+                    if dims is None and key == "strides":
+                        continue
+                    for i, d in enumerate(c.list(dims, f"{what}'s {key}")):
+                        _check_dim(c, d, f"{what}'s {key} entry {i}")
+                align = p.get("align", 1)
+                c.int(align, f"{what}'s alignment", 1, 4097)
+                if align & (align - 1):
+                    c.fail(f"{what}'s alignment {align} is not a power of two")
+            elif p["kind"] == "scalar":
+                if p.get("abi") not in ("double", "int64"):
+                    c.fail(f"{what} has scalar ABI {p.get('abi')!r:.40}")
+            else:
+                c.fail(f"{what} has kind {p['kind']!r:.40}")
+
+
+def verify_program(program: Any, module, n_constants: Optional[int] = None,
+                   constants: Optional[Sequence] = None, where: str = "program") -> None:
+    """Check an executable's program against its kernels (``module``, or None when it has none)
+    before any slot, offset or call of it is used. ``constants``: the arrays the ``const`` slots
+    index (their shapes and dtypes must match), or just their count."""
+    c = _Checker(where)
+    c.dict(program, "the program", ("inputs", "outputs", "slots", "calls", "arena_bytes"))
+    arena_bytes = c.int(program["arena_bytes"], "arena_bytes")
+    if constants is not None:
+        n_constants = len(constants)
+    slots = c.list(program["slots"], "slots")
+    info = []  # (kind, shape, dtype, nbytes, root slot, arena range or None)
+    for k, s in enumerate(slots):
+        what = f"slot {k}"
+        c.dict(s, what, ("kind", "shape", "dtype"))
+        kind = s["kind"]
+        if kind not in SLOT_KINDS:
+            c.fail(f"{what} has kind {kind!r:.40}; a slot is one of {', '.join(SLOT_KINDS)}")
+        shape, dtype, n = c.tensor(s, what)
+        root, rng = k, None
+        if kind == "const":
+            if n_constants is None:
+                c.fail(f"{what} is a constant but the program has none")
+            i = c.int(s.get("index"), f"{what}'s constant index", 0, n_constants)
+            if constants is not None:
+                a = constants[i]
+                if tuple(a.shape) != shape or str(a.dtype) != dtype:
+                    c.fail(f"{what} is constant {i} as {shape} {dtype}, but that constant is "
+                           f"{tuple(a.shape)} {a.dtype}")
+        elif kind == "arena":
+            off = c.int(s.get("offset"), f"{what}'s arena offset")
+            if off + n > arena_bytes:
+                c.fail(f"{what} ({n} bytes at offset {off}) runs past the arena's {arena_bytes} bytes")
+            rng = (off, off + n)
+        elif kind == "view":
+            base = c.int(s.get("base"), f"{what}'s base", 0, k)  # a view comes after its base
+            bkind, _, _, bn, root, rng = info[base]
+            if bkind == "view":
+                c.fail(f"{what} is a view of slot {base}, itself a view")
+            if bn != n:
+                c.fail(f"{what} views slot {base} ({bn} bytes) as {shape} {dtype} ({n} bytes)")
+        info.append((kind, shape, dtype, n, root, rng))
+
+    def io(entries, what: str, kinds: tuple) -> list:
+        out = []
+        for k, e in enumerate(c.list(entries, what)):
+            w = f"{what[:-1]} #{k}"
+            c.dict(e, w, ("name", "shape", "dtype", "slot"))
+            c.str(e["name"], f"{w}'s name")
+            shape, dtype, _ = c.tensor(e, w)
+            s = c.int(e["slot"], f"{w}'s slot", 0, len(slots))
+            if info[s][0] not in kinds or info[s][1:3] != (shape, dtype):
+                c.fail(f"{w} ({shape} {dtype}) is slot {s}, a {info[s][0]} of {info[s][1]} {info[s][2]}")
+            out.append(s)
+        return out
+
+    in_slots = io(program["inputs"], "inputs", ("input",))
+    if sorted(in_slots) != sorted(k for k, i in enumerate(info) if i[0] == "input") or \
+            len(set(in_slots)) != len(in_slots):
+        c.fail("the input slots and the inputs do not match one to one")
+    io(program["outputs"], "outputs", SLOT_KINDS)
+    for k, o in enumerate(program["outputs"]):
+        copy = o.get("copy", False)
+        if not isinstance(copy, bool):
+            c.fail(f"output #{k}'s copy flag must be true or false")
+        if not copy and info[o["slot"]][0] != "output":
+            c.fail(f"output #{k} is not copied, so its slot {o['slot']} must be an output slot")
+    names = program.get("output_names")
+    if names is not None:
+        if len(c.list(names, "output_names")) != len(program["outputs"]):
+            c.fail("output_names and outputs differ in length")
+        for k, n in enumerate(names):
+            c.str(n, f"output name #{k}")
+
+    calls = c.list(program["calls"], "calls")
+    if calls and module is None:
+        c.fail("the program calls kernels but has no kernel library")
+    for k, call in enumerate(calls):
+        c.dict(call, f"call {k}", ("kernel", "args"))
+        name = c.str(call["kernel"], f"call {k}'s kernel")
+        if name not in module:
+            c.fail(f"call {k} names kernel {name!r:.60}, which the library does not have")
+        kern = module[name]
+        args = c.list(call["args"], f"call {k}'s args")
+        what = f"call {k} ({name})"
+        if kern._explicit or len(args) != len(kern._bufs):
+            c.fail(f"{what} passes {len(args)} argument(s) to {kern.signature()}")
+        written = []
+        for j, (a, p) in enumerate(zip(args, kern._bufs)):
+            a = c.int(a, f"{what}'s argument {j}", 0, len(slots))
+            kind, shape, dtype, _, root, rng = info[a]
+            if dtype != p.dtype_name or len(shape) != p.ndim or \
+                    any(isinstance(d, int) and d != g for d, g in zip(p.shape, shape)):
+                c.fail(f"{what} passes slot {a} ({shape} {dtype}) as {p.name!r}, which is "
+                       f"{[d if isinstance(d, int) else '?' for d in p.shape]} {p.dtype_name}")
+            if p.strides is not None:  # slots are C-contiguous: a kernel with other strides
+                for d, (want, got) in enumerate(zip(p.strides, _c_strides(shape))):
+                    if isinstance(want, int) and shape[d] > 1 and want != got:
+                        c.fail(f"{what}: {p.name!r} needs strides {p.strides}, slot {a} is C-contiguous")
+            if rng is not None and p.align_mask and (rng[0] & p.align_mask):
+                c.fail(f"{what}: slot {a} at arena offset {rng[0]} is not {p.align_mask + 1}-byte aligned "
+                       f"as {p.name!r} needs")
+            if p.output:
+                if info[root][0] not in ("arena", "output"):
+                    c.fail(f"{what} writes {p.name!r} into slot {a}, a {info[root][0]} (read-only)")
+                written.append((j, a, root, rng))
+        # a written argument shares no memory with any other argument of the call
+        for j, a, root, rng in written:
+            for i, b in enumerate(args):
+                if i == j:
+                    continue
+                _, _, _, _, broot, brng = info[b]
+                same = broot == root if rng is None or brng is None else \
+                    (rng[0] < brng[1] and brng[0] < rng[1] and rng[1] > rng[0] and brng[1] > brng[0])
+                if same:
+                    c.fail(f"{what} writes argument {j} (slot {a}) over the memory of argument {i} "
+                           f"(slot {b})")
+
+
+def _c_strides(shape: tuple) -> list:
+    out, acc = [], 1
+    for d in reversed(shape):
+        out.append(acc)
+        acc *= max(d, 1)
+    return out[::-1]
+
+
+def verify_constant_layout(layout: Any, blob_bytes: int, where: str) -> list:
+    """Check an export's constant table (offsets into the weights blob); returns
+    ``[(offset, shape, dtype)]``."""
+    c = _Checker(where)
+    out = []
+    for k, e in enumerate(c.list(layout, "constants")):
+        w = f"constant {k}"
+        c.dict(e, w, ("offset", "shape", "dtype"))
+        shape, dtype, n = c.tensor(e, w)
+        off = c.int(e["offset"], f"{w}'s offset")
+        if off % ARENA_ALIGN:
+            c.fail(f"{w}'s offset {off} is not {ARENA_ALIGN}-byte aligned")
+        if off + n > blob_bytes:
+            c.fail(f"{w} ({n} bytes at offset {off}) runs past the {blob_bytes} bytes of weights")
+        out.append((off, shape, dtype))
+    return out
+
+
+__all__ = ["check_seal", "reseal", "seal", "verify_constant_layout", "verify_metadata", "verify_program"]
