@@ -13,12 +13,15 @@ Sharing the cores. Every parallel loop opens an OpenMP region of ``threads_per_r
 that each open a 2-thread region on 2 cores oversubscribe them: libgomp's workers spin while
 they wait, and both runs slow down far more than 2x. So at most ``max_concurrent_runs`` runs
 execute at once (default: cores // threads_per_run, which is 1 with the default of all cores
-per run); further callers wait, without holding the GIL, for a free turn. For throughput on
+per run); further callers wait, without holding the GIL, for a turn, first come first served
+(:class:`FairGate`). For throughput on
 small models, run single-threaded and concurrently: ``threads_per_run=1`` (the concurrency
 then defaults to one run per core).
 """
 from __future__ import annotations
 
+import _thread
+import collections
 import contextlib
 import ctypes
 import dataclasses
@@ -108,6 +111,39 @@ class MemoryInfo:
                 f"peak {mib(self.peak)}")
 
 
+class FairGate:
+    """A counting semaphore that admits in arrival order. A release hands the turn straight to
+    the longest waiter, so a client that releases and asks again at once (a serving loop) waits
+    behind the others instead of barging ahead of them (threading.Semaphore lets it: with 4
+    clients on ResNet-50 that made p99 latency 4x the median)."""
+
+    def __init__(self, turns: int):
+        self._turns = turns
+        self._lock = threading.Lock()
+        self._waiters: collections.deque = collections.deque()
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiters)
+
+    def acquire(self) -> None:
+        with self._lock:
+            if self._turns > 0 and not self._waiters:
+                self._turns -= 1
+                return
+            turn = _thread.allocate_lock()
+            turn.acquire()
+            self._waiters.append(turn)
+        turn.acquire()  # released by the release() that hands this waiter its turn
+
+    def release(self) -> None:
+        with self._lock:
+            if self._waiters:
+                self._waiters.popleft().release()
+            else:
+                self._turns += 1
+
+
 class RunPool:
     """Hands each run a :class:`RunState` of its own and bounds how many run at once."""
 
@@ -117,7 +153,7 @@ class RunPool:
         self._lock = threading.Lock()
         self._threads: Optional[int] = None
         self._max: Optional[int] = None
-        self._gate = threading.BoundedSemaphore(self.max_concurrent_runs)
+        self._gate = FairGate(self.max_concurrent_runs)
         self.created = 0
         self.in_flight = 0
         self.peak_in_flight = 0
@@ -143,7 +179,7 @@ class RunPool:
 
     def _reset_gate(self) -> None:
         # runs in flight release the semaphore they acquired; new runs take the new one
-        self._gate = threading.BoundedSemaphore(self.max_concurrent_runs)
+        self._gate = FairGate(self.max_concurrent_runs)
         with self._lock:
             del self._free[self.max_concurrent_runs:]
 
@@ -187,4 +223,4 @@ def _positive(what: str, n) -> Optional[int]:
     return n
 
 
-__all__ = ["MemoryInfo", "RunPool", "RunState", "default_threads", "host_cores"]
+__all__ = ["FairGate", "MemoryInfo", "RunPool", "RunState", "default_threads", "host_cores"]
