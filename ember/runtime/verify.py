@@ -266,6 +266,11 @@ def verify_program(program: Any, module, n_constants: Optional[int] = None,
             c.fail(f"output #{k}'s copy flag must be true or false")
         if not copy and info[o["slot"]][0] != "output":
             c.fail(f"output #{k} is not copied, so its slot {o['slot']} must be an output slot")
+    # an output slot's memory is the new array of exactly one uncopied output (else it has none)
+    direct = [o["slot"] for o in program["outputs"] if not o.get("copy", False)]
+    if sorted(direct) != sorted(k for k, i in enumerate(info) if i[0] == "output") or \
+            len(set(direct)) != len(direct):
+        c.fail("the output slots and the uncopied outputs do not match one to one")
     names = program.get("output_names")
     if names is not None:
         if len(c.list(names, "output_names")) != len(program["outputs"]):

@@ -127,6 +127,8 @@ PROGRAM_DAMAGE = {
     "the output slot is a constant": (
         lambda p: p["outputs"][0].__setitem__("slot", next(k for k, s in enumerate(p["slots"]) if s["kind"] == "const")),
         "output #0"),
+    "an arena slot becomes an output slot of no output": (  # found by the fuzzer: a run had no array for it
+        lambda p: _first_arena_slot(p).__setitem__("kind", "output"), "output slots and the uncopied outputs"),
     "the arena size is huge": (lambda p: p.__setitem__("arena_bytes", 1 << 60), "arena_bytes"),
     "the calls are not a list": (lambda p: p.__setitem__("calls", {"x": 1}), "calls must be a list"),
 }
