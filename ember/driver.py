@@ -12,11 +12,6 @@ from .loop.passes import default_pipeline
 from .loop.schedule import Schedule
 from .loop.stmt import PrimFunc
 
-# Bump when the loop passes or the code generator change what they produce, so the
-# lowered-program index of the cache (which skips them) stops matching stale libraries.
-# 2: every library carries the native program runner (codegen/llvm/program.py).
-PIPELINE_VERSION = "2"
-
 
 def lower_kernel(sch: Schedule, args: Sequence, name: str = "kernel", attrs: Optional[dict] = None) -> PrimFunc:
     """Lower a schedule and run the loop passes a build runs (unroll, vectorize, simplify)."""
@@ -103,14 +98,34 @@ def loop_nest(func: PrimFunc) -> dict:
 
 
 def _index_key(funcs: list, target) -> str:
-    from . import __version__
-
+    # the sources' digest: the code a library holds besides its kernels (the program runner,
+    # the metadata) and how kernels are emitted change with Ember, not with the loop programs
     h = hashlib.sha256()
-    for part in [f.script() for f in funcs] + [target.triple, target.cpu, target.features,
-                                                __version__, PIPELINE_VERSION]:
+    for part in [f.script() for f in funcs] + [target.triple, target.cpu, target.features, source_digest()]:
         h.update(part.encode("utf-8"))
         h.update(b"\0")
     return h.hexdigest()
+
+
+_SOURCE_DIGEST: list = []
+
+
+def source_digest() -> str:
+    """A hash of every Python file of the ember package (computed once per process): cached
+    libraries are keyed by it, so any change to Ember misses the cache."""
+    if not _SOURCE_DIGEST:
+        root = os.path.dirname(os.path.abspath(__file__))
+        h = hashlib.sha256()
+        for d, dirs, files in sorted(os.walk(root)):
+            dirs.sort()
+            for f in sorted(files):
+                if f.endswith(".py"):
+                    p = os.path.join(d, f)
+                    h.update(os.path.relpath(p, root).encode())
+                    with open(p, "rb") as fh:
+                        h.update(fh.read())
+        _SOURCE_DIGEST.append(h.hexdigest())
+    return _SOURCE_DIGEST[0]
 
 
 def _index_dir() -> str:

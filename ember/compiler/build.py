@@ -3,20 +3,23 @@ constants as read-only arrays, and a static memory plan for the intermediates.""
 from __future__ import annotations
 
 import time
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
 from ..errors import LoweringError, ShapeError
 from ..graph.cost import function_flops, function_ops
 from ..graph.ir import Call, Constant, Function, Module, Tuple, TupleGetItem, Var
-from ..graph.types import TensorType, TupleType
+from ..graph.ops import dims as D
+from ..graph.types import Dim, TensorType, TupleType
 from ..graph.visit import post_order
 from ..loop import dtype as dt
+from ..codegen.llvm.metadata import dim_to_json
 from ..runtime.executable import Executable
-from ..driver import index_lookup, index_store
+from ..runtime.shapes import symbols_of
+from ..driver import index_lookup, index_store, source_digest
 from .group import group_anchor, lower_group
-from .memory_plan import Interval, plan_memory
+from ..runtime.memory_plan import Interval, plan_memory
 
 
 _RELABEL = ("reshape", "squeeze", "unsqueeze", "flatten")
@@ -29,11 +32,22 @@ def is_relabel(fn: Function) -> bool:
             and b.type.dtype == fn.params[0].type.dtype)
 
 
-def _nbytes(t: TensorType) -> int:
+def _nbytes(t: TensorType):
+    """Bytes of a value of type ``t`` (a symbolic dim when its shape is symbolic)."""
     n = dt.nbytes(t.dtype)
     for d in t.shape:
-        n *= int(d)  # Python ints: a huge shape must not wrap around
+        n = D.dim_mul(n, d)  # Python ints: a huge shape must not wrap around
     return n
+
+
+def dim_json(d) -> Any:
+    """A dim as the runtime's JSON dimension (:mod:`ember.runtime.shapes`)."""
+    if isinstance(d, int):
+        return d
+    out = dim_to_json(d.expr)
+    if out is None:
+        raise LoweringError(f"the dimension {d} cannot be evaluated by the runtime")
+    return out
 
 
 def _tensor_types(t) -> list:
@@ -45,14 +59,14 @@ class _Program:
 
     def __init__(self):
         self.slots: list = []
+        self.types: list = []  # the graph type of each slot
         self.calls: list = []
         self.constants: list = []
         self.const_slot: dict = {}
 
     def slot(self, kind: str, t: TensorType, **extra) -> int:
-        if not t.is_static:
-            raise ShapeError(f"value of type {t} has a symbolic shape; compiling needs static shapes")
-        self.slots.append({"kind": kind, "shape": list(t.shape), "dtype": t.dtype, **extra})
+        self.slots.append({"kind": kind, "shape": [dim_json(d) for d in t.shape], "dtype": t.dtype, **extra})
+        self.types.append(t)
         return len(self.slots) - 1
 
     def constant(self, c: Constant) -> int:
@@ -64,11 +78,13 @@ class _Program:
 
 def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] = None,
                      name: str = "model", timings: Optional[dict] = None,
-                     stats: Optional[dict] = None) -> Executable:
+                     stats: Optional[dict] = None, assumptions: Optional[dict] = None) -> Executable:
     """Compile every fused group of ``mod`` (made by ``fuse_ops``) and lay out the program.
 
     ``timings`` gets seconds per phase; ``stats`` per kernel (see ``ember.driver.build``, plus
-    ``schedule``: the group's computes and schedule)."""
+    ``schedule``: the group's computes and schedule). ``assumptions``: what the shape rules
+    assumed of the symbolic dims (``ember.graph.ops.dims.collect_assumptions``); the program
+    checks them when a run binds the symbols."""
     from ..driver import build
 
     main = mod.main
@@ -80,7 +96,8 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
             raise ShapeError(f"input {p.name} must be a tensor, got {p.type}")
         s = prog.slot("input", p.type, name=p.name)
         slot_of[p] = s
-        inputs.append({"name": p.name, "shape": list(p.type.shape), "dtype": p.type.dtype, "slot": s})
+        inputs.append({"name": p.name, "shape": prog.slots[s]["shape"], "dtype": p.type.dtype, "slot": s})
+    symbols = _input_symbols(main)
 
     # kernels: one per distinct group function (identical groups share one)
     kernel_of: dict = {}
@@ -111,13 +128,14 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
             outs = tuple(prog.slot("arena", t) for t in _tensor_types(n.type))
             slot_of[n] = outs if isinstance(n.type, TupleType) else outs[0]
             all_args = args + list(outs)
-            moved = sum(_nbytes(TensorType(tuple(prog.slots[a]["shape"]), prog.slots[a]["dtype"]))
-                        for a in dict.fromkeys(all_args))
+            moved = 0
+            for a in dict.fromkeys(all_args):
+                moved = D.dim_add(moved, _nbytes(prog.types[a]))
             # what the profiler reports: the source nodes, the ops, the work and the traffic
             prog.calls.append({"kernel": kernel_of[fn], "args": all_args, "group": n.op,
                                "nodes": "+".join(n.span) or n.op, "ops": function_ops(fn),
                                "anchor": group_anchor(fn),
-                               "flops": function_flops(fn), "bytes": moved})
+                               "flops": dim_json(function_flops(fn)), "bytes": dim_json(moved)})
             for o in outs:
                 produced_at[o] = len(prog.calls) - 1
         elif isinstance(n, TupleGetItem):
@@ -133,7 +151,7 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
         direct = prog.slots[s]["kind"] == "arena"
         if direct:
             prog.slots[s]["kind"] = "output"
-        outputs.append({"name": names[k] if k < len(names) else f"output_{k}", "shape": list(e.type.shape),
+        outputs.append({"name": names[k] if k < len(names) else f"output_{k}", "shape": prog.slots[s]["shape"],
                         "dtype": e.type.dtype, "slot": s, "copy": not direct})
 
     # memory plan over the arena slots
@@ -144,12 +162,24 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
     values = []
     for s, info in enumerate(prog.slots):
         if info["kind"] == "arena":
-            t = TensorType(tuple(info["shape"]), info["dtype"])
-            values.append(Interval(s, _nbytes(t), produced_at[s], last_use.get(s, produced_at[s])))
-    plan = plan_memory(values)
-    for s, off in plan.offsets.items():
-        prog.slots[s]["offset"] = off
-    _check_memory(prog, values, plan.arena_bytes, outputs, name)
+            live = (produced_at[s], last_use.get(s, produced_at[s]))
+            info["live"] = list(live)
+            values.append(Interval(s, _nbytes(prog.types[s]), *live))
+    for s, info in enumerate(prog.slots):
+        unknown = set(symbols_of(info["shape"], set())) - set(symbols)
+        if unknown:
+            raise ShapeError(f"a value of type {prog.types[s]} depends on {', '.join(sorted(unknown))}, which "
+                             f"no input's shape gives")
+    checks = _checks(assumptions or {}, symbols)
+    if symbols:  # the memory plan is made per run, for the sizes the run binds
+        arena_bytes = total_bytes = None
+        _check_memory(prog, [], 0, [], name)
+    else:
+        plan = plan_memory(values)
+        for s, off in plan.offsets.items():
+            prog.slots[s]["offset"] = off
+        arena_bytes, total_bytes = plan.arena_bytes, plan.total_bytes
+        _check_memory(prog, values, plan.arena_bytes, outputs, name)
 
     # kernels (after the checks: no lowering for a model that cannot run); a warm compile finds
     # the library by the groups alone: no computes, schedules or lowering
@@ -182,7 +212,10 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
         timings["lower groups"] = t1 - t0
         timings["codegen"] = t2 - t1
     program = {"inputs": inputs, "outputs": outputs, "slots": prog.slots, "calls": prog.calls,
-               "arena_bytes": plan.arena_bytes, "intermediate_bytes": plan.total_bytes}
+               "arena_bytes": arena_bytes, "intermediate_bytes": total_bytes}
+    if symbols:
+        program["symbols"] = symbols
+        program["checks"] = checks
     exe = Executable(module, program, prog.constants)
     # what a profiler needs to rebuild the kernels differently (loop instrumentation); after a
     # warm compile they are scheduled only when asked for
@@ -193,6 +226,27 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
                                             for k in (lower_group(fn, g, target) for g, fn in groups)]
     exe.target = target
     return exe
+
+
+def _input_symbols(main: Function) -> list:
+    """The symbols the inputs' shapes bind (a bare symbolic dim of an input), in input order."""
+    out: list = []
+    for p in main.params:
+        for d in p.type.shape:
+            if isinstance(d, Dim) and d.is_symbol and d.expr.name not in out:
+                out.append(d.expr.name)
+    return out
+
+
+def _checks(assumptions: dict, symbols: list) -> list:
+    """The assumptions over the program's symbols, as the runtime's conditions."""
+    out = []
+    for a in assumptions.values():
+        cond = dim_to_json(a.cond)
+        if cond is None or not symbols_of(cond, set()) <= set(symbols):
+            raise ShapeError(f"the model's shapes assume {a.cond}, which the runtime cannot check ({a.why})")
+        out.append({"cond": cond, "what": a.why})
+    return out
 
 
 def _ops(call: dict) -> str:
@@ -240,29 +294,6 @@ def groups_key(groups: list, target) -> str:
         h.update(part.encode("utf-8"))
         h.update(b"\0")
     return h.hexdigest()
-
-
-_SOURCE_DIGEST: list = []
-
-
-def source_digest() -> str:
-    """A hash of every Python file of the ember package (computed once per process)."""
-    if not _SOURCE_DIGEST:
-        import hashlib
-        import os
-
-        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        h = hashlib.sha256()
-        for d, dirs, files in sorted(os.walk(root)):
-            dirs.sort()
-            for f in sorted(files):
-                if f.endswith(".py"):
-                    p = os.path.join(d, f)
-                    h.update(os.path.relpath(p, root).encode())
-                    with open(p, "rb") as fh:
-                        h.update(fh.read())
-        _SOURCE_DIGEST.append(h.hexdigest())
-    return _SOURCE_DIGEST[0]
 
 
 __all__ = ["build_executable"]

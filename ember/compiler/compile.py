@@ -9,6 +9,7 @@ from ..errors import ShapeError
 from ..graph import limits
 from ..graph.infer import infer_types
 from ..graph.ir import Function, Module, Var
+from ..graph.ops.dims import collect_assumptions
 from ..graph.passes import PassContext, PassTimer, default_pipeline
 from ..graph.types import TensorType
 from ..kernels.common import host
@@ -64,11 +65,12 @@ def compile_model(model: Union[str, os.PathLike, bytes, Module, "onnx.ModelProto
     ``exe.compile_times`` holds seconds per phase (import, each pass, lowering, codegen);
     ``exe.compile_profile`` the same per kernel (``.table()`` prints it).
     """
-    with limits.memory_limit(memory_limit):
-        return _compile(model, target, opt_level, input_shapes, disabled_passes, instruments, name)
+    # what the shape rules assume of symbolic dims anywhere in the compile, checked per run
+    with limits.memory_limit(memory_limit), collect_assumptions() as assumed:
+        return _compile(model, target, opt_level, input_shapes, disabled_passes, instruments, name, assumed)
 
 
-def _compile(model, target, opt_level, input_shapes, disabled_passes, instruments, name):
+def _compile(model, target, opt_level, input_shapes, disabled_passes, instruments, name, assumed):
     times: dict = {}
     t0 = time.perf_counter()
     output_names = None
@@ -95,7 +97,7 @@ def _compile(model, target, opt_level, input_shapes, disabled_passes, instrument
     for pname, t in timer.times:
         times[f"pass {pname}"] = t
     stats: dict = {}
-    exe = build_executable(mod, target, output_names, name=name, timings=times, stats=stats)
+    exe = build_executable(mod, target, output_names, name=name, timings=times, stats=stats, assumptions=assumed)
     times["total"] = time.perf_counter() - t0
     exe.compile_times = times
     exe.graph = mod

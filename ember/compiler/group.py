@@ -23,6 +23,7 @@ from typing import Optional
 from ..errors import LoweringError, ShapeError, UnsupportedOpError
 from ..graph.ir import Call, Constant, Function, Tuple, TupleGetItem, Var
 from ..graph.ops import get_op
+from ..graph.ops.compute.common import te_shape
 from ..graph.ops.registry import Pattern
 from ..graph.types import TensorType
 from ..graph.visit import post_order
@@ -45,13 +46,12 @@ class GroupKernel:
     anchor: Optional[str]  # the anchor op's name, if any
 
 
-def _static_shape(t: TensorType, what: str) -> tuple:
+def _te_shape(t: TensorType, what: str) -> tuple:
+    """A parameter's shape for ``te.placeholder``: ints, and the expressions of symbolic dims
+    (their symbols become the kernel's size parameters)."""
     if not isinstance(t, TensorType):
         raise ShapeError(f"{what} must be a tensor, got {t}")
-    if not t.is_static:
-        raise ShapeError(f"{what} has symbolic shape {t}; compiling needs static shapes "
-                         f"(give the input shapes when compiling)")
-    return tuple(t.shape)
+    return te_shape(t)
 
 
 def _new_stages(result, known: set) -> list:
@@ -74,7 +74,7 @@ def compute_group(fn: Function, name: str):
     env: dict = {}
     inputs = []
     for i, p in enumerate(fn.params):
-        t = te.placeholder(_static_shape(p.type, f"parameter {p.name} of {name}"), p.type.dtype, f"p{i}")
+        t = te.placeholder(_te_shape(p.type, f"parameter {p.name} of {name}"), p.type.dtype, f"p{i}")
         env[p] = t
         inputs.append(t)
     known: set = set(inputs)

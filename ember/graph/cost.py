@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 from .ir import Call, Function
+from .ops import dims as D
 from .ops import get_op
 from .ops.registry import Pattern
 from .types import TensorType
@@ -21,12 +22,20 @@ _PER_ELEMENT = {"nn.softmax": 5, "nn.log_softmax": 5, "nn.layer_norm": 8, "nn.in
                 "tanh": 6, "erf": 8, "exp": 4, "log": 4}
 
 
-def _numel(t) -> int:
-    return math.prod(int(d) for d in t.shape) if isinstance(t, TensorType) and t.is_static else 0
+def _numel(t):
+    return D.prod(t.shape) if isinstance(t, TensorType) else 0
 
 
-def call_flops(call: Call) -> int:
-    """FLOPs of one call of a registered op (0 when the op only moves data)."""
+def _prod(*factors):
+    out = 1
+    for f in factors:
+        out = D.dim_mul(out, f)
+    return out
+
+
+def call_flops(call: Call):
+    """FLOPs of one call of a registered op (0 when the op only moves data); a symbolic dim
+    when the shapes are symbolic."""
     op = call.op
     out = _numel(call.type)
     ins = [a.type for a in call.args]
@@ -34,18 +43,18 @@ def call_flops(call: Call) -> int:
         x, w = ins[0], ins[1]
         packed = call.attr("weight_block", 0) or op == "nn.conv2d_nchwc"
         dims = w.shape[1:-1] if packed else w.shape[1:]  # packed: (.., block)
-        per = math.prod(int(d) for d in dims)  # input channels per group x window
+        per = D.prod(dims)  # input channels per group x window
         # transposed: every input element is multiplied into a window of each output channel
         base = _numel(x) if op.endswith("_transpose") else out
-        return 2 * base * per
+        return _prod(2, base, per)
     if op in ("nn.dense", "nn.matmul"):
-        return 2 * out * int(ins[0].shape[-1])
+        return _prod(2, out, ins[0].shape[-1])
     if op.startswith(("nn.max_pool", "nn.avg_pool", "nn.lp_pool")):
-        return out * math.prod(int(k) for k in call.attr("pool_size"))
+        return _prod(out, math.prod(int(k) for k in call.attr("pool_size")))
     if op.startswith(("nn.global_", "nn.lrn")):
         return _numel(ins[0])
     if op in _PER_ELEMENT:
-        return _PER_ELEMENT[op] * out
+        return _prod(_PER_ELEMENT[op], out)
     pattern = get_op(op).pattern
     if pattern == Pattern.REDUCTION:
         return _numel(ins[0])
@@ -54,9 +63,13 @@ def call_flops(call: Call) -> int:
     return 0
 
 
-def function_flops(fn: Function) -> int:
+def function_flops(fn: Function):
     """FLOPs of a fused group: the sum over its calls."""
-    return sum(call_flops(n) for n in post_order(fn.body) if isinstance(n, Call))
+    total = 0
+    for n in post_order(fn.body):
+        if isinstance(n, Call):
+            total = D.dim_add(total, call_flops(n))
+    return total
 
 
 def function_ops(fn: Function) -> list:

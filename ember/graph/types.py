@@ -17,6 +17,9 @@ import numpy as np
 
 from ..errors import DTypeError, ShapeError
 from ..loop import dtype as dt
+from ..loop.expr import Expr as _Expr
+from ..loop.expr import IntImm as _IntImm
+from ..loop.expr import Var as _Var
 from ..loop.node import Node, node
 
 _BARE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -29,23 +32,93 @@ def quote_name(name: str) -> str:
 
 @node
 class Dim(Node):
-    """A symbolic dimension. Dims with the same name are the same (unknown) size.
+    """A symbolic dimension: an integer expression over named sizes.
+
+    ``Dim("batch")`` is the unknown size ``batch``; dims with the same name are the same size.
+    Arithmetic on dims (:mod:`ember.graph.ops.dims`) gives expressions such as ``12*batch`` or
+    ``(h-1)//2+1``, kept in one canonical form so that equal computations give equal dims. The
+    expression is the loop IR's (``int64`` over :class:`~ember.loop.expr.Var` s), so a kernel
+    takes the very same expression as its extent, and the runtime evaluates it per run.
 
     >>> Dim("batch") == Dim("batch"), str(Dim("batch"))
     (True, 'batch')
     """
 
-    name: str
+    expr: object  # an int64 loop-IR Expr over symbol Vars; a str names a symbol
 
     def __post_init__(self):
-        if not isinstance(self.name, str) or not self.name:
-            raise TypeError(f"a Dim's name must be a non-empty string, got {self.name!r}")
+        e = self.expr
+        if isinstance(e, str):
+            if not e:
+                raise TypeError("a Dim's name must be a non-empty string")
+            e = _Var(e)
+        elif not isinstance(e, _Expr) or isinstance(e, _IntImm) or e.dtype != "int64":
+            raise TypeError(f"a Dim is a symbol name or a non-constant int64 expression, got {e!r}")
+        object.__setattr__(self, "expr", e)
+
+    @property
+    def name(self) -> str:
+        """The expression's text (a symbol's name for a plain symbol)."""
+        return dim_text(self.expr)
+
+    def as_expr(self):
+        """The int64 expression (so a Dim can stand wherever the loop IR takes an index)."""
+        return self.expr
+
+    @property
+    def is_symbol(self) -> bool:
+        """True for a plain named size (not an expression)."""
+        return isinstance(self.expr, _Var)
+
+    @property
+    def symbols(self) -> tuple:
+        """The names of the symbols the dim depends on, sorted."""
+        from ..loop.visit import walk
+
+        return tuple(sorted({n.name for n in walk(self.expr) if isinstance(n, _Var)}))
 
     def __str__(self) -> str:
-        return quote_name(self.name)
+        return self.name
 
     def __repr__(self) -> str:
-        return f"Dim({self.name!r})"
+        return f"Dim({self.expr.name!r})" if self.is_symbol else f"Dim.parse({self.name!r})"
+
+    @staticmethod
+    def parse(text: str):
+        """The dim (or int) written as ``text`` in the form ``str`` gives: ``Dim.parse("12*n")``."""
+        from .ops.dims import parse_dim
+
+        return parse_dim(text)
+
+
+_BIN_TEXT = {"Add": "+", "Sub": "-", "Mul": "*", "FloorDiv": "//", "FloorMod": "%"}
+_PREC = {"Add": 1, "Sub": 1, "Mul": 2, "FloorDiv": 2, "FloorMod": 2}
+
+
+def dim_text(e, prec: int = 0) -> str:
+    """Compact text of a dim expression: ``12*n``, ``(h-1)//2+1``, ``max(m,n)``; symbols that
+    are not identifiers are quoted."""
+    t = type(e).__name__
+    if isinstance(e, _IntImm):
+        return str(e.value) if e.value >= 0 or prec == 0 else f"({e.value})"
+    if isinstance(e, _Var):
+        return quote_name(e.name)
+    if t in ("Min", "Max"):
+        return f"{t.lower()}({dim_text(e.a)},{dim_text(e.b)})"
+    if t in _BIN_TEXT:
+        p = _PREC[t]
+        a, b = e.a, e.b
+        if t == "Mul" and isinstance(b, _IntImm) and not isinstance(a, _IntImm):
+            a, b = b, a  # the coefficient first: 12*n
+        if t == "Add" and isinstance(b, _IntImm) and b.value < 0:
+            return _wrap(f"{dim_text(a, p)}-{-b.value}", p, prec)
+        text = f"{dim_text(a, p)}{_BIN_TEXT[t]}{dim_text(b, p + 1)}"
+        return _wrap(text, p, prec)
+    return f"<{t}>"
+
+
+def _wrap(text: str, p: int, prec: int) -> str:
+    return f"({text})" if p < prec else text
 
 
 DimLike = Union[int, Dim, str]

@@ -19,6 +19,8 @@ import time
 from typing import Optional, Sequence
 
 from ..errors import ProfileError
+from ..runtime.executable import explicit_sizes
+from ..runtime.shapes import evaluate
 
 def _short(op: str) -> str:
     return op.split(".")[-1]
@@ -211,12 +213,14 @@ def profile_kernels(exe, inputs: Sequence = (), *, warmup: int = 3, repeat: int 
     sums, plain, events = [], [], []
     origin = clock()
     bound = exe._inputs(tuple(inputs), named)
+    layout = exe._layout(bound)
     for r in range(repeat):
         total = 0.0
         with exe._pool.run() as state:  # an arena of its own: other threads may be running exe
-            vals = exe._values(state, bound)
+            vals = exe._values(state, bound, layout)
             for i, (kernel, args) in enumerate(calls):
-                a = [vals[x] for x in args]  # gathered outside the timed region
+                # gathered outside the timed region
+                a = [vals[x] for x in args] + list(explicit_sizes(kernel, layout.scalars[i]))
                 t0 = clock()
                 kernel(*a)
                 dt = clock() - t0
@@ -233,7 +237,8 @@ def profile_kernels(exe, inputs: Sequence = (), *, warmup: int = 3, repeat: int 
         ops = c.get("ops", [])
         rows.append(KernelRow(kernel=c["kernel"], nodes=c.get("nodes", ""), ops="+".join(_short(o) for o in ops),
                               op_type=_short(c.get("anchor") or "?"), calls=len(ts), total=sum(ts), min=min(ts), max=max(ts),
-                              flops=int(c.get("flops", 0)), bytes=int(c.get("bytes", 0)), index=i,
+                              flops=int(evaluate(c.get("flops", 0), layout.env) or 0),
+                              bytes=int(evaluate(c.get("bytes", 0), layout.env) or 0), index=i,
                               percent=100 * sum(ts) / kernel_total, peak_gflops=peak_gflops))
     return KernelProfile(rows=rows, warmup=warmup, repeat=repeat, latency=statistics.median(plain),
                          kernel_sum=statistics.median(sums), peak_gflops=peak_gflops, peak_gbps=peak_gbps,

@@ -26,7 +26,9 @@ from ..errors import ArgumentError, CompileError, DTypeError, EmberError, ShapeE
 from .call import data_pointer
 from .ndarray import numpy_dtype
 from .lanes import LANES
+from .layout import Layouts, bind_symbols
 from .pool import MemoryInfo, RunPool, RunState
+from .shapes import text
 from .verify import verify_program
 
 RUNNER_SYMBOL = "__ember_run_program"  # defined by ember.codegen.llvm.program in every kernel library
@@ -42,6 +44,19 @@ class TensorInfo:
 
     def __iter__(self):  # unpacks as (name, shape, dtype)
         return iter((self.name, self.shape, self.dtype))
+
+
+def _dims(shape: list) -> tuple:
+    """A program shape for users: ints, symbol names, and the text of expressions."""
+    return tuple(d if isinstance(d, (int, str)) else text(d) for d in shape)
+
+
+def explicit_sizes(kernel, scalars: tuple) -> tuple:
+    """The size arguments a Python call of ``kernel`` takes (those its arrays do not give)."""
+    if not getattr(kernel, "_explicit", ()):
+        return ()
+    named = dict(zip((n for n, _, _ in kernel._scalars), scalars))
+    return tuple(named[n] for n in kernel._explicit)
 
 
 def _contiguous(a) -> np.ndarray:
@@ -68,17 +83,17 @@ class Executable:
         for c in self.constants:
             if c.flags.writeable:
                 c.flags.writeable = False
-        self.input_info = [TensorInfo(i["name"], tuple(i["shape"]), i["dtype"]) for i in program["inputs"]]
-        self.output_info = [TensorInfo(o["name"], tuple(o["shape"]), o["dtype"]) for o in program["outputs"]]
+        self.input_info = [TensorInfo(i["name"], _dims(i["shape"]), i["dtype"]) for i in program["inputs"]]
+        self.output_info = [TensorInfo(o["name"], _dims(o["shape"]), o["dtype"]) for o in program["outputs"]]
         self._slots = program["slots"]
-        # views of inputs are made per run; every other slot's value lives in a RunState
-        self._views = [(k, s["base"], tuple(s["shape"])) for k, s in enumerate(self._slots)
+        self._symbols = list(program.get("symbols", ()))
+        # views of inputs and outputs are made per run; every other slot's value lives in a RunState
+        self._views = [(k, s["base"]) for k, s in enumerate(self._slots)
                        if s["kind"] == "view" and self._slots[s["base"]]["kind"] in ("input", "output")]
         self._calls = [(module[c["kernel"]], tuple(c["args"])) for c in program["calls"]]
         self._input_slots = [i["slot"] for i in program["inputs"]]
-        # per run: a new array for each output a kernel writes; the others are copied out
-        self._out_new = [(o["slot"], tuple(o["shape"]), numpy_dtype(o["dtype"])) for o in program["outputs"]
-                         if self._slots[o["slot"]]["kind"] == "output" and not o["copy"]]
+        self._static_inputs = [i.shape if all(isinstance(d, int) for d in i.shape) else None
+                               for i in self.input_info]
         self._out_take = [(o["slot"], bool(o["copy"])) for o in program["outputs"]]
         self._names = [i.name for i in self.input_info]
         # set by the compiler (absent on a loaded export): [(schedule, args, kernel name)] or a
@@ -88,10 +103,13 @@ class Executable:
         self.target = None
         self.weights_mapped = False  # set by ember.load: the weights are the library's pages
         self._runs_here = False
+        # shapes, memory plan and call arguments per set of symbol values (one, for a static model)
+        self._layouts = Layouts(program, self._calls)
+        self._static = None if self._symbols else self._layouts.get({})
         self._native = self._native_program()
         # the pool's factory holds the slots and constants, not self: no reference cycle, so
         # an executable's memory goes when its last reference does
-        self._pool = RunPool(functools.partial(RunState, self._slots, self.constants, program["arena_bytes"]))
+        self._pool = RunPool(functools.partial(RunState, self._slots, self.constants))
 
     @property
     def kernel_sources(self) -> list:
@@ -122,16 +140,22 @@ class Executable:
         if missing:
             raise ArgumentError(f"missing input(s): {', '.join(missing)}")
         out = []
-        for info, v in zip(self.input_info, values):
+        for info, static, v in zip(self.input_info, self._static_inputs, values):
             a = np.asarray(v)
             want = numpy_dtype(info.dtype)
             if a.dtype != want:
                 raise DTypeError(f"input {info.name!r} must have dtype {info.dtype}, got {a.dtype} "
                                  f"(convert it with .astype(np.{want.name}))")
-            if a.shape != info.shape:
+            if static is not None and a.shape != static:
                 raise ShapeError(f"input {info.name!r} must have shape {info.shape}, got {a.shape}")
             out.append(_contiguous(a))
         return out
+
+    def _layout(self, inputs: list):
+        """The layout of a run on ``inputs`` (checked arrays): its symbols bound from their shapes."""
+        if self._static is not None:
+            return self._static
+        return self._layouts.get(bind_symbols(self.program["inputs"], inputs, self._symbols))
 
     def _check_host(self) -> None:
         """Refuse to run code compiled for another CPU (its instructions would kill the process)."""
@@ -148,16 +172,18 @@ class Executable:
             self._check_host()
         return self._bind(arrays, named)
 
-    def _values(self, state: RunState, inputs: list) -> list:
-        """The array of every slot for one run on ``state``: the checked inputs, new outputs,
-        the state's fixed values (its own arena) and views."""
+    def _values(self, state: RunState, inputs: list, layout) -> list:
+        """The array of every slot for one run on ``state`` (laid out for ``layout``): the checked
+        inputs, new outputs, the state's fixed values (its own arena) and views."""
+        state.prepare(layout)
         vals = list(state.fixed)
         for slot, a in zip(self._input_slots, inputs):
             vals[slot] = a
-        for slot, shape, dtype in self._out_new:
+        for slot, shape, dtype in layout.out_new:
             vals[slot] = np.empty(shape, dtype)
-        for k, base, shape in self._views:
-            vals[k] = vals[base].reshape(shape)
+        shapes = layout.shapes
+        for k, base in self._views:
+            vals[k] = vals[base].reshape(shapes[k])
         return vals
 
     def _outputs(self, vals: list) -> list:
@@ -167,21 +193,24 @@ class Executable:
         """Run the model on numpy arrays (positional in input order, or by name); returns the
         outputs as a list of new numpy arrays.
 
+        Symbolic dimensions (``batch``) take their values from the inputs' shapes; a new set of
+        values is laid out once (shapes, checks, memory plan) and reused by later runs.
         Safe to call from any number of threads at once: each run works in an arena of its own
         from a pool (see :attr:`threads_per_run` and :attr:`max_concurrent_runs` for how
         concurrent runs share the cores), and no output aliases another run's memory."""
         inputs = self._inputs(arrays, named)
+        layout = self._layout(inputs)
         with self._pool.run() as state:
-            vals = self._values(state, inputs)
-            LANES.execute(self._pool.threads_per_run, lambda: self._execute(state, vals))
+            vals = self._values(state, inputs, layout)
+            LANES.execute(self._pool.threads_per_run, lambda: self._execute(state, vals, layout))
             return self._outputs(vals)
 
-    def _execute(self, state: RunState, vals: list) -> None:
+    def _execute(self, state: RunState, vals: list, layout) -> None:
         if self._native is not None:
-            self._run_native(state, vals)
+            self._run_native(state, vals, layout)
         else:
-            for kernel, args in self._calls:
-                kernel(*[vals[a] for a in args])
+            for (kernel, args), sc in zip(self._calls, layout.scalars):
+                kernel(*[vals[a] for a in args], *explicit_sizes(kernel, sc))
 
     @property
     def threads_per_run(self) -> int:
@@ -206,16 +235,20 @@ class Executable:
 
     @property
     def memory_info(self) -> MemoryInfo:
-        """Weights, arena per run, the pool's arenas and the peak (:class:`MemoryInfo`)."""
-        arena = int(self.program["arena_bytes"])
-        outs = sum(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize for _, shape, dtype in self._out_new)
-        outs += sum(int(np.prod(o.shape, dtype=np.int64)) * numpy_dtype(o.dtype).itemsize
-                    for o, (_, copy) in zip(self.output_info, self._out_take) if copy)
+        """Weights, arena per run, the pool's arenas and the peak (:class:`MemoryInfo`); for a
+        model with symbolic shapes, at the largest shapes run so far."""
+        lay = self._static or self._layouts.largest()
+        arena = lay.arena_bytes if lay is not None else 0
+        outs = 0
+        if lay is not None:
+            outs = sum(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize for _, shape, dtype in lay.out_new)
+            outs += sum(int(np.prod(lay.shapes[slot], dtype=np.int64)) * numpy_dtype(o.dtype).itemsize
+                        for o, (slot, copy) in zip(self.output_info, self._out_take) if copy)
         weights = sum(c.nbytes for c in self.constants)
         arenas, peak = self._pool.arenas, self._pool.peak_in_flight
         return MemoryInfo(weights=weights, arena_per_run=arena, arenas=arenas, pool=arenas * arena,
                           peak_arenas=peak, outputs_per_run=outs, peak=weights + peak * (arena + outs),
-                          intermediates=int(self.program.get("intermediate_bytes", arena)),
+                          intermediates=lay.intermediate_bytes if lay is not None else 0,
                           weights_mapped=self.weights_mapped)
 
     @property
@@ -230,10 +263,10 @@ class Executable:
         self._native = self._native_program() if on else None
 
     def _native_program(self):
-        """(runner, program words, kernel addresses, slots set per run), or None where the
-        library has no runner or a kernel takes scalars (symbolic shapes): the compiler laid
-        out every intermediate, so only the inputs and outputs need checks. Each run's slot
-        pointers live in its :class:`RunState`."""
+        """(runner, kernels, kernel addresses, slots set per run), or None where the library has
+        no runner or a kernel takes a float scalar: the compiler laid out every intermediate, so
+        only the inputs and outputs need checks. Each run's slot pointers live in its
+        :class:`RunState`, its program words (sizes included) in its layout."""
         lib = getattr(self.module, "_lib", None)
         if lib is None or not self._calls:
             return None
@@ -243,27 +276,25 @@ class Executable:
             return None
         kernels = []
         for kernel, args in self._calls:
-            if kernel._scalars or len(args) != len(kernel._bufs):
+            if len(args) != len(kernel._bufs) or any(p.get("abi") != "int64" for p in kernel.meta["params"]
+                                                     if p["kind"] == "scalar"):
                 return None
             if kernel not in kernels:
                 kernels.append(kernel)
-        words = [len(self._calls)]
-        for kernel, args in self._calls:
-            words += [kernels.index(kernel), len(args), *args]
         runner.argtypes = [ctypes.c_void_p] * 3
         runner.restype = ctypes.c_int32
-        prog = np.array(words, np.int64)
         fns = (ctypes.c_void_p * len(kernels))(*[ctypes.cast(k._cfunc, ctypes.c_void_p).value for k in kernels])
         per_run = [k for k, s in enumerate(self._slots) if s["kind"] in ("input", "output")]
-        per_run += [k for k, _, _ in self._views]
-        return runner, prog, fns, per_run
+        per_run += [k for k, _ in self._views]
+        return runner, kernels, fns, per_run
 
-    def _run_native(self, state: RunState, vals: list) -> None:
-        runner, prog, fns, per_run = self._native
+    def _run_native(self, state: RunState, vals: list, layout) -> None:
+        runner, kernels, fns, per_run = self._native
+        words = layout.native_words(self._calls, kernels)
         ptrs = state.ptrs
         for k in per_run:
             ptrs[k] = data_pointer(vals[k])
-        rc = runner(prog.ctypes.data, ctypes.addressof(ptrs), ctypes.addressof(fns))
+        rc = runner(words.ctypes.data, ctypes.addressof(ptrs), ctypes.addressof(fns))
         if rc:
             what = (f"kernel {self._calls[rc - 1][0].name!r} failed: a scratch allocation ran out of memory"
                     if rc > 0 else "the native program runner met a call it was not built for")
@@ -292,7 +323,10 @@ class Executable:
         return [(c["kernel"], c.get("nodes", "")) for c in self.program["calls"]]
 
     def memory_summary(self) -> str:
-        arena, total = self.program["arena_bytes"], self.program["intermediate_bytes"]
+        lay = self._static or self._layouts.largest()
+        if lay is None:
+            return "arena planned per input shape (none run yet)"
+        arena, total = lay.arena_bytes, lay.intermediate_bytes
         saved = 100 * (1 - arena / total) if total else 0.0
         return (f"arena {arena / 2**20:.2f} MiB for intermediates of {total / 2**20:.2f} MiB in all "
                 f"({saved:.0f}% saved by reuse)")
@@ -302,4 +336,4 @@ class Executable:
         return f"<Executable ({ins}) -> {len(self.output_info)} output(s), {len(self._calls)} kernel calls>"
 
 
-__all__ = ["Executable", "TensorInfo"]
+__all__ = ["Executable", "TensorInfo", "explicit_sizes"]

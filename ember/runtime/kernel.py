@@ -17,44 +17,7 @@ import numpy as np
 from ..errors import ArgumentError, DTypeError, EmberError, ShapeError
 from .call import make_call
 from .ndarray import NDArray, numpy_dtype
-
-
-def eval_dim(e, env: dict):
-    """Evaluate a metadata shape/stride entry (int, scalar name, ``[op, a, b]``) under ``env``."""
-    if isinstance(e, int) or e is None:
-        return e
-    if isinstance(e, str):
-        return env.get(e)
-    a, b = eval_dim(e[1], env), eval_dim(e[2], env)
-    if a is None or b is None:
-        return None
-    op = e[0]
-    if op == "Add":
-        return a + b
-    if op == "Sub":
-        return a - b
-    if op == "Mul":
-        return a * b
-    if op == "FloorDiv":
-        return a // b if b else None
-    if op == "FloorMod":
-        return a % b if b else None
-    if op == "Min":
-        return min(a, b)
-    if op == "Max":
-        return max(a, b)
-    return None
-
-
-def dim_str(e) -> str:
-    if isinstance(e, (int, str)):
-        return str(e)
-    if e is None:
-        return "?"
-    sym = {"Add": "+", "Sub": "-", "Mul": "*", "FloorDiv": "//", "FloorMod": "%"}.get(e[0])
-    if sym:
-        return f"({dim_str(e[1])} {sym} {dim_str(e[2])})"
-    return f"{e[0].lower()}({dim_str(e[1])}, {dim_str(e[2])})"
+from .shapes import evaluate, text
 
 
 class _BufferParam:
@@ -127,7 +90,7 @@ class Kernel:
         return [p["name"] for p in self.meta["params"]]
 
     def signature(self) -> str:
-        args = [f"{b.name}: {b.dtype_name}[{', '.join(dim_str(s) for s in b.shape)}]" for b in self._bufs]
+        args = [f"{b.name}: {b.dtype_name}[{', '.join(text(s) for s in b.shape)}]" for b in self._bufs]
         args += [f"{n}: {t}" for n, t, inferred in self._scalars if not inferred]
         return f"{self.name}({', '.join(args)})"
 
@@ -144,16 +107,16 @@ class Kernel:
         for p, a in zip(self._bufs, arrays):
             for k, s in enumerate(p.shape):
                 if isinstance(s, list):
-                    want = eval_dim(s, env)
+                    want = evaluate(s, env)
                     if want is not None and want != a.shape[k]:
                         self._bad_shape(p.index, a, env)
             if p.explicit_strides:
                 item = p.dtype.itemsize
                 for k, s in enumerate(p.strides):
-                    want = eval_dim(s, env)
+                    want = evaluate(s, env)
                     if want is not None and a.shape[k] > 1 and a.strides[k] != want * item:
                         self._bad_layout(p.index, a, f"needs strides (in elements) "
-                                                     f"({', '.join(dim_str(x) for x in p.strides)})")
+                                                     f"({', '.join(text(x) for x in p.strides)})")
 
     # --- errors -----------------------------------------------------------------------------
     def _where(self, index: int) -> str:
@@ -178,7 +141,7 @@ class Kernel:
     def _bad_shape(self, index: int, a, env: dict, name: str = ""):
         p = self._bufs[index]
         bound = ", ".join(f"{k}={v}" for k, v in env.items())
-        want = "(" + ", ".join(dim_str(s) for s in p.shape) + ("," if p.ndim == 1 else "") + ")"
+        want = "(" + ", ".join(text(s) for s in p.shape) + ("," if p.ndim == 1 else "") + ")"
         extra = f" with {bound}" if bound else ""
         why = f" ({name} was bound by an earlier argument)" if name else ""
         raise ShapeError(f"{self._where(index)} has shape {tuple(a.shape)}, expected {want}{extra}{why}")

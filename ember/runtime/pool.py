@@ -33,7 +33,7 @@ import numpy as np
 
 from ..errors import ArgumentError
 from .call import data_pointer
-from .ndarray import _aligned_empty, numpy_dtype
+from .ndarray import numpy_dtype
 
 
 def host_cores() -> int:
@@ -54,28 +54,44 @@ def default_threads() -> int:
 
 class RunState:
     """One run's private memory: the arena, every slot value that does not change between
-    runs (constants, arena views and views of both), and the native pointer table."""
+    runs at one layout (constants, arena views and views of both), and the native pointer
+    table. It is laid out again when a run comes with other symbol values (a new layout); the
+    arena is kept while it is large enough."""
 
-    __slots__ = ("arena", "fixed", "ptrs")
+    __slots__ = ("slots", "constants", "arena", "fixed", "ptrs", "layout")
 
-    def __init__(self, slots: list, constants: list, arena_bytes: int):
-        self.arena = _aligned_empty((max(1, arena_bytes),), np.dtype(np.uint8), 64)
+    def __init__(self, slots: list, constants: list):
+        self.slots = slots
+        self.constants = constants
+        self.arena = None
+        self.fixed: list = []
+        self.ptrs = (ctypes.c_void_p * max(1, len(slots)))()
+        self.layout = None
+
+    def prepare(self, layout) -> None:
+        """Lay this state out for ``layout`` (a :class:`~ember.runtime.layout.Layout`)."""
+        if self.layout is layout:
+            return
+        if self.arena is None or self.arena.nbytes < layout.arena_bytes:
+            self.arena = None  # the old one goes before the new one is taken
+            self.arena = layout.new_arena()
+        slots, shapes = self.slots, layout.shapes
         fixed: list = [None] * len(slots)
         for k, s in enumerate(slots):
             if s["kind"] == "const":
-                fixed[k] = constants[s["index"]]
+                fixed[k] = self.constants[s["index"]]
             elif s["kind"] == "arena":
                 dt = numpy_dtype(s["dtype"])
-                n = int(np.prod(s["shape"], dtype=np.int64))
-                fixed[k] = self.arena[s["offset"]: s["offset"] + n * dt.itemsize].view(dt).reshape(s["shape"])
+                n = int(np.prod(shapes[k], dtype=np.int64))
+                off = layout.offsets[k]
+                fixed[k] = self.arena[off: off + n * dt.itemsize].view(dt).reshape(shapes[k])
         for k, s in enumerate(slots):  # views are listed after their bases
             if s["kind"] == "view" and fixed[s["base"]] is not None:
-                fixed[k] = fixed[s["base"]].reshape(s["shape"])
+                fixed[k] = fixed[s["base"]].reshape(shapes[k])
         self.fixed = fixed
-        self.ptrs = (ctypes.c_void_p * max(1, len(slots)))()
         for k, v in enumerate(fixed):
-            if v is not None:
-                self.ptrs[k] = data_pointer(v)
+            self.ptrs[k] = data_pointer(v) if v is not None else None
+        self.layout = layout
 
 
 @dataclasses.dataclass(frozen=True)

@@ -25,6 +25,7 @@ import struct
 from typing import Any, Optional, Sequence
 
 from ..errors import ModelError
+from . import shapes
 
 # the dtypes a kernel or a slot may have (ember.loop.dtype.SCALAR_TYPES; the runtime does not
 # import the loop IR)
@@ -136,15 +137,25 @@ class _Checker:
             self.fail(f"{what} has dtype {v!r:.40}; an Ember dtype is one of {', '.join(DTYPES)}")
         return v
 
-    def shape(self, v, what: str) -> tuple:
+    def shape(self, v, what: str, symbols=()) -> tuple:
         self.list(v, f"{what}'s shape")
         if len(v) > 32:
             self.fail(f"{what} has rank {len(v)}")
-        return tuple(self.int(d, f"{what}'s shape entry {k}") for k, d in enumerate(v))
+        out = []
+        for k, d in enumerate(v):
+            if isinstance(d, (str, list)):
+                if not shapes.is_valid(d, symbols):
+                    self.fail(f"{what}'s shape entry {k} is not a dimension over the program's symbols")
+                out.append(d)
+            else:
+                out.append(self.int(d, f"{what}'s shape entry {k}"))
+        return tuple(out)
 
-    def tensor(self, v, what: str) -> tuple:
-        """(shape, dtype, bytes) of a {shape, dtype} entry."""
-        shape, dtype = self.shape(v.get("shape"), what), self.dtype(v.get("dtype"), what)
+    def tensor(self, v, what: str, symbols=()) -> tuple:
+        """(shape, dtype, bytes) of a {shape, dtype} entry (bytes None for a symbolic shape)."""
+        shape, dtype = self.shape(v.get("shape"), what, symbols), self.dtype(v.get("dtype"), what)
+        if not all(isinstance(d, int) for d in shape):
+            return shape, dtype, None
         n = DTYPES[dtype]
         for d in shape:
             n *= d
@@ -203,42 +214,61 @@ def verify_program(program: Any, module, n_constants: Optional[int] = None,
                    constants: Optional[Sequence] = None, where: str = "program") -> None:
     """Check an executable's program against its kernels (``module``, or None when it has none)
     before any slot, offset or call of it is used. ``constants``: the arrays the ``const`` slots
-    index (their shapes and dtypes must match), or just their count."""
+    index (their shapes and dtypes must match), or just their count.
+
+    A program over symbolic shapes (``symbols``) is checked here for everything that does not
+    depend on their values; what does (the memory plan, each call's shapes) is checked by its
+    :class:`~ember.runtime.layout.Layout` for each new set of values, before a run uses it."""
     c = _Checker(where)
     c.dict(program, "the program", ("inputs", "outputs", "slots", "calls", "arena_bytes"))
-    arena_bytes = c.int(program["arena_bytes"], "arena_bytes")
+    symbols = _symbols(c, program)
+    if symbols:
+        arena_bytes = None
+        if program["arena_bytes"] is not None:
+            c.fail("a program over symbolic shapes plans its arena per run: arena_bytes must be null")
+    else:
+        arena_bytes = c.int(program["arena_bytes"], "arena_bytes")
     if constants is not None:
         n_constants = len(constants)
     slots = c.list(program["slots"], "slots")
-    info = []  # (kind, shape, dtype, nbytes, root slot, arena range or None)
+    calls = c.list(program["calls"], "calls")
+    info = []  # (kind, shape, dtype, nbytes or None, root slot, arena range or None)
     for k, s in enumerate(slots):
         what = f"slot {k}"
         c.dict(s, what, ("kind", "shape", "dtype"))
         kind = s["kind"]
         if kind not in SLOT_KINDS:
             c.fail(f"{what} has kind {kind!r:.40}; a slot is one of {', '.join(SLOT_KINDS)}")
-        shape, dtype, n = c.tensor(s, what)
+        shape, dtype, n = c.tensor(s, what, symbols)
         root, rng = k, None
         if kind == "const":
             if n_constants is None:
                 c.fail(f"{what} is a constant but the program has none")
+            if n is None:
+                c.fail(f"{what} is a constant of symbolic shape {shape}")
             i = c.int(s.get("index"), f"{what}'s constant index", 0, n_constants)
             if constants is not None:
                 a = constants[i]
                 if tuple(a.shape) != shape or str(a.dtype) != dtype:
                     c.fail(f"{what} is constant {i} as {shape} {dtype}, but that constant is "
                            f"{tuple(a.shape)} {a.dtype}")
-        elif kind == "arena":
+        elif kind == "arena" and arena_bytes is not None:
             off = c.int(s.get("offset"), f"{what}'s arena offset")
             if off + n > arena_bytes:
                 c.fail(f"{what} ({n} bytes at offset {off}) runs past the arena's {arena_bytes} bytes")
             rng = (off, off + n)
+        elif kind == "arena":  # planned per run from its lifetime
+            live = c.list(s.get("live"), f"{what}'s lifetime")
+            if len(live) != 2:
+                c.fail(f"{what}'s lifetime must be [first call, last call]")
+            first = c.int(live[0], f"{what}'s first call", 0, max(1, len(calls)))
+            c.int(live[1], f"{what}'s last call", first, max(1, len(calls)))
         elif kind == "view":
             base = c.int(s.get("base"), f"{what}'s base", 0, k)  # a view comes after its base
             bkind, _, _, bn, root, rng = info[base]
             if bkind == "view":
                 c.fail(f"{what} is a view of slot {base}, itself a view")
-            if bn != n:
+            if bn is not None and n is not None and bn != n:
                 c.fail(f"{what} views slot {base} ({bn} bytes) as {shape} {dtype} ({n} bytes)")
         info.append((kind, shape, dtype, n, root, rng))
 
@@ -248,7 +278,7 @@ def verify_program(program: Any, module, n_constants: Optional[int] = None,
             w = f"{what[:-1]} #{k}"
             c.dict(e, w, ("name", "shape", "dtype", "slot"))
             c.str(e["name"], f"{w}'s name")
-            shape, dtype, _ = c.tensor(e, w)
+            shape, dtype, _ = c.tensor(e, w, symbols)
             s = c.int(e["slot"], f"{w}'s slot", 0, len(slots))
             if info[s][0] not in kinds or info[s][1:3] != (shape, dtype):
                 c.fail(f"{w} ({shape} {dtype}) is slot {s}, a {info[s][0]} of {info[s][1]} {info[s][2]}")
@@ -259,6 +289,9 @@ def verify_program(program: Any, module, n_constants: Optional[int] = None,
     if sorted(in_slots) != sorted(k for k, i in enumerate(info) if i[0] == "input") or \
             len(set(in_slots)) != len(in_slots):
         c.fail("the input slots and the inputs do not match one to one")
+    bare = {d for k in in_slots for d in info[k][1] if isinstance(d, str)}
+    if bare != set(symbols):
+        c.fail(f"the symbols {sorted(symbols)} and the inputs' symbolic dims {sorted(bare)} differ")
     io(program["outputs"], "outputs", SLOT_KINDS)
     for k, o in enumerate(program["outputs"]):
         copy = o.get("copy", False)
@@ -278,7 +311,6 @@ def verify_program(program: Any, module, n_constants: Optional[int] = None,
         for k, n in enumerate(names):
             c.str(n, f"output name #{k}")
 
-    calls = c.list(program["calls"], "calls")
     if calls and module is None:
         c.fail("the program calls kernels but has no kernel library")
     for k, call in enumerate(calls):
@@ -289,19 +321,30 @@ def verify_program(program: Any, module, n_constants: Optional[int] = None,
         kern = module[name]
         args = c.list(call["args"], f"call {k}'s args")
         what = f"call {k} ({name})"
-        if kern._explicit or len(args) != len(kern._bufs):
+        if len(args) != len(kern._bufs):
             c.fail(f"{what} passes {len(args)} argument(s) to {kern.signature()}")
+        sizes = c.dict(call.get("scalars", {}), f"{what}'s sizes")
+        for sname, e in sizes.items():
+            if not shapes.is_valid(e, symbols):
+                c.fail(f"{what}'s size {sname!r:.40} is not a dimension over the program's symbols")
+        missing = [n for n, _, _ in kern._scalars if n not in sizes and n not in symbols]
+        if missing:
+            c.fail(f"{what}: the kernel takes size(s) {', '.join(missing)}, which the program does not give")
+        for n_, key in (("flops", "flops"), ("bytes", "bytes")):
+            if key in call and not shapes.is_valid(call[key], symbols):
+                c.fail(f"{what}'s {n_} is not a dimension over the program's symbols")
         written = []
         for j, (a, p) in enumerate(zip(args, kern._bufs)):
             a = c.int(a, f"{what}'s argument {j}", 0, len(slots))
             kind, shape, dtype, _, root, rng = info[a]
             if dtype != p.dtype_name or len(shape) != p.ndim or \
-                    any(isinstance(d, int) and d != g for d, g in zip(p.shape, shape)):
+                    any(isinstance(d, int) and isinstance(g, int) and d != g for d, g in zip(p.shape, shape)):
                 c.fail(f"{what} passes slot {a} ({shape} {dtype}) as {p.name!r}, which is "
                        f"{[d if isinstance(d, int) else '?' for d in p.shape]} {p.dtype_name}")
             if p.strides is not None:  # slots are C-contiguous: a kernel with other strides
                 for d, (want, got) in enumerate(zip(p.strides, _c_strides(shape))):
-                    if isinstance(want, int) and shape[d] > 1 and want != got:
+                    if isinstance(want, int) and isinstance(got, int) and isinstance(shape[d], int) and \
+                            shape[d] > 1 and want != got:
                         c.fail(f"{what}: {p.name!r} needs strides {p.strides}, slot {a} is C-contiguous")
             if rng is not None and p.align_mask and (rng[0] & p.align_mask):
                 c.fail(f"{what}: slot {a} at arena offset {rng[0]} is not {p.align_mask + 1}-byte aligned "
@@ -310,24 +353,51 @@ def verify_program(program: Any, module, n_constants: Optional[int] = None,
                 if info[root][0] not in ("arena", "output"):
                     c.fail(f"{what} writes {p.name!r} into slot {a}, a {info[root][0]} (read-only)")
                 written.append((j, a, root, rng))
-        # a written argument shares no memory with any other argument of the call
+        # a written argument shares no memory with any other argument of the call (arena slots
+        # planned per run are placed apart while alive, and every argument is alive at its call)
         for j, a, root, rng in written:
             for i, b in enumerate(args):
                 if i == j:
                     continue
-                _, _, _, _, broot, brng = info[b]
-                same = broot == root if rng is None or brng is None else \
-                    (rng[0] < brng[1] and brng[0] < rng[1] and rng[1] > rng[0] and brng[1] > brng[0])
+                bkind, _, _, _, broot, brng = info[b]
+                if rng is None or brng is None:
+                    same = broot == root
+                else:
+                    same = rng[0] < brng[1] and brng[0] < rng[1] and rng[1] > rng[0] and brng[1] > brng[0]
                 if same:
                     c.fail(f"{what} writes argument {j} (slot {a}) over the memory of argument {i} "
                            f"(slot {b})")
+        if arena_bytes is None:  # a planned slot must be alive at each call that uses it
+            for a in args:
+                r = info[a][4]
+                if info[r][0] == "arena":
+                    first, last = slots[r]["live"]
+                    if not first <= k <= last:
+                        c.fail(f"{what} uses slot {a} outside its lifetime {slots[r]['live']}")
+
+
+def _symbols(c: "_Checker", program: dict) -> list:
+    """The program's symbols and checks (validated); [] for a static program."""
+    symbols = c.list(program.get("symbols", []), "symbols")
+    for k, name in enumerate(symbols):
+        if not isinstance(name, str) or not name or len(name) > 256:
+            c.fail(f"symbol #{k} must be a non-empty name")
+    if len(set(symbols)) != len(symbols):
+        c.fail("the symbols repeat a name")
+    for k, chk in enumerate(c.list(program.get("checks", []), "checks")):
+        c.dict(chk, f"check #{k}", ("cond", "what"))
+        c.str(chk["what"], f"check #{k}'s message")
+        if not shapes.is_valid(chk["cond"], symbols):
+            c.fail(f"check #{k}'s condition is not an expression over the program's symbols")
+    return symbols
 
 
 def _c_strides(shape: tuple) -> list:
+    """Element strides of a C-contiguous array (None past a symbolic dim)."""
     out, acc = [], 1
     for d in reversed(shape):
         out.append(acc)
-        acc *= max(d, 1)
+        acc = acc * max(d, 1) if isinstance(d, int) and acc is not None else None
     return out[::-1]
 
 

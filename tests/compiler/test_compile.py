@@ -92,13 +92,39 @@ def test_outputs_that_are_inputs_or_constants_are_copies():
     assert not np.shares_memory(a, xv)
 
 
-def test_symbolic_inputs_need_shapes():
+def test_symbolic_inputs_run_at_any_size_and_input_shapes_fixes_them():
     x = Var("x", T("n", 4))
     mod = mod_of([x], Call("exp", [x]))
-    with pytest.raises(ShapeError, match="static"):
-        ember.compile(mod)
+    exe = ember.compile(mod)
+    assert exe.input_info[0].shape == ("n", 4)
+    for n in (3, 1, 17):
+        xv = np.random.default_rng(n).random((n, 4)).astype("float32")
+        np.testing.assert_allclose(exe.run(xv)[0], np.exp(xv), rtol=1e-6)
+    with pytest.raises(ShapeError, match="axis 1 must be 4"):
+        exe.run(np.zeros((3, 5), "float32"))
+    with pytest.raises(ShapeError, match="at least 1"):
+        exe.run(np.zeros((0, 4), "float32"))
     exe = ember.compile(mod, input_shapes={"x": (3, 4)})
+    assert exe.input_info[0].shape == (3, 4)
     np.testing.assert_allclose(exe.run(np.zeros((3, 4), "float32"))[0], np.ones((3, 4)))
+
+
+def test_symbolic_shapes_checks_and_memory_plan_per_size():
+    # y broadcasts against x: its size m is assumed equal to n, which each run checks
+    x, y = Var("x", T("n", 8)), Var("y", T("m", 8))
+    h = Call("exp", [Call("add", [x, y])])
+    out = Call("sum", [Call("multiply", [h, h])], {"axis": (1,), "keepdims": False})
+    exe = ember.compile(mod_of([x, y], out))
+    assert exe.program["symbols"] == ["n", "m"] and len(exe.program["checks"]) == 1
+    sizes = []
+    for n in (2, 50, 2):
+        xv, yv = (np.random.default_rng(n + k).random((n, 8)).astype("float32") for k in range(2))
+        want = (np.exp(xv + yv) ** 2).sum(axis=1)
+        np.testing.assert_allclose(exe.run(xv, yv)[0], want, rtol=1e-5)
+        sizes.append(exe.memory_info.arena_per_run)
+    assert sizes[1] > sizes[0]  # the arena grows with n (planned at the largest size seen)
+    with pytest.raises(ShapeError, match="must be equal"):
+        exe.run(np.zeros((3, 8), "float32"), np.zeros((4, 8), "float32"))
 
 
 def test_compile_times_are_recorded(chain):

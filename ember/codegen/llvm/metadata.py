@@ -13,13 +13,15 @@ from ...loop.expr import IntImm, Var
 
 METADATA_SYMBOL = "__ember_metadata"
 FORMAT_VERSION = 1
-_EXPR_OPS = ("Add", "Sub", "Mul", "FloorDiv", "FloorMod", "Min", "Max")
+_EXPR_OPS = ("Add", "Sub", "Mul", "FloorDiv", "FloorMod", "Min", "Max",
+             "EQ", "NE", "LT", "LE", "GT", "GE", "And", "Or")  # ember.runtime.shapes.OPS
 
 
 def dim_to_json(e):
-    """A shape/stride expression as JSON (``None`` when the runtime cannot evaluate it)."""
+    """A shape/stride expression as JSON (``None`` when the runtime cannot evaluate it); see
+    :mod:`ember.runtime.shapes`."""
     if isinstance(e, IntImm):
-        return e.value
+        return int(e.value)
     if isinstance(e, Var):
         return e.name
     name = type(e).__name__

@@ -22,6 +22,7 @@ from typing import Optional
 from llvmlite import ir
 
 from ...config import cache_dir
+from ...loop import dtype as dt
 from ...errors import CompileError, EmberError
 from ...target import Target
 from .build import cache_key, compile_object, data_layout
@@ -51,11 +52,12 @@ def kernel_ir(func, target: Target) -> tuple:
 
 def shared_ir(funcs: list, entries: list, target: Target, name: str) -> tuple:
     """The module every library has once: metadata, the native program runner (for the
-    kernels without scalar parameters), and the cycle counter if instrumented."""
+    kernels whose scalar parameters are sizes), and the cycle counter if instrumented."""
     module = ir.Module(name=name)
     module.triple = target.triple
     module.data_layout = data_layout(target)
-    arities = {len(f.buffers) for f in funcs if not signature_scalars(f)}
+    arities = {(len(f.buffers), len(signature_scalars(f))) for f in funcs
+               if not any(dt.is_float(v.dtype) for v in signature_scalars(f))}
     if arities:
         add_program_runner(module, arities)
     if any(_profile.layout_of(f) for f in funcs):

@@ -6,13 +6,14 @@ marshalling per call; this function runs the whole list natively instead::
 
     int32 __ember_run_program(const int64 *prog, void *const *slots, void *const *fns)
 
-``prog`` is ``[ncalls, (fn, nargs, slot_0 .. slot_{nargs-1}) x ncalls]``: for each call it
-loads ``fns[fn]`` and calls it with the pointers ``slots[slot_k]``. It returns 0, or the
-1-based index of the first call whose kernel reported a failure (a nonzero status). Only
-kernels without scalar parameters (static shapes) are called this way, so a call is its
-buffer pointers alone; the runner handles the arities ``arities`` lists (a switch on
-``nargs``; another arity returns ``-1``). It names no kernel, so it is the same code for any
-library with the same arities, and the runtime needs only ctypes to use it.
+``prog`` is ``[ncalls, (fn, nptr, nscalar, slot_0 .. slot_{nptr-1}, size_0 .. size_{nscalar-1})
+x ncalls]``: for each call it loads ``fns[fn]`` and calls it with the pointers ``slots[slot_k]``
+followed by the int64 sizes (a kernel over symbolic shapes takes them; the runtime writes the
+values of one run's shapes into its words). It returns 0, or the 1-based index of the first
+call whose kernel reported a failure (a nonzero status). The runner handles the arities
+``arities`` lists (a switch on ``nptr * 64 + nscalar``; another arity returns ``-1``). It names
+no kernel, so it is the same code for any library with the same arities, and the runtime needs
+only ctypes to use it.
 """
 from __future__ import annotations
 
@@ -21,9 +22,12 @@ from llvmlite import ir
 from ...runtime.executable import RUNNER_SYMBOL  # the name the runtime looks up
 from . import types as T
 
+MAX_SCALARS = 64
+
 
 def add_program_runner(module: ir.Module, arities) -> ir.Function:
-    """Define :data:`RUNNER_SYMBOL` in ``module`` for kernels of the given pointer arities."""
+    """Define :data:`RUNNER_SYMBOL` in ``module`` for kernels of the given (pointer, size)
+    arities."""
     fn = ir.Function(module, ir.FunctionType(T.I32, [T.PTR, T.PTR, T.PTR]), RUNNER_SYMBOL)
     fn.attributes.add("nounwind")
     prog, slots, fns = fn.args
@@ -34,6 +38,9 @@ def add_program_runner(module: ir.Module, arities) -> ir.Function:
 
     def word(pos):
         return b.load(b.gep(prog, [pos], source_etype=T.I64), typ=T.I64)
+
+    def at(pos, k):
+        return b.add(pos, ir.Constant(T.I64, k))
 
     ncalls = word(ir.Constant(T.I64, 0))
     b.branch(head)
@@ -47,32 +54,37 @@ def add_program_runner(module: ir.Module, arities) -> ir.Function:
 
     b.position_at_end(body)
     kernel = b.gep(fns, [word(pos)], source_etype=T.PTR)  # where the kernel's address is
-    nargs = word(b.add(pos, ir.Constant(T.I64, 1)))
+    key = b.add(b.mul(word(at(pos, 1)), ir.Constant(T.I64, MAX_SCALARS)), word(at(pos, 2)))
     next_i = b.add(i, ir.Constant(T.I64, 1))
-    switch = b.switch(nargs, bad)
+    switch = b.switch(key, bad)
     incoming = []
-    for n in sorted(set(arities)):
-        case = fn.append_basic_block(f"args{n}")
-        switch.add_case(ir.Constant(T.I64, n), case)
+    for n, m in sorted(set(arities)):
+        if m >= MAX_SCALARS:
+            continue
+        case = fn.append_basic_block(f"args{n}_{m}")
+        switch.add_case(ir.Constant(T.I64, n * MAX_SCALARS + m), case)
         b.position_at_end(case)
-        args = [b.load(b.gep(slots, [word(b.add(pos, ir.Constant(T.I64, 2 + k)))], source_etype=T.PTR), typ=T.PTR)
-                for k in range(n)]
-        status = _call(b, kernel, args)
-        incoming.append((b.add(pos, ir.Constant(T.I64, 2 + n)), case))
-        failed = fn.append_basic_block(f"failed{n}")
+        args = [b.load(b.gep(slots, [word(at(pos, 3 + k))], source_etype=T.PTR), typ=T.PTR) for k in range(n)]
+        args += [word(at(pos, 3 + n + k)) for k in range(m)]
+        status = _call(b, kernel, args, n, m)
+        incoming.append((at(pos, 3 + n + m), case))
+        failed = fn.append_basic_block(f"failed{n}_{m}")
         b.cbranch(b.icmp_signed("!=", status, ir.Constant(T.I32, 0)), failed, nxt)
         b.position_at_end(failed)
         b.ret(b.trunc(next_i, T.I32))
 
     b.position_at_end(nxt)
-    i_next = b.phi(T.I64, "i.next")
-    pos_next = b.phi(T.I64, "pos.next")
-    for p, blk in incoming:
-        i_next.add_incoming(next_i, blk)
-        pos_next.add_incoming(p, blk)
-    i.add_incoming(i_next, nxt)
-    pos.add_incoming(pos_next, nxt)
-    b.branch(head)
+    if incoming:
+        i_next = b.phi(T.I64, "i.next")
+        pos_next = b.phi(T.I64, "pos.next")
+        for p, blk in incoming:
+            i_next.add_incoming(next_i, blk)
+            pos_next.add_incoming(p, blk)
+        i.add_incoming(i_next, nxt)
+        pos.add_incoming(pos_next, nxt)
+        b.branch(head)
+    else:  # no arity the runner handles: every call goes to "bad"
+        b.unreachable()
 
     b.position_at_end(done)
     b.ret(ir.Constant(T.I32, 0))
@@ -94,9 +106,9 @@ class _Callee(ir.instructions.LoadInstr):
         return self._ftype
 
 
-def _call(b: ir.IRBuilder, address: ir.Value, args: list) -> ir.Value:
-    """Call the kernel whose address is stored at ``address`` as ``int32 (ptr x len(args))``."""
-    callee = _Callee(b.block, address, ir.FunctionType(T.I32, [T.PTR] * len(args)))
+def _call(b: ir.IRBuilder, address: ir.Value, args: list, n: int, m: int) -> ir.Value:
+    """Call the kernel whose address is stored at ``address`` as ``int32 (ptr x n, i64 x m)``."""
+    callee = _Callee(b.block, address, ir.FunctionType(T.I32, [T.PTR] * n + [T.I64] * m))
     b._insert(callee)
     return b.call(callee, args)
 

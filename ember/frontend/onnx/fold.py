@@ -58,15 +58,31 @@ def _sym_add(x, y):
 
 
 def _sym_sub(x, y):
-    if isinstance(y, Dim):
-        return None if x != y else 0
-    return D.dim_add(_i(x), -int(y))
+    return D.dim_sub(_i(x), _i(y))
 
 
 def _sym_div(x, y):
-    if isinstance(y, Dim):
-        return D.dim_div_exact(_i(x), y)
-    return D.dim_div_exact(_i(x), int(y))
+    # ONNX integer Div truncates; dims are never negative, so that is floor division
+    x, y = _i(x), _i(y)
+    if isinstance(y, int) and y <= 0 or (isinstance(x, int) and x < 0):
+        return None
+    return D.dim_floordiv(x, y)
+
+
+def _sym_mod(x, y):
+    x, y = _i(x), _i(y)
+    if isinstance(y, int) and y <= 0 or (isinstance(x, int) and x < 0):
+        return None
+    return D.dim_mod(x, y)
+
+
+def _sym_minmax(fn):
+    def apply(x, y):
+        x, y = _i(x), _i(y)
+        if isinstance(x, int) and x < 0 or isinstance(y, int) and y < 0:
+            return None  # a dim (>= 1) against a negative number: not a dim expression
+        return fn(x, y)
+    return apply
 
 
 def _sym_eq(x, y):
@@ -93,13 +109,13 @@ _BINARY = {
     "Equal": _sym_binary(np.equal, _sym_eq),
     "Less": _sym_binary(np.less, None),
     "Greater": _sym_binary(np.greater, None),
-    "Max": _sym_binary(np.maximum, None),
+    "Max": _sym_binary(np.maximum, _sym_minmax(D.dim_max)),
     "LessOrEqual": _sym_binary(np.less_equal, None),
     "GreaterOrEqual": _sym_binary(np.greater_equal, None),
     "And": _sym_binary(np.logical_and, None),
     "Or": _sym_binary(np.logical_or, None),
     "Xor": _sym_binary(np.logical_xor, None),
-    "Min": _sym_binary(np.minimum, None),
+    "Min": _sym_binary(np.minimum, _sym_minmax(D.dim_min)),
 }
 
 
@@ -239,8 +255,10 @@ def evaluate(node, out_types: list) -> Optional[list]:
     try:
         with np.errstate(all="ignore"):
             if op == "Mod":
-                out = None if any(is_symbolic(v) for v in vals) else (
-                    np.fmod(vals[0], vals[1]) if node.attr("fmod", 0) else np.mod(vals[0], vals[1]))
+                if any(is_symbolic(v) for v in vals):
+                    out = _sym_binary(None, _sym_mod)(vals[0], vals[1])
+                else:
+                    out = np.fmod(vals[0], vals[1]) if node.attr("fmod", 0) else np.mod(vals[0], vals[1])
             elif op in _BINARY:
                 out = _BINARY[op](vals[0], vals[1])
             elif op in _UNARY:

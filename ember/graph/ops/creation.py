@@ -10,7 +10,8 @@ import math
 
 from ...errors import DTypeError, ShapeError
 from ...loop import dtype as dt
-from ..types import TensorType
+from ..types import Dim, TensorType
+from . import dims as D
 from .registry import Pattern, attr, register_op, tensor
 
 
@@ -45,11 +46,20 @@ register_op("constant_of_shape", infer=_infer_constant_of_shape, pattern=Pattern
             doc="a tensor of the given shape filled with value")
 
 
-def range_len(start, stop, step) -> int:
-    """ONNX Range's element count: ``max(ceil((stop - start) / step), 0)``."""
+def range_len(start, stop, step):
+    """ONNX Range's element count: ``max(ceil((stop - start) / step), 0)``. A symbolic bound
+    (``arange(seq)``) needs integer bounds and step, and is assumed not to run backwards."""
     if step == 0:
         raise ShapeError("range step must not be 0")
-    return max(int(math.ceil((stop - start) / step)), 0)
+    if not isinstance(start, Dim) and not isinstance(stop, Dim):
+        return max(int(math.ceil((stop - start) / step)), 0)
+    if any(isinstance(v, float) and not float(v).is_integer() for v in (start, stop, step)):
+        raise ShapeError(f"a range from {start} to {stop} by {step} over a symbolic size needs integer "
+                         f"bounds and step")
+    start, stop, step = (v if isinstance(v, Dim) else int(v) for v in (start, stop, step))
+    lo, hi = (start, stop) if step > 0 else (stop, start)
+    D.assume_le(lo, hi, f"range from {start} to {stop} by {step} must not be empty backwards")
+    return D.dim_ceildiv(D.dim_sub(hi, lo), abs(step))
 
 
 def _infer_range(args, attrs):
@@ -59,7 +69,7 @@ def _infer_range(args, attrs):
 
 
 register_op("range", infer=_infer_range, pattern=Pattern.INJECTIVE, num_args=0,
-            attrs_schema={"start": attr("float"), "stop": attr("float"), "step": attr("float", 1),
+            attrs_schema={"start": attr(("float", "dim")), "stop": attr(("float", "dim")), "step": attr("float", 1),
                           "dtype": attr("dtype", "int64")},
             doc="start, start + step, ... up to (not including) stop")
 

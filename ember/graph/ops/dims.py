@@ -1,92 +1,114 @@
 """Arithmetic on dimensions that may be symbolic, for type inference.
 
-A dimension is an ``int`` or a :class:`~ember.graph.types.Dim`. When every operand is an int
-the result is the exact int. When a symbol is involved, the result is the operand itself where
-the arithmetic is an identity (``n * 1``, ``n + 0``, a stride-1 "same" convolution), and
-otherwise a *derived* Dim whose name spells the expression (``Dim("12*batch")``,
-``Dim("(h-1)//2+1")``). Derived names are deterministic, so the same computation on the same
-symbols gives the same Dim (equal values get equal types), and a reader sees where a size came
-from. Products are canonical (integer factor first, symbols sorted), so ``n*m`` and ``m*n``
-agree and a reshape that divides a product by a symbol recovers it exactly.
+A dimension is an ``int`` or a :class:`~ember.graph.types.Dim`, whose ``expr`` is an int64
+expression of the loop IR over named sizes (``batch``, ``seq``). Every operation here builds
+the expression and simplifies it under the rule that a named size is at least 1 (checked when
+a run binds it), so equal computations give equal dims and constants fold back to ints::
 
     >>> dim_mul(Dim("batch"), 12), dim_mul(3, 4), dim_add(Dim("h"), 0)
-    (Dim('12*batch'), 12, Dim('h'))
+    (Dim.parse('12*batch'), 12, Dim('h'))
+
+**Assumptions.** Some shape rules cannot decide a symbolic case: two inputs of an add with
+dims ``n`` and ``m`` broadcast only if ``n == m`` (or one is 1), a slice ``x[:seq]`` of an axis
+of 512 is ``seq`` long only if ``seq <= 512``. The rule then takes the usual case (``n``;
+``seq``) and calls :func:`assume`, which records the condition in the active
+:func:`collect_assumptions` (the compile holds one). The compiled program checks every
+assumption once per new input shape, before any kernel runs, and a run that breaks one gets a
+:class:`~ember.errors.ShapeError` naming the node and the condition -- kernels are compiled for
+the shapes the rules gave, so they are only ever called on those.
 """
 from __future__ import annotations
 
-import re
-from collections import Counter
-from typing import Iterable, Optional, Union
+import ast
+import contextlib
+import contextvars
+import dataclasses
+import functools
+from typing import Iterable, Iterator, Optional, Union
 
 from .. import types as _types
 from ...errors import ShapeError
+from ...loop import expr as E
+from ...loop.arith import simplify
 
 Dim = _types.Dim
 DimT = Union[int, Dim]
 
-_ATOM = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z|\d+\Z")
+SYMBOL_MAX = 1 << 40  # the range a named size is simplified under: [1, SYMBOL_MAX]
 
+
+# -- expressions ----------------------------------------------------------------------------------
 
 def is_int(d) -> bool:
     return isinstance(d, int)
 
 
-def _paren(d: DimT) -> str:
-    """The text of ``d`` as an operand: bare for a name or number, parenthesized otherwise."""
-    s = str(d) if isinstance(d, int) else d.name
-    if _ATOM.match(s) or _factors_of_name(s) is not None:
-        return s
-    return f"({s})"
+def index(d: DimT) -> E.Expr:
+    """``d`` as an int64 expression of the loop IR."""
+    if isinstance(d, Dim):
+        return d.expr
+    return E.IntImm(int(d), "int64")
 
 
-# -- products (the common case: flatten, reshape, batch*channels) -------------------------------
+def _symbols(e: E.Expr) -> list:
+    from ...loop.visit import walk
 
-def _factors_of_name(name: str) -> Optional[tuple]:
-    """A product name ``"12*batch*seq"`` taken apart into (int factor, symbol names); None if the
-    name is not a product of identifiers (then it is one opaque symbol)."""
-    parts = name.split("*")
-    if len(parts) < 2:
-        return None
-    coef, syms = 1, []
-    for p in parts:
-        if p.isdigit():
-            coef *= int(p)
-        elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", p):
-            syms.append(p)
-        else:
-            return None
-    return coef, syms
+    return [n for n in walk(e) if isinstance(n, E.Var)]
 
 
-def _factors(d: DimT) -> tuple[int, Counter]:
-    """``d`` as an integer factor times a multiset of symbol names."""
-    if isinstance(d, int):
-        return d, Counter()
-    f = _factors_of_name(d.name)
-    if f is None:
-        return 1, Counter([d.name])
-    return f[0], Counter(f[1])
+@functools.lru_cache(maxsize=65536)
+def _canonical(e: E.Expr) -> E.Expr:
+    ranges = {v: (1, SYMBOL_MAX) for v in _symbols(e)}
+    return simplify(e, ranges)
 
 
-def _from_factors(coef: int, syms: Counter) -> DimT:
-    names = sorted(syms.elements())
-    if not names or coef == 0:
-        return coef
-    if coef == 1 and len(names) == 1:
-        return Dim(names[0])
-    # symbol names that are not identifiers cannot be parsed back out of a product; they are
-    # wrapped, and such a product is then one opaque symbol
-    text = "*".join(([str(coef)] if coef != 1 else []) + [n if _ATOM.match(n) else f"({n})" for n in names])
-    return Dim(text)
+def to_dim(e: E.Expr) -> DimT:
+    """The canonical dim of the int64 expression ``e`` (an int when it folds)."""
+    e = _canonical(e)
+    if isinstance(e, E.IntImm):
+        return int(e.value)
+    return Dim(e)
+
+
+def _lift(fn):
+    """An operation on dims from one on expressions; ints stay ints."""
+    @functools.wraps(fn)
+    def op(*dims):
+        return to_dim(fn(*(index(d) for d in dims)))
+    return op
 
 
 def dim_mul(a: DimT, b: DimT) -> DimT:
     """``a * b``."""
     if isinstance(a, int) and isinstance(b, int):
         return a * b
-    ca, sa = _factors(a)
-    cb, sb = _factors(b)
-    return _from_factors(ca * cb, sa + sb)
+    return to_dim(index(a) * index(b))
+
+
+def dim_add(a: DimT, b: DimT) -> DimT:
+    """``a + b``."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a + b
+    return to_dim(index(a) + index(b))
+
+
+def dim_sub(a: DimT, b: DimT) -> DimT:
+    """``a - b``."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a - b
+    return to_dim(index(a) - index(b))
+
+
+def dim_min(a: DimT, b: DimT) -> DimT:
+    if isinstance(a, int) and isinstance(b, int):
+        return min(a, b)
+    return to_dim(E.min_(index(a), index(b)))
+
+
+def dim_max(a: DimT, b: DimT) -> DimT:
+    if isinstance(a, int) and isinstance(b, int):
+        return max(a, b)
+    return to_dim(E.max_(index(a), index(b)))
 
 
 def prod(dims: Iterable[DimT]) -> DimT:
@@ -97,51 +119,67 @@ def prod(dims: Iterable[DimT]) -> DimT:
     return out
 
 
-def dim_div_exact(a: DimT, b: DimT) -> Optional[DimT]:
-    """``a / b`` when it is provably a whole dimension (b's factors divide a's), else None."""
-    ca, sa = _factors(a)
-    cb, sb = _factors(b)
-    if cb == 0 or ca % cb or any(sa[k] < v for k, v in sb.items()):
-        return None
-    return _from_factors(ca // cb, sa - sb)
-
-
-# -- sums and divisions (convolution and pooling windows, slices) ------------------------------
-
-def dim_add(a: DimT, b: DimT) -> DimT:
-    """``a + b``."""
+def dim_floordiv(a: DimT, b: DimT) -> DimT:
+    """``a // b`` (``b > 0``)."""
     if isinstance(a, int) and isinstance(b, int):
-        return a + b
-    if b == 0:
-        return a
-    if a == 0:
-        return b
-    # '+' binds loosest in derived names, so the left operand never needs parentheses
-    text = str(a) if isinstance(a, int) else a.name
-    if isinstance(b, int):
-        return Dim(f"{text}{b:+d}")
-    return Dim(f"{text}+{_paren(b)}")
-
-
-def dim_floordiv(a: DimT, b: int) -> DimT:
-    """``a // b`` for an int ``b > 0``."""
-    if isinstance(a, int):
         return a // b
     if b == 1:
         return a
-    exact = dim_div_exact(a, b)
-    return exact if exact is not None else Dim(f"{_paren(a)}//{b}")
+    return to_dim(E.FloorDiv(index(a), index(b)))
 
 
-def dim_ceildiv(a: DimT, b: int) -> DimT:
-    """``ceil(a / b)`` for an int ``b > 0``."""
-    if isinstance(a, int):
+def dim_mod(a: DimT, b: DimT) -> DimT:
+    """``a % b`` (``b > 0``)."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a % b
+    return to_dim(E.FloorMod(index(a), index(b)))
+
+
+def dim_ceildiv(a: DimT, b: DimT) -> DimT:
+    """``ceil(a / b)`` (``b > 0``)."""
+    if isinstance(a, int) and isinstance(b, int):
         return -(-a // b)
     if b == 1:
         return a
-    exact = dim_div_exact(a, b)
-    return exact if exact is not None else Dim(f"ceil({a}/{b})")
+    return to_dim(E.FloorDiv(index(a) + index(b) - 1, index(b)))
 
+
+def dim_div_exact(a: DimT, b: DimT) -> Optional[DimT]:
+    """``a / b`` when it is provably a whole dimension, else None."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a // b if b and a % b == 0 else None
+    if b == 0:
+        return None
+    fa, fb = _product(index(a)), _product(index(b))
+    if fa is not None and fb is not None:  # monomials: divide coefficient and factors
+        (ca, xa), (cb, xb) = fa, fb
+        if cb and ca % cb == 0 and all(xa.count(x) >= xb.count(x) for x in set(xb)):
+            rest = list(xa)
+            for x in xb:
+                rest.remove(x)
+            q: DimT = ca // cb
+            for x in rest:
+                q = dim_mul(q, to_dim(x))
+            return q
+    q = dim_floordiv(a, b)
+    return q if dim_mul(q, b) == a else None
+
+
+def _product(e: E.Expr) -> Optional[tuple]:
+    """``e`` as (int coefficient, [non-constant factors]) when it is a product, else None."""
+    if isinstance(e, E.IntImm):
+        return int(e.value), []
+    if isinstance(e, E.Mul):
+        pa, pb = _product(e.a), _product(e.b)
+        if pa is None or pb is None:
+            return None
+        return pa[0] * pb[0], pa[1] + pb[1]
+    if isinstance(e, (E.Add, E.Sub)):
+        return None
+    return 1, [e]
+
+
+# -- sliding windows and broadcasting ----------------------------------------------------------------
 
 def window_out(size: DimT, kernel: int, stride: int, dilation: int, pad_begin: int, pad_end: int,
                ceil_mode: bool = False) -> DimT:
@@ -161,16 +199,22 @@ def window_out(size: DimT, kernel: int, stride: int, dilation: int, pad_begin: i
         if ceil_mode and out > 1 and (out - 1) * stride >= size + pad_begin:
             out -= 1
         return out
+    assume(index(size) + extra >= 0, f"the window (kernel {kernel}, dilation {dilation}) fits in "
+                                      f"the padded input of size {size}")
     if stride == 1:
         return dim_add(size, extra + 1)
     div = dim_ceildiv if ceil_mode else dim_floordiv
     return dim_add(div(dim_add(size, extra), stride), 1)
 
 
-# -- broadcasting -------------------------------------------------------------------------------
+def _simpler(a: Dim, b: Dim) -> Dim:
+    """The one of two dims assumed equal that downstream types keep: the shorter text."""
+    return min(a, b, key=lambda d: (len(d.name), d.name))
 
-def broadcast_dim(a: DimT, b: DimT) -> DimT:
-    """The broadcast of two dimensions (numpy rules); ShapeError when two ints disagree."""
+
+def broadcast_dim(a: DimT, b: DimT, where: str = "") -> DimT:
+    """The broadcast of two dimensions (numpy rules); ShapeError when two ints disagree. Two
+    different symbolic dims (or a symbolic one and an int > 1) are assumed equal."""
     if a == b:
         return a
     if a == 1:
@@ -179,19 +223,22 @@ def broadcast_dim(a: DimT, b: DimT) -> DimT:
         return a
     if isinstance(a, int) and isinstance(b, int):
         raise ShapeError(f"{a} vs {b}")
-    # a symbol against an int > 1: the symbol must be that int or 1, the result is the int
-    if isinstance(a, int):
-        return a
-    if isinstance(b, int):
-        return b
-    # two different symbols: legal only if they are equal or one is 1, so the result is their max
-    x, y = sorted([a.name, b.name])
-    return Dim(f"max({x},{y})")
+    why = f"broadcasting {where}: " if where else "broadcasting: "
+    if isinstance(a, int) or isinstance(b, int):
+        n, d = (a, b) if isinstance(a, int) else (b, a)
+        assume(E.eq(index(d), n), f"{why}{d} must be {n} (broadcasting a symbolic size of 1 is not supported)")
+        return n
+    keep = _simpler(a, b)
+    other = b if keep is a else a
+    assume(E.eq(index(other), index(keep)), f"{why}{a} and {b} must be equal (broadcasting a symbolic "
+                                            f"size of 1 is not supported)")
+    return keep
 
 
 def broadcast_shapes(*shapes: tuple) -> tuple:
     """numpy broadcasting of several shapes; ShapeError naming the shapes and the dimension."""
     ndim = max((len(s) for s in shapes), default=0)
+    text = " and ".join(_types._tuple_str(s) for s in shapes)
     out = []
     for i in range(ndim):
         d: DimT = 1
@@ -200,9 +247,132 @@ def broadcast_shapes(*shapes: tuple) -> tuple:
             if j < 0:
                 continue
             try:
-                d = broadcast_dim(d, s[j])
+                d = broadcast_dim(d, s[j], f"{text} (dimension {i - ndim})")
             except ShapeError as e:
-                text = " and ".join(_types._tuple_str(s) for s in shapes)
                 raise ShapeError(f"cannot broadcast shapes {text}: dimension {i - ndim} is {e}") from None
         out.append(d)
     return tuple(out)
+
+
+# -- assumptions ------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Assumption:
+    """A condition on the named sizes that a shape rule took for granted, and why."""
+
+    cond: E.Expr  # a bool expression over symbol Vars
+    why: str
+
+
+_ASSUMED: contextvars.ContextVar = contextvars.ContextVar("ember_dim_assumptions", default=None)
+
+
+@contextlib.contextmanager
+def collect_assumptions() -> Iterator[dict]:
+    """Record every :func:`assume` made inside (condition -> Assumption, first reason kept).
+    Nested collections see the outer one's records too."""
+    outer = _ASSUMED.get()
+    found: dict = {} if outer is None else outer
+    token = _ASSUMED.set(found)
+    try:
+        yield found
+    finally:
+        _ASSUMED.reset(token)
+
+
+def assume(cond: E.Expr, why: str) -> None:
+    """Record that a shape rule relies on ``cond`` (a no-op when it provably holds)."""
+    cond = _canonical(cond)
+    if isinstance(cond, E.IntImm):
+        if cond.value:
+            return
+        raise ShapeError(why)
+    found = _ASSUMED.get()
+    if found is not None and cond not in found:
+        from .. import ir
+
+        if ir._SPAN:  # the model node whose conversion made the rule assume it
+            why = f"node {'+'.join(ir._SPAN)}: {why}"
+        found[cond] = Assumption(cond, why)
+
+
+def assume_le(a: DimT, b: DimT, why: str) -> None:
+    if isinstance(a, int) and isinstance(b, int):
+        if a > b:
+            raise ShapeError(why)
+        return
+    assume(index(a) <= index(b), why)
+
+
+def assume_equal(a: DimT, b: DimT, why: str) -> DimT:
+    """Assume ``a == b``; returns the one downstream types keep."""
+    if a == b:
+        return a
+    if isinstance(a, int) and isinstance(b, int):
+        raise ShapeError(why)
+    assume(E.eq(index(a), index(b)), why)
+    if isinstance(a, int) or isinstance(b, int):
+        return a if isinstance(a, int) else b
+    return _simpler(a, b)
+
+
+# -- text -----------------------------------------------------------------------------------------------
+
+def parse_dim(text: str) -> DimT:
+    """The dim written as ``text`` (``12*n``, ``(h-1)//2+1``, ``max(m,n)``, ``"seq len"``)."""
+    try:
+        tree = ast.parse(text.strip(), mode="eval").body
+    except SyntaxError:
+        raise ShapeError(f"{text!r} is not a dimension expression") from None
+
+    def conv(n) -> E.Expr:
+        if isinstance(n, ast.Constant) and isinstance(n.value, int) and not isinstance(n.value, bool):
+            return E.IntImm(n.value, "int64")
+        if isinstance(n, ast.Constant) and isinstance(n.value, str):
+            return E.Var(n.value, "int64")
+        if isinstance(n, ast.Name):
+            return E.Var(n.id, "int64")
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
+            return E.IntImm(0, "int64") - conv(n.operand)
+        if isinstance(n, ast.BinOp):
+            ops = {ast.Add: E.Add, ast.Sub: E.Sub, ast.Mult: E.Mul, ast.FloorDiv: E.FloorDiv, ast.Mod: E.FloorMod}
+            if type(n.op) in ops:
+                return ops[type(n.op)](conv(n.left), conv(n.right))
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("min", "max") \
+                and len(n.args) == 2:
+            return (E.min_ if n.func.id == "min" else E.max_)(conv(n.args[0]), conv(n.args[1]))
+        raise ShapeError(f"{text!r} is not a dimension expression ({ast.dump(n)[:60]})")
+
+    return to_dim(conv(tree))
+
+
+def eval_dim(d: DimT, env: dict) -> int:
+    """The value of ``d`` with its symbols bound by ``env`` (name -> int)."""
+    if isinstance(d, int):
+        return d
+    return eval_index(d.expr, env)
+
+
+def eval_index(e: E.Expr, env: dict) -> int:
+    t = type(e)
+    if t is E.IntImm:
+        return int(e.value)
+    if t is E.Var:
+        return int(env[e.name])
+    if t is E.Cast:
+        return eval_index(e.value, env)
+    a, b = eval_index(e.a, env), eval_index(e.b, env)
+    return _EVAL[t.__name__](a, b)
+
+
+_EVAL = {"Add": lambda a, b: a + b, "Sub": lambda a, b: a - b, "Mul": lambda a, b: a * b,
+         "FloorDiv": lambda a, b: a // b, "FloorMod": lambda a, b: a % b, "Min": min, "Max": max,
+         "EQ": lambda a, b: int(a == b), "NE": lambda a, b: int(a != b), "LT": lambda a, b: int(a < b),
+         "LE": lambda a, b: int(a <= b), "GT": lambda a, b: int(a > b), "GE": lambda a, b: int(a >= b),
+         "And": lambda a, b: int(a and b), "Or": lambda a, b: int(a or b)}
+
+
+__all__ = ["Assumption", "Dim", "assume", "assume_equal", "assume_le", "broadcast_dim", "broadcast_shapes",
+           "collect_assumptions", "dim_add", "dim_ceildiv", "dim_div_exact", "dim_floordiv", "dim_max",
+           "dim_min", "dim_mod", "dim_mul", "dim_sub", "eval_dim", "index", "is_int", "parse_dim", "prod",
+           "to_dim", "window_out"]

@@ -10,6 +10,7 @@ values follow ONNX: in ``newshape`` 0 copies the input's dimension (unless ``all
 """
 from __future__ import annotations
 
+import fractions
 import math
 
 from ...errors import ShapeError
@@ -43,10 +44,15 @@ def _infer_reshape(args, attrs):
             if isinstance(total, int) and isinstance(known, int):
                 raise ShapeError(f"cannot reshape {x} ({total} elements) to {attrs['newshape']}: "
                                  f"{total} is not a multiple of {known}")
-            q = Dim(f"{D._paren(total)}/{D._paren(known)}")
+            D.assume_equal(D.dim_mod(total, known), 0, f"reshape of {x} to {attrs['newshape']}: {total} "
+                                                          f"must be a multiple of {known}")
+            q = D.dim_floordiv(total, known)
         new[i] = q
     elif isinstance(total, int) and all(isinstance(d, int) for d in new) and D.prod(new) != total:
         raise ShapeError(f"cannot reshape {x} ({total} elements) to {tuple(new)} ({D.prod(new)} elements)")
+    elif D.prod(new) != total:
+        D.assume_equal(D.prod(new), total, f"reshape of {x} to {tuple(new)}: the element counts "
+                                           f"{D.prod(new)} and {total} must agree")
     return TensorType(tuple(new), x.dtype)
 
 
@@ -187,8 +193,8 @@ def _infer_concat(args, attrs):
                 if isinstance(d, int) and isinstance(out[i], int):
                     raise ShapeError(f"inputs differ in dimension {i} (not the axis {axis}): "
                                      f"{', '.join(map(str, ts))}")
-                if isinstance(d, int):  # a symbol meets a number: the number is the size
-                    out[i] = d
+                out[i] = D.assume_equal(out[i], d, f"concat of {', '.join(map(str, ts))}: dimension {i} "
+                                                   f"must agree")
     return TensorType(tuple(out), dtype)
 
 
@@ -215,7 +221,7 @@ def split_sizes(dim, sizes, num_outputs) -> list:
     part = D.dim_div_exact(dim, n)
     if part is None:
         part = D.dim_ceildiv(dim, n)
-        last = D.dim_add(dim, Dim(f"-{n - 1}*{D._paren(part)}")) if n > 1 else part
+        last = D.dim_sub(dim, D.dim_mul(part, n - 1)) if n > 1 else part
         return [part] * (n - 1) + [last]
     return [part] * n
 
@@ -234,22 +240,43 @@ register_op("split", infer=_infer_split, pattern=INJ,
 # -- slice and pad ------------------------------------------------------------------------------
 
 
-def slice_len(dim, begin: int, end: int, step: int):
-    """Elements of ``range(begin, end, step)`` on an axis of size ``dim`` (ONNX clamping)."""
+HUGE = 1 << 30  # ONNX models spell "to the end" as INT_MAX / INT64_MAX
+
+
+def slice_bounds(dim, begin, end, step: int) -> tuple:
+    """``(start, length)`` of ``x[begin:end:step]`` on an axis of size ``dim`` (ONNX clamping).
+
+    With a symbolic size or bound, a bound is taken to lie inside the axis (a negative one
+    counts from the end), and the assumption is recorded: the slices exporters write."""
     if step == 0:
         raise ShapeError("slice step must not be 0")
-    if isinstance(dim, int):
-        return len(range(*slice(begin, end, step).indices(dim)))
-    huge = 1 << 30  # ONNX models spell "to the end" as INT_MAX / INT64_MAX
-    if step > 0 and end >= huge:
-        if begin >= 0:
-            return D.dim_add(dim, -begin) if step == 1 else D.dim_ceildiv(D.dim_add(dim, -begin), step)
-        return -(-(-begin) // step)  # the last -begin elements (the axis has at least that many)
-    if step > 0 and 0 <= begin <= end:
-        return -(-(end - begin) // step)  # inside the axis: a symbolic axis is assumed long enough
-    if step > 0 and begin < 0 and end < 0:
-        return max(0, -(-(end - begin) // step))
-    return Dim(f"slice({dim},{begin},{end},{step})")
+    if all(isinstance(v, int) for v in (dim, begin, end)):
+        start, stop, st = slice(begin, end, step).indices(dim)
+        return start, len(range(start, stop, st))
+    back = step < 0  # from begin down to (not including) end
+
+    def bound(v, what):
+        if isinstance(v, int) and v >= HUGE:
+            return D.dim_sub(dim, 1) if back else dim
+        if isinstance(v, int) and v <= -HUGE:
+            return -1 if back else 0
+        if isinstance(v, int) and v < 0:
+            D.assume_le(-v, dim, f"slice {what} {v} must lie inside the axis of size {dim}")
+            return D.dim_add(dim, v)
+        D.assume_le(v, dim, f"slice {what} {v} must not pass the end of the axis of size {dim}")
+        return v
+
+    b, e = bound(begin, "start"), bound(end, "end")
+    lo, hi = (e, b) if back else (b, e)
+    if isinstance(b, int) and isinstance(e, int):
+        return b, max(0, -(-(hi - lo) // abs(step)))
+    D.assume_le(lo, hi, f"slice [{begin}:{end}:{step}] of an axis of size {dim} must not be empty")
+    return b, D.dim_ceildiv(D.dim_sub(hi, lo), abs(step))
+
+
+def slice_len(dim, begin, end, step: int):
+    """Elements of ``range(begin, end, step)`` on an axis of size ``dim`` (ONNX clamping)."""
+    return slice_bounds(dim, begin, end, step)[1]
 
 
 def _infer_strided_slice(args, attrs):
@@ -271,7 +298,7 @@ def _infer_strided_slice(args, attrs):
 
 
 register_op("strided_slice", infer=_infer_strided_slice, pattern=INJ,
-            attrs_schema={"begin": attr("ints"), "end": attr("ints"), "axes": attr("ints", None),
+            attrs_schema={"begin": attr("dims"), "end": attr("dims"), "axes": attr("ints", None),
                           "strides": attr("ints", None)},
             doc="x[begin:end:stride] on each listed axis, bounds clamped like Python slices")
 
@@ -369,8 +396,9 @@ def _infer_resize(args, attrs):
             out.append(int(math.floor(d * s)))  # ONNX: floor(size * scale)
         elif float(s).is_integer():
             out.append(D.dim_mul(d, int(s)))
-        else:
-            out.append(Dim(f"floor({d}*{s:g})"))
+        else:  # floor(d * p / q) for the scale's exact fraction
+            frac = fractions.Fraction(float(s))
+            out.append(D.dim_floordiv(D.dim_mul(d, frac.numerator), frac.denominator))
     return TensorType(tuple(out), x.dtype)
 
 

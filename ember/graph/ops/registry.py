@@ -60,6 +60,7 @@ _KINDS: dict[str, Callable[[Any], bool]] = {
     "dtype": lambda v: isinstance(v, str) and v in dt.SCALAR_TYPES,
     "ints": lambda v: isinstance(v, tuple) and all(_KINDS["int"](x) for x in v),
     "floats": lambda v: isinstance(v, tuple) and all(_KINDS["float"](x) for x in v),
+    "dim": lambda v: _KINDS["int"](v) or isinstance(v, Dim),
     "dims": lambda v: isinstance(v, tuple) and all(_KINDS["int"](x) or isinstance(x, Dim) for x in v),
     "any": lambda v: True,
 }

@@ -44,7 +44,7 @@ def test_conv_transpose():
                  padding=(0, 0, 1, 1)) == T(1, 2, 8, 6)
     assert infer("nn.conv1d_transpose", T(1, 4, 3), T(4, 2, 3), groups=2) == T(1, 4, 5)
     assert infer("nn.conv2d_transpose", T("n", 1, "h", 4), T(1, 2, 3, 3), strides=(2, 2)) == \
-        T("n", 2, Dim("2*(h-1)+3"), 9)
+        T("n", 2, Dim.parse("2*(h-1)+3"), 9)
 
 
 @pytest.mark.parametrize("a, b", [((3, 4), (4, 5)), ((2, 3, 4), (4, 5)), ((4,), (4, 5)), ((3, 4), (4,)),

@@ -82,13 +82,13 @@ def test_doctests():
 def test_dim_arithmetic():
     n, m = Dim("n"), Dim("m")
     assert D.dim_mul(n, 1) == n and D.dim_mul(3, 4) == 12
-    assert D.dim_mul(n, m) == D.dim_mul(m, n) == Dim("m*n")
+    assert D.dim_mul(n, m) == D.dim_mul(m, n) == Dim.parse("m*n")
     assert D.dim_div_exact(D.prod([n, 3, 4]), 12) == n
     assert D.dim_div_exact(D.prod([n, 3, 4]), D.dim_mul(n, 4)) == 3
     assert D.dim_div_exact(n, 2) is None
-    assert D.dim_add(n, 0) == n and D.dim_add(n, -1) == Dim("n-1") and D.dim_add(2, 3) == 5
+    assert D.dim_add(n, 0) == n and D.dim_add(n, -1) == Dim.parse("n-1") and D.dim_add(2, 3) == 5
     assert D.window_out(n, 3, 1, 1, 1, 1) == n  # a 'same' 3x3 keeps a symbolic size
-    assert D.window_out(n, 3, 2, 1, 1, 1) == Dim("(n-1)//2+1")
+    assert D.window_out(n, 3, 2, 1, 1, 1) == Dim.parse("(n-1)//2+1")
     assert D.window_out(224, 7, 2, 1, 3, 3) == 112
     assert D.window_out(5, 3, 2, 1, 0, 0, ceil_mode=True) == 2
 
@@ -97,8 +97,12 @@ def test_broadcast_dims():
     n, m = Dim("n"), Dim("m")
     assert D.broadcast_shapes((n, 1), (4,)) == (n, 4)
     assert D.broadcast_shapes((n, 1), (1, 5), (3, 1, 1)) == (3, n, 5)
-    assert D.broadcast_shapes((n,), (4,)) == (4,)  # n must be 4 (or 1) for this to be legal
-    assert D.broadcast_shapes((n,), (m,)) == (Dim("max(m,n)"),)
+    assert D.broadcast_shapes((n,), (4,)) == (4,)  # n must be 4 for this to be legal (assumed)
+    with D.collect_assumptions() as assumed:
+        assert D.broadcast_shapes((n,), (m,)) == (m,)  # assumed equal: the run checks m == n
+        assert D.broadcast_shapes((n, 1), (4,)) == (n, 4)
+    assert [str(a.cond) for a in assumed.values()] == ["n == m"]
+    assert "must be equal" in next(iter(assumed.values())).why
     with pytest.raises(ShapeError, match=r"\(2, 3\) and \(4,\).*3 vs 4"):
         D.broadcast_shapes((2, 3), (4,))
 

@@ -10,8 +10,8 @@ from ..registry import get_op, set_compute
 
 
 def te_shape(out_type) -> tuple:
-    """A graph type's shape in ``te.compute`` terms (a symbolic Dim becomes a named size)."""
-    return tuple(d.name if isinstance(d, Dim) else d for d in out_type.shape)
+    """A graph type's shape in ``te.compute`` terms (a symbolic Dim is its int64 expression)."""
+    return tuple(d.expr if isinstance(d, Dim) else d for d in out_type.shape)
 
 
 def stage_name(op: str) -> str:

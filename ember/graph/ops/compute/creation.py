@@ -39,8 +39,10 @@ def _range(attrs, inputs, out_type):
         def body(i):
             return cast(d, const(float(start), "float64") + cast("float64", i) * const(float(step), "float64"))
     else:
+        first = cast(d, as_expr(start)) if not isinstance(start, (int, float)) else const(int(start), d)
+
         def body(i):
-            return const(int(start), d) + cast(d, i) * const(int(step), d)
+            return first + cast(d, i) * const(int(step), d)
     return te.compute(te_shape(out_type), body, "range")
 
 

@@ -51,8 +51,8 @@ def _shifted(i: Expr, offset):
 
 
 def _dims(out_type) -> tuple:
-    """``out_type``'s shape as index expressions (a symbolic Dim is the Var ``te`` names it)."""
-    return tuple(Var(d) if isinstance(d, str) else const(d, INDEX) for d in te_shape(out_type))
+    """``out_type``'s shape as index expressions."""
+    return tuple(as_expr(d, INDEX) for d in te_shape(out_type))
 
 
 def _stage(op: str, out_type, body) -> te.Tensor:
@@ -219,23 +219,19 @@ register_compute("split", _split)
 # -- slice and pad ------------------------------------------------------------------------------
 
 
-def _slice_start(dim, begin: int, step: int):
-    """The first index of ``x[begin::step]`` on an axis of size ``dim`` (Python clamping)."""
-    n = _int(dim)
-    if n is not None:
-        return slice(begin, None, step).indices(n)[0]
-    if begin < 0:
-        return max_(dim + begin, const(0 if step > 0 else -1, INDEX))
-    return min_(const(begin, INDEX), dim if step > 0 else dim - 1)
-
-
 def _strided_slice(attrs, inputs, out_type):
+    from ..dims import index, to_dim
+    from ..layout import slice_bounds
+
     x = inputs[0]
-    begin = attrs["begin"]  # the ends only decide the output's length, which out_type holds
+    begin, end = attrs["begin"], attrs["end"]
     axes = attrs["axes"] if attrs["axes"] is not None else tuple(range(len(begin)))
     steps = attrs["strides"] if attrs["strides"] is not None else (1,) * len(axes)
-    plan = {norm_axis(a, x.ndim): (_slice_start(x.shape[norm_axis(a, x.ndim)], b, s), s)
-            for a, b, s in zip(axes, begin, steps)}
+    plan = {}
+    for a, b, e, s in zip(axes, begin, end, steps):
+        a = norm_axis(a, x.ndim)
+        start, _ = slice_bounds(to_dim(as_expr(x.shape[a], INDEX)), b, e, s)
+        plan[a] = (start if isinstance(start, int) else index(start), s)
 
     def body(*i):
         src = []

@@ -1,7 +1,7 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ember.compiler.memory_plan import Interval, plan_memory
+from ember.runtime.memory_plan import Interval, plan_memory
 
 
 def test_values_never_alive_together_share_bytes():
