@@ -294,7 +294,7 @@ def verify_program(program: Any, module, n_constants: Optional[int] = None,
         c.fail(f"the symbols {sorted(symbols)} and the inputs' symbolic dims {sorted(bare)} differ")
     io(program["outputs"], "outputs", SLOT_KINDS)
     for k, o in enumerate(program["outputs"]):
-        copy = o.get("copy", False)
+        copy = c.dict(o, f"output #{k}", ("copy",))["copy"]
         if not isinstance(copy, bool):
             c.fail(f"output #{k}'s copy flag must be true or false")
         if not copy and info[o["slot"]][0] != "output":

@@ -247,7 +247,10 @@ def evaluate(node, out_types: list) -> Optional[list]:
     if not all(isinstance(d, int) for d in out_types[0].shape) or _numel(out_types[0].shape) > LIMIT:
         return None
     if op in _TYPE_ONLY:
-        return [_TYPE_ONLY[op](node, [])]
+        try:
+            return [_TYPE_ONLY[op](node, [])]
+        except OverflowError:  # a dimension past int64: leave it to the graph, which reports it
+            return None
     needed = range(1) if op == "CastLike" else range(len(node.inputs))  # CastLike reads only input 1's type
     vals = [node.value(i) if node.has(i) else None for i in range(len(node.inputs))]
     if any(vals[i] is None for i in needed if node.has(i)) or any(v.size > LIMIT for v in vals if v is not None):
@@ -265,7 +268,7 @@ def evaluate(node, out_types: list) -> Optional[list]:
                 out = None if is_symbolic(vals[0]) else _UNARY[op](vals[0])
             else:
                 out = _OTHER[op](node, vals)
-    except (ValueError, TypeError, IndexError, ZeroDivisionError):
+    except (ValueError, TypeError, IndexError, ZeroDivisionError, OverflowError):
         return None  # leave it to the graph: the converted call reports real errors at run time
     if out is None:
         return None

@@ -118,3 +118,15 @@ def test_shape_inputs_that_are_not_integers():
     m = model([node("Pad", ["x", "pads"], ["y"], name="pad")], [vi("x", [2])], [vi("y", [2])], [pads])
     with pytest.raises(DTypeError, match=r"Pad node 'pad'.*input 1 \('pads', the pads\) must hold integers, got float32"):
         from_onnx(m)
+
+
+def test_a_shape_past_int64_is_not_folded():
+    # was OverflowError: Python int too large to convert to C long (fold._shape_of of a dim 2**63)
+    m = model([node("Concat", ["x", "x"], ["c"], axis=2), node("Shape", ["c"], ["s"]),
+               node("ConstantOfShape", ["s"], ["y"])],
+              [vi("x", [2, 3, 1 << 62])], [vi("y", [2, 3, "big"])])
+    try:
+        from_onnx(m)
+    except Exception as e:  # noqa: BLE001 - any EmberError is fine, nothing else
+        from ember.errors import EmberError
+        assert isinstance(e, EmberError), repr(e)
