@@ -91,6 +91,11 @@ def _seg(fn_name: str) -> Callable:
 def _hf(config_name: str, model_name: str, **cfg) -> Callable:
     def build():
         import torch
+
+        try:
+            torchvision()  # transformers imports it when installed: without the fix it fails
+        except ImportError:
+            pass
         import transformers
 
         config = getattr(transformers, config_name)(**cfg)
@@ -127,7 +132,7 @@ ZOO: Dict[str, ZooModel] = {m.name: m for m in [
     ZooModel("distilbert", "text", _hf("DistilBertConfig", "DistilBertModel", n_layers=3, vocab_size=1000),
              mask=True),
     ZooModel("gpt2", "text", _hf("GPT2Config", "GPT2LMHeadModel", n_layer=4, n_embd=256, n_head=4,
-                                 vocab_size=1000, n_positions=512)),
+                                 vocab_size=1000, n_positions=512, bos_token_id=0, eos_token_id=0)),
 ]}
 
 
@@ -138,7 +143,24 @@ def build_model(name: str, seed: int = 0):
     if name not in ZOO:
         raise KeyError(f"no zoo model {name!r}; the zoo has: {', '.join(ZOO)}")
     torch.manual_seed(seed)
-    return ZOO[name].build().eval()
+    model = ZOO[name].build().eval()
+    _no_constant_weights(model)
+    return model
+
+
+def _no_constant_weights(model) -> None:
+    """Replace parameters and buffers that initialize to one value (ViT's zero head, norm
+    scales of one, zero biases) by random values around it: a model whose head is zero gives
+    zeros whatever a compiler does, and splat weights hide wrong indexing."""
+    import torch
+
+    with torch.no_grad():
+        for name, p in list(model.named_parameters()) + list(model.named_buffers()):
+            if not p.is_floating_point() or p.numel() < 2 or "running_var" in name:
+                continue
+            if torch.all(p == p.reshape(-1)[0]):
+                base = float(p.reshape(-1)[0])
+                p.copy_(base + torch.randn_like(p) * (0.1 if base else 0.02))
 
 
 def export(name: str, out_dir: str, dynamic: bool = False, seed: int = 0, model=None) -> str:

@@ -143,6 +143,7 @@ def schedule_gemm(s: Schedule, C: te.Tensor, out: te.Tensor = None, target=None)
     st.compute_at(so, jo)
     *cb, ci, cj, ck = st.leaf
     _, ci = st.split(ci, factor=mr)  # one block in the tile: a constant extent to unroll
+    _, cj = st.split(cj, factor=nr)  # (also when the bounds of a symbolic size are not known)
     st.reorder(ck, *cb, ci, cj)
     st.unroll(ci)
     cjo, cji = st.split(cj, factor=lanes)

@@ -16,7 +16,7 @@ import numpy as np
 from ..loop import compute as te
 from ..loop import dtype as dt
 from ..loop import intrinsics as intr
-from ..loop.expr import select
+from ..loop.expr import as_expr, select
 from ..loop.schedule import Schedule
 from ..loop.expr import const
 from .common import const_int, host, vector_lanes, vectorize_inner
@@ -77,17 +77,18 @@ def axis_stat(x_fn, shape: tuple, axis: int, trailing: bool, combiner: str, lane
         def body(*i):
             return red(x_fn(*i[:axis], r.var, *i[axis + 1:]), axis=r)
         return te.compute(keep, body, name), None
-    width = const_int(shape[-1])
-    chunks = -(-width // lanes)
+    width = const_int(shape[-1])  # None for a symbolic size: every chunk is guarded
+    chunks = -(-width // lanes) if width is not None else (as_expr(shape[-1]) + (lanes - 1)) // lanes
     ro = [te.reduce_axis(shape[a], f"{name}_r{a}") for a in red_axes[:-1]]
     k = te.reduce_axis(chunks, f"{name}_k")
     ident = _identity(combiner, dtype)
+    exact = width is not None and width % lanes == 0
 
     def part(*idx):
         *rows, lane = idx
         j = k.var * lanes + lane
         v = x_fn(*rows, *[r.var for r in ro], j)
-        return red(v if width % lanes == 0 else select(j < width, v, ident), axis=(*ro, k))
+        return red(v if exact else select(j < as_expr(shape[-1]), v, ident), axis=(*ro, k))
     P = te.compute((*shape[:axis], lanes), part, f"{name}_part")
     ln = te.reduce_axis(lanes, f"{name}_l")
     R = te.compute(keep, lambda *i: red(P[(*i[:axis], ln.var)], axis=ln), name)

@@ -15,7 +15,7 @@ from ..errors import LoweringError
 from . import dtype as dt
 from .arith import bounds, can_prove, simplify
 from .compute import IterVar, Reduce, Tensor, TensorLoad, combine
-from .expr import Expr, IntImm, Load, Max, Min, Var, logical_and
+from .expr import Expr, IntImm, Load, Max, Min, Var, as_expr, logical_and
 from .schedule import Schedule, Split, Stage
 from .stmt import Allocate, Buffer, For, IfThenElse, PrimFunc, Store, seq
 from .visit import rewrite, substitute, walk
@@ -221,6 +221,13 @@ class _Lowerer:
             body = (body.source, body.condition)
         return substitute(body, sub), ranges
 
+    def _size_vars(self) -> set:
+        """The kernel's symbolic sizes: the variables in its tensors' shapes."""
+        if getattr(self, "_sizes", None) is None:
+            self._sizes = {v for st in self.sch.stages for e in st.tensor.shape for v in walk(as_expr(e))
+                           if isinstance(v, Var)}
+        return self._sizes
+
     def plan_region(self, kid: Stage, readers: list, parent: Stage):
         """Bound the part of ``kid`` that ``readers`` [(body, ranges)] read while ranges vary."""
         accesses = []
@@ -249,18 +256,21 @@ class _Lowerer:
             lo = los[0] if len(set(los)) == 1 else simplify(_fold_minmax(Min, los))
             hi = his[0] if len(set(his)) == 1 else simplify(_fold_minmax(Max, his))
             extent = simplify(hi - lo + 1)
-            if not isinstance(extent, IntImm):
+            if not isinstance(extent, IntImm) and not all(v in self._size_vars() for v in walk(extent)
+                                                          if isinstance(v, Var)):
                 raise LoweringError(
                     f"stage {kid.name} computed at {parent.name}: the region of axis {d} it must "
-                    f"provide has a non-constant size ({extent}); compute it at an outer loop")
+                    f"provide has a size that changes from iteration to iteration ({extent}); "
+                    f"compute it at an outer loop")
             region.append((lo, extent))
         self.regions[kid] = region
         shape = tuple(e for _, e in region)
-        # small scratch lives on the stack (no allocator call inside the loop it is computed at)
+        # small scratch lives on the stack (no allocator call inside the loop it is computed
+        # at); a size that depends on the kernel's symbolic sizes is allocated where it is used
         size = 1
         for e in shape:
-            size *= e.value
-        small = size * dt.nbytes(kid.tensor.dtype) <= (128 << 10)
+            size = size * e.value if isinstance(e, IntImm) and size is not None else None
+        small = size is not None and size * dt.nbytes(kid.tensor.dtype) <= (128 << 10)
         self.buffers[kid] = Buffer(self.names.fresh(kid.name), shape, kid.tensor.dtype,
                                    scope="local" if kid.scope == "local" or small else "global")
         self.region_min[kid] = [lo for lo, _ in region]

@@ -117,7 +117,7 @@ def _slice_attrs(node):
 
 @converter("Slice", since=10, const_inputs=(1, 2, 3, 4))
 def _slice(node):
-    begin, end = node.ints(1, "starts"), node.ints(2, "ends")
+    begin, end = node.dims(1, "starts"), node.dims(2, "ends")  # a bound may be a symbolic size
     axes = node.ints(3, "axes") if node.has(3) else None
     steps = node.ints(4, "steps") if node.has(4) else None
     return [node.call("strided_slice", node.input(0), begin=begin, end=end, axes=axes, strides=steps)]
@@ -320,14 +320,14 @@ def _resize(node):
     axes = [a % nd for a in axes] if axes is not None else list(range(nd))
     scales = sizes = None
     if node.has(3) and node.const(3, "sizes").size:
-        given = node.ints(3, "sizes")
+        given = node.dims(3, "sizes")
         sizes = list(x.type.shape)
         for a, s in zip(axes, given):
             sizes[a] = s
         policy = node.attr("keep_aspect_ratio_policy", "stretch")
         if policy != "stretch":
             ins = [x.type.shape[a] for a in axes]
-            if not all(isinstance(d, int) for d in ins):
+            if not all(isinstance(d, int) for d in ins + list(given)):
                 raise UnsupportedOpError(f"keep_aspect_ratio_policy {policy!r} needs static input sizes")
             ratios = [s / d for s, d in zip(given, ins)]
             scale = min(ratios) if policy == "not_larger" else max(ratios)
