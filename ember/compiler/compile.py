@@ -57,7 +57,9 @@ def compile_model(model: Union[str, os.PathLike, bytes, Module, "onnx.ModelProto
     """Compile ``model`` (an ONNX path, bytes or ModelProto, or a graph Module) for ``target``
     (default: the host CPU) and return an Executable.
 
-    ``input_shapes`` fixes symbolic input dims (``{"data": (1, 3, 224, 224)}``).
+    ``input_shapes`` fixes symbolic input dims (``{"data": (1, 3, 224, 224)}``), before the
+    model's shape computations are imported; without it a symbolic dim (a dynamic batch)
+    stays symbolic, and one executable runs every size.
     ``memory_limit`` (bytes, or a size like ``"4GiB"``; default: the memory available to the
     process) bounds every constant the compile materializes (initializers, folded values) and
     the executable's constants plus one run's arena and outputs: beyond it the compile raises
@@ -81,8 +83,9 @@ def _compile(model, target, opt_level, input_shapes, disabled_passes, instrument
 
         proto, _ = load_model(model)
         output_names = [o.name for o in proto.graph.output]
-        mod = from_onnx(proto)
+        mod = from_onnx(proto, input_shapes=input_shapes)  # bound before the shape computations
         del proto  # the graph holds the weights now: the proto's copy of them goes
+        input_shapes = None
     times["import"] = time.perf_counter() - t0
     if input_shapes:
         mod = _bind_shapes(mod, input_shapes)

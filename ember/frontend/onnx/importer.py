@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from typing import Mapping, Optional, Union
+from typing import Mapping, Optional, Sequence, Union
 
 import numpy as np
 import onnx
@@ -318,6 +318,19 @@ def _input_type(vi: onnx.ValueInfoProto) -> TensorType:
     return TensorType(dims, dtype)
 
 
+def _given_shape(t: TensorType, name: str, shape: Optional[Sequence]) -> TensorType:
+    """``t`` with the shape ``input_shapes`` gives input ``name`` (checked against ``t``)."""
+    if shape is None:
+        return t
+    dims = tuple(Dim(d) if isinstance(d, str) else int(d) for d in shape)
+    if len(dims) != t.ndim:
+        raise ShapeError(f"input {name!r} has rank {t.ndim} ({t}); input_shapes gives {tuple(shape)}")
+    for want, got in zip(t.shape, dims):
+        if isinstance(want, int) and want != got:
+            raise ShapeError(f"input {name!r} has shape {t.shape}; input_shapes gives {tuple(shape)}")
+    return TensorType(dims, t.dtype)
+
+
 def _topo_order(nodes) -> list:
     """Nodes in dataflow order (ONNX requires it, but tools do not always deliver it)."""
     produced_by = {o: k for k, n in enumerate(nodes) for o in n.output if o}
@@ -343,11 +356,15 @@ def _topo_order(nodes) -> list:
 
 def from_onnx(model: Union[onnx.ModelProto, str, os.PathLike, bytes], *,
               static_inputs: Optional[Mapping[str, np.ndarray]] = None,
+              input_shapes: Optional[Mapping[str, Sequence]] = None,
               keep_initializers_as_inputs: bool = False) -> Module:
     """Import an ONNX model (a ModelProto, a path, or serialized bytes) as an Ember Module.
 
     ``static_inputs`` binds graph inputs to values known now (they become Constants): needed
     for inputs that decide shapes, such as Reshape's shape fed as a graph input.
+    ``input_shapes`` gives graph inputs shapes of their own before anything is imported
+    (``{"x": (1, 3, 224, 224)}``; a string names a symbolic size): a model exported with a
+    dynamic batch is then imported for one batch size, shape computations included.
     ``keep_initializers_as_inputs`` keeps initializers that the graph also lists as inputs as
     parameters (overridable weights) instead of Constants.
 
@@ -362,13 +379,14 @@ def from_onnx(model: Union[onnx.ModelProto, str, os.PathLike, bytes], *,
     problems = scan(proto, static_inputs=static_inputs, keep_initializers_as_inputs=keep_initializers_as_inputs,
                     source=source)
     raise_problems(problems, opset, source)
-    return _Importer(proto, opset, source, static_inputs, keep_initializers_as_inputs).run()
+    return _Importer(proto, opset, source, static_inputs, keep_initializers_as_inputs, input_shapes).run()
 
 
 class _Importer:
-    def __init__(self, proto, opset, source, static_inputs, keep):
+    def __init__(self, proto, opset, source, static_inputs, keep, input_shapes=None):
         self.proto, self.opset, self.source = proto, opset, source
         self.static, self.keep = static_inputs, keep
+        self.shapes = dict(input_shapes or {})
         self.env: dict = {}  # ONNX value name -> Ember expression
         self.values: dict = {}  # ONNX value name -> numpy value known at import
 
@@ -391,7 +409,7 @@ class _Importer:
             elif name in inits and not self.keep:
                 continue  # bound below as a Constant
             else:
-                v = Var(name, _input_type(vi))
+                v = Var(name, _given_shape(_input_type(vi), name, self.shapes.get(name)))
                 self.env[name] = v
                 params.append(v)
         self._check_initializers([t for name, t in inits.items() if name not in self.env])
@@ -400,6 +418,10 @@ class _Importer:
                 # the array is new (or a view of the tensor's bytes): the Constant takes it as is
                 c = Constant.adopt(tensor_to_numpy(t, f"initializer {name!r}"))
                 self.env[name], self.values[name] = c, c.value
+        unknown = set(self.shapes) - {vi.name for vi in g.input if vi.name not in inits or self.keep}
+        if unknown:
+            raise ShapeError(f"input_shapes names {', '.join(sorted(unknown))}, which are not inputs of "
+                             f"{self.source} (inputs: {', '.join(p.name for p in params)})")
         unknown = set(self.static) - {vi.name for vi in g.input}
         if unknown:
             raise ShapeError(f"static_inputs names {sorted(unknown)}, which are not graph inputs of {self.source} "
