@@ -105,11 +105,12 @@ def matmul_compute(A: te.Tensor, B: te.Tensor, target=None, name: str = "C",
     return C, parts
 
 
-def _group(panels, most: int) -> int:
+def _group(panels, most: int):
     """How many column panels to take per group: at most ``most``, dividing ``panels`` when
-    it is known (a partial last group would guard every tile with a bounds check)."""
+    it is known (a partial last group would guard every tile with a bounds check); None (one
+    group of all) when the panel count is symbolic, for the same reason."""
     if panels is None:
-        return most
+        return None
     return max(g for g in range(1, min(most, panels) + 1) if panels % g == 0)
 
 
@@ -130,9 +131,14 @@ def schedule_gemm(s: Schedule, C: te.Tensor, out: te.Tensor = None, target=None)
     # a group of B panels that fits in L2 is reused by every row block before the next group:
     # each core streams its A panels past L2-resident B instead of all of B past each A panel
     panel_bytes = nr * (const_int(C.op.reduce_axis[0].extent) or 1) * dt.nbytes(C.dtype)
-    jc, jo = so.split(jo, factor=_group(const_int(jo.extent), max(1, (target.l2_bytes // 2) // panel_bytes)))
-    so.reorder(*batch, jc, io, jo, ii, ji)
-    rows = so.fuse(*batch, jc, io)
+    group = _group(const_int(jo.extent), max(1, (target.l2_bytes // 2) // panel_bytes))
+    if group is not None:
+        jc, jo = so.split(jo, factor=group)
+        so.reorder(*batch, jc, io, jo, ii, ji)
+        rows = so.fuse(*batch, jc, io)
+    else:
+        so.reorder(*batch, io, jo, ii, ji)
+        rows = so.fuse(*batch, io) if batch else io
     so.parallel(rows)
     so.unroll(ii)
     jv_o, jv_i = so.split(ji, factor=lanes)

@@ -13,12 +13,14 @@ from typing import Optional, Sequence
 
 from ..errors import LoweringError
 from . import dtype as dt
-from .arith import bounds, can_prove, simplify
+from .arith import Param, bounds, can_prove, simplify
 from .compute import IterVar, Reduce, Tensor, TensorLoad, combine
 from .expr import Expr, IntImm, Load, Max, Min, Var, as_expr, logical_and
 from .schedule import Schedule, Split, Stage
 from .stmt import Allocate, Buffer, For, IfThenElse, PrimFunc, Store, seq
 from .visit import rewrite, substitute, walk
+
+SIZE_MAX = 1 << 40  # a symbolic size lies in [1, SIZE_MAX] (ember.runtime.layout.SYMBOL_MAX)
 
 
 class _Names:
@@ -89,7 +91,7 @@ class _Lowerer:
         for n in walk(body):
             if isinstance(n, Load):
                 for i, extent in zip(n.indices, n.buffer.shape):
-                    if not (can_prove(i >= 0, ranges) and can_prove(i < extent, ranges)):
+                    if not (can_prove(i >= 0, self.sized(ranges)) and can_prove(i < extent, self.sized(ranges))):
                         return False
         return True
 
@@ -143,7 +145,7 @@ class _Lowerer:
         for rel in st.relations:
             if isinstance(rel, Split):
                 cond = value(rel.parent) < ext[rel.parent]
-                if not can_prove(cond, leaf_ranges):
+                if not can_prove(cond, self.sized(leaf_ranges)):
                     (reduce_preds if rel.parent.kind == "reduce" else spatial_preds).append(cond)
         glob, region_preds = [], []
         for d, (iv, (m, e)) in enumerate(zip(st.axis, region)):
@@ -152,7 +154,7 @@ class _Lowerer:
             if st.attach[0] == "at":
                 full = st.tensor.shape[d]
                 for cond in (g < full, g >= 0):
-                    if not can_prove(cond, {**outer_ranges, **leaf_ranges}):
+                    if not can_prove(cond, self.sized({**outer_ranges, **leaf_ranges})):
                         region_preds.append(cond)
         sub = {iv.var: g for iv, g in zip(st.axis, glob)}
         sub.update({iv.var: value(iv) for iv in st.reduce_axis})
@@ -221,6 +223,13 @@ class _Lowerer:
             body = (body.source, body.condition)
         return substitute(body, sub), ranges
 
+    def sized(self, ranges: dict) -> dict:
+        """``ranges`` with the kernel's symbolic sizes in [1, SIZE_MAX] (what the runtime binds),
+        so that index arithmetic over them can be proved in bounds."""
+        if not self._size_vars():
+            return ranges
+        return {**{v: Param((1, SIZE_MAX)) for v in self._size_vars()}, **ranges}
+
     def _size_vars(self) -> set:
         """The kernel's symbolic sizes: the variables in its tensors' shapes."""
         if getattr(self, "_sizes", None) is None:
@@ -250,7 +259,7 @@ class _Lowerer:
         for d in range(len(kid.axis)):
             los, his = [], []
             for idx, ranges in accesses:
-                lo, hi = bounds(idx[d], ranges)
+                lo, hi = bounds(idx[d], self.sized(ranges))
                 los.append(lo)
                 his.append(hi)
             lo = los[0] if len(set(los)) == 1 else simplify(_fold_minmax(Min, los))
@@ -329,4 +338,5 @@ def lower(sch, args: Optional[Sequence[Tensor]] = None, name: str = "kernel",
         sch = Schedule(sch)
     if args is None:
         args = [st.tensor for st in sch.stages if st.is_placeholder] + list(sch.outputs)
-    return simplify(_Lowerer(sch, args).run(name, attrs))
+    low = _Lowerer(sch, args)
+    return simplify(low.run(name, attrs), low.sized({}) or None)

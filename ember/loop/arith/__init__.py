@@ -6,7 +6,8 @@
     const_bounds(expr, ranges)  the same as ints (None: unbounded)
     linear_form(expr, vars)  ({var: coeff}, rest) when expr is affine in vars
 
-``ranges`` maps a Var to an inclusive ``(min, max)`` pair of expressions or ints.
+``ranges`` maps a Var to an inclusive ``(min, max)`` pair of expressions or ints, or to a
+:class:`Param` (a parameter's constant range, which bounds use but never substitute).
 
 Semantics the rules rely on (see ``fold.py`` for constants):
 
@@ -29,10 +30,10 @@ from ..expr import Expr, FloatImm, IntImm, as_expr
 from ..stmt import PrimFunc, Stmt
 from . import interval as I
 from . import poly as P
-from .analyzer import Analyzer, is_true
+from .analyzer import Analyzer, Param, is_true
 from .fold import imm, int_range
 
-__all__ = ["simplify", "can_prove", "bounds", "const_bounds", "linear_form", "Analyzer"]
+__all__ = ["simplify", "can_prove", "bounds", "const_bounds", "linear_form", "Analyzer", "Param"]
 
 Ranges = Optional[dict]
 _MAX_PASSES = 4

@@ -25,6 +25,14 @@ from .poly import poly_of, to_expr, vars_of
 from .stmts import StmtMixin
 
 
+class Param(tuple):
+    """The range of a parameter (a kernel's symbolic size): ``Param((1, 2**40))``. Unlike a
+    loop's range it is never substituted into bounds; it only tells the signs and sizes of the
+    expressions over it (``(n + 5) // 6 >= 1``, so dividing by it is monotone)."""
+
+    __slots__ = ()
+
+
 class Analyzer(IntegerMixin, NodeMixin, StmtMixin, BoundMixin):
     """Simplifies, proves and bounds, sharing caches for the duration of one top-level call."""
 
@@ -37,16 +45,20 @@ class Analyzer(IntegerMixin, NodeMixin, StmtMixin, BoundMixin):
         """The context of a user's ``ranges`` (var -> inclusive (lo, hi), ints or exprs)."""
         if not ranges:
             return Ctx({}, {}, (), True)
-        sym = {}
-        for v, (lo, hi) in ranges.items():
+        sym, params = {}, {}
+        for v, r in ranges.items():
+            if isinstance(r, Param):  # a parameter: a constant range, never substituted
+                params[v] = (int(r[0]), int(r[1]))
+                continue
+            lo, hi = r
             lo, hi = as_expr(lo, v.dtype), as_expr(hi, v.dtype)
             sym[v] = (self.expr(lo, self.bare), self.expr(hi, self.bare))
         # Bounds may mention other ranged vars: settle the constant ranges by iteration. Every
         # round is sound given the previous one, so stopping early is safe.
-        civ: dict = {}
+        civ: dict = dict(params)
         for _ in range(len(sym) + 1):
             tmp = Ctx(sym, dict(civ), (), False)
-            new = {v: (self.iv(lo, tmp)[0], self.iv(hi, tmp)[1]) for v, (lo, hi) in sym.items()}
+            new = {**params, **{v: (self.iv(lo, tmp)[0], self.iv(hi, tmp)[1]) for v, (lo, hi) in sym.items()}}
             if new == civ:
                 break
             civ = new

@@ -28,6 +28,16 @@ Bound = Optional[Expr]
 class BoundMixin:
     """Symbolic bound analysis; mixed into the Analyzer (uses ``expr``, ``iv``, ``bare``)."""
 
+    def facts_only(self, ctx):
+        """``ctx``'s constant ranges without its substitutions: what simplifies a bound (the
+        signs of parameters such as symbolic sizes) without recursing into bounds."""
+        c = ctx.civ_ctx
+        if c is None:
+            from .context import Ctx
+
+            c = ctx.civ_ctx = Ctx({}, ctx.civ, (), False) if ctx.civ else self.bare
+        return c
+
     def sym_bounds(self, e: Expr, ctx, depth: int = 0) -> tuple[Bound, Bound]:
         """(lo, hi) of the simplified int64 expression ``e`` over the variables ranged in ``ctx``."""
         if dt.lanes(dtype_of(e)) > 1:
@@ -66,7 +76,7 @@ class BoundMixin:
             if q is None:
                 out.append(None)
                 continue
-            b = self.expr(to_expr(q), self.bare)
+            b = self.expr(to_expr(q), self.facts_only(ctx))
             if ctx.sym.keys() & vars_of(b):  # a substituted bound mentions a ranged variable
                 b = self.sym_bounds(b, ctx, depth + 1)[side]
             out.append(b)
@@ -85,8 +95,10 @@ class BoundMixin:
     def _const_bounds(self, e: Expr, ctx) -> tuple[Bound, Bound]:
         lo, hi = self.iv(e, ctx)
         dtype = e.dtype if dt.lanes(e.dtype) == 1 else dt.element(e.dtype)
-        return (None if I.finite(lo) is None else imm(lo, dtype),
-                None if I.finite(hi) is None else imm(hi, dtype))
+        tlo, thi = I.int_range(dtype) if dt.is_int(dtype) else (-I.INF, I.INF)
+        # a bound the type cannot hold is no bound (as a constant it would wrap around)
+        return (None if I.finite(lo) is None or lo < tlo else imm(lo, dtype),
+                None if I.finite(hi) is None or hi > thi else imm(hi, dtype))
 
     def _sym_mono(self, m: tuple, ctx, depth: int, ranged) -> tuple[Bound, Bound]:
         if len(m) == 1:
@@ -123,6 +135,14 @@ class BoundMixin:
             if c.value < 0:
                 lo, hi = hi, lo
             return (None if lo is None else FloorDiv(lo, c)), (None if hi is None else FloorDiv(hi, c))
+        if t is FloorDiv and not (ctx.sym.keys() & vars_of(a.b)) and self.iv(a.b, ctx)[0] >= 1:
+            # a positive divisor the ranged variables leave alone: floor division by it is
+            # monotone in the dividend
+            lo, hi = self.sym_bounds(a.a, ctx, depth)
+            return (None if lo is None else FloorDiv(lo, a.b)), (None if hi is None else FloorDiv(hi, a.b))
+        if t is FloorMod and type(a.b) is not IntImm and not (ctx.sym.keys() & vars_of(a.b)) \
+                and self.iv(a.b, ctx)[0] >= 1:
+            return imm(0, INDEX), self.expr(a.b - 1, self.facts_only(ctx))  # in [0, d - 1]
         if t is FloorMod and type(a.b) is IntImm and a.b.value > 0:
             lo, hi = self.sym_bounds(a.a, ctx, depth)
             if lo is not None and hi is not None:

@@ -15,7 +15,7 @@ class Ctx:
     bounds, which keeps the recursion finite).
     """
 
-    __slots__ = ("sym", "civ", "facts", "symbolic", "has_sym", "memo", "ivmemo", "lanes")
+    __slots__ = ("sym", "civ", "facts", "symbolic", "has_sym", "memo", "ivmemo", "lanes", "civ_ctx")
 
     def __init__(self, sym: dict, civ: dict, facts: tuple = (), symbolic: bool = True):
         self.sym = sym
@@ -26,3 +26,4 @@ class Ctx:
         self.memo: dict = {}  # expr -> simplified expr
         self.ivmemo: dict = {}  # expr -> constant interval
         self.lanes: dict = {}  # lane count -> context with LANE bound
+        self.civ_ctx = None  # the same constant ranges, without substitution (BoundMixin.facts_only)

@@ -135,6 +135,9 @@ class IntegerMixin:
     def _floordiv_index(self, a, c: int, ctx):
         if type(a) is FloorDiv and type(a.b) is IntImm and a.b.value > 0 and a.b.value * c <= INT64_MAX:
             return self._floordiv(a.a, imm(a.b.value * c, INDEX), ctx)  # (x // c1) // c == x // (c1*c)
+        if type(a) is FloorDiv and type(a.b) is not IntImm and self.iv(a.b, ctx)[0] >= 1:
+            # the same for a positive symbolic divisor: (x // n) // c == x // (n*c)
+            return self._floordiv(a.a, self._arith(Mul, a.b, imm(c, INDEX), ctx), ctx)
         p = poly_of(a)
         g = math.gcd(c, *p.terms.values()) if p.terms else math.gcd(c, p.const)
         if g > 1:  # (4i + 2j) // 8 == (2i + j) // 4 and (4i + 1) // 68 == i // 17: the terms are g*y,
@@ -178,9 +181,9 @@ class IntegerMixin:
         """(q, r) with ``a == q*b + r`` and ``0 <= r < b`` provable, for a divisor ``b`` that is
         one positive monomial (``(i*n + j) // n -> i`` when j is in [0, n - 1])."""
         unit = _divisor_monomial(b)
-        if unit is None or unit[1] != 1 or not unit[0]:
+        if unit is None or not unit[0]:
             return None
-        mb = unit[0]
+        mb, cb = unit
         pb = poly_of(b)
         if not self.prove_le0(P.add(P.constant(1, INDEX), pb, -1), ctx):  # b >= 1
             return None
@@ -188,17 +191,19 @@ class IntegerMixin:
         q, r = {}, {}
         for m, k in pa.terms.items():
             rest = _mono_div(m, mb)
-            if rest is None:
+            if rest is None or k % cb:
                 r[m] = k
             else:
-                q[rest] = q.get(rest, 0) + k
+                q[rest] = q.get(rest, 0) + k // cb
         if not q:
             return None
         qc = q.pop((), 0)
         qp, rp = P.make(q, qc, INDEX), P.make(r, pa.const, INDEX)
-        if self.prove_le0(P.scale(rp, -1), ctx) and \
-                self.prove_le0(P.add(P.add(rp, pb, -1), P.constant(1, INDEX)), ctx):
-            return qp, rp
+        one = P.constant(1, INDEX)
+        if self.prove_le0(P.scale(rp, -1), ctx) and self.prove_le0(P.add(P.add(rp, pb, -1), one), ctx):
+            return qp, rp  # 0 <= r < b
+        if self.prove_le0(P.add(rp, one), ctx) and self.prove_le0(P.scale(P.add(rp, pb), -1), ctx):
+            return P.add(qp, one, -1), P.add(rp, pb)  # -b <= r < 0: one fewer whole b
         return None
 
     def _floormod_index(self, a, c: int, ctx):
