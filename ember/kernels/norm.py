@@ -136,7 +136,8 @@ def schedule_rows(s: Schedule, Y: te.Tensor, out: te.Tensor = None, target=None)
             st.compute_at(so, row)
         inner = st.leaf[nrows:T.ndim]
         red = st.leaf[T.ndim:]
-        if any((const_int(iv.extent) or 0) > 1 for iv in inner):  # reductions outside, inner axes in vectors
+        # reductions outside, inner axes in vectors (a symbolic extent counts as long)
+        if any(const_int(iv.extent) is None or const_int(iv.extent) > 1 for iv in inner):
             if red:
                 st.reorder(*red, *inner)
             vectorize_inner(st, inner[-1], lanes)

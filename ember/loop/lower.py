@@ -279,7 +279,8 @@ class _Lowerer:
         size = 1
         for e in shape:
             size = size * e.value if isinstance(e, IntImm) and size is not None else None
-        small = size is not None and size * dt.nbytes(kid.tensor.dtype) <= (128 << 10)
+        small = size is None or size * dt.nbytes(kid.tensor.dtype) <= (128 << 10)  # a symbolic
+        # size is local too: the code generator puts it on the stack when it is small at run time
         self.buffers[kid] = Buffer(self.names.fresh(kid.name), shape, kid.tensor.dtype,
                                    scope="local" if kid.scope == "local" or small else "global")
         self.region_min[kid] = [lo for lo, _ in region]

@@ -240,6 +240,8 @@ def store(e, node) -> None:
 
 # --- allocations -------------------------------------------------------------------------------
 
+STACK_SCRATCH_BYTES = 64 << 10  # local scratch of a symbolic size up to this goes on the stack
+
 def allocate(e, node) -> None:
     """Emit an Allocate: a stack slot in the entry block, or heap memory freed after the body."""
     buf, b = node.buffer, e.builder
@@ -259,6 +261,32 @@ def allocate(e, node) -> None:
     nbytes = b.mul(b.udiv(b.add(nbytes, ir.Constant(T.I64, align - 1)), a), a)
     alloc = declare(b.module, "aligned_alloc", T.PTR, [T.I64, T.I64])
     free = declare(b.module, "free", ir.VoidType(), [T.PTR])
+    if buf.scope == "local":
+        # scratch whose size is a symbolic size (a row of a softmax over seq): on the stack
+        # when small, reclaimed when the block ends (so a loop does not grow the stack), else
+        # on the heap -- an allocator call per iteration of the loop it is computed in costs
+        # more than the row itself
+        small = b.icmp_unsigned("<=", nbytes, ir.Constant(T.I64, STACK_SCRATCH_BYTES))
+        sp = b.call(declare(b.module, "llvm.stacksave.p0", T.PTR, []), [])
+        with b.if_else(small, likely=True) as (on_stack, on_heap):
+            with on_stack:
+                slot = b.alloca(ir.IntType(8), size=nbytes)
+                slot.align = max(align, 16)
+                slot.type = T.PTR
+                stack_block = b.block
+            with on_heap:
+                heap = b.call(alloc, [a, nbytes])
+                heap_block = b.block
+        mem = b.phi(T.PTR)
+        mem.add_incoming(slot, stack_block)
+        mem.add_incoming(heap, heap_block)
+        e.check_alloc(mem, buf)
+        with e.bind_buffer(buf, mem):
+            e.stmt(node.body)
+        with b.if_then(b.not_(small), likely=False):
+            b.call(free, [mem])
+        b.call(declare(b.module, "llvm.stackrestore.p0", ir.VoidType(), [T.PTR]), [sp])
+        return
     mem = b.call(alloc, [a, nbytes])
     e.check_alloc(mem, buf)
     with e.bind_buffer(buf, mem):
