@@ -58,14 +58,17 @@ def _unblock(y, plain: TensorType, span) -> Call:
 
 
 def _static(*types) -> bool:
-    return all(isinstance(t, TensorType) and t.is_static for t in types)
+    """Tensors whose channels (axis 1) are a known number: the batch and the spatial sizes
+    may be symbolic (a dynamic batch keeps the blocked layout)."""
+    return all(isinstance(t, TensorType) and (t.ndim < 2 or isinstance(t.shape[1], int)) for t in types)
 
 
 def _conv(n: Call, target):
     from ...kernels.conv_nchwc import channel_block
 
     x, w = n.args
-    if n.attr("weight_block", 0) or n.attr("groups", 1) != 1 or not _static(x.type, w.type, n.type):
+    if n.attr("weight_block", 0) or n.attr("groups", 1) != 1 or not _static(x.type, n.type) \
+            or not (isinstance(w.type, TensorType) and w.type.is_static):
         return None
     if n.type.dtype != "float32" or not _constant_valued(w):
         return None
