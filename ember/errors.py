@@ -55,3 +55,8 @@ class ModelError(EmberError):
 class ResourceError(EmberError):
     """A model whose memory (constants, intermediates) would exceed the allowed limit; names
     what needs the memory, the bytes needed and the limit."""
+
+
+class TargetError(EmberError):
+    """Code built for a machine this host is not: a CPU feature it lacks (AVX-512, say), another
+    architecture, a missing runtime library. Names what is required and what the host has."""

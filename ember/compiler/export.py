@@ -16,7 +16,9 @@ import numpy as np
 
 from ..codegen.llvm.build import find_cc
 from ..errors import CompileError
+from ..runtime.requirements import requirements_of
 from ..runtime.verify import seal
+from ..target import Target
 
 PROGRAM_SYMBOL = "__ember_program"
 WEIGHTS_SYMBOL = "__ember_weights"
@@ -79,7 +81,7 @@ def export(exe, path: str) -> str:
             res = subprocess.run(cmd, capture_output=True, text=True)
             if res.returncode != 0:
                 raise CompileError(f"export failed ({' '.join(cmd)}):\n{res.stderr.strip()}")
-    seal(out)
+    seal(out, {"requires": requirements_of(exe.target or Target.host())})
     return out
 
 

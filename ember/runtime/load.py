@@ -18,6 +18,7 @@ from ..errors import EmberError, ModelError
 from .executable import Executable, TensorInfo
 from .module import Module
 from .ndarray import numpy_dtype
+from .requirements import check_requirements
 from .verify import check_seal, verify_constant_layout
 
 PROGRAM_SYMBOL = "__ember_program"
@@ -29,11 +30,13 @@ def load(path: str) -> Executable:
     """The Executable exported to ``path`` by ``exe.export(path)``.
 
     Raises :class:`ModelError` for a truncated, corrupted or malformed export, before any
-    offset from it is used."""
+    offset from it is used, and :class:`TargetError` when this host lacks what its code needs
+    (an instruction set such as AVX-512, the OpenMP runtime), before any of its code runs."""
     path = os.path.abspath(os.fspath(path))
     if not os.path.isfile(path):
         raise EmberError(f"{path}: no such file")
-    check_seal(path)
+    manifest = check_seal(path)
+    check_requirements(manifest.get("requires"), path)  # before any of its code runs
     module = Module(path)
     lib = module._lib
     try:

@@ -3,10 +3,11 @@
 An exported model is a shared library holding native code, a program (JSON) and weights. Two
 kinds of check run before ``ember.load`` uses any offset from it:
 
-- **Integrity** (:func:`seal`, :func:`check_seal`): ``export`` appends a trailer to the
-  library -- a SHA-256 of every byte before it, and that length -- and ``load`` recomputes it
-  before ``dlopen`` sees the file, so a truncated or corrupted file (program, metadata,
-  weights, code) is a :class:`ModelError`, never a crash inside the loader or a kernel.
+- **Integrity** (:func:`seal`, :func:`check_seal`): ``export`` appends a manifest (what the
+  code needs of a host) and a trailer to the library -- a SHA-256 of every byte before it, and
+  that length -- and ``load`` recomputes it before ``dlopen`` sees the file, so a truncated or
+  corrupted file (program, metadata, weights, code) is a :class:`ModelError`, never a crash
+  inside the loader or a kernel.
 - **Structure** (:func:`verify_metadata`, :func:`verify_program`): every field the runtime
   reads is of the right type and in range -- dtypes among Ember's, shapes of non-negative
   ints, every slot index, arena range and weights range in bounds, every call's arity, dtypes
@@ -20,6 +21,7 @@ constructors run at ``dlopen``). Load exports only from sources you would run a 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import struct
 from typing import Any, Optional, Sequence
@@ -35,8 +37,11 @@ SLOT_KINDS = ("input", "const", "arena", "output", "view")
 MAX_BYTES = 1 << 48  # no tensor or arena is larger: a size past it is a corrupted field
 ARENA_ALIGN = 64  # the arena's base and every constant of an export are 64-byte aligned
 
-SEAL_MAGIC = b"EMBERSL1"
+SEAL_MAGIC = b"EMBERSL2"
+OLD_MAGICS = (b"EMBERSL1",)
 _SEAL = struct.Struct("<32sQ8s")  # sha256 of the bytes before the trailer, their count, magic
+_LEN = struct.Struct("<Q")
+MAX_MANIFEST = 1 << 20
 
 
 # -- integrity --------------------------------------------------------------------------------
@@ -53,36 +58,51 @@ def _digest(f, n: int) -> bytes:
     return h.digest()
 
 
-def seal(path: str) -> None:
-    """Append the integrity trailer to the library at ``path`` (done by ``export``)."""
+def _manifest_bytes(manifest: Optional[dict]) -> bytes:
+    text = json.dumps(manifest or {}, sort_keys=True).encode("utf-8")
+    return text + _LEN.pack(len(text))
+
+
+def seal(path: str, manifest: Optional[dict] = None) -> None:
+    """Append ``manifest`` (what the export needs of a host: :mod:`ember.runtime.requirements`)
+    and the integrity trailer to the library at ``path`` (done by ``export``)."""
     with open(path, "r+b") as f:
-        n = f.seek(0, os.SEEK_END)
+        f.seek(0, os.SEEK_END)
+        f.write(_manifest_bytes(manifest))
+        n = f.tell()
         f.seek(0)
         digest = _digest(f, n)
         f.seek(n)
         f.write(_SEAL.pack(digest, n, SEAL_MAGIC))
 
 
-def reseal(data: bytes) -> bytes:
-    """``data`` (an export's bytes, sealed or not) with a fresh trailer. For tests and the fuzzer:
-    they change an export's contents consistently, to reach the structure checks behind the
-    checksum."""
+def reseal(data: bytes, manifest: Optional[dict] = None) -> bytes:
+    """``data`` (an export's bytes, sealed or not) with a fresh trailer, over the same manifest
+    or ``manifest``. For tests and the fuzzer: they change an export's contents consistently,
+    to reach the structure checks behind the checksum."""
     if len(data) >= _SEAL.size and data[-8:] == SEAL_MAGIC:
         data = data[:-_SEAL.size]
+        if manifest is not None:
+            (m,) = _LEN.unpack(data[-_LEN.size:])
+            data = data[:-_LEN.size - m] + _manifest_bytes(manifest)
+    else:
+        data = data + _manifest_bytes(manifest)
     return data + _SEAL.pack(hashlib.sha256(data).digest(), len(data), SEAL_MAGIC)
 
 
-def check_seal(path: str) -> None:
-    """Raise :class:`ModelError` unless ``path`` ends in a trailer whose checksum and length
-    match the bytes before it."""
+def check_seal(path: str) -> dict:
+    """The export's manifest, after checking that ``path`` ends in a trailer whose checksum and
+    length match the bytes before it; :class:`ModelError` otherwise."""
     try:
         size = os.path.getsize(path)
         with open(path, "rb") as f:
-            if size < _SEAL.size + 64:
+            if size < _SEAL.size + _LEN.size + 64:
                 raise ModelError(f"{path}: {size} bytes is too short to be an exported Ember model "
                                  f"(truncated?)")
             f.seek(size - _SEAL.size)
             digest, n, magic = _SEAL.unpack(f.read(_SEAL.size))
+            if magic in OLD_MAGICS:
+                raise ModelError(f"{path} was exported by an older Ember; export the model again")
             if magic != SEAL_MAGIC:
                 raise ModelError(f"{path} has no Ember export trailer: it is truncated, was modified "
                                  f"after export (stripped?), or is not an exported model")
@@ -93,9 +113,21 @@ def check_seal(path: str) -> None:
             if _digest(f, n) != digest:
                 raise ModelError(f"{path} is corrupted: its checksum does not match the one written "
                                  f"at export (program, metadata, weights or code changed)")
+            f.seek(n - _LEN.size)
+            (m,) = _LEN.unpack(f.read(_LEN.size))
+            if m > min(MAX_MANIFEST, n - _LEN.size - 64):
+                raise ModelError(f"{path}: its manifest length {m} is out of range")
+            f.seek(n - _LEN.size - m)
+            try:
+                manifest = json.loads(f.read(m).decode("utf-8"))
+            except ValueError as exc:
+                raise ModelError(f"{path}: its manifest is not JSON ({exc})") from None
+            if not isinstance(manifest, dict):
+                raise ModelError(f"{path}: its manifest is not a JSON object")
             f.seek(0)
             if f.read(4) != b"\x7fELF":
                 raise ModelError(f"{path} is not a shared library (no ELF header)")
+            return manifest
     except OSError as exc:
         raise ModelError(f"cannot read {path}: {exc}") from exc
 

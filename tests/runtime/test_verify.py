@@ -192,3 +192,50 @@ def test_the_compiler_output_passes_and_a_damaged_copy_fails(conv_net_exe):
     shrunk = [c[:1] for c in exe.constants]
     with pytest.raises(ModelError, match="but that constant is"):
         Executable(exe.module, exe.program, shrunk)
+
+
+# -- what the export needs of the host -------------------------------------------------------------
+
+def _with_manifest(data: bytes, manifest: dict) -> bytes:
+    """``data`` (a sealed export) with another manifest, sealed again."""
+    return reseal(data, manifest)
+
+
+def test_the_manifest_records_the_targets_requirements(export_bytes, tmp_path):
+    from ember.runtime.verify import check_seal
+
+    path = tmp_path / "m.so"
+    path.write_bytes(export_bytes)
+    req = check_seal(str(path))["requires"]
+    assert req["arch"] in ("x86_64", "aarch64") and req["libraries"] == ["libgomp.so.1"]
+    assert all(isinstance(f, str) for f in req["features"])
+
+
+def test_a_cpu_feature_the_host_lacks_is_a_target_error_naming_it(export_bytes, tmp_path):
+    from ember.errors import TargetError
+    from ember.runtime.verify import check_seal
+
+    path = tmp_path / "m.so"
+    path.write_bytes(export_bytes)
+    req = dict(check_seal(str(path))["requires"])
+    req["features"] = req["features"] + ["amx-fp42"]  # an extension no CPU has
+    req["cpu"] = "future-cpu"
+    with pytest.raises(TargetError, match=r"future-cpu and uses amx-fp42, which this CPU lacks \(it has: "):
+        load_bytes(tmp_path, _with_manifest(export_bytes, {"requires": req}), "future.so")
+    req["features"], req["arch"] = [], "riscv64"
+    with pytest.raises(TargetError, match="compiled for riscv64 .* this host is"):
+        load_bytes(tmp_path, _with_manifest(export_bytes, {"requires": req}), "riscv.so")
+
+
+def test_the_requirement_check_itself():
+    from ember.errors import TargetError
+    from ember.runtime.requirements import check_requirements, requirements_of
+    from ember.target import Target
+
+    avx512 = Target("x86_64-unknown-linux-gnu", "skylake-avx512", "+avx2,+fma,+avx512f,+avx512bw,+cx16", 512)
+    req = requirements_of(avx512)
+    assert req["features"] == ["avx2", "avx512bw", "avx512f", "fma"]  # only ISA extensions
+    avx2_host = {"avx", "avx2", "fma", "f16c", "sse4_1"}
+    with pytest.raises(TargetError, match="uses avx512bw, avx512f, which this CPU lacks .*it has: avx, avx2, f16c, fma"):
+        check_requirements(req, "m.so", flags=avx2_host, arch="x86_64")
+    check_requirements(req, "m.so", flags=avx2_host | {"avx512f", "avx512bw"}, arch="x86_64")
