@@ -104,9 +104,22 @@ def run_case(case, run_model: Callable, timeout: float = 120.0) -> CaseResult:
 
 
 def ember_runner(**options) -> Callable:
+    """Through the onnx Backend: it compiles again for each value of an input that decides a
+    shape (binding it as a constant)."""
     from .backend import EmberBackend
 
     return lambda model, inputs: EmberBackend.run_model(model, inputs, **options)
+
+
+def compile_runner(**options) -> Callable:
+    """As users run a model: ``ember.compile(model)`` once, then ``exe.run(*inputs)``."""
+    from ...compiler.compile import compile_model
+
+    def run(model, inputs):
+        names = [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
+        exe = compile_model(model, **options)
+        return exe.run(**dict(zip(names, inputs)))
+    return run
 
 
 def onnxruntime_runner() -> Callable:
@@ -146,5 +159,5 @@ def reasons(results: list, top: int = 20) -> list:
     return Counter(r.reason[:60] for r in results if not r.passed).most_common(top)
 
 
-__all__ = ["CaseResult", "node_cases", "op_type", "per_op", "reasons", "run_case", "run_cases",
+__all__ = ["CaseResult", "compile_runner", "node_cases", "op_type", "per_op", "reasons", "run_case", "run_cases",
            "ember_runner", "onnxruntime_runner"]
