@@ -50,6 +50,12 @@ def dim_json(d) -> Any:
     return out
 
 
+def is_bind(fn: Function) -> bool:
+    """A group that only declares data sizes (``bind_size``): no kernel, a bind in the program."""
+    b = fn.body
+    return isinstance(b, Call) and b.op == "bind_size" and b.args == tuple(fn.params)
+
+
 def _tensor_types(t) -> list:
     return list(t.fields) if isinstance(t, TupleType) else [t]
 
@@ -103,12 +109,13 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
     kernel_of: dict = {}
     groups = []
     for gname, fn in mod.functions:
-        if gname != "main" and fn not in kernel_of and not is_relabel(fn):
+        if gname != "main" and fn not in kernel_of and not is_relabel(fn) and not is_bind(fn):
             kernel_of[fn] = gname
             groups.append((gname, fn))
     # the program: calls in dataflow order, values in fresh slots
     out_exprs = list(main.body.fields) if isinstance(main.body, Tuple) else [main.body]
     produced_at: dict = {}
+    binds: list = []  # data sizes: {after: call, symbol, slot, index}
     for n in post_order(main.body):
         if isinstance(n, Var):
             continue
@@ -124,6 +131,13 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
             if is_relabel(fn):
                 base = prog.slots[args[0]].get("base", args[0])
                 slot_of[n] = prog.slot("view", n.type, base=base)
+                continue
+            if is_bind(fn):  # the sizes are read from the value once its producer has run
+                slot_of[n] = args[0]
+                base = prog.slots[args[0]].get("base", args[0])
+                for i, d in enumerate(fn.body.attr("symbols")):
+                    binds.append({"after": produced_at.get(base, -1), "symbol": d.expr.name, "slot": args[0],
+                                  "index": i})
                 continue
             outs = tuple(prog.slot("arena", t) for t in _tensor_types(n.type))
             slot_of[n] = outs if isinstance(n.type, TupleType) else outs[0]
@@ -165,6 +179,7 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
             live = (produced_at[s], last_use.get(s, produced_at[s]))
             info["live"] = list(live)
             values.append(Interval(s, _nbytes(prog.types[s]), *live))
+    symbols += [b["symbol"] for b in binds if b["symbol"] not in symbols]
     for s, info in enumerate(prog.slots):
         unknown = set(symbols_of(info["shape"], set())) - set(symbols)
         if unknown:
@@ -202,8 +217,7 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
 
         module = KernelModule(cached)
     elif kernels:
-        module = build([(k.schedule, k.inputs + k.outputs, k.name) for k in kernels], name=name,
-                       target=target, stats=stats)
+        module = build([k.source for k in kernels], name=name, target=target, stats=stats)
         index_store(key, module.path)
     else:
         module = None
@@ -216,16 +230,22 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
     if symbols:
         program["symbols"] = symbols
         program["checks"] = checks
+    if binds:
+        program["binds"] = binds
     exe = Executable(module, program, prog.constants)
     # what a profiler needs to rebuild the kernels differently (loop instrumentation); after a
     # warm compile they are scheduled only when asked for
     if kernels:
-        exe.kernel_sources = [(k.schedule, k.inputs + k.outputs, k.name) for k in kernels]
+        exe.kernel_sources = [_source(k) for k in kernels]
     else:
-        exe.kernel_sources_thunk = lambda: [(k.schedule, k.inputs + k.outputs, k.name)
-                                            for k in (lower_group(fn, g, target) for g, fn in groups)]
+        exe.kernel_sources_thunk = lambda: [_source(lower_group(fn, g, target)) for g, fn in groups]
     exe.target = target
     return exe
+
+
+def _source(k) -> tuple:
+    """``(schedule or PrimFunc, args, name)``: what a profiler rebuilds a kernel from."""
+    return (k.func, None, k.name) if k.func is not None else (k.schedule, k.inputs + k.outputs, k.name)
 
 
 def _input_symbols(main: Function) -> list:

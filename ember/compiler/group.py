@@ -37,13 +37,20 @@ ANCHORS = (Pattern.OUT_ELEMWISE_FUSABLE, Pattern.REDUCTION, Pattern.OPAQUE)
 
 @dataclasses.dataclass
 class GroupKernel:
-    """A group's schedule and kernel arguments (its inputs, then its outputs)."""
+    """A group's schedule and kernel arguments (its inputs, then its outputs), or the loop
+    program an op's kernel hook wrote (``func``; then no schedule)."""
 
     name: str
-    schedule: Schedule
+    schedule: Optional[Schedule]
     inputs: list
     outputs: list
     anchor: Optional[str]  # the anchor op's name, if any
+    func: Optional[object] = None  # a PrimFunc
+
+    @property
+    def source(self):
+        """What ``ember.driver.build`` takes: ``(schedule, args, name)``, or the PrimFunc."""
+        return self.func if self.func is not None else (self.schedule, self.inputs + self.outputs, self.name)
 
 
 def _te_shape(t: TensorType, what: str) -> tuple:
@@ -137,6 +144,13 @@ def schedule_root(s: Schedule, t: te.Tensor) -> None:
 
 def lower_group(fn: Function, name: str, target) -> GroupKernel:
     """Compute and schedule the fused group ``fn`` as kernel ``name``."""
+    b = fn.body
+    if isinstance(b, Call) and get_op(b.op).kernel is not None:  # a loop program written directly
+        if b.args != tuple(fn.params):
+            raise LoweringError(f"{name}: {b.op} must be alone in its group")
+        func = get_op(b.op).kernel(dict(get_op(b.op).check_attrs(b.attrs)), [p.type for p in fn.params],
+                                   b.type, name)
+        return GroupKernel(name, None, [], [], b.op, func)
     inputs, outputs, stages_of, anchor, env = compute_group(fn, name)
     # an output must be a stage of its own, written once: copy inputs and repeats
     fixed = []

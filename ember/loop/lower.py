@@ -228,7 +228,8 @@ class _Lowerer:
         so that index arithmetic over them can be proved in bounds."""
         if not self._size_vars():
             return ranges
-        return {**{v: Param((1, SIZE_MAX)) for v in self._size_vars()}, **ranges}
+        return {**{v: Param((0 if v.name.startswith("?") else 1, SIZE_MAX)) for v in self._size_vars()},
+                **ranges}  # "?": a size computed while running (ember.graph.ops.dims.DATA_PREFIX), maybe 0
 
     def _size_vars(self) -> set:
         """The kernel's symbolic sizes: the variables in its tensors' shapes."""

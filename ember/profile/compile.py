@@ -52,7 +52,8 @@ class CompileProfile:
 
     @classmethod
     def collect(cls, model: str, phases: dict, stats: dict, kernel_sources: list) -> "CompileProfile":
-        traces = {name: sch.trace.text() for sch, _, name in kernel_sources}
+        traces = {name: sch.trace.text() if args is not None else "(a loop program written directly)"
+                  for sch, args, name in kernel_sources}
         kernels = []
         for name, s in stats.items():
             if name.startswith("("):

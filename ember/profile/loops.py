@@ -43,8 +43,8 @@ def build_instrumented(exe, depth: int = 1, records_per_site: int = 256, max_thr
                            "the executable ember.compile() returns instead")
     funcs, sites, sources = [], {}, {}
     for schedule, args, name in exe.kernel_sources:
-        f, s = instrument_loops(lower_kernel(schedule, args, name), depth, records_per_site,
-                                max_threads)
+        func = schedule if args is None else lower_kernel(schedule, args, name)  # a PrimFunc written directly
+        f, s = instrument_loops(func, depth, records_per_site, max_threads)
         funcs.append(f)
         sites[name] = s
         sources[name] = mark_sites(f.script(), s)

@@ -26,7 +26,7 @@ from ..errors import ArgumentError, CompileError, DTypeError, EmberError, ShapeE
 from .call import data_pointer
 from .ndarray import numpy_dtype
 from .lanes import LANES
-from .layout import Layouts, bind_symbols
+from .layout import SYMBOL_MAX, Layouts, bind_symbols
 from .pool import MemoryInfo, RunPool, RunState
 from .shapes import text
 from .verify import verify_program
@@ -105,6 +105,7 @@ class Executable:
         self._runs_here = False
         # shapes, memory plan and call arguments per set of symbol values (one, for a static model)
         self._layouts = Layouts(program, self._calls)
+        self._single = len(self._layouts.phases) == 1 and not self._layouts.pre
         self._static = None if self._symbols else self._layouts.get({})
         self._native = self._native_program()
         # the pool's factory holds the slots and constants, not self: no reference cycle, so
@@ -151,11 +152,17 @@ class Executable:
             out.append(_contiguous(a))
         return out
 
+    def _env(self, inputs: list) -> dict:
+        """The symbols the inputs' shapes bind (empty for a static program)."""
+        if not self._symbols:
+            return {}
+        return bind_symbols(self.program["inputs"], inputs, self._symbols, self._layouts.data)
+
     def _layout(self, inputs: list):
-        """The layout of a run on ``inputs`` (checked arrays): its symbols bound from their shapes."""
+        """The layout of a single-phase run on ``inputs`` (checked arrays)."""
         if self._static is not None:
             return self._static
-        return self._layouts.get(bind_symbols(self.program["inputs"], inputs, self._symbols))
+        return self._layouts.get(self._env(inputs))
 
     def _check_host(self) -> None:
         """Refuse to run code compiled for another CPU (its instructions would kill the process)."""
@@ -194,23 +201,68 @@ class Executable:
         outputs as a list of new numpy arrays.
 
         Symbolic dimensions (``batch``) take their values from the inputs' shapes; a new set of
-        values is laid out once (shapes, checks, memory plan) and reused by later runs.
+        values is laid out once (shapes, checks, memory plan) and reused by later runs. Sizes
+        that a kernel computes (the nonzeros of a tensor) are bound while the run goes on.
         Safe to call from any number of threads at once: each run works in an arena of its own
         from a pool (see :attr:`threads_per_run` and :attr:`max_concurrent_runs` for how
         concurrent runs share the cores), and no output aliases another run's memory."""
         inputs = self._inputs(arrays, named)
-        layout = self._layout(inputs)
+        if self._single:
+            layout = self._layout(inputs)
+            with self._pool.run() as state:
+                vals = self._values(state, inputs, layout)
+                LANES.execute(self._pool.threads_per_run, lambda: self._execute(state, vals, layout))
+                return self._outputs(vals)
+        env = self._env(inputs)
         with self._pool.run() as state:
-            vals = self._values(state, inputs, layout)
-            LANES.execute(self._pool.threads_per_run, lambda: self._execute(state, vals, layout))
+            vals = LANES.execute(self._pool.threads_per_run, lambda: self._run_phases(state, inputs, env))
             return self._outputs(vals)
 
     def _execute(self, state: RunState, vals: list, layout) -> None:
         if self._native is not None:
             self._run_native(state, vals, layout)
         else:
-            for (kernel, args), sc in zip(self._calls, layout.scalars):
+            calls = self._calls[layout.phase.start:layout.phase.end]
+            for (kernel, args), sc in zip(calls, layout.scalars):
                 kernel(*[vals[a] for a in args], *explicit_sizes(kernel, sc))
+
+    def _run_phases(self, state: RunState, inputs: list, env: dict) -> list:
+        """A run of a program that binds sizes as it goes: phase by phase, each laid out when
+        the symbols it needs are bound."""
+        vals = list(state.fixed)
+        for slot, a in zip(self._input_slots, inputs):
+            vals[slot] = a
+        env = dict(env)
+        self._bind_sizes(vals, env, self._layouts.pre)
+        earlier = None
+        for phase in self._layouts.phases:
+            lay = self._layouts.get(env, phase.index, earlier)
+            state.prepare(lay)
+            fixed = state.fixed
+            for k in phase.slots:
+                if fixed[k] is not None:
+                    vals[k] = fixed[k]
+            for slot, shape, dtype in lay.out_new:
+                vals[slot] = np.empty(shape, dtype)
+            for k, base in self._views:
+                if vals[k] is None and vals[base] is not None and lay.shapes[k] is not None:
+                    vals[k] = vals[base].reshape(lay.shapes[k])
+            if phase.end > phase.start:
+                self._execute(state, vals, lay)
+            self._bind_sizes(vals, env, phase.binds)
+            earlier = lay
+        return vals
+
+    @staticmethod
+    def _bind_sizes(vals: list, env: dict, binds: list) -> None:
+        for sym, slot, index in binds:
+            flat = vals[slot].reshape(-1)
+            if not 0 <= index < flat.size:
+                raise ShapeError(f"size {sym!r} is element {index} of a value of {flat.size} element(s)")
+            v = int(flat[index])
+            if not 0 <= v <= SYMBOL_MAX:
+                raise ShapeError(f"size {sym!r} came out as {v}: a size must be in [0, {SYMBOL_MAX}]")
+            env[sym] = v
 
     @property
     def threads_per_run(self) -> int:

@@ -6,10 +6,18 @@ recorded (two inputs that must share ``seq``), the memory plan of the intermedia
 kernel's size arguments and the native runner's program words -- is worked out once per new
 set of values and kept (:class:`Layouts`), so a run at a shape seen before pays a dict lookup.
 A static program has one layout, made when it is loaded.
+
+**Sizes known only while running.** A program's ``binds`` name symbols whose values a kernel
+computes (the number of nonzeros, say) or that an input's *values* give: after call ``k``
+(``-1``: before any), symbol := element ``index`` of slot ``slot``. The calls between binds
+form *phases*; a phase is laid out when it starts, once every symbol its values need is bound,
+and its intermediates live in an arena of their own (reused inside the phase, kept until the
+run ends), since sizes not yet known cannot be planned beside them.
 """
 from __future__ import annotations
 
 import collections
+import dataclasses
 import threading
 from typing import Optional
 
@@ -18,14 +26,15 @@ import numpy as np
 from ..errors import ModelError, ResourceError, ShapeError
 from .memory_plan import Interval, plan_memory
 from .ndarray import numpy_dtype
-from .shapes import evaluate, text
+from .shapes import evaluate, symbols_of, text
 
 SYMBOL_MAX = 1 << 40  # a symbol's value must lie in [1, SYMBOL_MAX] (what the compiler assumed)
 
 
-def bind_symbols(inputs: list, arrays: list, symbols: list) -> dict:
+def bind_symbols(inputs: list, arrays: list, symbols: list, data: frozenset = frozenset()) -> dict:
     """Symbol values from the input arrays' shapes (``inputs``: the program's input entries);
-    every declared dimension is checked. ShapeError names the input, the axis and the symbol."""
+    every declared dimension is checked. ShapeError names the input, the axis and the symbol.
+    ``data``: the symbols the program binds later (from values, not shapes)."""
     env: dict = {}
     later = []
     for info, a in zip(inputs, arrays):
@@ -51,7 +60,7 @@ def bind_symbols(inputs: list, arrays: list, symbols: list) -> dict:
         if value != got:
             raise ShapeError(f"input {info['name']!r} axis {axis} must be {text(w)} = {value} "
                              f"({_bound(env)}), got {got}")
-    missing = [s for s in symbols if s not in env]
+    missing = [s for s in symbols if s not in env and s not in data]
     if missing:
         raise ModelError(f"the program's symbols {', '.join(missing)} are not dimensions of any input")
     return env
@@ -65,47 +74,125 @@ def _shape_text(shape) -> str:
     return "(" + ", ".join(text(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
 
 
+@dataclasses.dataclass
+class Phase:
+    """Calls ``[start, end)`` of a program, laid out together (see the module docstring)."""
+
+    index: int
+    start: int
+    end: int
+    slots: list  # the slots whose values it makes (arena, output and views of them)
+    arena: list  # of those, the arena slots
+    checks: list  # the checks first decidable when it starts
+    binds: list  # what is bound after it: [(symbol, slot, index)]
+    known: frozenset  # the symbols bound when it starts
+
+
+def data_symbols(program: dict) -> frozenset:
+    return frozenset(b["symbol"] for b in program.get("binds", ()))
+
+
+def phases_of(program: dict) -> tuple:
+    """``(binds before the first call, [Phase])``; ModelError where a value needs a symbol
+    that is bound only later."""
+    binds = program.get("binds", [])
+    calls, slots = program["calls"], program["slots"]
+    cuts = sorted({b["after"] for b in binds if b["after"] >= 0})
+    bounds, start = [], 0
+    for c in cuts:
+        bounds.append((start, c + 1))
+        start = c + 1
+    if start < len(calls) or not bounds:
+        bounds.append((start, len(calls)))
+    first_use: dict = {}
+    for k, c in enumerate(calls):
+        for a in c["args"]:
+            first_use.setdefault(a, k)
+    owner: dict = {}
+    for k, s in enumerate(slots):
+        if s["kind"] in ("input", "const"):
+            owner[k] = -1
+        elif s["kind"] == "view":
+            owner[k] = owner.get(s["base"], -1)
+        else:
+            c = s["live"][0] if s["kind"] == "arena" and "live" in s else first_use.get(k, 0)
+            owner[k] = next(i for i, (a, b) in enumerate(bounds) if a <= c < b or i == len(bounds) - 1)
+    input_syms = frozenset(program.get("symbols", ())) - data_symbols(program)
+    known = input_syms | {b["symbol"] for b in binds if b["after"] < 0}
+    pre = [(b["symbol"], b["slot"], b["index"]) for b in binds if b["after"] < 0]
+    checks = list(program.get("checks", ()))
+    phases = []
+    for i, (a, b) in enumerate(bounds):
+        mine = [k for k in range(len(slots)) if owner[k] == i]
+        for k in mine:
+            need = symbols_of(slots[k]["shape"], set()) - known
+            if need:
+                raise ModelError(f"slot {k} (made by call {first_use.get(k)}) needs {', '.join(sorted(need))}, "
+                                 f"which is bound only later")
+        ready = [c for c in checks if symbols_of(c["cond"], set()) <= known]
+        checks = [c for c in checks if c not in ready]
+        after = [(x["symbol"], x["slot"], x["index"]) for x in binds if x["after"] == b - 1 and b > a]
+        phases.append(Phase(i, a, b, mine, [k for k in mine if slots[k]["kind"] == "arena"], ready, after,
+                            known))
+        known = known | {sym for sym, _, _ in after}
+    if checks:
+        raise ModelError(f"the checks {[c['what'] for c in checks]} need symbols no bind gives")
+    return pre, phases
+
+
 class Layout:
-    """One set of symbol values: concrete slot shapes, arena offsets, call arguments."""
+    """One phase at one set of symbol values: concrete slot shapes, arena offsets, call
+    arguments (a static program: its one phase, with the compiler's memory plan)."""
 
-    __slots__ = ("env", "shapes", "offsets", "arena_bytes", "out_new", "scalars", "words", "intermediate_bytes")
+    __slots__ = ("env", "phase", "shapes", "offsets", "arena_bytes", "out_new", "scalars", "words",
+                 "intermediate_bytes")
 
-    def __init__(self, program: dict, calls: list, env: dict):
+    def __init__(self, program: dict, calls: list, env: dict, phase: Phase, earlier: Optional["Layout"] = None):
         self.env = env
-        for chk in program.get("checks", ()):
+        self.phase = phase
+        for chk in phase.checks:
             if not evaluate(chk["cond"], env):
-                raise ShapeError(f"the inputs' shapes ({_bound(env)}) break what the model's shapes "
+                raise ShapeError(f"the shapes ({_bound(env)}) break what the model's shapes "
                                  f"need: {chk['what']}")
         slots = program["slots"]
-        self.shapes = shapes = []
-        nbytes = []
+        # every slot made so far (earlier phases' and this one's) has a shape now
+        self.shapes = shapes = list(earlier.shapes) if earlier is not None else [None] * len(slots)
+        nbytes = {}
         for k, s in enumerate(slots):
+            if shapes[k] is not None and k not in phase.slots:
+                continue
             shape = tuple(evaluate(d, env) for d in s["shape"])
-            if any(d is None or d < 0 for d in shape):
+            if any(d is None for d in shape):
+                continue  # made by a later phase, from symbols not bound yet
+            if any(d < 0 for d in shape):
                 raise ShapeError(f"slot {k} has shape {_shape_text(s['shape'])} = {shape} for {_bound(env)}")
-            shapes.append(shape)
-            n = numpy_dtype(s["dtype"]).itemsize
-            for d in shape:
+            shapes[k] = shape
+        for k in set(phase.slots) | {x for x in range(len(slots)) if shapes[x] is not None}:
+            n = numpy_dtype(slots[k]["dtype"]).itemsize
+            for d in shapes[k]:
                 n *= d
-            nbytes.append(n)
+            nbytes[k] = n
         # the intermediates: the compiler's static plan, or one made now for these sizes
-        arena = [k for k, s in enumerate(slots) if s["kind"] == "arena"]
         if program["arena_bytes"] is not None:
-            self.offsets = {k: slots[k]["offset"] for k in arena}
+            self.offsets = {k: slots[k]["offset"] for k in phase.arena}
             self.arena_bytes = int(program["arena_bytes"])
             self.intermediate_bytes = int(program.get("intermediate_bytes", self.arena_bytes))
         else:
-            plan = plan_memory([Interval(k, nbytes[k], *slots[k]["live"]) for k in arena])
+            last = phase.end - 1
+            plan = plan_memory([Interval(k, nbytes[k], slots[k]["live"][0], min(slots[k]["live"][1], last))
+                                for k in phase.arena])
             self.offsets, self.arena_bytes, self.intermediate_bytes = plan.offsets, plan.arena_bytes, plan.total_bytes
+        mine = set(phase.slots)
         self.out_new = [(o["slot"], shapes[o["slot"]], numpy_dtype(o["dtype"])) for o in program["outputs"]
-                        if slots[o["slot"]]["kind"] == "output" and not o["copy"]]
-        for k, s in enumerate(slots):
-            if s["kind"] == "view" and nbytes[k] != nbytes[s["base"]]:
+                        if slots[o["slot"]]["kind"] == "output" and not o["copy"] and o["slot"] in mine]
+        for k in phase.slots:
+            s = slots[k]
+            if s["kind"] == "view" and nbytes[k] != nbytes.get(s["base"], nbytes[k]):
                 raise ModelError(f"slot {k} views slot {s['base']} ({nbytes[s['base']]} bytes) as "
                                  f"{shapes[k]} ({nbytes[k]} bytes) for {_bound(env)}")
         # each call's size arguments, by the kernel's scalar parameter names
         self.scalars = []
-        for c, (kernel, args) in zip(program["calls"], calls):
+        for c, (kernel, args) in zip(program["calls"][phase.start:phase.end], calls[phase.start:phase.end]):
             given = c.get("scalars", {})
             vals = []
             for name, _, _ in kernel._scalars:
@@ -123,8 +210,10 @@ class Layout:
         self.words = None
 
     def native_words(self, calls: list, kernels: list) -> np.ndarray:
-        """The native runner's program: ``[ncalls, (fn, nptr, nscalar, slots..., scalars...)...]``."""
+        """The native runner's program for this phase's calls:
+        ``[ncalls, (fn, nptr, nscalar, slots..., scalars...)...]``."""
         if self.words is None:
+            calls = calls[self.phase.start:self.phase.end]
             words = [len(calls)]
             for (kernel, args), sc in zip(calls, self.scalars):
                 words += [kernels.index(kernel), len(args), len(sc), *args, *sc]
@@ -142,7 +231,7 @@ class Layout:
 
 
 class Layouts:
-    """The layouts of the symbol values seen so far (the most recent ``size``)."""
+    """The layouts of the symbol values seen so far (the most recent ``size`` per phase)."""
 
     def __init__(self, program: dict, calls: list, size: int = 64):
         self._program = program
@@ -151,18 +240,22 @@ class Layouts:
         self._cache: collections.OrderedDict = collections.OrderedDict()
         self._lock = threading.Lock()
         self.symbols = list(program.get("symbols", ()))
+        self.data = data_symbols(program)
+        self.pre, self.phases = phases_of(program)
 
-    def get(self, env: dict) -> Layout:
-        key = tuple(env[s] for s in self.symbols)
+    def get(self, env: dict, p: int = 0, earlier: Optional[Layout] = None) -> Layout:
+        """The layout of phase ``p`` at ``env`` (``earlier``: the previous phase's layout)."""
+        phase = self.phases[p]
+        key = (p,) + tuple(env[s] for s in self.symbols if s in phase.known)
         with self._lock:
             lay = self._cache.get(key)
             if lay is not None:
                 self._cache.move_to_end(key)
                 return lay
-        lay = Layout(self._program, self._calls, env)
+        lay = Layout(self._program, self._calls, env, phase, earlier)
         with self._lock:
             self._cache[key] = lay
-            while len(self._cache) > self._size:
+            while len(self._cache) > self._size * len(self.phases):
                 self._cache.popitem(last=False)
         return lay
 
@@ -171,4 +264,4 @@ class Layouts:
             return max(self._cache.values(), key=lambda lay: lay.arena_bytes, default=None)
 
 
-__all__ = ["Layout", "Layouts", "bind_symbols"]
+__all__ = ["Layout", "Layouts", "Phase", "bind_symbols", "data_symbols", "phases_of"]

@@ -53,45 +53,61 @@ def default_threads() -> int:
 
 
 class RunState:
-    """One run's private memory: the arena, every slot value that does not change between
-    runs at one layout (constants, arena views and views of both), and the native pointer
-    table. It is laid out again when a run comes with other symbol values (a new layout); the
-    arena is kept while it is large enough."""
+    """One run's private memory: an arena per phase of the program (one, unless it binds sizes
+    while running), every slot value that does not change between runs at one layout
+    (constants, arena views and views of both), and the native pointer table. A phase is laid
+    out again when a run comes with other symbol values (a new layout); its arena is kept while
+    it is large enough."""
 
-    __slots__ = ("slots", "constants", "arena", "fixed", "ptrs", "layout")
+    __slots__ = ("slots", "constants", "arenas", "fixed", "ptrs", "layouts")
 
     def __init__(self, slots: list, constants: list):
         self.slots = slots
         self.constants = constants
-        self.arena = None
-        self.fixed: list = []
-        self.ptrs = (ctypes.c_void_p * max(1, len(slots)))()
-        self.layout = None
-
-    def prepare(self, layout) -> None:
-        """Lay this state out for ``layout`` (a :class:`~ember.runtime.layout.Layout`)."""
-        if self.layout is layout:
-            return
-        if self.arena is None or self.arena.nbytes < layout.arena_bytes:
-            self.arena = None  # the old one goes before the new one is taken
-            self.arena = layout.new_arena()
-        slots, shapes = self.slots, layout.shapes
-        fixed: list = [None] * len(slots)
+        self.arenas: dict = {}
+        self.fixed: list = [None] * len(slots)
         for k, s in enumerate(slots):
             if s["kind"] == "const":
-                fixed[k] = self.constants[s["index"]]
-            elif s["kind"] == "arena":
+                self.fixed[k] = constants[s["index"]]
+        for k, s in enumerate(slots):
+            if s["kind"] == "view" and self.fixed[s["base"]] is not None:
+                self.fixed[k] = self.fixed[s["base"]].reshape([int(d) for d in s["shape"]])
+        self.ptrs = (ctypes.c_void_p * max(1, len(slots)))()
+        for k, v in enumerate(self.fixed):
+            if v is not None:
+                self.ptrs[k] = data_pointer(v)
+        self.layouts: dict = {}
+
+    @property
+    def arena(self):
+        return self.arenas.get(0)
+
+    def prepare(self, layout) -> None:
+        """Lay this state out for ``layout`` (a :class:`~ember.runtime.layout.Layout` of one phase)."""
+        p = layout.phase.index
+        if self.layouts.get(p) is layout:
+            return
+        arena = self.arenas.get(p)
+        if arena is None or arena.nbytes < layout.arena_bytes:
+            self.arenas[p] = None  # the old one goes before the new one is taken
+            arena = self.arenas[p] = layout.new_arena()
+        slots, shapes, fixed = self.slots, layout.shapes, self.fixed
+        mine = layout.phase.slots
+        for k in mine:
+            s = slots[k]
+            if s["kind"] == "arena":
                 dt = numpy_dtype(s["dtype"])
                 n = int(np.prod(shapes[k], dtype=np.int64))
                 off = layout.offsets[k]
-                fixed[k] = self.arena[off: off + n * dt.itemsize].view(dt).reshape(shapes[k])
-        for k, s in enumerate(slots):  # views are listed after their bases
-            if s["kind"] == "view" and fixed[s["base"]] is not None:
+                fixed[k] = arena[off: off + n * dt.itemsize].view(dt).reshape(shapes[k])
+        for k in mine:  # views are listed after their bases
+            s = slots[k]
+            if s["kind"] == "view" and slots[s["base"]]["kind"] == "arena":
                 fixed[k] = fixed[s["base"]].reshape(shapes[k])
-        self.fixed = fixed
-        for k, v in enumerate(fixed):
-            self.ptrs[k] = data_pointer(v) if v is not None else None
-        self.layout = layout
+        for k in mine:
+            if fixed[k] is not None and slots[k]["kind"] in ("arena", "view"):
+                self.ptrs[k] = data_pointer(fixed[k])
+        self.layouts[p] = layout
 
 
 @dataclasses.dataclass(frozen=True)

@@ -321,9 +321,10 @@ def verify_program(program: Any, module, n_constants: Optional[int] = None,
     if sorted(in_slots) != sorted(k for k, i in enumerate(info) if i[0] == "input") or \
             len(set(in_slots)) != len(in_slots):
         c.fail("the input slots and the inputs do not match one to one")
+    data = _binds(c, program, symbols, info, len(calls))
     bare = {d for k in in_slots for d in info[k][1] if isinstance(d, str)}
-    if bare != set(symbols):
-        c.fail(f"the symbols {sorted(symbols)} and the inputs' symbolic dims {sorted(bare)} differ")
+    if bare != set(symbols) - data:
+        c.fail(f"the symbols {sorted(set(symbols) - data)} and the inputs' symbolic dims {sorted(bare)} differ")
     io(program["outputs"], "outputs", SLOT_KINDS)
     for k, o in enumerate(program["outputs"]):
         copy = c.dict(o, f"output #{k}", ("copy",))["copy"]
@@ -406,6 +407,25 @@ def verify_program(program: Any, module, n_constants: Optional[int] = None,
                     first, last = slots[r]["live"]
                     if not first <= k <= last:
                         c.fail(f"{what} uses slot {a} outside its lifetime {slots[r]['live']}")
+
+
+def _binds(c: "_Checker", program: dict, symbols: list, info: list, ncalls: int) -> set:
+    """The symbols the program binds while running (validated): each once, from an integer
+    slot, after a call that exists (-1: before the first)."""
+    data = set()
+    for k, b in enumerate(c.list(program.get("binds", []), "binds")):
+        w = f"bind #{k}"
+        c.dict(b, w, ("after", "symbol", "slot", "index"))
+        c.int(b["after"], f"{w}'s call", -1, max(ncalls, 0))
+        sym = c.str(b["symbol"], f"{w}'s symbol")
+        if sym not in symbols or sym in data:
+            c.fail(f"{w} binds {sym!r:.40}, which is not a symbol of the program or is bound twice")
+        data.add(sym)
+        slot = c.int(b["slot"], f"{w}'s slot", 0, len(info))
+        if info[slot][2] not in ("int32", "int64"):
+            c.fail(f"{w} reads slot {slot}, which holds {info[slot][2]}, not integers")
+        c.int(b["index"], f"{w}'s index")
+    return data
 
 
 def _symbols(c: "_Checker", program: dict) -> list:

@@ -6,7 +6,8 @@
   (unary math, activations, broadcasting binary ops, ``where``, ``cast``, ``clip``),
   :mod:`.nn` (conv, dense/matmul, einsum, normalization, pooling, softmax), :mod:`.reduce`,
   :mod:`.layout` (reshape, transpose, concat, split, slice, pad, resize, ...), :mod:`.index`
-  (gather/scatter, topk, cumsum, ...), :mod:`.creation` (shape_of, constant_of_shape, range).
+  (gather/scatter, topk, cumsum, ...), :mod:`.creation` (shape_of, constant_of_shape, range),
+  :mod:`.dynamic` (ops whose output sizes a kernel computes: bind_size, nonzero).
 - :mod:`.dims` — arithmetic on possibly symbolic dimensions.
 
 ``call(op, *args, **attrs)`` builds a Call with its type inferred:
@@ -19,9 +20,9 @@ Tensor[(n, 3, 4, 4), float32]
 from __future__ import annotations
 
 from ..ir import Call, Expr
-from . import creation, elementwise, index, layout, nn, reduce  # noqa: F401  (register the ops)
+from . import creation, dynamic, elementwise, index, layout, nn, reduce  # noqa: F401  (register the ops)
 from .registry import (Attr, OpDef, Pattern, attr, get_op, infer_type, list_ops, register_op, set_compute,
-                       set_schedule)
+                       set_kernel, set_schedule)
 
 
 def call(op: str, *args: Expr, **attrs) -> Call:
@@ -30,4 +31,4 @@ def call(op: str, *args: Expr, **attrs) -> Call:
 
 
 __all__ = ["Attr", "OpDef", "Pattern", "attr", "call", "get_op", "infer_type", "list_ops", "register_op",
-           "set_compute", "set_schedule"]
+           "set_compute", "set_kernel", "set_schedule"]

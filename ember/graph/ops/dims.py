@@ -56,9 +56,22 @@ def _symbols(e: E.Expr) -> list:
     return [n for n in walk(e) if isinstance(n, E.Var)]
 
 
+DATA_PREFIX = "?"  # a size a kernel computes while the model runs: it may be 0
+
+
+def data_dim(name: str) -> Dim:
+    """A size known only when the model runs (the number of nonzeros of a tensor, say): at
+    least 0, not 1, and bound by the program from a value a kernel computes."""
+    return Dim(DATA_PREFIX + name)
+
+
+def is_data_symbol(name: str) -> bool:
+    return name.startswith(DATA_PREFIX)
+
+
 @functools.lru_cache(maxsize=65536)
 def _canonical(e: E.Expr) -> E.Expr:
-    ranges = {v: (1, SYMBOL_MAX) for v in _symbols(e)}
+    ranges = {v: (0 if is_data_symbol(v.name) else 1, SYMBOL_MAX) for v in _symbols(e)}
     return simplify(e, ranges)
 
 
@@ -372,7 +385,7 @@ _EVAL = {"Add": lambda a, b: a + b, "Sub": lambda a, b: a - b, "Mul": lambda a, 
          "And": lambda a, b: int(a and b), "Or": lambda a, b: int(a or b)}
 
 
-__all__ = ["Assumption", "Dim", "assume", "assume_equal", "assume_le", "broadcast_dim", "broadcast_shapes",
+__all__ = ["Assumption", "DATA_PREFIX", "Dim", "assume", "data_dim", "is_data_symbol", "assume_equal", "assume_le", "broadcast_dim", "broadcast_shapes",
            "collect_assumptions", "dim_add", "dim_ceildiv", "dim_div_exact", "dim_floordiv", "dim_max",
            "dim_min", "dim_mod", "dim_mul", "dim_sub", "eval_dim", "index", "is_int", "parse_dim", "prod",
            "to_dim", "window_out"]

@@ -109,6 +109,9 @@ class OpDef:
     doc: str = ""
     compute: Optional[Callable] = None  # kernel hook: filled by the kernel layer (set_compute)
     schedule: dict = dataclasses.field(default_factory=dict)  # target kind -> schedule function
+    # kernel hook for ops a tensor computation cannot express (a compaction: each output's place
+    # depends on the elements before it): fn(attrs, param_types, out_type, name) -> PrimFunc
+    kernel: Optional[Callable] = None
 
     def check_attrs(self, attrs: Mapping) -> dict:
         """The call's attributes checked against the schema, defaults filled in."""
@@ -157,7 +160,7 @@ def register_op(name: str, *, infer: InferFn, pattern: Union[Pattern, str],
 
 def _ensure_loaded() -> None:
     # the families register on import; importing the package (not this module alone) loads them
-    from . import creation, elementwise, index, layout, nn, reduce  # noqa: F401
+    from . import creation, dynamic, elementwise, index, layout, nn, reduce  # noqa: F401
 
 
 def get_op(name: str) -> OpDef:
@@ -180,6 +183,11 @@ def list_ops() -> list:
 def set_compute(name: str, fn: Callable) -> None:
     """Kernel hook: the tensor computation of op ``name`` (see the module docstring)."""
     get_op(name).compute = fn
+
+
+def set_kernel(name: str, fn: Callable) -> None:
+    """Kernel hook: a loop program written directly, for op ``name`` alone in its group."""
+    get_op(name).kernel = fn
 
 
 def set_schedule(name: str, target: str, fn: Callable) -> None:

@@ -155,3 +155,32 @@ def test_a_cnn_with_a_dynamic_batch_and_a_resize_to_computed_sizes(tmp_path):
                 c += np.einsum("nchw,oc->nohw", xp[:, :, i:i + 8, j:j + 8], wconv[:, :, i, j])
         want = np.maximum(c, 0).repeat(2, axis=2).repeat(2, axis=3)
         np.testing.assert_allclose(exe.run(x)[0], want, rtol=1e-4, atol=1e-5)
+
+
+# -- sizes a kernel computes: bound while the run goes on -------------------------------------------
+
+def _nonzero_model(path):
+    import onnx
+
+    # y = NonZero(x) feeds a Gather of x's rows at the nonzero columns of its first row: every
+    # value after the NonZero has a size known only once its count kernel has run
+    n = [node("NonZero", ["x"], ["nz"]), node("ReduceSum", ["x"], ["rows"], keepdims=0, axes=[1]),
+         node("Add", ["nz", "one"], ["nz1"])]
+    m = model(n, [vi("x", ["a", 4])], [vi("nz1", [2, "k"], I64), vi("rows", ["a"])], [_ints("one", 1)], opset=12)
+    onnx.save(m, path)
+    return path
+
+
+def test_nonzero_sizes_are_bound_while_running_at_every_size(tmp_path):
+    exe = ember.compile(_nonzero_model(str(tmp_path / "nz.onnx")))
+    assert len(exe.program["binds"]) == 1 and exe.native
+    loaded = ember.load(exe.export(str(tmp_path / "nz.so")))
+    rng = np.random.default_rng(6)
+    for a in (3, 1, 50, 3):
+        x = (rng.random((a, 4)) > 0.6).astype(np.float32) * rng.standard_normal((a, 4)).astype(np.float32)
+        for e in (exe, loaded):
+            y, rows = e.run(x)
+            np.testing.assert_array_equal(y, np.array(np.nonzero(x)) + 1)
+            np.testing.assert_allclose(rows, x.sum(axis=1), rtol=1e-5, atol=1e-6)
+    y, _ = exe.run(np.zeros((5, 4), np.float32))  # no nonzeros: a size of 0
+    assert y.shape == (2, 0)

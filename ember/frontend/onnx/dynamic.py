@@ -1,0 +1,31 @@
+"""Converters of ONNX ops whose output sizes depend on the data (``NonZero``).
+
+Each is a count computed by a kernel, a ``bind_size`` that makes the count a data size (a
+symbol the program binds while running), and the op itself over that size
+(:mod:`ember.graph.ops.dynamic`).
+"""
+from __future__ import annotations
+
+import itertools
+
+from ...graph.ops.dims import data_dim
+from .table import converter
+
+_fresh = itertools.count()
+
+
+def _size_of(node, count):
+    """``count`` (an int64 scalar) bound to a new data size named after the node."""
+    base = node.output_names[0] or f"{node.op_type}_{next(_fresh)}"
+    size = data_dim(f"{base}.n")
+    return node.call("bind_size", count, symbols=(size,)), size
+
+
+@converter("NonZero")
+def _nonzero(node):
+    x = node.input(0)
+    axes = tuple(range(x.type.ndim))
+    flags = node.call("cast", node.call("not_equal", x, node.const_like(0, x.type.dtype)), dtype="int64")
+    count = node.call("sum", flags, axis=axes, keepdims=False) if axes else flags
+    count, size = _size_of(node, count)
+    return [node.call("nonzero", x, count, size=size)]
