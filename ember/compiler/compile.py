@@ -67,12 +67,19 @@ def compile_model(model: Union[str, os.PathLike, bytes, Module, "onnx.ModelProto
     ``exe.compile_times`` holds seconds per phase (import, each pass, lowering, codegen);
     ``exe.compile_profile`` the same per kernel (``.table()`` prints it).
     """
-    # what the shape rules assume of symbolic dims anywhere in the compile, checked per run
-    with limits.memory_limit(memory_limit), collect_assumptions() as assumed:
-        return _compile(model, target, opt_level, input_shapes, disabled_passes, instruments, name, assumed)
+    with limits.memory_limit(memory_limit), collect_assumptions():
+        return _compile(model, target, opt_level, input_shapes, disabled_passes, instruments, name)
 
 
-def _compile(model, target, opt_level, input_shapes, disabled_passes, instruments, name, assumed):
+def _optimize(mod: Module, ctx: PassContext) -> tuple:
+    """``mod`` (a ``main`` alone) typed and through the pass pipeline, with what its shape rules
+    assume of its symbolic dims (checked by its program per run)."""
+    with collect_assumptions(fresh=True) as assumed:
+        mod = ctx.run(infer_types(mod), default_pipeline())
+    return mod, assumed
+
+
+def _compile(model, target, opt_level, input_shapes, disabled_passes, instruments, name):
     times: dict = {}
     t0 = time.perf_counter()
     output_names = None
@@ -89,18 +96,21 @@ def _compile(model, target, opt_level, input_shapes, disabled_passes, instrument
     times["import"] = time.perf_counter() - t0
     if input_shapes:
         mod = _bind_shapes(mod, input_shapes)
-    mod = infer_types(mod)
     import ember.graph.ops.compute  # noqa: F401  (registers the op computes)
 
     target = host(target)
     timer = PassTimer()
     ctx = PassContext(opt_level=opt_level, disabled=disabled_passes, instruments=[timer, *instruments],
                       config={"target": target})
-    mod = ctx.run(mod, default_pipeline())
+    # the model's main, and each subgraph function control flow runs, go through the pipeline
+    # on their own: each becomes a program of its own
+    subs = {fname: _optimize(Module({"main": fn}), ctx) for fname, fn in mod.functions if fname != "main"}
+    mod, assumed = _optimize(Module({"main": mod.main}), ctx)
     for pname, t in timer.times:
-        times[f"pass {pname}"] = t
+        times[f"pass {pname}"] = times.get(f"pass {pname}", 0.0) + t
     stats: dict = {}
-    exe = build_executable(mod, target, output_names, name=name, timings=times, stats=stats, assumptions=assumed)
+    exe = build_executable(mod, target, output_names, name=name, timings=times, stats=stats, assumptions=assumed,
+                           subs=subs)
     times["total"] = time.perf_counter() - t0
     exe.compile_times = times
     exe.graph = mod

@@ -89,7 +89,10 @@ class Executable:
         self._symbols = list(program.get("symbols", ()))
         # views of inputs and outputs are made per run; every other slot's value lives in a RunState
         self._views = [(k, s["base"]) for k, s in enumerate(self._slots)
-                       if s["kind"] == "view" and self._slots[s["base"]]["kind"] in ("input", "output")]
+                       if s["kind"] == "view" and self._slots[s["base"]]["kind"] in ("input", "output", "value")]
+        # the programs of the subgraphs control steps run (same kernels, same constants)
+        self._subs = [Executable(module, f, constants, where=f"{where} function {k}")
+                      for k, f in enumerate(program.get("functions", ()))]
         self._calls = [(module[c["kernel"]], tuple(c["args"])) for c in program["calls"]]
         self._input_slots = [i["slot"] for i in program["inputs"]]
         self._static_inputs = [i.shape if all(isinstance(d, int) for d in i.shape) else None
@@ -105,7 +108,8 @@ class Executable:
         self._runs_here = False
         # shapes, memory plan and call arguments per set of symbol values (one, for a static model)
         self._layouts = Layouts(program, self._calls)
-        self._single = len(self._layouts.phases) == 1 and not self._layouts.pre
+        self._single = len(self._layouts.phases) == 1 and not self._layouts.pre and \
+            not self._layouts.phases[0].controls
         self._static = None if self._symbols else self._layouts.get({})
         self._native = self._native_program()
         # the pool's factory holds the slots and constants, not self: no reference cycle, so
@@ -249,13 +253,34 @@ class Executable:
                     vals[k] = vals[base].reshape(lay.shapes[k])
             if phase.end > phase.start:
                 self._execute(state, vals, lay)
+            for step in phase.controls:
+                self._control(step, vals)
             self._bind_sizes(vals, env, phase.binds)
             earlier = lay
         return vals
 
+    def _control(self, step: dict, vals: list) -> None:
+        """Run a control step: an ``if`` runs the program of the branch its condition picks,
+        on its share of the arguments; the results fill the step's ``value`` slots."""
+        cond = bool(vals[step["cond"]].reshape(-1)[0])
+        k = step["n_then"]
+        args = [vals[a] for a in step["args"]]
+        sub = self._subs[step["then"] if cond else step["else"]]
+        results = sub.run(*(args[:k] if cond else args[k:]))
+        for slot, r in zip(step["outs"], results):
+            want = self._slots[slot]
+            if len(r.shape) != len(want["shape"]) or str(r.dtype) != want["dtype"]:
+                raise ShapeError(f"{step.get('nodes', 'if')}: the branch returned {r.dtype} {r.shape}, the model "
+                                 f"declares {want['dtype']} of rank {len(want['shape'])}")
+            vals[slot] = r
+
     @staticmethod
     def _bind_sizes(vals: list, env: dict, binds: list) -> None:
-        for sym, slot, index in binds:
+        for sym, slot, index, axis in binds:
+            if axis is not None:  # a dimension of a value a subgraph returned
+                v = int(vals[slot].shape[axis])
+                env[sym] = v
+                continue
             flat = vals[slot].reshape(-1)
             if not 0 <= index < flat.size:
                 raise ShapeError(f"size {sym!r} is element {index} of a value of {flat.size} element(s)")
@@ -336,7 +361,7 @@ class Executable:
         runner.argtypes = [ctypes.c_void_p] * 3
         runner.restype = ctypes.c_int32
         fns = (ctypes.c_void_p * len(kernels))(*[ctypes.cast(k._cfunc, ctypes.c_void_p).value for k in kernels])
-        per_run = [k for k, s in enumerate(self._slots) if s["kind"] in ("input", "output")]
+        per_run = [k for k, s in enumerate(self._slots) if s["kind"] in ("input", "output", "value")]
         per_run += [k for k, _ in self._views]
         return runner, kernels, fns, per_run
 
@@ -345,7 +370,9 @@ class Executable:
         words = layout.native_words(self._calls, kernels)
         ptrs = state.ptrs
         for k in per_run:
-            ptrs[k] = data_pointer(vals[k])
+            v = vals[k]
+            if v is not None:  # (a value a later phase makes is not used by this one)
+                ptrs[k] = data_pointer(v)
         rc = runner(words.ctypes.data, ctypes.addressof(ptrs), ctypes.addressof(fns))
         if rc:
             what = (f"kernel {self._calls[rc - 1][0].name!r} failed: a scratch allocation ran out of memory"

@@ -84,8 +84,9 @@ class Phase:
     slots: list  # the slots whose values it makes (arena, output and views of them)
     arena: list  # of those, the arena slots
     checks: list  # the checks first decidable when it starts
-    binds: list  # what is bound after it: [(symbol, slot, index)]
+    binds: list  # what is bound after it: [(symbol, slot, index, axis)] (an element, or a dim)
     known: frozenset  # the symbols bound when it starts
+    controls: list = dataclasses.field(default_factory=list)  # control steps run after it (before binds)
 
 
 def data_symbols(program: dict) -> frozenset:
@@ -96,8 +97,9 @@ def phases_of(program: dict) -> tuple:
     """``(binds before the first call, [Phase])``; ModelError where a value needs a symbol
     that is bound only later."""
     binds = program.get("binds", [])
+    controls = program.get("controls", [])
     calls, slots = program["calls"], program["slots"]
-    cuts = sorted({b["after"] for b in binds if b["after"] >= 0})
+    cuts = sorted({b["after"] for b in binds + controls if b["after"] >= 0})
     bounds, start = [], 0
     for c in cuts:
         bounds.append((start, c + 1))
@@ -110,7 +112,7 @@ def phases_of(program: dict) -> tuple:
             first_use.setdefault(a, k)
     owner: dict = {}
     for k, s in enumerate(slots):
-        if s["kind"] in ("input", "const"):
+        if s["kind"] in ("input", "const", "value"):  # (a value: set by a control step)
             owner[k] = -1
         elif s["kind"] == "view":
             owner[k] = owner.get(s["base"], -1)
@@ -119,7 +121,12 @@ def phases_of(program: dict) -> tuple:
             owner[k] = next(i for i, (a, b) in enumerate(bounds) if a <= c < b or i == len(bounds) - 1)
     input_syms = frozenset(program.get("symbols", ())) - data_symbols(program)
     known = input_syms | {b["symbol"] for b in binds if b["after"] < 0}
-    pre = [(b["symbol"], b["slot"], b["index"]) for b in binds if b["after"] < 0]
+    def bind(b):
+        return b["symbol"], b["slot"], b.get("index"), b.get("axis")
+
+    pre = [bind(b) for b in binds if b["after"] < 0]
+    if any(c["after"] < 0 for c in controls):
+        raise ModelError("a control step must come after a call")
     checks = list(program.get("checks", ()))
     phases = []
     for i, (a, b) in enumerate(bounds):
@@ -131,10 +138,11 @@ def phases_of(program: dict) -> tuple:
                                  f"which is bound only later")
         ready = [c for c in checks if symbols_of(c["cond"], set()) <= known]
         checks = [c for c in checks if c not in ready]
-        after = [(x["symbol"], x["slot"], x["index"]) for x in binds if x["after"] == b - 1 and b > a]
+        after = [bind(x) for x in binds if x["after"] == b - 1 and b > a]
+        steps = [c for c in controls if c["after"] == b - 1 and b > a]
         phases.append(Phase(i, a, b, mine, [k for k in mine if slots[k]["kind"] == "arena"], ready, after,
-                            known))
-        known = known | {sym for sym, _, _ in after}
+                            known, steps))
+        known = known | {x[0] for x in after}
     if checks:
         raise ModelError(f"the checks {[c['what'] for c in checks]} need symbols no bind gives")
     return pre, phases

@@ -33,7 +33,7 @@ from . import shapes
 # import the loop IR)
 DTYPES = {"bool": 1, "int8": 1, "int16": 2, "int32": 4, "int64": 8, "uint8": 1, "uint16": 2,
           "uint32": 4, "uint64": 8, "float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
-SLOT_KINDS = ("input", "const", "arena", "output", "view")
+SLOT_KINDS = ("input", "const", "arena", "output", "view", "value")
 MAX_BYTES = 1 << 48  # no tensor or arena is larger: a size past it is a corrupted field
 ARENA_ALIGN = 64  # the arena's base and every constant of an export are 64-byte aligned
 
@@ -322,6 +322,7 @@ def verify_program(program: Any, module, n_constants: Optional[int] = None,
             len(set(in_slots)) != len(in_slots):
         c.fail("the input slots and the inputs do not match one to one")
     data = _binds(c, program, symbols, info, len(calls))
+    _controls(c, program, info, len(calls))
     bare = {d for k in in_slots for d in info[k][1] if isinstance(d, str)}
     if bare != set(symbols) - data:
         c.fail(f"the symbols {sorted(set(symbols) - data)} and the inputs' symbolic dims {sorted(bare)} differ")
@@ -415,17 +416,53 @@ def _binds(c: "_Checker", program: dict, symbols: list, info: list, ncalls: int)
     data = set()
     for k, b in enumerate(c.list(program.get("binds", []), "binds")):
         w = f"bind #{k}"
-        c.dict(b, w, ("after", "symbol", "slot", "index"))
+        c.dict(b, w, ("after", "symbol", "slot"))
         c.int(b["after"], f"{w}'s call", -1, max(ncalls, 0))
         sym = c.str(b["symbol"], f"{w}'s symbol")
         if sym not in symbols or sym in data:
             c.fail(f"{w} binds {sym!r:.40}, which is not a symbol of the program or is bound twice")
         data.add(sym)
         slot = c.int(b["slot"], f"{w}'s slot", 0, len(info))
+        if "axis" in b:  # a dimension of a value
+            c.int(b["axis"], f"{w}'s axis", 0, max(1, len(info[slot][1])))
+            continue
         if info[slot][2] not in ("int32", "int64"):
             c.fail(f"{w} reads slot {slot}, which holds {info[slot][2]}, not integers")
-        c.int(b["index"], f"{w}'s index")
+        c.int(b.get("index"), f"{w}'s index")
     return data
+
+
+def _controls(c: "_Checker", program: dict, info: list, ncalls: int) -> None:
+    """Control steps (validated): an ``if`` after a call, its condition and arguments existing
+    slots, its branches existing functions taking its arguments, its results the ``value`` slots
+    (each set by exactly one step)."""
+    functions = c.list(program.get("functions", []), "functions")
+    set_by: dict = {}
+    for k, step in enumerate(c.list(program.get("controls", []), "controls")):
+        w = f"control step #{k}"
+        c.dict(step, w, ("after", "kind", "cond", "then", "else", "n_then", "args", "outs"))
+        if step["kind"] != "if":
+            c.fail(f"{w} has kind {step['kind']!r:.40}")
+        c.int(step["after"], f"{w}'s call", 0, max(ncalls, 1))
+        c.int(step["cond"], f"{w}'s condition", 0, len(info))
+        args = [c.int(a, f"{w}'s argument", 0, len(info)) for a in c.list(step["args"], f"{w}'s args")]
+        n_then = c.int(step["n_then"], f"{w}'s n_then", 0, len(args) + 1)
+        for key, share in (("then", args[:n_then]), ("else", args[n_then:])):
+            f = c.int(step[key], f"{w}'s {key} function", 0, len(functions))
+            sub = c.dict(functions[f], f"function {f}", ("inputs", "outputs"))
+            if len(c.list(sub["inputs"], f"function {f}'s inputs")) != len(share):
+                c.fail(f"{w} passes {len(share)} argument(s) to function {f}, which takes {len(sub['inputs'])}")
+            if len(c.list(sub["outputs"], f"function {f}'s outputs")) != len(step["outs"]):
+                c.fail(f"{w}: function {f} returns {len(sub['outputs'])} value(s), the step takes "
+                       f"{len(step['outs'])}")
+        for o in c.list(step["outs"], f"{w}'s outs"):
+            o = c.int(o, f"{w}'s result slot", 0, len(info))
+            if info[o][0] != "value" or o in set_by:
+                c.fail(f"{w} sets slot {o}, which is not a value slot or is set twice")
+            set_by[o] = k
+    unset = [k for k, i in enumerate(info) if i[0] == "value" and k not in set_by]
+    if unset:
+        c.fail(f"value slots {unset} are set by no control step")
 
 
 def _symbols(c: "_Checker", program: dict) -> list:

@@ -17,11 +17,15 @@ from .dtypes import tensor_to_numpy
 
 
 def decode_attributes(node: onnx.NodeProto, what: str) -> dict:
-    """ONNX attributes as Python values: bytes -> str, tensors -> numpy; graphs are unsupported."""
+    """ONNX attributes as Python values: bytes -> str, tensors -> numpy, a subgraph as its
+    GraphProto (control flow converts it); lists of graphs are unsupported."""
     out = {}
     for a in node.attribute:
-        if a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
-            raise UnsupportedOpError(f"{what}: attribute {a.name!r} is a subgraph (control flow is not supported)")
+        if a.type == onnx.AttributeProto.GRAPH:
+            out[a.name] = a.g
+            continue
+        if a.type == onnx.AttributeProto.GRAPHS:
+            raise UnsupportedOpError(f"{what}: attribute {a.name!r} is a list of subgraphs")
         if a.type in (onnx.AttributeProto.SPARSE_TENSOR, onnx.AttributeProto.SPARSE_TENSORS,
                       onnx.AttributeProto.TYPE_PROTO, onnx.AttributeProto.TYPE_PROTOS):
             raise UnsupportedOpError(f"{what}: attribute {a.name!r} of kind "
@@ -44,7 +48,9 @@ def decode_attributes(node: onnx.NodeProto, what: str) -> dict:
 class NodeContext:
     """One ONNX node being converted. Converters return one expression per node output."""
 
-    def __init__(self, proto: onnx.NodeProto, opset: int, inputs: list, values: dict, label: str):
+    def __init__(self, proto: onnx.NodeProto, opset: int, inputs: list, values: dict, label: str,
+                 importer=None):
+        self.importer = importer  # converts subgraphs (control flow)
         self.proto = proto
         self.op_type = proto.op_type
         self.opset = opset

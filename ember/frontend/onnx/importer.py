@@ -207,7 +207,10 @@ def scan(proto: onnx.ModelProto, *, static_inputs: Optional[Mapping] = None,
     inputs = _graph_input_names(proto, keep_initializers_as_inputs) - static
     ops: dict = defaultdict(list)
     attributes, dynamic, dtypes = [], [], []
-    for k, n in enumerate(g.node):
+    nodes = list(g.node)
+    for n in list(nodes):  # the nodes of subgraphs (If branches) too
+        nodes += _subgraph_nodes(n)
+    for k, n in enumerate(nodes):
         label = _node_label(n, k)
         if n.domain not in _DEFAULT_DOMAINS:
             ops[f"{n.domain}.{n.op_type}"].append(n.name or f"#{k}")
@@ -236,6 +239,15 @@ def scan(proto: onnx.ModelProto, *, static_inputs: Optional[Mapping] = None,
         if not is_supported(t.data_type):
             dtypes.append(f"initializer {t.name!r} has type {onnx_type_name(t.data_type)}")
     return {"ops": dict(ops), "attributes": attributes, "dynamic": dynamic, "dtypes": dtypes}
+
+
+def _subgraph_nodes(n: onnx.NodeProto) -> list:
+    out = []
+    for a in n.attribute:
+        if a.type == onnx.AttributeProto.GRAPH:
+            for m in a.g.node:
+                out += [m] + _subgraph_nodes(m)
+    return out
 
 
 def raise_problems(problems: dict, opset: int, source: str) -> None:
@@ -382,13 +394,40 @@ def from_onnx(model: Union[onnx.ModelProto, str, os.PathLike, bytes], *,
     return _Importer(proto, opset, source, static_inputs, keep_initializers_as_inputs, input_shapes).run()
 
 
+class _Scope(dict):
+    """A subgraph's names: its own, else the enclosing graph's, each captured once as a
+    parameter of the subgraph's function (an import-time constant is used as it is)."""
+
+    def __init__(self, importer, outer):
+        super().__init__()
+        self.importer, self.outer = importer, outer
+
+    def __contains__(self, name) -> bool:
+        return dict.__contains__(self, name) or name in self.outer.env
+
+    def __missing__(self, name):
+        e = self.outer.env[name]
+        if isinstance(e, Constant):
+            v = e
+        else:
+            v = Var(f"cap{len(self.importer.captured)}", e.type)
+            self.importer.captured.append((v, e))
+        if name in self.outer.values:
+            self.importer.values[name] = self.outer.values[name]
+        self[name] = v
+        return v
+
+
 class _Importer:
-    def __init__(self, proto, opset, source, static_inputs, keep, input_shapes=None):
+    def __init__(self, proto, opset, source, static_inputs, keep, input_shapes=None, outer=None):
         self.proto, self.opset, self.source = proto, opset, source
         self.static, self.keep = static_inputs, keep
         self.shapes = dict(input_shapes or {})
-        self.env: dict = {}  # ONNX value name -> Ember expression
+        self.outer = outer
+        self.env: dict = _Scope(self, outer) if outer is not None else {}  # ONNX value name -> Ember expression
         self.values: dict = {}  # ONNX value name -> numpy value known at import
+        self.captured: list = []  # a subgraph's (parameter, outer expression) pairs
+        self.functions: dict = outer.functions if outer is not None else {}  # subgraphs' functions
 
     def run(self) -> Module:
         g = self.proto.graph
@@ -397,7 +436,51 @@ class _Importer:
             self._convert(n, k)
         outs = [self.env[o.name] for o in g.output]
         body = outs[0] if len(outs) == 1 else Tuple(outs)
-        return Module({"main": Function(params, body, body.type)})
+        return Module({"main": Function(params, body, body.type), **self.functions})
+
+    def inline(self, graph, label: str) -> list:
+        """The subgraph ``graph`` converted in this graph's scope (the branch an ``If`` with a
+        condition known at import takes): ``[(output expression, its value known at import or
+        None)]``."""
+        from ...graph.visit import substitute
+
+        child = _Importer(self.proto, self.opset, self.source, {}, False, outer=self)
+        for t in graph.initializer:
+            c = Constant.adopt(tensor_to_numpy(t, f"initializer {t.name!r} of {label}"))
+            dict.__setitem__(child.env, t.name, c)
+            child.values[t.name] = c.value
+        for k, n in enumerate(_topo_order(list(graph.node))):
+            child._convert(n, k)
+        mapping = {v: e for v, e in child.captured}
+        return [(substitute(child.env[o.name], mapping) if mapping else child.env[o.name], child.values.get(o.name))
+                for o in graph.output]
+
+    def subgraph(self, graph, label: str, formal_types: Optional[list] = None) -> tuple:
+        """Convert the subgraph ``graph`` (an If branch, a Loop body) to a module function whose
+        parameters are its formal inputs (typed ``formal_types``, else as declared), then the
+        enclosing graph's values it reads. Returns ``(function name, outer values it reads,
+        its output expressions' types)``."""
+        child = _Importer(self.proto, self.opset, self.source, {}, False, outer=self)
+        params = []
+        for k, vi in enumerate(graph.input):
+            t = formal_types[k] if formal_types is not None and k < len(formal_types) else _input_type(vi)
+            v = Var(vi.name or f"in{k}", t)
+            dict.__setitem__(child.env, vi.name, v)
+            params.append(v)
+        for t in graph.initializer:
+            c = Constant.adopt(tensor_to_numpy(t, f"initializer {t.name!r} of {label}"))
+            dict.__setitem__(child.env, t.name, c)
+            child.values[t.name] = c.value
+        for k, n in enumerate(_topo_order(list(graph.node))):
+            child._convert(n, k)
+        outs = [child.env[o.name] for o in graph.output]
+        if not outs:
+            raise ModelError(f"{self.source}: the subgraph of {label} has no outputs")
+        body = outs[0] if len(outs) == 1 else Tuple(outs)
+        fn = Function(params + [v for v, _ in child.captured], body, body.type)
+        name = f"subgraph{len(self.functions)}"
+        self.functions[name] = fn
+        return name, [e for _, e in child.captured], [o.type for o in outs]
 
     def _bind_inputs(self, g) -> list:
         inits = {t.name: t for t in g.initializer}
@@ -460,14 +543,16 @@ class _Importer:
 
     def _convert(self, n: onnx.NodeProto, k: int) -> None:
         label = _node_label(n, k)
-        conv = lookup(n.op_type, self.opset)
+        conv = lookup(n.op_type, self.opset) if n.domain in _DEFAULT_DOMAINS else None
+        if conv is None:  # (in a subgraph: the model's scan only saw the main graph)
+            raise UnsupportedOpError(f"{label}: {n.op_type} is not supported at opset {self.opset}")
         for i in n.input:
             if i and i not in self.env:  # check_structure saw a producer: it comes later, a cycle
                 raise ModelError(f"{self.source}: input {i!r} of {label} depends on the node's own output "
                                  "(the graph has a cycle)")
         inputs = [self.env[i] if i else None for i in n.input]
         try:
-            node = NodeContext(n, self.opset, inputs, self.values, label)
+            node = NodeContext(n, self.opset, inputs, self.values, label, importer=self)
             with source_span(n.name or f"{n.op_type}_{k}"):  # every op this node becomes
                 outs = list(conv.fn(node))
         except EmberError as e:

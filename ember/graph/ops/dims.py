@@ -281,11 +281,11 @@ _ASSUMED: contextvars.ContextVar = contextvars.ContextVar("ember_dim_assumptions
 
 
 @contextlib.contextmanager
-def collect_assumptions() -> Iterator[dict]:
+def collect_assumptions(fresh: bool = False) -> Iterator[dict]:
     """Record every :func:`assume` made inside (condition -> Assumption, first reason kept).
-    Nested collections see the outer one's records too."""
+    Nested collections share the outer one's records, unless ``fresh`` (one program's own)."""
     outer = _ASSUMED.get()
-    found: dict = {} if outer is None else outer
+    found: dict = {} if outer is None or fresh else outer
     token = _ASSUMED.set(found)
     try:
         yield found

@@ -160,7 +160,7 @@ def register_op(name: str, *, infer: InferFn, pattern: Union[Pattern, str],
 
 def _ensure_loaded() -> None:
     # the families register on import; importing the package (not this module alone) loads them
-    from . import creation, dynamic, elementwise, index, layout, nn, reduce  # noqa: F401
+    from . import control, creation, dynamic, elementwise, index, layout, nn, reduce  # noqa: F401
 
 
 def get_op(name: str) -> OpDef:

@@ -44,7 +44,7 @@ def test_resnet50_fuses_to_one_kernel_per_conv():
     from ember.graph import topo_calls
     from ember.graph.infer import infer_types
     from ember.graph.passes import PassContext, VerifyAfterPass, default_pipeline
-    from ember.compiler.build import is_relabel
+    from ember.compiler.program import is_relabel
 
     mod = infer_types(from_onnx(os.path.join(LIGHT, "light_resnet50.onnx")))
     convs = sum(c.op == "nn.conv2d" for c in topo_calls(mod))

@@ -1,0 +1,39 @@
+"""Control flow: ops that run module functions (a model's subgraphs) chosen or repeated while
+the model runs.
+
+``if(cond, *then_args, *else_args, then=F, else=G, n_then=k, types=T)`` runs ``F`` on the
+first ``k`` arguments after ``cond`` when ``cond`` (a scalar, or a one-element tensor) is
+true, else ``G`` on the rest. Its result types ``T`` are the branches' where they agree; a
+dimension they disagree on is a data size (:func:`~.dims.data_dim`), bound from the result the
+branch returns. The functions are compiled like the model itself; the program runs the chosen
+one in between phases (:mod:`ember.runtime.layout`).
+"""
+from __future__ import annotations
+
+from ...errors import ShapeError
+from ..types import TensorType, TupleType, Type
+from .registry import Pattern, attr, register_op, tensor
+
+
+def _result(types: tuple) -> Type:
+    return types[0] if len(types) == 1 else TupleType(list(types))
+
+
+def _infer_if(args, attrs):
+    cond = tensor(args[0], "the condition")
+    if not (cond.is_static and all(d == 1 for d in cond.shape)):
+        raise ShapeError(f"if: the condition must hold one element, got {cond}")
+    if not 0 <= attrs["n_then"] <= len(args) - 1:
+        raise ShapeError(f"if: n_then {attrs['n_then']} is out of range for {len(args) - 1} argument(s)")
+    if not attrs["types"] or not all(isinstance(t, TensorType) for t in attrs["types"]):
+        raise ShapeError(f"if: the result types must be tensors, got {attrs['types']}")
+    return _result(attrs["types"])
+
+
+register_op("if", infer=_infer_if, pattern=Pattern.OPAQUE, num_args=(1, None),
+            attrs_schema={"then": attr("str"), "else": attr("str"), "n_then": attr("int"),
+                          "types": attr("any")},
+            doc="run module function 'then' on the arguments after the condition up to n_then, or "
+                "'else' on the rest; the result types are given")
+
+__all__: list = []
