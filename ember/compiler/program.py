@@ -15,6 +15,7 @@ from ..errors import LoweringError, ShapeError
 from ..graph.cost import function_flops, function_ops
 from ..graph.ir import Call, Constant, Function, Module, Tuple, TupleGetItem, Var
 from ..graph.ops import dims as D
+from ..graph.ops.control import CONTROL_OPS
 from ..graph.types import Dim, TensorType, TupleType
 from ..graph.visit import post_order
 from ..loop import dtype as dt
@@ -39,9 +40,10 @@ def is_bind(fn: Function) -> bool:
 
 
 def is_control(fn: Function) -> bool:
-    """A group that runs subgraph functions (``if``): no kernel, a control step in the program."""
+    """A group that runs subgraph functions (``if``, ``loop``, ``scan``): no kernel, a control
+    step in the program."""
     b = fn.body
-    return isinstance(b, Call) and b.op == "if" and all(a in fn.params for a in b.args)
+    return isinstance(b, Call) and b.op in CONTROL_OPS and all(a in fn.params for a in b.args)
 
 
 def needs_kernel(fn: Function) -> bool:
@@ -203,7 +205,7 @@ def make_program(mod: Module, shared: Shared, output_names: Optional[Sequence[st
         for a in c["args"]:
             last_use[prog.slots[a].get("base", a)] = i  # a view keeps its base alive
     for c in controls:  # a subgraph's arguments live until it has run
-        for a in c["args"] + [c["cond"]]:
+        for a in c["args"] + ([c["cond"]] if "cond" in c else []):
             b = prog.slots[a].get("base", a)
             last_use[b] = max(last_use.get(b, -1), c["after"])
     values = []
@@ -245,8 +247,9 @@ def make_program(mod: Module, shared: Shared, output_names: Optional[Sequence[st
 
 def _control(call: Call, n: Call, args: list, prog: _Slots, subs: dict, shared: Shared, functions: list,
              function_index: dict, controls: list, binds: list, produced_at: dict, prefix: str):
-    """An ``if``: its branches' programs, a control step after the last call so far, its results
-    in ``value`` slots (set by the branch that runs), and binds of the sizes they disagree on."""
+    """A control step (``if``, ``loop``, ``scan``) after the last call so far: the programs of its
+    subgraphs, its results in ``value`` slots (set when it runs), and binds of its results'
+    data sizes."""
     def program_of(name: str) -> int:
         if name not in function_index:
             if name not in subs:
@@ -256,12 +259,20 @@ def _control(call: Call, n: Call, args: list, prog: _Slots, subs: dict, shared: 
             function_index[name] = len(functions) - 1
         return function_index[name]
 
-    then_f, else_f = program_of(call.attr("then")), program_of(call.attr("else"))
     after = len(prog.calls) - 1
     outs = [prog.slot("value", t) for t in _tensor_types(n.type)]
-    controls.append({"after": after, "kind": "if", "cond": args[0], "then": then_f, "else": else_f,
-                     "n_then": call.attr("n_then"), "args": args[1:], "outs": outs,
-                     "nodes": "+".join(n.span) or "if"})
+    step = {"after": after, "kind": call.op, "outs": outs, "nodes": "+".join(n.span) or call.op}
+    if call.op == "if":
+        step.update({"cond": args[0], "then": program_of(call.attr("then")), "else": program_of(call.attr("else")),
+                     "n_then": call.attr("n_then"), "args": args[1:]})
+    else:  # loop, scan: the body's program, the arguments, and how they split
+        step.update({"body": program_of(call.attr("body")), "args": args})
+        keys = (("has_trip", "has_cond", "n_carried", "n_scan") if call.op == "loop" else
+                ("n_states", "n_scan_in", "in_axes", "in_dirs", "out_axes", "out_dirs"))
+        for key in keys:
+            v = call.attr(key)
+            step[key] = list(v) if isinstance(v, tuple) else v
+    controls.append(step)
     for s, t in zip(outs, _tensor_types(n.type)):
         for axis, d in enumerate(t.shape):
             if isinstance(d, Dim) and d.is_symbol and D.is_data_symbol(d.expr.name) and \

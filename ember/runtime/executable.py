@@ -28,10 +28,11 @@ from .ndarray import numpy_dtype
 from .lanes import LANES
 from .layout import SYMBOL_MAX, Layouts, bind_symbols
 from .pool import MemoryInfo, RunPool, RunState
-from .shapes import text
+from .shapes import evaluate, text
 from .verify import verify_program
 
 RUNNER_SYMBOL = "__ember_run_program"  # defined by ember.codegen.llvm.program in every kernel library
+LOOP_LIMIT = 1 << 24  # iterations of a loop with no trip count before it counts as runaway
 
 
 @dataclasses.dataclass(frozen=True)
@@ -254,25 +255,89 @@ class Executable:
             if phase.end > phase.start:
                 self._execute(state, vals, lay)
             for step in phase.controls:
-                self._control(step, vals)
+                self._control(step, vals, env)
             self._bind_sizes(vals, env, phase.binds)
             earlier = lay
         return vals
 
-    def _control(self, step: dict, vals: list) -> None:
-        """Run a control step: an ``if`` runs the program of the branch its condition picks,
-        on its share of the arguments; the results fill the step's ``value`` slots."""
-        cond = bool(vals[step["cond"]].reshape(-1)[0])
-        k = step["n_then"]
+    def _control(self, step: dict, vals: list, env: dict) -> None:
+        """Run a control step: an ``if`` runs the program of the branch its condition picks, a
+        ``loop`` or ``scan`` its body's program once per iteration; the results fill the step's
+        ``value`` slots."""
+        kind = step["kind"]
         args = [vals[a] for a in step["args"]]
-        sub = self._subs[step["then"] if cond else step["else"]]
-        results = sub.run(*(args[:k] if cond else args[k:]))
+        if kind == "if":
+            cond = bool(vals[step["cond"]].reshape(-1)[0])
+            k = step["n_then"]
+            results = self._subs[step["then"] if cond else step["else"]].run(*(args[:k] if cond else args[k:]))
+        elif kind == "loop":
+            results = self._loop(step, args, env)
+        else:
+            results = self._scan(step, args, env)
         for slot, r in zip(step["outs"], results):
             want = self._slots[slot]
             if len(r.shape) != len(want["shape"]) or str(r.dtype) != want["dtype"]:
-                raise ShapeError(f"{step.get('nodes', 'if')}: the branch returned {r.dtype} {r.shape}, the model "
+                raise ShapeError(f"{step.get('nodes', kind)}: a subgraph returned {r.dtype} {r.shape}, the model "
                                  f"declares {want['dtype']} of rank {len(want['shape'])}")
             vals[slot] = r
+
+    def _stacked(self, parts: list, slot: int, env: dict, axis: int = 0) -> np.ndarray:
+        """The per-iteration outputs ``parts`` stacked along ``axis`` (an empty stack: zero
+        iterations, the other dims the model's where they are known, else 0)."""
+        if parts:
+            return np.stack(parts, axis=axis)
+        shape = [evaluate(d, env) or 0 for d in self._slots[slot]["shape"]]
+        shape[axis] = 0
+        return np.empty(shape, numpy_dtype(self._slots[slot]["dtype"]))
+
+    def _loop(self, step: dict, args: list, env: dict) -> list:
+        """ONNX Loop: ``body(i, cond, *carried, *outer) -> (cond, *carried, *per-iteration)``."""
+        body = self._subs[step["body"]]
+        k = 0
+        trip = int(args[k].reshape(-1)[0]) if step["has_trip"] else None
+        k += step["has_trip"]
+        cond = bool(args[k].reshape(-1)[0]) if step["has_cond"] else True
+        k += step["has_cond"]
+        n = step["n_carried"]
+        carried, outer = args[k:k + n], args[k + n:]
+        parts: list = [[] for _ in range(step["n_scan"])]
+        i = 0
+        while (trip is None or i < trip) and cond:
+            out = body.run(np.array(i, np.int64), np.array(cond), *carried, *outer)
+            cond = bool(np.asarray(out[0]).reshape(-1)[0])
+            carried = out[1:1 + n]
+            for j, p in enumerate(out[1 + n:]):
+                parts[j].append(p)
+            i += 1
+            if trip is None and i > LOOP_LIMIT:
+                raise ShapeError(f"{step.get('nodes', 'loop')}: the loop ran {LOOP_LIMIT} iterations without its "
+                                 f"condition turning false (and has no trip count)")
+        finals = [np.array(c) for c in carried]  # (zero iterations: copies of the inputs)
+        return finals + [self._stacked(p, step["outs"][n + j], env) for j, p in enumerate(parts)]
+
+    def _scan(self, step: dict, args: list, env: dict) -> list:
+        """ONNX Scan: ``body(*states, *slices, *outer) -> (*states, *per-iteration)``."""
+        body = self._subs[step["body"]]
+        n, m = step["n_states"], step["n_scan_in"]
+        states, scans, outer = args[:n], args[n:n + m], args[n + m:]
+        axes, dirs = step["in_axes"], step["in_dirs"]
+        lengths = {int(x.shape[a]) for x, a in zip(scans, axes)}
+        if len(lengths) > 1:
+            raise ShapeError(f"{step.get('nodes', 'scan')}: the scan inputs differ in length ({sorted(lengths)})")
+        steps = lengths.pop() if lengths else 0
+        parts: list = []
+        for t in range(steps):
+            slices = [np.take(x, steps - 1 - t if d else t, axis=a) for x, a, d in zip(scans, axes, dirs)]
+            out = body.run(*states, *slices, *outer)
+            states = out[:n]
+            parts.append(out[n:])
+        results = [np.array(s) for s in states]
+        for j, (axis, d) in enumerate(zip(step["out_axes"], step["out_dirs"])):
+            seq = [p[j] for p in parts]
+            if d:
+                seq = seq[::-1]
+            results.append(self._stacked(seq, step["outs"][n + j], env, axis))
+        return results
 
     @staticmethod
     def _bind_sizes(vals: list, env: dict, binds: list) -> None:

@@ -49,7 +49,7 @@ def bind_symbols(inputs: list, arrays: list, symbols: list, data: frozenset = fr
                     raise ShapeError(f"input {info['name']!r} must have shape {_shape_text(want)}, got {shape} "
                                      f"(axis {axis} must be {w})")
             elif isinstance(w, str) and w not in env:
-                if not 1 <= got <= SYMBOL_MAX:
+                if not (0 if w.startswith("?") else 1) <= got <= SYMBOL_MAX:  # '?': a data size, may be 0
                     raise ShapeError(f"input {info['name']!r} axis {axis} ({w}) is {got}: a symbolic "
                                      f"dimension must be at least 1")
                 env[w] = got
@@ -99,11 +99,12 @@ def phases_of(program: dict) -> tuple:
     binds = program.get("binds", [])
     controls = program.get("controls", [])
     calls, slots = program["calls"], program["slots"]
-    cuts = sorted({b["after"] for b in binds + controls if b["after"] >= 0})
+    # a phase ends where a bind or a control step comes (a control step may come first of all)
+    cuts = sorted({b["after"] + 1 for b in binds if b["after"] >= 0} | {c["after"] + 1 for c in controls})
     bounds, start = [], 0
     for c in cuts:
-        bounds.append((start, c + 1))
-        start = c + 1
+        bounds.append((start, c))
+        start = c
     if start < len(calls) or not bounds:
         bounds.append((start, len(calls)))
     first_use: dict = {}
@@ -120,13 +121,13 @@ def phases_of(program: dict) -> tuple:
             c = s["live"][0] if s["kind"] == "arena" and "live" in s else first_use.get(k, 0)
             owner[k] = next(i for i, (a, b) in enumerate(bounds) if a <= c < b or i == len(bounds) - 1)
     input_syms = frozenset(program.get("symbols", ())) - data_symbols(program)
-    known = input_syms | {b["symbol"] for b in binds if b["after"] < 0}
+    known = input_syms | {b["symbol"] for b in binds if b["after"] < 0 and "axis" not in b}
     def bind(b):
         return b["symbol"], b["slot"], b.get("index"), b.get("axis")
 
-    pre = [bind(b) for b in binds if b["after"] < 0]
-    if any(c["after"] < 0 for c in controls):
-        raise ModelError("a control step must come after a call")
+    # before anything: sizes from the inputs' (or constants') values; a control step's sizes
+    # come after it (even when it comes first of all)
+    pre = [bind(b) for b in binds if b["after"] < 0 and "axis" not in b]
     checks = list(program.get("checks", ()))
     phases = []
     for i, (a, b) in enumerate(bounds):
@@ -138,8 +139,8 @@ def phases_of(program: dict) -> tuple:
                                  f"which is bound only later")
         ready = [c for c in checks if symbols_of(c["cond"], set()) <= known]
         checks = [c for c in checks if c not in ready]
-        after = [bind(x) for x in binds if x["after"] == b - 1 and b > a]
-        steps = [c for c in controls if c["after"] == b - 1 and b > a]
+        after = [bind(x) for x in binds if x["after"] == b - 1 and (x["after"] >= 0 or "axis" in x)]
+        steps = [c for c in controls if c["after"] == b - 1]
         phases.append(Phase(i, a, b, mine, [k for k in mine if slots[k]["kind"] == "arena"], ready, after,
                             known, steps))
         known = known | {x[0] for x in after}

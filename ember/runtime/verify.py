@@ -254,10 +254,11 @@ def verify_program(program: Any, module, n_constants: Optional[int] = None,
     c = _Checker(where)
     c.dict(program, "the program", ("inputs", "outputs", "slots", "calls", "arena_bytes"))
     symbols = _symbols(c, program)
-    if symbols:
+    if symbols or program.get("controls"):
         arena_bytes = None
         if program["arena_bytes"] is not None:
-            c.fail("a program over symbolic shapes plans its arena per run: arena_bytes must be null")
+            c.fail("a program over symbolic shapes or with control steps plans its arena per run: "
+                   "arena_bytes must be null")
     else:
         arena_bytes = c.int(program["arena_bytes"], "arena_bytes")
     if constants is not None:
@@ -433,29 +434,58 @@ def _binds(c: "_Checker", program: dict, symbols: list, info: list, ncalls: int)
 
 
 def _controls(c: "_Checker", program: dict, info: list, ncalls: int) -> None:
-    """Control steps (validated): an ``if`` after a call, its condition and arguments existing
-    slots, its branches existing functions taking its arguments, its results the ``value`` slots
-    (each set by exactly one step)."""
+    """Control steps (validated): after a call; slots that exist; subgraph functions that exist
+    and take and return what the step passes and expects; results in ``value`` slots, each set
+    by exactly one step."""
     functions = c.list(program.get("functions", []), "functions")
     set_by: dict = {}
+
+    def function(w: str, step: dict, key: str, n_in: int, n_out: int) -> None:
+        f = c.int(step[key], f"{w}'s {key} function", 0, len(functions))
+        sub = c.dict(functions[f], f"function {f}", ("inputs", "outputs"))
+        if len(c.list(sub["inputs"], f"function {f}'s inputs")) != n_in:
+            c.fail(f"{w} passes {n_in} argument(s) to function {f}, which takes {len(sub['inputs'])}")
+        if len(c.list(sub["outputs"], f"function {f}'s outputs")) != n_out:
+            c.fail(f"{w}: function {f} returns {len(sub['outputs'])} value(s), the step takes {n_out}")
+
     for k, step in enumerate(c.list(program.get("controls", []), "controls")):
         w = f"control step #{k}"
-        c.dict(step, w, ("after", "kind", "cond", "then", "else", "n_then", "args", "outs"))
-        if step["kind"] != "if":
-            c.fail(f"{w} has kind {step['kind']!r:.40}")
-        c.int(step["after"], f"{w}'s call", 0, max(ncalls, 1))
-        c.int(step["cond"], f"{w}'s condition", 0, len(info))
+        c.dict(step, w, ("after", "kind", "args", "outs"))
+        c.int(step["after"], f"{w}'s call", -1, max(ncalls, 0))  # (-1: before the first call)
         args = [c.int(a, f"{w}'s argument", 0, len(info)) for a in c.list(step["args"], f"{w}'s args")]
-        n_then = c.int(step["n_then"], f"{w}'s n_then", 0, len(args) + 1)
-        for key, share in (("then", args[:n_then]), ("else", args[n_then:])):
-            f = c.int(step[key], f"{w}'s {key} function", 0, len(functions))
-            sub = c.dict(functions[f], f"function {f}", ("inputs", "outputs"))
-            if len(c.list(sub["inputs"], f"function {f}'s inputs")) != len(share):
-                c.fail(f"{w} passes {len(share)} argument(s) to function {f}, which takes {len(sub['inputs'])}")
-            if len(c.list(sub["outputs"], f"function {f}'s outputs")) != len(step["outs"]):
-                c.fail(f"{w}: function {f} returns {len(sub['outputs'])} value(s), the step takes "
-                       f"{len(step['outs'])}")
-        for o in c.list(step["outs"], f"{w}'s outs"):
+        outs = c.list(step["outs"], f"{w}'s outs")
+        kind = step["kind"]
+        if kind == "if":
+            c.dict(step, w, ("cond", "then", "else", "n_then"))
+            c.int(step["cond"], f"{w}'s condition", 0, len(info))
+            n_then = c.int(step["n_then"], f"{w}'s n_then", 0, len(args) + 1)
+            function(w, step, "then", n_then, len(outs))
+            function(w, step, "else", len(args) - n_then, len(outs))
+        elif kind == "loop":
+            c.dict(step, w, ("body", "has_trip", "has_cond", "n_carried", "n_scan"))
+            fixed = int(bool(step["has_trip"])) + int(bool(step["has_cond"]))
+            n = c.int(step["n_carried"], f"{w}'s n_carried", 0, len(args) - fixed + 1)
+            m = c.int(step["n_scan"], f"{w}'s n_scan", 0, 1 << 16)
+            if len(outs) != n + m:
+                c.fail(f"{w} has {len(outs)} result(s) for {n} carried and {m} scanned value(s)")
+            function(w, step, "body", 2 + len(args) - fixed, 1 + n + m)
+        elif kind == "scan":
+            c.dict(step, w, ("body", "n_states", "n_scan_in", "in_axes", "in_dirs", "out_axes", "out_dirs"))
+            n = c.int(step["n_states"], f"{w}'s n_states", 0, len(args) + 1)
+            m = c.int(step["n_scan_in"], f"{w}'s n_scan_in", 0, len(args) - n + 1)
+            for key, count in (("in_axes", m), ("in_dirs", m), ("out_axes", len(outs) - n), ("out_dirs", len(outs) - n)):
+                vals = c.list(step[key], f"{w}'s {key}")
+                if len(vals) != count:
+                    c.fail(f"{w}'s {key} has {len(vals)} entries, not {count}")
+                for j, v in enumerate(vals):
+                    c.int(v, f"{w}'s {key} entry {j}", 0, 33)
+            for j, (a, x) in enumerate(zip(step["in_axes"], args[n:n + m])):
+                if a >= len(info[x][1]):
+                    c.fail(f"{w} scans axis {a} of slot {x}, which has rank {len(info[x][1])}")
+            function(w, step, "body", len(args), len(outs))
+        else:
+            c.fail(f"{w} has kind {kind!r:.40}")
+        for o in outs:
             o = c.int(o, f"{w}'s result slot", 0, len(info))
             if info[o][0] != "value" or o in set_by:
                 c.fail(f"{w} sets slot {o}, which is not a value slot or is set twice")

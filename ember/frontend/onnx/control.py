@@ -1,4 +1,5 @@
-"""Converters of ONNX control flow: ``If`` (its branches become module functions).
+"""Converters of ONNX control flow: ``If``, ``Loop``, ``Scan`` (their subgraphs become module
+functions).
 
 A branch reads the enclosing graph's values by name; each such value becomes a parameter of
 its function (``_Importer.subgraph``). Where the branches' outputs disagree on a dimension,
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 from ...errors import UnsupportedOpError
 from ...graph import TensorType, TupleGetItem
-from ...graph.ops.dims import data_dim
+from ...graph.ops.dims import data_dim, is_data_symbol
 from .table import converter
 
 
@@ -43,3 +44,83 @@ def _if(node):
     if len(types) == 1:
         return [call]
     return [TupleGetItem(call, k) for k in range(len(types))]
+
+
+def _changed(a: TensorType, b: TensorType) -> bool:
+    return a.dtype != b.dtype or a.ndim != b.ndim or a.shape != b.shape
+
+
+def _general(t: TensorType, name: str) -> TensorType:
+    """``t`` with every dimension a symbol of its own: a value whose shape the iterations change."""
+    return TensorType(tuple(data_dim(f"{name}.d{j}") for j in range(t.ndim)), t.dtype)
+
+
+def _loose(t: TensorType, where: str) -> TensorType:
+    """``t`` as the enclosing graph sees a result of the iterations: its dims over the enclosing
+    graph's sizes, and a data size for each other one (a size the iterations made)."""
+    def keep(d):
+        return isinstance(d, int) or not any(is_data_symbol(s) for s in d.symbols)
+    return TensorType(tuple(d if keep(d) else data_dim(f"{where}.d{j}") for j, d in enumerate(t.shape)), t.dtype)
+
+
+def _body(imp, graph, label: str, formal: list, n_fixed: int, n_carried: int) -> tuple:
+    """Convert a loop body whose inputs are ``formal`` (``n_fixed`` first, then the carried
+    values): again with carried values of symbolic shape when an iteration changes them."""
+    name, caps, outs = imp.subgraph(graph, label, formal)
+    carried_out = outs[1 if n_fixed == 2 else 0:][:n_carried]  # (a Loop body returns its condition first)
+    if any(_changed(a, b) for a, b in zip(formal[n_fixed:n_fixed + n_carried], carried_out)):
+        formal = formal[:n_fixed] + [_general(t, f"{label}.v{k}") for k, t in enumerate(formal[n_fixed:])]
+        name, caps, outs = imp.subgraph(graph, label, formal)
+    return name, caps, outs, formal
+
+
+@converter("Loop")
+def _loop(node):
+    imp = node.importer
+    base = node.output_names[0] or node.label
+    has_trip, has_cond = node.has(0), node.has(1)
+    carried = [node.input(i) for i in range(2, len(node.inputs))]
+    formal = [TensorType((), "int64"), TensorType((), "bool")] + [c.type for c in carried]
+    name, caps, outs, formal = _body(imp, node.attr("body"), node.label, formal, 2, len(carried))
+    n = len(carried)
+    if len(outs) < 1 + n:
+        raise UnsupportedOpError(f"the loop body returns {len(outs)} value(s); it must return the condition "
+                                 f"and {n} carried value(s)")
+    finals = [c.type if not _changed(c.type, o) else _loose(o, f"{base}.v{k}")
+              for k, (c, o) in enumerate(zip(carried, outs[1:1 + n]))]
+    scans = [TensorType((data_dim(f"{base}.iterations"),) + _loose(o, f"{base}.s{k}").shape, o.dtype)
+             for k, o in enumerate(outs[1 + n:])]
+    args = ([node.input(0)] if has_trip else []) + ([node.input(1)] if has_cond else []) + carried + caps
+    types = tuple(finals + scans)
+    call = node.call("loop", *args, body=name, has_trip=has_trip, has_cond=has_cond, n_carried=n,
+                     n_scan=len(scans), types=types)
+    return [call] if len(types) == 1 else [TupleGetItem(call, k) for k in range(len(types))]
+
+
+@converter("Scan", since=9)
+def _scan(node):
+    imp = node.importer
+    base = node.output_names[0] or node.label
+    m = node.attr("num_scan_inputs")
+    ins = [node.input(i) for i in range(len(node.inputs))]
+    n = len(ins) - m
+    states, scan_in = ins[:n], ins[n:]
+    in_axes = [a % s.type.ndim for a, s in zip(node.attr("scan_input_axes", [0] * m), scan_in)]
+    in_dirs = list(node.attr("scan_input_directions", [0] * m))
+    slices = [TensorType(s.type.shape[:a] + s.type.shape[a + 1:], s.type.dtype) for s, a in zip(scan_in, in_axes)]
+    length = scan_in[0].type.shape[in_axes[0]] if scan_in else 0
+    name, caps, outs, formal = _body(imp, node.attr("body"), node.label, [s.type for s in states] + slices, 0, n)
+    k = len(outs) - n
+    out_axes = list(node.attr("scan_output_axes", [0] * k))
+    out_dirs = list(node.attr("scan_output_directions", [0] * k))
+    finals = [s.type if not _changed(s.type, o) else _loose(o, f"{base}.v{j}") for j, (s, o) in enumerate(zip(states, outs))]
+    scans = []
+    for j, o in enumerate(outs[n:]):
+        e = _loose(o, f"{base}.s{j}")
+        a = out_axes[j] % (e.ndim + 1)
+        scans.append(TensorType(e.shape[:a] + (length,) + e.shape[a:], e.dtype))
+    types = tuple(finals + scans)
+    call = node.call("scan", *states, *scan_in, *caps, body=name, n_states=n, n_scan_in=m, in_axes=tuple(in_axes),
+                     in_dirs=tuple(in_dirs), out_axes=tuple(a % (len(o.shape) + 1) for a, o in zip(out_axes, outs[n:])),
+                     out_dirs=tuple(out_dirs), types=types)
+    return [call] if len(types) == 1 else [TupleGetItem(call, j) for j in range(len(types))]

@@ -79,3 +79,64 @@ def test_a_control_step_is_verified(tmp_path):
     prog["controls"][0]["args"] = []
     with pytest.raises(ModelError, match="n_then must be an integer"):
         Executable(exe.module, prog, exe.constants)
+
+
+def _body(nodes, inputs, outputs):
+    return helper.make_graph(nodes, "body", inputs, outputs)
+
+
+def _vi(name, elem, shape=None):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def test_a_loop_with_a_trip_count_carries_values_and_stacks_per_iteration_outputs(tmp_path):
+    # acc += x * (i + 1), for i < M while the running sum stays under the limit; each iteration's
+    # acc is stacked as a scan output
+    body = _body([helper.make_node("Cast", ["i"], ["fi"], to=T.FLOAT), helper.make_node("Add", ["fi", "one"], ["k"]),
+                  helper.make_node("Mul", ["x", "k"], ["xk"]), helper.make_node("Add", ["acc", "xk"], ["acc2"]),
+                  helper.make_node("ReduceSum", ["acc2"], ["tot"], keepdims=0), helper.make_node("Less", ["tot", "limit"], ["go"]),
+                  helper.make_node("Identity", ["acc2"], ["each"])],
+                 [_vi("i", T.INT64, []), _vi("c", T.BOOL, []), _vi("acc", T.FLOAT, ["n"])],
+                 [_vi("go", T.BOOL, []), _vi("acc2", T.FLOAT, None), _vi("each", T.FLOAT, None)])
+    g = helper.make_graph([helper.make_node("Loop", ["M", "c0", "a0"], ["final", "stacked"], body=body)], "m",
+                          [_vi("M", T.INT64, []), _vi("c0", T.BOOL, []), _vi("a0", T.FLOAT, ["n"]),
+                           _vi("x", T.FLOAT, ["n"])],
+                          [_vi("final", T.FLOAT, None), _vi("stacked", T.FLOAT, None)],
+                          [numpy_helper.from_array(np.float32(1), "one"), numpy_helper.from_array(np.float32(50), "limit")])
+    exe = ember.compile(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]))
+
+    def ref(m, c, a, x):
+        outs = []
+        i = 0
+        while i < m and c:
+            a = a + x * (i + 1)
+            c = a.sum() < 50
+            outs.append(a)
+            i += 1
+        return a, np.stack(outs) if outs else np.zeros((0, len(a)), np.float32)
+
+    for m, c, n in ((5, True, 3), (100, True, 2), (0, True, 4), (3, False, 3)):
+        a = np.zeros(n, np.float32)
+        x = np.arange(1, n + 1, dtype=np.float32)
+        got = exe.run(np.array(m, np.int64), np.array(c), a, x)
+        for g_, w in zip(got, ref(m, c, a, x)):
+            np.testing.assert_allclose(g_, w, rtol=1e-6)
+
+
+def test_scan_runs_its_body_per_slice_in_either_direction():
+    # running sum over the rows of xs (forward), and the rows themselves reversed (backward)
+    body = _body([helper.make_node("Add", ["s", "row"], ["s2"]), helper.make_node("Identity", ["s2"], ["out"]),
+                  helper.make_node("Identity", ["row"], ["back"])],
+                 [_vi("s", T.FLOAT, [2]), _vi("row", T.FLOAT, [2])],
+                 [_vi("s2", T.FLOAT, [2]), _vi("out", T.FLOAT, [2]), _vi("back", T.FLOAT, [2])])
+    g = helper.make_graph([helper.make_node("Scan", ["s0", "xs"], ["final", "sums", "rows"], body=body,
+                                            num_scan_inputs=1, scan_output_directions=[0, 1])], "m",
+                          [_vi("s0", T.FLOAT, [2]), _vi("xs", T.FLOAT, ["t", 2])],
+                          [_vi("final", T.FLOAT, None), _vi("sums", T.FLOAT, None), _vi("rows", T.FLOAT, None)])
+    exe = ember.compile(helper.make_model(g, opset_imports=[helper.make_opsetid("", 11)]))
+    for t in (4, 1):
+        xs = np.random.default_rng(t).standard_normal((t, 2)).astype(np.float32)
+        final, sums, rows = exe.run(np.zeros(2, np.float32), xs)
+        np.testing.assert_allclose(sums, np.cumsum(xs, axis=0), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(final, xs.sum(axis=0), rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(rows, xs[::-1])
