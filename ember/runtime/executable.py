@@ -69,9 +69,13 @@ class Executable:
     """Kernels (a loaded :class:`~ember.runtime.module.Module`), a program and its constants.
 
     ``program`` keys: ``inputs``/``outputs`` (lists of {name, shape, dtype, slot}), ``slots``
-    (list of {kind: input|const|arena|output|view, index, offset or base, shape, dtype}; a view is a reshape of its base's bytes), ``calls``
-    (list of {kernel, args: [slot ids], nodes: source description}), ``arena_bytes``,
-    ``intermediate_bytes``.
+    (list of {kind: input|const|arena|output|view|value, index, offset or live or base, shape,
+    dtype}; a view is a reshape of its base's bytes, a value is set by a control step),
+    ``calls`` (list of {kernel, args: [slot ids], scalars, nodes: source description}),
+    ``arena_bytes`` and ``intermediate_bytes`` (null when planned per run). Shapes are JSON
+    dimensions (:mod:`ember.runtime.shapes`) over ``symbols``; ``checks`` are conditions on
+    them; ``binds`` bind data sizes while running; ``controls`` are if/loop/scan steps that run
+    the programs in ``functions`` (see :mod:`ember.runtime.layout`).
     """
 
     def __init__(self, module, program: dict, constants: Sequence[np.ndarray], where: str = "program"):
