@@ -213,6 +213,10 @@ def profile_kernels(exe, inputs: Sequence = (), *, warmup: int = 3, repeat: int 
     sums, plain, events = [], [], []
     origin = clock()
     bound = exe._inputs(tuple(inputs), named)
+    if not exe._single:
+        raise ProfileError("this model binds sizes while running or has control flow (If/Loop/Scan): its "
+                           "kernels run in phases, which the kernel profiler does not time yet; profile a "
+                           "model without them, or time exe.run")
     layout = exe._layout(bound)
     for r in range(repeat):
         total = 0.0

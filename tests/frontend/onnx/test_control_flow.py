@@ -140,3 +140,11 @@ def test_scan_runs_its_body_per_slice_in_either_direction():
         np.testing.assert_allclose(sums, np.cumsum(xs, axis=0), rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(final, xs.sum(axis=0), rtol=1e-5, atol=1e-6)
         np.testing.assert_array_equal(rows, xs[::-1])
+
+
+def test_profiling_a_program_with_control_flow_is_a_clear_error():
+    from ember.errors import ProfileError
+
+    exe = ember.compile(if_model())
+    with pytest.raises(ProfileError, match="control flow"):
+        exe.profile(np.ones((2, 4), np.float32))
