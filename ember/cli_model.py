@@ -70,7 +70,8 @@ def compile_main(argv) -> int:
     p.add_argument("-O", "--opt-level", type=int, default=3, choices=(0, 1, 2, 3),
                    help="graph optimization level (0: one kernel per op, no folding; 3: all; default 3)")
     p.add_argument("--input-shape", action="append", metavar="NAME=D1,D2,...",
-                   help="fix a symbolic input shape, e.g. --input-shape data=1,3,224,224")
+                   help="fix a symbolic input shape, e.g. --input-shape data=1,3,224,224 (without it a "
+                        "symbolic dimension stays symbolic: the library runs any size)")
     p.add_argument("--disable-pass", action="append", default=[], metavar="PASS",
                    help="skip a graph pass (fold_constant, simplify_inference, cse, dce)")
     p.add_argument("--memory-limit", type=_memory_size, default=None, metavar="SIZE",
@@ -114,7 +115,8 @@ def _safe(name: str) -> str:
 
 
 def model_inputs(exe, items) -> dict:
-    """Inputs from ``NAME=FILE.npy`` items; with none given, random ones (seed 0) for all."""
+    """Inputs from ``NAME=FILE.npy`` items; with none given, random ones (seed 0) for all, of
+    size 1 along symbolic dimensions."""
     from ember.errors import ArgumentError
 
     given = {}
@@ -128,8 +130,10 @@ def model_inputs(exe, items) -> dict:
         if i.name not in given:
             if given:
                 raise ArgumentError(f"input {i.name!r} is not given (inputs: {', '.join(x.name for x in exe.input_info)})")
-            given[i.name] = (rng.standard_normal(i.shape).astype(i.dtype) if "float" in i.dtype
-                             else np.zeros(i.shape, i.dtype))
+            # a symbolic size (batch) is 1 in the random inputs; give .npy inputs for others
+            shape = tuple(d if isinstance(d, int) else 1 for d in i.shape)
+            given[i.name] = (rng.standard_normal(shape).astype(i.dtype) if "float" in i.dtype
+                             else np.zeros(shape, i.dtype))
     return given
 
 

@@ -75,3 +75,16 @@ def test_compile_memory_limit(tmp_path, capsys):
     except SystemExit as e:
         assert e.code == 2
     assert "not an amount of memory" in capsys.readouterr().err
+
+
+def test_run_a_model_with_a_symbolic_batch_with_random_inputs(tmp_path, capsys):
+    import onnx
+    from onnx import TensorProto, helper
+
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3])])
+    path = str(tmp_path / "dyn.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    assert main(["run", path]) == 0  # the symbolic batch is 1 in the random inputs
+    assert "y: (1, 3) float32" in capsys.readouterr().out
