@@ -20,7 +20,7 @@ from ..graph.types import Dim, TensorType, TupleType
 from ..graph.visit import post_order
 from ..loop import dtype as dt
 from ..runtime.memory_plan import Interval, plan_memory
-from ..runtime.shapes import symbols_of
+from ..runtime.shapes import shape_symbols, symbols_of
 from .group import group_anchor
 
 _RELABEL = ("reshape", "squeeze", "unsqueeze", "flatten")
@@ -214,9 +214,10 @@ def make_program(mod: Module, shared: Shared, output_names: Optional[Sequence[st
             live = (produced_at[s], max(last_use.get(s, produced_at[s]), produced_at[s]))
             info["live"] = list(live)
             values.append(Interval(s, nbytes(prog.types[s]), *live))
+    _value_binds(prog, inputs, binds)
     symbols += [b["symbol"] for b in binds if b["symbol"] not in symbols]
     for s, info in enumerate(prog.slots):
-        unknown = set(symbols_of(info["shape"], set())) - set(symbols)
+        unknown = shape_symbols(info["shape"]) - set(symbols)
         if unknown:
             raise ShapeError(f"a value of type {prog.types[s]} depends on {', '.join(sorted(unknown))}, which "
                              f"no input's shape gives")
@@ -243,6 +244,21 @@ def make_program(mod: Module, shared: Shared, output_names: Optional[Sequence[st
         program["controls"] = controls
         program["functions"] = functions
     return program
+
+
+def _value_binds(prog: _Slots, inputs: list, binds: list) -> None:
+    """Binds, before the run, of the data sizes that are elements of a model input's value
+    (``?x#3``: :func:`ember.graph.ops.dims.value_source`)."""
+    bound = {b["symbol"] for b in binds}
+    by_name = {i["name"]: i["slot"] for i in inputs}
+    seen = set()
+    for s in prog.slots:
+        for sym in sorted(shape_symbols(s["shape"])):
+            src = D.value_source(sym)
+            if src is None or sym in bound or sym in seen or src[0] not in by_name:
+                continue
+            seen.add(sym)
+            binds.append({"after": -1, "symbol": sym, "slot": by_name[src[0]], "index": src[1]})
 
 
 def _control(call: Call, n: Call, args: list, prog: _Slots, subs: dict, shared: Shared, functions: list,

@@ -26,7 +26,7 @@ import numpy as np
 from ..errors import ModelError, ResourceError, ShapeError
 from .memory_plan import Interval, plan_memory
 from .ndarray import numpy_dtype
-from .shapes import evaluate, symbols_of, text
+from .shapes import evaluate, shape_symbols, symbols_of, text
 
 SYMBOL_MAX = 1 << 40  # a symbol's value must lie in [1, SYMBOL_MAX] (what the compiler assumed)
 
@@ -133,7 +133,7 @@ def phases_of(program: dict) -> tuple:
     for i, (a, b) in enumerate(bounds):
         mine = [k for k in range(len(slots)) if owner[k] == i]
         for k in mine:
-            need = symbols_of(slots[k]["shape"], set()) - known
+            need = shape_symbols(slots[k]["shape"]) - known
             if need:
                 raise ModelError(f"slot {k} (made by call {first_use.get(k)}) needs {', '.join(sorted(need))}, "
                                  f"which is bound only later")

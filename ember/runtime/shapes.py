@@ -55,6 +55,14 @@ def symbols_of(e: Any, out: set) -> set:
     return out
 
 
+def shape_symbols(shape) -> set:
+    """The symbol names a shape (a list of dimensions) refers to."""
+    out: set = set()
+    for d in shape:
+        symbols_of(d, out)
+    return out
+
+
 def is_valid(e: Any, symbols, depth: int = 0) -> bool:
     """Whether ``e`` is a well-formed dimension over ``symbols`` (for the verifier)."""
     if depth > MAX_DEPTH:
@@ -69,4 +77,4 @@ def is_valid(e: Any, symbols, depth: int = 0) -> bool:
             and is_valid(e[1], symbols, depth + 1) and is_valid(e[2], symbols, depth + 1))
 
 
-__all__ = ["OPS", "evaluate", "is_valid", "symbols_of", "text"]
+__all__ = ["OPS", "evaluate", "is_valid", "shape_symbols", "symbols_of", "text"]

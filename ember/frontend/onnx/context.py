@@ -92,11 +92,32 @@ class NodeContext:
             raise ShapeError(f"required input {i} (the {what}) is missing")
         v = self.value(i)
         if v is None:
+            v = self._runtime_value(i)
+        if v is None:
             raise UnsupportedOpError(
                 f"input {i} ({self.input_names[i]!r}, the {what}) must be known when the model is imported: "
                 "an initializer, a Constant, a shape computation on static shapes, or a graph input "
                 "bound with from_onnx(..., static_inputs=...)")
         return v
+
+    def _runtime_value(self, i: int) -> Optional[np.ndarray]:
+        """A model input of a few integers that decides sizes (a ConstantOfShape's shape fed by a
+        graph input): its elements as data sizes, which the program binds from the input's
+        values before it runs (so they must be sizes: >= 0)."""
+        from ...graph import Var
+        from ...graph.ops.dims import VALUE_SEP, data_dim
+
+        x = self.input(i)
+        t = x.type
+        if not (isinstance(x, Var) and isinstance(t, TensorType) and t.is_static and t.dtype in ("int32", "int64")):
+            return None
+        n = int(np.prod(t.shape, dtype=np.int64))
+        if n > 64:
+            return None
+        out = np.empty(n, dtype=object)
+        for k in range(n):
+            out[k] = data_dim(f"{x.name}{VALUE_SEP}{k}")
+        return out.reshape(t.shape)
 
     def dims(self, i: int, what: str) -> tuple:
         """A 1-D known input as a tuple of ints (symbolic dims allowed)."""
@@ -110,8 +131,19 @@ class NodeContext:
         """A known input as a tuple of plain ints."""
         out = self.dims(i, what)
         if any(isinstance(d, Dim) for d in out):
-            raise UnsupportedOpError(f"the {what} {out} depends on a symbolic dimension; it must be a number")
+            src = "" if self.value(i) is not None else f" (it comes from {self.input_names[i]!r} when the model runs)"
+            raise UnsupportedOpError(f"the {what} {out} depends on a symbolic dimension{src}; it must be a number "
+                                     f"known at import: pass the input with from_onnx(..., static_inputs=...)")
         return out
+
+    def int_scalar(self, i: int, what: str) -> int:
+        """A known one-element input as a plain int (an axis, a k)."""
+        x = self.scalar(i, what)
+        if isinstance(x, Dim):
+            src = "" if self.value(i) is not None else f" (it comes from {self.input_names[i]!r} when the model runs)"
+            raise UnsupportedOpError(f"the {what} depends on a symbolic dimension{src}; it must be a number known "
+                                     f"at import: pass the input with from_onnx(..., static_inputs=...)")
+        return int(x)
 
     def scalar(self, i: int, what: str) -> Any:
         v = self.const(i, what).reshape(-1)

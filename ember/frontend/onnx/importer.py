@@ -251,8 +251,10 @@ def _subgraph_nodes(n: onnx.NodeProto) -> list:
 
 
 def raise_problems(problems: dict, opset: int, source: str) -> None:
-    """One UnsupportedOpError listing everything :func:`scan` found, or nothing."""
-    if not any(problems.values()):
+    """One UnsupportedOpError listing everything :func:`scan` found, or nothing. (Inputs whose
+    values decide shapes are no problem: their values become sizes bound when the model runs,
+    and an op that needs a plain number names the input when it is converted.)"""
+    if not any(v for k, v in problems.items() if k != "dynamic"):
         return
     lines = []
     if problems["ops"]:
@@ -267,9 +269,6 @@ def raise_problems(problems: dict, opset: int, source: str) -> None:
     if problems["dtypes"]:
         lines.append("unsupported types:")
         lines += [f"  {a}" for a in problems["dtypes"]]
-    if problems["dynamic"]:
-        lines.append("graph inputs whose values decide shapes (pass them with from_onnx(..., static_inputs=...)):")
-        lines += [f"  {a}" for a in problems["dynamic"]]
     err = UnsupportedOpError("\n".join(lines))
     err.unsupported_ops = problems["ops"]
     err.problems = problems

@@ -190,7 +190,7 @@ def _scatter_nd(node):
 
 def _topk(k_from_input: bool):
     def convert(node):
-        k = node.scalar(1, "k") if k_from_input else node.attr("k")
+        k = node.int_scalar(1, "k") if k_from_input else node.attr("k")
         call = node.call("topk", node.input(0), k=int(k), axis=node.attr("axis", -1),
                          largest=bool(node.attr("largest", 1)), sorted=bool(node.attr("sorted", 1)))
         return _tuple_outputs(node, call)
@@ -203,19 +203,19 @@ converter("TopK", since=10, const_inputs=(1,))(_topk(True))
 
 @converter("CumSum", const_inputs=(1,))
 def _cumsum(node):
-    return [node.call("cumsum", node.input(0), axis=int(node.scalar(1, "axis")),
+    return [node.call("cumsum", node.input(0), axis=node.int_scalar(1, "axis"),
                       exclusive=bool(node.attr("exclusive", 0)), reverse=bool(node.attr("reverse", 0)))]
 
 
 @converter("Trilu", const_inputs=(1,))
 def _trilu(node):
-    k = int(node.scalar(1, "k")) if node.has(1) else 0
+    k = node.int_scalar(1, "k") if node.has(1) else 0
     return [node.call("trilu", node.input(0), upper=bool(node.attr("upper", 1)), k=k)]
 
 
 @converter("OneHot", const_inputs=(1, 2))
 def _one_hot(node):
-    depth = int(node.scalar(1, "depth"))
+    depth = node.int_scalar(1, "depth")
     values = node.const(2, "values").reshape(-1)
     return [node.call("one_hot", node.input(0), depth=depth, axis=node.attr("axis", -1), off_value=values[0].item(),
                       on_value=values[1].item(), dtype=node.type(2).dtype)]
@@ -364,7 +364,7 @@ def _resize(node):
 
 @converter("CumProd", const_inputs=(1,))
 def _cumprod(node):
-    return [node.call("cumprod", node.input(0), axis=int(node.scalar(1, "axis")),
+    return [node.call("cumprod", node.input(0), axis=node.int_scalar(1, "axis"),
                       exclusive=bool(node.attr("exclusive", 0)), reverse=bool(node.attr("reverse", 0)))]
 
 

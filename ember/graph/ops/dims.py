@@ -57,6 +57,15 @@ def _symbols(e: E.Expr) -> list:
 
 
 DATA_PREFIX = "?"  # a size a kernel computes while the model runs: it may be 0
+VALUE_SEP = "#"  # "?x#3": element 3 of model input x, bound from its value before the run
+
+
+def value_source(name: str):
+    """``(input name, element)`` of a data size bound from a model input's value, else None."""
+    if not name.startswith(DATA_PREFIX) or VALUE_SEP not in name:
+        return None
+    base, _, k = name[len(DATA_PREFIX):].rpartition(VALUE_SEP)
+    return (base, int(k)) if k.isdigit() else None
 
 
 def data_dim(name: str) -> Dim:
@@ -385,7 +394,7 @@ _EVAL = {"Add": lambda a, b: a + b, "Sub": lambda a, b: a - b, "Mul": lambda a, 
          "And": lambda a, b: int(a and b), "Or": lambda a, b: int(a or b)}
 
 
-__all__ = ["Assumption", "DATA_PREFIX", "Dim", "assume", "data_dim", "is_data_symbol", "assume_equal", "assume_le", "broadcast_dim", "broadcast_shapes",
+__all__ = ["Assumption", "DATA_PREFIX", "VALUE_SEP", "value_source", "Dim", "assume", "data_dim", "is_data_symbol", "assume_equal", "assume_le", "broadcast_dim", "broadcast_shapes",
            "collect_assumptions", "dim_add", "dim_ceildiv", "dim_div_exact", "dim_floordiv", "dim_max",
            "dim_min", "dim_mod", "dim_mul", "dim_sub", "eval_dim", "index", "is_int", "parse_dim", "prod",
            "to_dim", "window_out"]
