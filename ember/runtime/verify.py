@@ -290,7 +290,7 @@ def verify_program(program: Any, module, n_constants: Optional[int] = None,
             if off + n > arena_bytes:
                 c.fail(f"{what} ({n} bytes at offset {off}) runs past the arena's {arena_bytes} bytes")
             rng = (off, off + n)
-        elif kind == "arena":  # planned per run from its lifetime
+        if kind == "arena" and (arena_bytes is None or "live" in s):  # planned per run from its lifetime
             live = c.list(s.get("live"), f"{what}'s lifetime")
             if len(live) != 2:
                 c.fail(f"{what}'s lifetime must be [first call, last call]")

@@ -132,6 +132,8 @@ PROGRAM_DAMAGE = {
     "a bind of a symbol the program does not have": (
         lambda p: p.setdefault("binds", []).append({"after": 0, "symbol": "?n", "slot": 0, "index": 0}),
         "not a symbol of the program"),
+    "an arena slot's lifetime cleared": (  # fuzzer: an IndexError in the runtime's phases
+        lambda p: _first_arena_slot(p).__setitem__("live", []), "lifetime must be"),
     "an output without its copy flag": (lambda p: p["outputs"][0].pop("copy"), "has no 'copy'"),  # fuzzer: KeyError
     "the arena size is huge": (lambda p: p.__setitem__("arena_bytes", 1 << 60), "arena_bytes"),
     "the calls are not a list": (lambda p: p.__setitem__("calls", {"x": 1}), "calls must be a list"),
