@@ -286,6 +286,8 @@ def _infer_strided_slice(args, attrs):
     strides = attrs["strides"] if attrs["strides"] is not None else (1,) * len(axes)
     if not len(begin) == len(end) == len(axes) == len(strides):
         raise ShapeError(f"begin {begin}, end {end}, axes {axes} and strides {strides} differ in length")
+    if x.ndim == 0 and axes:
+        raise ShapeError(f"cannot slice {x}: it has no axes")
     out = list(x.shape)
     seen = set()
     for b, e, a, s in zip(begin, end, axes, strides):

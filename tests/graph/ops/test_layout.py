@@ -136,3 +136,9 @@ def test_creation_and_misc():
         infer("eye", shape=(3,))
     assert infer("trilu", T(2, 3, 4), upper=False, k=1) == T(2, 3, 4)
     assert infer("one_hot", T(2, 3, dtype="int64"), depth=5, axis=1, dtype="int32") == T(2, 5, 3, dtype="int32")
+
+
+def test_a_scalar_cannot_be_sliced():
+    # was IndexError (found by the fuzzer)
+    with pytest.raises(ShapeError, match="has no axes"):
+        infer("strided_slice", T(), begin=(0,), end=(1,), axes=(0,))
