@@ -50,7 +50,7 @@ def converter(*op_types: str, since: int = MIN_OPSET, const_inputs: Sequence[int
 
 
 def _load() -> None:
-    from . import control, dynamic, elementwise, layout, losses, nn, reduce  # noqa: F401  (converters register on import)
+    from . import attention, control, dynamic, elementwise, layout, losses, nn, reduce  # noqa: F401  (converters register on import)
 
 
 def lookup(op_type: str, opset: int) -> Optional[Converter]:
