@@ -26,3 +26,11 @@ def load(path):
     from .runtime.load import load as _load
 
     return _load(path)
+
+
+def c_include_dir() -> str:
+    """The folder holding ``ember.h``, the header for running an export from C
+    (``cc -I$(python -c 'import ember; print(ember.c_include_dir())') ...``; see examples/c)."""
+    import os
+
+    return os.path.join(os.path.dirname(__file__), "runtime", "c")

@@ -4,6 +4,7 @@ The kernels' object file (kept by the build cache) is linked with a small data o
 from an assembly file that ``.incbin`` s the program (JSON) and the weights (raw bytes, each
 constant 64-byte aligned), so writing even hundreds of MB of weights costs a file copy, not a
 trip through LLVM. :func:`ember.runtime.load.load` maps them back with ctypes, zero-copy.
+The C runtime (:mod:`ember.compiler.deploy`) is linked in too, so C programs can run it.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import numpy as np
 from ..codegen.llvm.build import find_cc
 from ..errors import CompileError
 from ..runtime.requirements import requirements_of
+from .deploy import deploy_objects
 from ..runtime.verify import seal
 from ..target import Target
 
@@ -76,8 +78,9 @@ def export(exe, path: str) -> str:
             f.write(_asm(prog_path, w_path))
         data_o = os.path.join(tmp, "data.o")
         out = os.path.abspath(path)
+        deploy = deploy_objects(exe, program, cc, tmp)  # the C runtime (ember.h), for running it without Python
         for cmd in (cc + ["-c", asm, "-o", data_o],
-                    cc + ["-shared", "-o", out, obj, data_o, "-lgomp", "-lm"]):
+                    cc + ["-shared", "-o", out, obj, data_o, *deploy, "-lgomp", "-lm"]):
             res = subprocess.run(cmd, capture_output=True, text=True)
             if res.returncode != 0:
                 raise CompileError(f"export failed ({' '.join(cmd)}):\n{res.stderr.strip()}")
