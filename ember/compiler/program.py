@@ -279,8 +279,12 @@ def _control(call: Call, n: Call, args: list, prog: _Slots, subs: dict, shared: 
     outs = [prog.slot("value", t) for t in _tensor_types(n.type)]
     step = {"after": after, "kind": call.op, "outs": outs, "nodes": "+".join(n.span) or call.op}
     if call.op == "if":
-        step.update({"cond": args[0], "then": program_of(call.attr("then")), "else": program_of(call.attr("else")),
-                     "n_then": call.attr("n_then"), "args": args[1:]})
+        step.update({"cond": args[0], "then": program_of(call.attr("then")), "n_then": call.attr("n_then"),
+                     "args": args[1:]})
+        if call.attr("else"):
+            step["else"] = program_of(call.attr("else"))
+        else:  # no else branch: taking it is an error
+            step.update({"else": -1, "else_error": call.attr("else_error") or "no branch for this condition"})
     else:  # loop, scan: the body's program, the arguments, and how they split
         step.update({"body": program_of(call.attr("body")), "args": args})
         keys = (("has_trip", "has_cond", "n_carried", "n_scan") if call.op == "loop" else

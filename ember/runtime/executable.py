@@ -272,6 +272,8 @@ class Executable:
         args = [vals[a] for a in step["args"]]
         if kind == "if":
             cond = bool(vals[step["cond"]].reshape(-1)[0])
+            if not cond and step["else"] < 0:
+                raise ArgumentError(f"{step.get('nodes', kind)}: {step['else_error']}")
             k = step["n_then"]
             results = self._subs[step["then"] if cond else step["else"]].run(*(args[:k] if cond else args[k:]))
         elif kind == "loop":

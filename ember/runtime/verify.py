@@ -460,7 +460,11 @@ def _controls(c: "_Checker", program: dict, info: list, ncalls: int) -> None:
             c.int(step["cond"], f"{w}'s condition", 0, len(info))
             n_then = c.int(step["n_then"], f"{w}'s n_then", 0, len(args) + 1)
             function(w, step, "then", n_then, len(outs))
-            function(w, step, "else", len(args) - n_then, len(outs))
+            if step["else"] == -1:  # an error branch: its message, and no arguments
+                if not isinstance(step.get("else_error"), str) or n_then != len(args):
+                    c.fail(f"{w} has no else function but no error message for it, or arguments for it")
+            else:
+                function(w, step, "else", len(args) - n_then, len(outs))
         elif kind == "loop":
             c.dict(step, w, ("body", "has_trip", "has_cond", "n_carried", "n_scan"))
             fixed = int(bool(step["has_trip"])) + int(bool(step["has_cond"]))

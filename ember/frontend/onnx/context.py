@@ -45,6 +45,16 @@ def decode_attributes(node: onnx.NodeProto, what: str) -> dict:
     return out
 
 
+class StructureValueError(UnsupportedOpError):
+    """A number that decides a node's structure (an axis) comes from a model input's values;
+    ``index``: which input. The importer compiles the node per possible value where the choices
+    are few (:mod:`.versioning`); otherwise this is the error the user sees."""
+
+    def __init__(self, message: str, index: int = -1):
+        super().__init__(message)
+        self.index = index
+
+
 class NodeContext:
     """One ONNX node being converted. Converters return one expression per node output."""
 
@@ -132,8 +142,9 @@ class NodeContext:
         out = self.dims(i, what)
         if any(isinstance(d, Dim) for d in out):
             src = "" if self.value(i) is not None else f" (it comes from {self.input_names[i]!r} when the model runs)"
-            raise UnsupportedOpError(f"the {what} {out} depends on a symbolic dimension{src}; it must be a number "
-                                     f"known at import: pass the input with from_onnx(..., static_inputs=...)")
+            raise (UnsupportedOpError if self.value(i) is not None else StructureValueError)(f"the {what} {out} depends on a symbolic dimension{src}; it must be a number "
+                                     f"known at import: pass the input with from_onnx(..., static_inputs=...)",
+                                     *(() if self.value(i) is not None else (i,)))
         return out
 
     def int_scalar(self, i: int, what: str) -> int:
@@ -141,8 +152,10 @@ class NodeContext:
         x = self.scalar(i, what)
         if isinstance(x, Dim):
             src = "" if self.value(i) is not None else f" (it comes from {self.input_names[i]!r} when the model runs)"
-            raise UnsupportedOpError(f"the {what} depends on a symbolic dimension{src}; it must be a number known "
-                                     f"at import: pass the input with from_onnx(..., static_inputs=...)")
+            raise (UnsupportedOpError if self.value(i) is not None else StructureValueError)(
+                f"the {what} depends on a symbolic dimension{src}; it must be a number known "
+                f"at import: pass the input with from_onnx(..., static_inputs=...)",
+                *(() if self.value(i) is not None else (i,)))
         return int(x)
 
     def scalar(self, i: int, what: str) -> Any:

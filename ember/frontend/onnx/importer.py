@@ -33,7 +33,8 @@ from ...graph import Constant, Dim, Function, Module, TensorType, Tuple, Var, so
 from ...loop import dtype as dt
 from ..errors import ModelError
 from . import fold
-from .context import NodeContext
+from .context import NodeContext, StructureValueError
+from .versioning import versioned
 from .dtypes import is_supported, onnx_type_name, tensor_to_numpy, to_ember
 from .table import MAX_OPSET, MIN_OPSET, lookup
 
@@ -553,7 +554,10 @@ class _Importer:
         try:
             node = NodeContext(n, self.opset, inputs, self.values, label, importer=self)
             with source_span(n.name or f"{n.op_type}_{k}"):  # every op this node becomes
-                outs = list(conv.fn(node))
+                try:
+                    outs = list(conv.fn(node))
+                except StructureValueError as e:  # an axis from an input's values: one version per choice
+                    outs = versioned(node, e)
         except EmberError as e:
             raise type(e)(f"{label} (opset {self.opset}): {e}") from None
         if len(outs) < len([o for o in n.output if o]):

@@ -3,7 +3,8 @@ the model runs.
 
 ``if(cond, *then_args, *else_args, then=F, else=G, n_then=k, types=T)`` runs ``F`` on the
 first ``k`` arguments after ``cond`` when ``cond`` (a scalar, or a one-element tensor) is
-true, else ``G`` on the rest. Its result types ``T`` are the branches' where they agree; a
+true, else ``G`` on the rest (``else=""``: the run fails with ``else_error``; versioned
+conversions end their chain of cases so). Its result types ``T`` are the branches' where they agree; a
 dimension they disagree on is a data size (:func:`~.dims.data_dim`), bound from the result the
 branch returns. The functions are compiled like the model itself; the program runs the chosen
 one in between phases (:mod:`ember.runtime.layout`).
@@ -39,9 +40,10 @@ def _infer_if(args, attrs):
 
 register_op("if", infer=_infer_if, pattern=Pattern.OPAQUE, num_args=(1, None),
             attrs_schema={"then": attr("str"), "else": attr("str"), "n_then": attr("int"),
-                          "types": attr("any")},
+                          "types": attr("any"), "else_error": attr("str", "")},
             doc="run module function 'then' on the arguments after the condition up to n_then, or "
-                "'else' on the rest; the result types are given")
+                "'else' on the rest; the result types are given. With else '' the else branch is "
+                "an error: the run raises ArgumentError(else_error)")
 
 
 
