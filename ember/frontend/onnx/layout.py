@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import ShapeError, UnsupportedOpError
-from ...graph import Constant, TupleGetItem
+from ...graph import Constant, Dim, TupleGetItem
 from ...loop import dtype as dt
 from .dtypes import to_ember
 from .table import converter
@@ -67,7 +67,7 @@ def _expand(node):
 
 @converter("Tile", const_inputs=(1,))
 def _tile(node):
-    return [node.call("tile", node.input(0), reps=node.ints(1, "repeats"))]
+    return [node.call("tile", node.input(0), reps=node.dims(1, "repeats"))]  # (sizes from values allowed)
 
 
 @converter("DepthToSpace")
@@ -94,7 +94,7 @@ def _split(sizes_from_input: bool):
     def convert(node):
         sizes = None
         if sizes_from_input and node.has(1):
-            sizes = node.ints(1, "split sizes")
+            sizes = node.dims(1, "split sizes")  # (sizes from values allowed)
         elif not sizes_from_input and node.attr("split"):
             sizes = tuple(node.attr("split"))
         num = None if sizes else node.attr("num_outputs", node.num_outputs)
@@ -123,16 +123,21 @@ def _slice(node):
     return [node.call("strided_slice", node.input(0), begin=begin, end=end, axes=axes, strides=steps)]
 
 
+def _full_pads(nd: int, pads, axes) -> tuple:
+    """Pads for every axis from pads for ``axes`` only (opset 18: the others get none)."""
+    if axes is None:
+        return tuple(pads)
+    full = [0] * (2 * nd)
+    k = len(axes)
+    for j, a in enumerate(axes):
+        a %= nd
+        full[a], full[a + nd] = pads[j], pads[j + k]
+    return tuple(full)
+
+
 def _pad_call(node, pads, value, axes=None):
     x = node.input(0)
-    nd = x.type.ndim
-    if axes is not None:  # pads for some axes only (opset 18): the others get none
-        full = [0] * (2 * nd)
-        k = len(axes)
-        for j, a in enumerate(axes):
-            a %= nd
-            full[a], full[a + nd] = pads[j], pads[j + k]
-        pads = tuple(full)
+    pads = _full_pads(x.type.ndim, pads, axes)
     mode = node.attr("mode", "constant")
     if isinstance(value, np.generic):
         value = value.item()
@@ -151,7 +156,13 @@ def _pad_attrs(node):
 
 @converter("Pad", since=11, const_inputs=(1, 2, 3), check=_check_pad)
 def _pad(node):
-    pads = node.ints(1, "pads")
+    pads = node.dims(1, "pads")  # (sizes from values allowed)
+    if node.has(2) and node.value(2) is None:  # the pad value from an input: read while running
+        x = node.input(0)
+        v = node.call("cast", node.call("reshape", node.input(2), newshape=(1,)), dtype=x.type.dtype)
+        axes = node.ints(3, "axes") if node.has(3) else None
+        return [node.call("pad", x, v, pad_width=tuple(_full_pads(x.type.ndim, pads, axes)),
+                          mode=node.attr("mode", "constant"))]
     value = node.scalar(2, "constant value") if node.has(2) else 0
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
         value = float(value)
@@ -190,8 +201,8 @@ def _scatter_nd(node):
 
 def _topk(k_from_input: bool):
     def convert(node):
-        k = node.int_scalar(1, "k") if k_from_input else node.attr("k")
-        call = node.call("topk", node.input(0), k=int(k), axis=node.attr("axis", -1),
+        k = node.scalar(1, "k") if k_from_input else node.attr("k")  # (a data size when from an input)
+        call = node.call("topk", node.input(0), k=k if isinstance(k, Dim) else int(k), axis=node.attr("axis", -1),
                          largest=bool(node.attr("largest", 1)), sorted=bool(node.attr("sorted", 1)))
         return _tuple_outputs(node, call)
     return convert
@@ -209,8 +220,12 @@ def _cumsum(node):
 
 @converter("Trilu", const_inputs=(1,))
 def _trilu(node):
+    upper = bool(node.attr("upper", 1))
+    if node.has(1) and node.value(1) is None:  # k from an input's values: read while running
+        k = node.call("cast", node.call("reshape", node.input(1), newshape=(1,)), dtype="int64")
+        return [node.call("trilu", node.input(0), k, upper=upper)]
     k = node.int_scalar(1, "k") if node.has(1) else 0
-    return [node.call("trilu", node.input(0), upper=bool(node.attr("upper", 1)), k=k)]
+    return [node.call("trilu", node.input(0), upper=upper, k=k)]
 
 
 @converter("OneHot", const_inputs=(1, 2))

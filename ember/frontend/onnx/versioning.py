@@ -40,14 +40,16 @@ def _count(node, i: int) -> Optional[int]:
     return int(np.prod(t.shape, dtype=np.int64))
 
 
-def _axes_sets(rank_of: Callable) -> Callable:
-    """Choices of distinct axes: every m-subset of range(rank) (``rank_of(node, m)``)."""
+def _axes_sets(rank_of: Callable, ordered: bool = False) -> Callable:
+    """Choices of distinct axes: every m-subset of range(rank) (``rank_of(node, m)``), or every
+    ordering of one where the order matters (Pad's axes: the pads follow it)."""
     def domain(node, i):
         m = _count(node, i)
         r = rank_of(node, m) if m else None
         if not m or r is None or m > r:
             return None
-        return r, list(itertools.combinations(range(r), m))
+        pick = itertools.permutations if ordered else itertools.combinations
+        return r, list(pick(range(r), m))
     return domain
 
 
@@ -69,16 +71,21 @@ VERSIONED = {
     "Unsqueeze": (1, _axes_sets(lambda node, m: None if _rank(node) is None else _rank(node) + m)),
     "CumSum": (1, _axes_sets(lambda node, m: _rank(node) if m == 1 else None)),
     "CumProd": (1, _axes_sets(lambda node, m: _rank(node) if m == 1 else None)),
+    "Pad": (3, _axes_sets(lambda node, m: _rank(node), ordered=True)),
 }
+ORDERED = ("Pad",)
 
 
-def _condition(node, value, rank: int, choice: tuple):
-    """Whether the runtime ``value`` names exactly the axes ``choice`` (in any order, negative
-    axes counted from ``rank``): a one-element bool."""
+def _condition(node, value, rank: int, choice: tuple, ordered: bool):
+    """Whether the runtime ``value`` names exactly the axes ``choice`` (in any order unless
+    ``ordered``, negative axes counted from ``rank``): a one-element bool."""
     m = len(choice)
     v = node.call("cast", node.call("reshape", value, newshape=(m,)), dtype="int64")
     neg = node.call("less", v, Constant(np.array(0, np.int64)))
     v = node.call("where", neg, node.call("add", v, Constant(np.array(rank, np.int64))), v)
+    if ordered:  # the same axes in the same order
+        same = node.call("cast", node.call("equal", v, Constant(np.array(choice, np.int64))), dtype="int64")
+        return node.call("equal", node.call("sum", same, axis=None), Constant(np.array(m, np.int64)))
     hit = node.call("equal", node.call("reshape", v, newshape=(m, 1)), Constant(np.array(choice, np.int64)))
     if m == 1:
         return node.call("reshape", hit, newshape=(1,))
@@ -119,7 +126,7 @@ def versioned(node, err: StructureValueError) -> list:
     for choice in choices:
         name, args, outs = imp.subgraph(_case_graph(node, err.index, np.array(choice, dtype).reshape(shape)),
                                         f"{node.label} (axes {list(choice)})")
-        cases.append((name, list(args), _condition(node, value, rank, choice)))
+        cases.append((name, list(args), _condition(node, value, rank, choice, node.op_type in ORDERED)))
         types = list(outs) if types is None else [_unify(a, b, f"{node.label}.v", k)
                                                   for k, (a, b) in enumerate(zip(types, outs))]
     what = (f"input {node.input_names[err.index]!r} must name {len(choices[0])} distinct axis(es) of a rank-{rank} "

@@ -7,6 +7,7 @@ from __future__ import annotations
 from ...errors import DTypeError, ShapeError
 from ...loop import dtype as dt
 from ..types import TensorType, TupleType
+from . import dims as D
 from .registry import Pattern, attr, norm_axis, register_op, same_dtype, tensor
 
 
@@ -95,14 +96,17 @@ def _infer_topk(args, attrs):
         raise ShapeError("the input must have rank >= 1")
     a = norm_axis(attrs["axis"], x.ndim)
     k = attrs["k"]
-    if k < 0 or (isinstance(x.shape[a], int) and k > x.shape[a]):
-        raise ShapeError(f"k = {k} is out of range for axis {a} of {x}")
+    if isinstance(k, int):
+        if k < 0 or (isinstance(x.shape[a], int) and k > x.shape[a]):
+            raise ShapeError(f"k = {k} is out of range for axis {a} of {x}")
+    else:  # a size from a value: checked when the run binds it
+        D.assume_le(k, x.shape[a], f"topk: k ({k}) must be at most the size of axis {a} ({x.shape[a]})")
     shape = x.shape[:a] + (k,) + x.shape[a + 1:]
     return TupleType([TensorType(shape, x.dtype), TensorType(shape, "int64")])
 
 
 register_op("topk", infer=_infer_topk, pattern=Pattern.OPAQUE,
-            attrs_schema={"k": attr("int"), "axis": attr("int", -1), "largest": attr("bool", True),
+            attrs_schema={"k": attr("dim"), "axis": attr("int", -1), "largest": attr("bool", True),
                           "sorted": attr("bool", True)},
             doc="(values, int64 indices) of the k largest (smallest) along axis; ties: lower index first")
 
@@ -126,12 +130,17 @@ def _infer_trilu(args, attrs):
     x = tensor(args[0])
     if x.ndim < 2:
         raise ShapeError(f"the input must have rank >= 2, got {x}")
+    if len(args) > 1:
+        k = tensor(args[1], "k")
+        if k.shape != (1,) or k.dtype != "int64":
+            raise ShapeError(f"k must be a one-element int64 tensor, got {k}")
     return x
 
 
-register_op("trilu", infer=_infer_trilu, pattern=Pattern.INJECTIVE,
+register_op("trilu", infer=_infer_trilu, pattern=Pattern.INJECTIVE, num_args=(1, 2),
             attrs_schema={"upper": attr("bool", True), "k": attr("int", 0)},
-            doc="keep the upper (lower) triangle of the last two axes from diagonal k, zero the rest")
+            doc="keep the upper (lower) triangle of the last two axes from diagonal k (the attribute, "
+                "or the one-element second argument, read while running), zero the rest")
 
 
 def _infer_one_hot(args, attrs):

@@ -166,12 +166,13 @@ register_op("expand", infer=_infer_expand, pattern=Pattern.BROADCAST, attrs_sche
 def _infer_tile(args, attrs):
     x = tensor(args[0])
     reps = attrs["reps"]
-    if len(reps) != x.ndim or any(r < 0 for r in reps):
+    if len(reps) != x.ndim or any(isinstance(r, int) and r < 0 for r in reps):
         raise ShapeError(f"reps {reps} must have one value >= 0 per axis of {x}")
     return TensorType(tuple(D.dim_mul(d, r) for d, r in zip(x.shape, reps)), x.dtype)
 
 
-register_op("tile", infer=_infer_tile, pattern=INJ, attrs_schema={"reps": attr("ints")})
+register_op("tile", infer=_infer_tile, pattern=INJ, attrs_schema={"reps": attr("dims")},
+            doc="repeat x reps[k] times along each axis k (a rep may be a size from a value)")
 
 # -- concat and split ---------------------------------------------------------------------------
 
@@ -205,10 +206,16 @@ def split_sizes(dim, sizes, num_outputs) -> list:
     """The sizes of the parts of ``dim``: explicit ``sizes``, or ``num_outputs`` parts of
     ``ceil(dim / n)`` with a smaller last one (ONNX 18)."""
     if sizes is not None:
-        if any(s < 0 for s in sizes):
+        if any(isinstance(s, int) and s < 0 for s in sizes):
             raise ShapeError(f"split sizes must be >= 0, got {sizes}")
-        if isinstance(dim, int) and sum(sizes) != dim:
-            raise ShapeError(f"split sizes {sizes} sum to {sum(sizes)}, not the axis size {dim}")
+        total = 0
+        for s in sizes:
+            total = D.dim_add(total, s)
+        if isinstance(dim, int) and isinstance(total, int):
+            if total != dim:
+                raise ShapeError(f"split sizes {sizes} sum to {total}, not the axis size {dim}")
+        else:  # sizes from values: checked when the run binds them
+            D.assume(D.E.eq(D.index(total), D.index(dim)), f"split sizes {sizes} must sum to the axis size {dim}")
         return list(sizes)
     n = num_outputs
     if n is None or n < 1:
@@ -234,7 +241,7 @@ def _infer_split(args, attrs):
 
 
 register_op("split", infer=_infer_split, pattern=INJ,
-            attrs_schema={"axis": attr("int", 0), "sizes": attr("ints", None), "num_outputs": attr("int", None)},
+            attrs_schema={"axis": attr("int", 0), "sizes": attr("dims", None), "num_outputs": attr("int", None)},
             doc="a tuple of parts along axis: explicit sizes, or num_outputs (near-)equal parts")
 
 # -- slice and pad ------------------------------------------------------------------------------
@@ -312,19 +319,25 @@ def _infer_pad(args, attrs):
         raise ShapeError(f"pad_width {pw} must have {2 * x.ndim} values (begins, then ends) for {x}")
     if attrs["mode"] not in ("constant", "reflect", "edge", "wrap"):
         raise ShapeError(f"unknown pad mode {attrs['mode']!r}")
+    if len(args) > 1:
+        v = tensor(args[1], "the pad value")
+        if v.shape != (1,) or v.dtype != x.dtype:
+            raise ShapeError(f"the pad value must be a one-element {x.dtype} tensor, got {v}")
     out = []
     for i, d in enumerate(x.shape):
-        n = D.dim_add(d, pw[i] + pw[i + x.ndim])
+        n = D.dim_add(D.dim_add(d, pw[i]), pw[i + x.ndim])
         if isinstance(n, int) and n < 0:
             raise ShapeError(f"pad_width {pw} crops axis {i} of {x} below zero")
         out.append(n)
     return TensorType(tuple(out), x.dtype)
 
 
-register_op("pad", infer=_infer_pad, pattern=INJ,
-            attrs_schema={"pad_width": attr("ints"), "mode": attr("str", "constant"),
+register_op("pad", infer=_infer_pad, pattern=INJ, num_args=(1, 2),
+            attrs_schema={"pad_width": attr("dims"), "mode": attr("str", "constant"),
                           "pad_value": attr(("float", "bool"), 0.0)},
-            doc="pad (negative: crop) each axis; pad_width is all begins then all ends (ONNX order)")
+            doc="pad (negative: crop) each axis; pad_width is all begins then all ends (ONNX order); "
+                "a pad may be a size from a value (>= 0); the pad value may be a one-element second "
+                "argument, read while running")
 
 # -- depth/space --------------------------------------------------------------------------------
 

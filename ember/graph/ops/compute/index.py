@@ -187,6 +187,8 @@ def _one_hot(attrs, inputs, out_type):
 
 def _trilu(attrs, inputs, out_type):
     x, k = inputs[0], attrs["k"]
+    if len(inputs) > 1:  # k from a tensor: read by every element (a scalar load, hoisted by LLVM)
+        k = inputs[1][(0,)]
     zero = const_of(0, x.dtype)
 
     def body(*i):

@@ -160,7 +160,7 @@ def _tile(attrs, inputs, out_type):
             if _int(d) == 1:
                 src.append(const(0, INDEX))
             else:
-                src.append(i[k] if r == 1 else i[k] % d)
+                src.append(i[k] if isinstance(r, int) and r == 1 else i[k] % d)
         return x[tuple(src)]
 
     return _stage("tile", out_type, body)
@@ -255,16 +255,20 @@ def _fold(mode: str, s: Expr, n):
     if mode == "wrap":
         return s % n
     # reflect: period 2(n - 1); a period of 1 for n == 1 keeps the index at 0
-    period = max(2 * (n - 1), 1) if _int(n) is not None else max_(2 * (n - 1), 1)
+    period = max(2 * (_int(n) - 1), 1) if _int(n) is not None else max_(2 * (n - 1), 1)
     m = s % period
     return select(m < n, m, period - m)
 
 
 def _pad(attrs, inputs, out_type):
+    from ..dims import index
+
     x = inputs[0]
-    nd, pw, mode = x.ndim, attrs["pad_width"], attrs["mode"]
-    value = const_of(attrs["pad_value"], x.dtype)
-    if mode != "constant":
+    nd, mode = x.ndim, attrs["mode"]
+    # a pad from a value: an index expression (a size: >= 0, so it never crops)
+    pw = [p if isinstance(p, int) else index(p) for p in attrs["pad_width"]]
+    value = const_of(attrs["pad_value"], x.dtype) if len(inputs) < 2 else inputs[1][(0,)]
+    if mode != "constant" and all(isinstance(p, int) for p in pw):
         for k, d in enumerate(x.shape):
             n = _int(d)
             if n is not None and n - max(-pw[k], 0) - max(-pw[k + nd], 0) <= 0 \
@@ -275,13 +279,15 @@ def _pad(attrs, inputs, out_type):
         src, inside = [], []
         for k in range(nd):
             lo, hi, d = pw[k], pw[k + nd], x.shape[k]
-            s = i[k] - lo if lo else i[k]
-            if (lo <= 0 and hi <= 0) or mode == "constant":
+            s = i[k] - lo if _int(lo) != 0 else i[k]
+            if mode != "constant" and (_int(lo) is None or _int(hi) is None):
+                src.append(_fold(mode, s, d))  # (pads from values do not crop)
+            elif mode == "constant" or (lo <= 0 and hi <= 0):
                 # a crop reads inside the axis in every mode; a constant border is selected
                 src.append(s)
-                if lo > 0:
+                if _int(lo) is None or lo > 0:
                     inside.append(s >= 0)
-                if hi > 0:
+                if _int(hi) is None or hi > 0:
                     inside.append(s < d)
             else:
                 # negative pads crop first; the positive ones then extend what is left

@@ -1,0 +1,57 @@
+"""Operands from a model input's values that kernels read while running (Trilu's k, Pad's
+value) or that are sizes bound before the run (TopK's k, Tile's repeats, Split's sizes,
+Pad's pads): one executable for every value, checked where a value breaks the op."""
+import numpy as np
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+
+import ember
+from ember.errors import ShapeError
+
+
+def _compile(op, inputs, n_out=1, opset=18, **attrs):
+    ins = [h.make_tensor_value_info(n, t, s) for n, t, s in inputs]
+    outs = [h.make_tensor_value_info(f"y{k}", T.FLOAT, None) for k in range(n_out)]
+    g = h.make_graph([h.make_node(op, [n for n, _, _ in inputs], [f"y{k}" for k in range(n_out)], **attrs)],
+                     "g", ins, outs)
+    return ember.compile(h.make_model(g, opset_imports=[h.make_opsetid("", opset)]))
+
+
+X = np.random.default_rng(0).standard_normal((3, 5)).astype(np.float32)
+
+
+def test_trilu_k_from_an_input():
+    exe = _compile("Trilu", [("x", T.FLOAT, [3, 5]), ("k", T.INT64, [])], upper=0)
+    for k in (-7, -1, 0, 2, 9):
+        np.testing.assert_array_equal(exe.run(X, np.array(k, np.int64))[0], np.tril(X, k))
+
+
+def test_topk_k_from_an_input_is_a_size():
+    exe = _compile("TopK", [("x", T.FLOAT, [3, 5]), ("k", T.INT64, [1])], n_out=2, axis=1)
+    for k in (0, 2, 5):
+        values, idx = exe.run(X, np.array([k], np.int64))
+        want = np.argsort(-X, axis=1, kind="stable")[:, :k]
+        np.testing.assert_array_equal(idx, want)
+        np.testing.assert_array_equal(values, np.take_along_axis(X, want, 1))
+    with pytest.raises(ShapeError, match="k .* must be at most the size of axis 1"):
+        exe.run(X, np.array([6], np.int64))
+
+
+def test_tile_split_and_pad_sizes_from_inputs():
+    tile = _compile("Tile", [("x", T.FLOAT, [3, 5]), ("r", T.INT64, [2])])
+    np.testing.assert_array_equal(tile.run(X, np.array([2, 3], np.int64))[0], np.tile(X, (2, 3)))
+    split = _compile("Split", [("x", T.FLOAT, [3, 5]), ("s", T.INT64, [2])], n_out=2, axis=1)
+    a, b = split.run(X, np.array([1, 4], np.int64))
+    np.testing.assert_array_equal(a, X[:, :1])
+    np.testing.assert_array_equal(b, X[:, 1:])
+    with pytest.raises(ShapeError, match="split sizes .* must sum to the axis size 5"):
+        split.run(X, np.array([2, 4], np.int64))
+    pad = _compile("Pad", [("x", T.FLOAT, [3, 5]), ("p", T.INT64, [4]), ("v", T.FLOAT, [])])
+    got = pad.run(X, np.array([1, 0, 2, 3], np.int64), np.array(7.5, np.float32))[0]
+    np.testing.assert_array_equal(got, np.pad(X, ((1, 2), (0, 3)), constant_values=7.5))
+    with pytest.raises(ShapeError, match="-1"):  # a pad from a value is a size: it does not crop
+        pad.run(X, np.array([-1, 0, 0, 0], np.int64), np.array(0, np.float32))
+    reflect = _compile("Pad", [("x", T.FLOAT, [3, 5]), ("p", T.INT64, [4])], mode="reflect")
+    np.testing.assert_array_equal(reflect.run(X, np.array([2, 1, 0, 4], np.int64))[0],
+                                  np.pad(X, ((2, 0), (1, 4)), mode="reflect"))
