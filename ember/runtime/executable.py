@@ -355,7 +355,10 @@ class Executable:
             flat = vals[slot].reshape(-1)
             if not 0 <= index < flat.size:
                 raise ShapeError(f"size {sym!r} is element {index} of a value of {flat.size} element(s)")
-            v = int(flat[index])
+            x = flat[index]
+            if not np.isfinite(x):
+                raise ShapeError(f"size {sym!r} came out as {x}: a size must be in [0, {SYMBOL_MAX}]")
+            v = int(x)  # (a float value truncates: OneHot's depth)
             if not 0 <= v <= SYMBOL_MAX:
                 raise ShapeError(f"size {sym!r} came out as {v}: a size must be in [0, {SYMBOL_MAX}]")
             env[sym] = v

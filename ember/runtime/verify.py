@@ -427,8 +427,8 @@ def _binds(c: "_Checker", program: dict, symbols: list, info: list, ncalls: int)
         if "axis" in b:  # a dimension of a value
             c.int(b["axis"], f"{w}'s axis", 0, max(1, len(info[slot][1])))
             continue
-        if info[slot][2] not in ("int32", "int64"):
-            c.fail(f"{w} reads slot {slot}, which holds {info[slot][2]}, not integers")
+        if info[slot][2] not in ("int32", "int64", "float16", "float32", "float64"):  # (floats truncate)
+            c.fail(f"{w} reads slot {slot}, which holds {info[slot][2]}, not numbers")
         c.int(b.get("index"), f"{w}'s index")
     return data
 

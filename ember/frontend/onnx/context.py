@@ -96,13 +96,15 @@ class NodeContext:
             return None
         return self._values.get(self.input_names[i])
 
-    def const(self, i: int, what: str) -> np.ndarray:
-        """The value of input ``i``, which this op needs at import time (``what`` it is)."""
+    def const(self, i: int, what: str, sizes_from_floats: bool = False) -> np.ndarray:
+        """The value of input ``i``, which this op needs at import time (``what`` it is); from a
+        model input, its elements as data sizes (of a float input too, truncated, where
+        ``sizes_from_floats``: OneHot's depth)."""
         if not self.has(i):
             raise ShapeError(f"required input {i} (the {what}) is missing")
         v = self.value(i)
         if v is None:
-            v = self._runtime_value(i)
+            v = self._runtime_value(i, sizes_from_floats)
         if v is None:
             raise UnsupportedOpError(
                 f"input {i} ({self.input_names[i]!r}, the {what}) must be known when the model is imported: "
@@ -110,7 +112,7 @@ class NodeContext:
                 "bound with from_onnx(..., static_inputs=...)")
         return v
 
-    def _runtime_value(self, i: int) -> Optional[np.ndarray]:
+    def _runtime_value(self, i: int, floats: bool = False) -> Optional[np.ndarray]:
         """A model input of a few integers that decides sizes (a ConstantOfShape's shape fed by a
         graph input): its elements as data sizes, which the program binds from the input's
         values before it runs (so they must be sizes: >= 0)."""
@@ -119,7 +121,8 @@ class NodeContext:
 
         x = self.input(i)
         t = x.type
-        if not (isinstance(x, Var) and isinstance(t, TensorType) and t.is_static and t.dtype in ("int32", "int64")):
+        ok = ("int32", "int64") + (("float16", "float32", "float64") if floats else ())
+        if not (isinstance(x, Var) and isinstance(t, TensorType) and t.is_static and t.dtype in ok):
             return None
         n = int(np.prod(t.shape, dtype=np.int64))
         if n > 64:
@@ -158,10 +161,10 @@ class NodeContext:
                 *(() if self.value(i) is not None else (i,)))
         return int(x)
 
-    def scalar(self, i: int, what: str) -> Any:
-        v = self.const(i, what).reshape(-1)
+    def scalar(self, i: int, what: str, sizes_from_floats: bool = False) -> Any:
+        v = self.const(i, what, sizes_from_floats).reshape(-1)
         if v.size != 1:
-            raise ShapeError(f"the {what} must have one element, got shape {self.const(i, what).shape}")
+            raise ShapeError(f"the {what} must have one element, got shape {v.shape}")
         x = v[0]
         return x if isinstance(x, Dim) else x.item()
 

@@ -230,10 +230,15 @@ def _trilu(node):
 
 @converter("OneHot", const_inputs=(1, 2))
 def _one_hot(node):
-    depth = node.int_scalar(1, "depth")
+    depth = node.scalar(1, "depth", sizes_from_floats=True)  # (a size from a value allowed)
+    dtype = node.type(2).dtype
+    if node.value(2) is None:  # (off, on) from an input: read while running
+        values = node.call("reshape", node.input(2), newshape=(2,))
+        return [node.call("one_hot", node.input(0), values, depth=depth if isinstance(depth, Dim) else int(depth),
+                          axis=node.attr("axis", -1), dtype=dtype)]
     values = node.const(2, "values").reshape(-1)
-    return [node.call("one_hot", node.input(0), depth=depth, axis=node.attr("axis", -1), off_value=values[0].item(),
-                      on_value=values[1].item(), dtype=node.type(2).dtype)]
+    return [node.call("one_hot", node.input(0), depth=depth if isinstance(depth, Dim) else int(depth),
+                      axis=node.attr("axis", -1), off_value=values[0].item(), on_value=values[1].item(), dtype=dtype)]
 
 
 # -- shapes and creation --------------------------------------------------------------------------

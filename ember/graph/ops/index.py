@@ -148,9 +148,15 @@ def _infer_one_hot(args, attrs):
     if not dt.is_int(idx.dtype) and not dt.is_float(idx.dtype):
         raise DTypeError(f"the indices must be numeric, got {idx.dtype}")
     a = norm_axis(attrs["axis"], idx.ndim + 1)
+    if len(args) > 1:
+        v = tensor(args[1], "the values")
+        if v.shape != (2,) or v.dtype != attrs["dtype"]:
+            raise ShapeError(f"the values must be (off, on) of {attrs['dtype']}, got {v}")
     return TensorType(idx.shape[:a] + (attrs["depth"],) + idx.shape[a:], attrs["dtype"])
 
 
-register_op("one_hot", infer=_infer_one_hot, pattern=Pattern.INJECTIVE,
-            attrs_schema={"depth": attr("int"), "axis": attr("int", -1), "on_value": attr("float", 1.0),
-                          "off_value": attr("float", 0.0), "dtype": attr("dtype", "float32")})
+register_op("one_hot", infer=_infer_one_hot, pattern=Pattern.INJECTIVE, num_args=(1, 2),
+            attrs_schema={"depth": attr("dim"), "axis": attr("int", -1), "on_value": attr("float", 1.0),
+                          "off_value": attr("float", 0.0), "dtype": attr("dtype", "float32")},
+            doc="on_value where the index hits the position along axis, else off_value; depth may be "
+                "a size from a value, and (off, on) a second argument read while running")

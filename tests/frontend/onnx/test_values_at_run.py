@@ -55,3 +55,17 @@ def test_tile_split_and_pad_sizes_from_inputs():
     reflect = _compile("Pad", [("x", T.FLOAT, [3, 5]), ("p", T.INT64, [4])], mode="reflect")
     np.testing.assert_array_equal(reflect.run(X, np.array([2, 1, 0, 4], np.int64))[0],
                                   np.pad(X, ((2, 0), (1, 4)), mode="reflect"))
+
+
+def test_one_hot_depth_and_values_from_inputs():
+    ins = [("i", T.INT64, [4]), ("depth", T.FLOAT, []), ("v", T.FLOAT, [2])]
+    exe = _compile("OneHot", ins, opset=11, axis=0)
+    idx = np.array([0, 2, -1, 7], np.int64)
+    got = exe.run(idx, np.array(4.9, np.float32), np.array([-1, 3], np.float32))[0]  # depth 4 (truncated)
+    want = np.full((4, 4), -1, np.float32)
+    for j, v in enumerate(idx):
+        if -4 <= v < 4:
+            want[v % 4, j] = 3
+    np.testing.assert_array_equal(got, want)
+    with pytest.raises(ShapeError, match="came out as nan"):
+        exe.run(idx, np.array(np.nan, np.float32), np.array([0, 1], np.float32))

@@ -34,6 +34,7 @@ from ....loop.expr import (
 )
 from ...types import TensorType
 from ..nn import _einsum_terms
+from ..dims import index
 from ..registry import get_op, norm_axis
 from .common import const_of, register_compute, stage_name, te_shape
 from .creation import never_read
@@ -176,10 +177,13 @@ def _one_hot(attrs, inputs, out_type):
     a = norm_axis(attrs["axis"], idx.ndim + 1)
     d = out_type.dtype
     on, off = const_of(attrs["on_value"], d), const_of(attrs["off_value"], d)
+    if len(inputs) > 1:
+        off, on = inputs[1][(0,)], inputs[1][(1,)]
+    depth = attrs["depth"] if isinstance(attrs["depth"], int) else index(attrs["depth"])
 
     def body(*i):
         # float indices truncate; one outside [-depth, depth) hits no position
-        v = wrap_index(idx[i[:a] + i[a + 1:]], attrs["depth"])
+        v = wrap_index(idx[i[:a] + i[a + 1:]], depth)
         return select(eq(v, i[a]), on, off)
 
     return te.compute(te_shape(out_type), body, "one_hot")
