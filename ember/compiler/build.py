@@ -19,20 +19,27 @@ __all__ = ["build_executable"]
 def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] = None,
                      name: str = "model", timings: Optional[dict] = None,
                      stats: Optional[dict] = None, assumptions: Optional[dict] = None,
-                     subs: Optional[dict] = None) -> Executable:
+                     subs: Optional[dict] = None, narrow: Optional[dict] = None) -> Executable:
     """Compile every fused group of ``mod`` (made by ``fuse_ops``) and lay out the program.
 
     ``timings`` gets seconds per phase; ``stats`` per kernel (see ``ember.driver.build``, plus
     ``schedule``: the group's computes and schedule). ``assumptions``: what the shape rules
     assumed of the symbolic dims (``ember.graph.ops.dims.collect_assumptions``); the program
     checks them when a run binds the symbols. ``subs``: the fused modules (and assumptions) of
-    the subgraph functions control flow runs, by name."""
+    the subgraph functions control flow runs, by name. ``narrow``: the narrow types of inputs
+    and outputs that the program takes and gives as bytes (``"view"`` in its entries)."""
     from ..driver import build
 
     shared = Shared()
     program = make_program(mod, shared, output_names, assumptions, subs,
                            check_memory=functools.partial(_check_memory, shared=shared, name=name))
     groups = shared.groups
+    for entry in program["inputs"]:
+        if narrow and entry["name"] in narrow.get("inputs", {}):
+            entry["view"] = narrow["inputs"][entry["name"]]
+    for entry, kind in zip(program["outputs"], (narrow or {}).get("outputs", [])):
+        if kind:
+            entry["view"] = kind
     # kernels (after the checks: no lowering for a model that cannot run); a warm compile finds
     # the library by the groups alone: no computes, schedules or lowering
     t0 = time.perf_counter()

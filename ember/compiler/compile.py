@@ -53,7 +53,8 @@ def _untyped(body):
 def compile_model(model: Union[str, os.PathLike, bytes, Module, "onnx.ModelProto"], target=None,  # noqa: F821
                   opt_level: int = 3, *, input_shapes: Optional[Mapping] = None,
                   disabled_passes: Sequence[str] = (), instruments: Sequence = (),
-                  name: str = "model", memory_limit: Optional[Union[int, str]] = None):
+                  name: str = "model", memory_limit: Optional[Union[int, str]] = None,
+                  narrow: Optional[dict] = None):
     """Compile ``model`` (an ONNX path, bytes or ModelProto, or a graph Module) for ``target``
     (default: the host CPU) and return an Executable.
 
@@ -66,9 +67,11 @@ def compile_model(model: Union[str, os.PathLike, bytes, Module, "onnx.ModelProto
     ResourceError naming what needs the memory, before allocating it.
     ``exe.compile_times`` holds seconds per phase (import, each pass, lowering, codegen);
     ``exe.compile_profile`` the same per kernel (``.table()`` prints it).
+    ``narrow``: for a Module imported with ``from_onnx(..., io_narrow=d)``, that ``d`` (its
+    float8/int4 inputs and outputs, which the executable takes and gives as ml_dtypes arrays).
     """
     with limits.memory_limit(memory_limit), collect_assumptions():
-        return _compile(model, target, opt_level, input_shapes, disabled_passes, instruments, name)
+        return _compile(model, target, opt_level, input_shapes, disabled_passes, instruments, name, narrow)
 
 
 def _optimize(mod: Module, ctx: PassContext) -> tuple:
@@ -79,10 +82,11 @@ def _optimize(mod: Module, ctx: PassContext) -> tuple:
     return mod, assumed
 
 
-def _compile(model, target, opt_level, input_shapes, disabled_passes, instruments, name):
+def _compile(model, target, opt_level, input_shapes, disabled_passes, instruments, name, narrow=None):
     times: dict = {}
     t0 = time.perf_counter()
     output_names = None
+    narrow = dict(narrow or {})  # narrow-typed inputs and outputs (float8, int4, ...): their bytes as uint8
     if isinstance(model, Module):
         mod = model
     else:
@@ -90,7 +94,7 @@ def _compile(model, target, opt_level, input_shapes, disabled_passes, instrument
 
         proto, _ = load_model(model)
         output_names = [o.name for o in proto.graph.output]
-        mod = from_onnx(proto, input_shapes=input_shapes)  # bound before the shape computations
+        mod = from_onnx(proto, input_shapes=input_shapes, io_narrow=narrow)  # bound before the shape computations
         del proto  # the graph holds the weights now: the proto's copy of them goes
         input_shapes = None
     times["import"] = time.perf_counter() - t0
@@ -110,7 +114,7 @@ def _compile(model, target, opt_level, input_shapes, disabled_passes, instrument
         times[f"pass {pname}"] = times.get(f"pass {pname}", 0.0) + t
     stats: dict = {}
     exe = build_executable(mod, target, output_names, name=name, timings=times, stats=stats, assumptions=assumed,
-                           subs=subs)
+                           subs=subs, narrow=narrow)
     times["total"] = time.perf_counter() - t0
     exe.compile_times = times
     exe.graph = mod

@@ -5,6 +5,9 @@ from ..loop import dtype as dt
 from ..loop.expr import IntImm
 
 
+MAX_LANES = 64  # the loop IR's widest vector
+
+
 def vector_lanes(target, dtype: str = "float32") -> int:
     """How many ``dtype`` elements one vector register of ``target`` holds."""
     return max(1, host(target).vector_bits // max(8, dt.bits(dtype)))
@@ -33,7 +36,9 @@ def largest_divisor(n: int, at_most: int) -> int:
 
 
 def vectorize_inner(stage, axis, lanes: int):
-    """Split ``axis`` by ``lanes`` and vectorize the inner part (tails become masked)."""
+    """Split ``axis`` by ``lanes`` and vectorize the inner part (tails become masked). At most
+    64 lanes (a wider vector of bytes is several registers anyway)."""
+    lanes = min(lanes, MAX_LANES)
     ext = const_int(axis.extent)
     if ext is not None and ext <= lanes:
         if ext > 1:

@@ -88,8 +88,13 @@ class Executable:
         for c in self.constants:
             if c.flags.writeable:
                 c.flags.writeable = False
-        self.input_info = [TensorInfo(i["name"], _dims(i["shape"]), i["dtype"]) for i in program["inputs"]]
-        self.output_info = [TensorInfo(o["name"], _dims(o["shape"]), o["dtype"]) for o in program["outputs"]]
+        # a narrow type (float8, int4, ...) is taken and given as the user's ml_dtypes array, run on its bytes
+        self.input_info = [TensorInfo(i["name"], _dims(i["shape"]), i.get("view", i["dtype"]))
+                           for i in program["inputs"]]
+        self.output_info = [TensorInfo(o["name"], _dims(o["shape"]), o.get("view", o["dtype"]))
+                            for o in program["outputs"]]
+        self._out_views = [numpy_dtype(o["view"]) if "view" in o else None for o in program["outputs"]]
+        self._in_views = ["view" in i for i in program["inputs"]]
         self._slots = program["slots"]
         self._symbols = list(program.get("symbols", ()))
         # views of inputs and outputs are made per run; every other slot's value lives in a RunState
@@ -150,7 +155,7 @@ class Executable:
         if missing:
             raise ArgumentError(f"missing input(s): {', '.join(missing)}")
         out = []
-        for info, static, v in zip(self.input_info, self._static_inputs, values):
+        for info, static, v, view in zip(self.input_info, self._static_inputs, values, self._in_views):
             a = np.asarray(v)
             want = numpy_dtype(info.dtype)
             if a.dtype != want:
@@ -158,7 +163,8 @@ class Executable:
                                  f"(convert it with .astype(np.{want.name}))")
             if static is not None and a.shape != static:
                 raise ShapeError(f"input {info.name!r} must have shape {info.shape}, got {a.shape}")
-            out.append(_contiguous(a))
+            a = _contiguous(a)
+            out.append(a.view(np.uint8) if view else a)
         return out
 
     def _env(self, inputs: list) -> dict:
@@ -203,7 +209,8 @@ class Executable:
         return vals
 
     def _outputs(self, vals: list) -> list:
-        return [np.array(vals[slot]) if copy else vals[slot] for slot, copy in self._out_take]
+        outs = [np.array(vals[slot]) if copy else vals[slot] for slot, copy in self._out_take]
+        return [o if v is None else o.view(v) for o, v in zip(outs, self._out_views)]
 
     def run(self, *arrays: Any, **named: Any) -> list:
         """Run the model on numpy arrays (positional in input order, or by name); returns the

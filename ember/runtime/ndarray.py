@@ -14,11 +14,13 @@ DEFAULT_ALIGN = 64
 
 
 def numpy_dtype(dtype: Any) -> np.dtype:
-    """``"float32"``, ``"bfloat16"`` (through ml_dtypes) or any numpy dtype-like."""
-    if isinstance(dtype, str) and dtype == "bfloat16":
+    """``"float32"``, ``"bfloat16"`` and the narrow types (``"float8_e4m3fn"``, ``"int4"``:
+    through ml_dtypes) or any numpy dtype-like."""
+    if isinstance(dtype, str) and (dtype == "bfloat16" or dtype.startswith(("float8", "float4", "int4", "uint4",
+                                                                              "int2", "uint2"))):
         import ml_dtypes
 
-        return np.dtype(ml_dtypes.bfloat16)
+        return np.dtype(getattr(ml_dtypes, dtype))
     return np.dtype(dtype)
 
 

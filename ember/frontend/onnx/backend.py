@@ -36,8 +36,9 @@ class EmberRep(BackendRep):
             self.executable = self._build({})
 
     def _build(self, static: dict):
-        mod = from_onnx(self.model, static_inputs=static or None)
-        exe = self._compile(mod, **self.options)
+        narrow: dict = {}
+        mod = from_onnx(self.model, static_inputs=static or None, io_narrow=narrow)
+        exe = self._compile(mod, narrow=narrow, **self.options)
         exe.output_info = [type(i)(o.name, i.shape, i.dtype)
                            for i, o in zip(exe.output_info, self.model.graph.output)]
         return exe

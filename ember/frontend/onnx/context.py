@@ -59,8 +59,10 @@ class NodeContext:
     """One ONNX node being converted. Converters return one expression per node output."""
 
     def __init__(self, proto: onnx.NodeProto, opset: int, inputs: list, values: dict, label: str,
-                 importer=None):
+                 importer=None, narrow: Optional[list] = None):
         self.importer = importer  # converts subgraphs (control flow)
+        self._narrow = narrow or []  # each input's narrow type (its bytes are the input), or None
+        self.narrow_out: dict = {}  # output index -> the narrow type its bytes hold
         self.proto = proto
         self.op_type = proto.op_type
         self.opset = opset
@@ -83,6 +85,15 @@ class NodeContext:
         if not self.has(i):
             raise ShapeError(f"required input {i} is missing")
         return self.inputs[i]
+
+    def narrow(self, i: int) -> Optional[str]:
+        """The narrow type (float8, int4, ...: :data:`.dtypes.NARROW`) input ``i`` holds the
+        bytes of, or None."""
+        return self._narrow[i] if i < len(self._narrow) else None
+
+    def set_narrow(self, k: int, name: str) -> None:
+        """Output ``k`` holds the bytes of the narrow type ``name``."""
+        self.narrow_out[k] = name
 
     def type(self, i: int) -> TensorType:
         t = self.input(i).type

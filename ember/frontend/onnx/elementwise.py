@@ -3,7 +3,8 @@ comparisons, logic, Where, Clip, Cast, Identity and Dropout (inference)."""
 from __future__ import annotations
 
 from ...errors import UnsupportedOpError
-from .dtypes import is_supported, onnx_type_name, to_ember
+from . import narrow
+from .dtypes import is_supported, narrow_of, onnx_type_name, to_ember
 from .table import converter
 
 _UNARY = {
@@ -152,17 +153,36 @@ def _check_cast(attrs, opset, proto):
     return None if is_supported(to) else f"cast to {onnx_type_name(to)} is not supported"
 
 
+def cast_to(node, x, src_narrow, dtype: str, dst_narrow, saturate: bool = True, round_mode: str = "up"):
+    """``x`` cast to ``dtype`` (an Ember dtype), either side maybe a narrow type (then ``x`` or
+    the result is its bytes, and ``*_narrow`` names it)."""
+    if src_narrow == dst_narrow and (src_narrow or x.type.dtype == dtype):
+        return x
+    if dst_narrow is None:
+        return narrow.decode(node, x, src_narrow, dtype) if src_narrow else node.call("cast", x, dtype=dtype)
+    if src_narrow:
+        x = narrow.decode(node, x, src_narrow, "float32")
+    return narrow.encode(node, x, dst_narrow, saturate, round_mode)
+
+
 @converter("Cast", check=_check_cast)
 def _cast(node):
-    dtype = to_ember(node.attr("to"), "the cast's target")
-    x = node.input(0)
-    return [x if x.type.dtype == dtype else node.call("cast", x, dtype=dtype)]
+    to = node.attr("to")
+    dst = narrow_of(to)
+    dtype = "uint8" if dst else to_ember(to, "the cast's target")
+    if dst:
+        node.set_narrow(0, dst)
+    return [cast_to(node, node.input(0), node.narrow(0), dtype, dst, bool(node.attr("saturate", 1)),
+                    node.attr("round_mode", "up"))]
 
 
 @converter("CastLike")
 def _cast_like(node):
-    x, dtype = node.input(0), node.type(1).dtype
-    return [x if x.type.dtype == dtype else node.call("cast", x, dtype=dtype)]
+    dst = node.narrow(1)
+    if dst:
+        node.set_narrow(0, dst)
+    return [cast_to(node, node.input(0), node.narrow(0), node.type(1).dtype, dst, bool(node.attr("saturate", 1)),
+                    node.attr("round_mode", "up"))]
 
 
 @converter("Identity")

@@ -35,7 +35,7 @@ from ..errors import ModelError
 from . import fold
 from .context import NodeContext, StructureValueError
 from .versioning import versioned
-from .dtypes import is_supported, onnx_type_name, tensor_to_numpy, to_ember
+from .dtypes import is_supported, narrow_of, onnx_type_name, storage_of, tensor_to_numpy
 from .table import MAX_OPSET, MIN_OPSET, lookup
 
 _DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -316,7 +316,7 @@ def value_inputs(model, *, keep_initializers_as_inputs: bool = False) -> list:
 
 def _input_type(vi: onnx.ValueInfoProto) -> TensorType:
     tt = vi.type.tensor_type
-    dtype = to_ember(tt.elem_type, f"graph input {vi.name!r}")
+    dtype = storage_of(tt.elem_type, f"graph input {vi.name!r}")
     if not tt.HasField("shape"):
         raise ShapeError(f"graph input {vi.name!r} has no shape; Ember needs at least its rank")
     dims = []
@@ -369,8 +369,12 @@ def _topo_order(nodes) -> list:
 def from_onnx(model: Union[onnx.ModelProto, str, os.PathLike, bytes], *,
               static_inputs: Optional[Mapping[str, np.ndarray]] = None,
               input_shapes: Optional[Mapping[str, Sequence]] = None,
-              keep_initializers_as_inputs: bool = False) -> Module:
+              keep_initializers_as_inputs: bool = False, io_narrow: Optional[dict] = None) -> Module:
     """Import an ONNX model (a ModelProto, a path, or serialized bytes) as an Ember Module.
+
+    ``io_narrow`` (a dict), when given, gets the narrow types (float8, int4, ...) of the graph's
+    inputs (``{"inputs": {name: type}, "outputs": [type or None]}``): the module takes and gives
+    their bytes as uint8.
 
     ``static_inputs`` binds graph inputs to values known now (they become Constants): needed
     for inputs that decide shapes, such as Reshape's shape fed as a graph input.
@@ -391,7 +395,11 @@ def from_onnx(model: Union[onnx.ModelProto, str, os.PathLike, bytes], *,
     problems = scan(proto, static_inputs=static_inputs, keep_initializers_as_inputs=keep_initializers_as_inputs,
                     source=source)
     raise_problems(problems, opset, source)
-    return _Importer(proto, opset, source, static_inputs, keep_initializers_as_inputs, input_shapes).run()
+    imp = _Importer(proto, opset, source, static_inputs, keep_initializers_as_inputs, input_shapes)
+    mod = imp.run()
+    if io_narrow is not None:
+        io_narrow.update(imp.io_narrow)
+    return mod
 
 
 class _Scope(dict):
@@ -418,6 +426,13 @@ class _Scope(dict):
         return v
 
 
+# ops that convert the narrow types, and ops that only move their bytes (the output holds the
+# same type as input 0)
+NARROW_OPS = ("Cast", "CastLike", "QuantizeLinear", "DequantizeLinear", "Constant")
+NARROW_CARRIERS = ("Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Slice", "Gather",
+                   "Concat", "Expand", "Tile", "Split")
+
+
 class _Importer:
     def __init__(self, proto, opset, source, static_inputs, keep, input_shapes=None, outer=None):
         self.proto, self.opset, self.source = proto, opset, source
@@ -428,6 +443,13 @@ class _Importer:
         self.values: dict = {}  # ONNX value name -> numpy value known at import
         self.captured: list = []  # a subgraph's (parameter, outer expression) pairs
         self.functions: dict = outer.functions if outer is not None else {}  # subgraphs' functions
+        self.narrow: dict = {}  # ONNX value name -> the narrow type whose bytes it holds
+        self.io_narrow: dict = {"inputs": {}, "outputs": []}  # the graph's narrow inputs and outputs
+
+    def narrow_of(self, name: str) -> Optional[str]:
+        if name in self.narrow:
+            return self.narrow[name]
+        return self.outer.narrow_of(name) if self.outer is not None else None
 
     def run(self) -> Module:
         g = self.proto.graph
@@ -435,6 +457,7 @@ class _Importer:
         for k, n in enumerate(_topo_order(list(g.node))):
             self._convert(n, k)
         outs = [self.env[o.name] for o in g.output]
+        self.io_narrow["outputs"] = [self.narrow_of(o.name) for o in g.output]
         body = outs[0] if len(outs) == 1 else Tuple(outs)
         return Module({"main": Function(params, body, body.type), **self.functions})
 
@@ -495,12 +518,17 @@ class _Importer:
                 v = Var(name, _given_shape(_input_type(vi), name, self.shapes.get(name)))
                 self.env[name] = v
                 params.append(v)
+                kind = narrow_of(vi.type.tensor_type.elem_type)
+                if kind:
+                    self.narrow[name] = self.io_narrow["inputs"][name] = kind
         self._check_initializers([t for name, t in inits.items() if name not in self.env])
         for name, t in inits.items():
             if name not in self.env:
                 # the array is new (or a view of the tensor's bytes): the Constant takes it as is
                 c = Constant.adopt(tensor_to_numpy(t, f"initializer {name!r}"))
                 self.env[name], self.values[name] = c, c.value
+                if narrow_of(t.data_type):
+                    self.narrow[name] = narrow_of(t.data_type)
         unknown = set(self.shapes) - {vi.name for vi in g.input if vi.name not in inits or self.keep}
         if unknown:
             raise ShapeError(f"input_shapes names {', '.join(sorted(unknown))}, which are not inputs of "
@@ -551,8 +579,13 @@ class _Importer:
                 raise ModelError(f"{self.source}: input {i!r} of {label} depends on the node's own output "
                                  "(the graph has a cycle)")
         inputs = [self.env[i] if i else None for i in n.input]
+        narrow_in = [self.narrow_of(i) if i else None for i in n.input]
+        if any(narrow_in) and n.op_type not in NARROW_OPS and n.op_type not in NARROW_CARRIERS:
+            kind = next(x for x in narrow_in if x)
+            raise UnsupportedOpError(f"{label}: {n.op_type} of {kind} values is not supported: Ember stores {kind} "
+                                     f"without computing in it (Cast it to float first)")
         try:
-            node = NodeContext(n, self.opset, inputs, self.values, label, importer=self)
+            node = NodeContext(n, self.opset, inputs, self.values, label, importer=self, narrow=narrow_in)
             with source_span(n.name or f"{n.op_type}_{k}"):  # every op this node becomes
                 try:
                     outs = list(conv.fn(node))
@@ -562,7 +595,15 @@ class _Importer:
             raise type(e)(f"{label} (opset {self.opset}): {e}") from None
         if len(outs) < len([o for o in n.output if o]):
             outs += [None] * (len(n.output) - len(outs))
-        self._fold(node, outs)
+        if n.op_type == "Constant" and n.attribute and n.attribute[0].type == onnx.AttributeProto.TENSOR \
+                and narrow_of(n.attribute[0].t.data_type):
+            node.set_narrow(0, narrow_of(n.attribute[0].t.data_type))
+        for j, name in enumerate(n.output):
+            kind = node.narrow_out.get(j) or (narrow_in[0] if n.op_type in NARROW_CARRIERS and narrow_in else None)
+            if kind and name:
+                self.narrow[name] = kind
+        if not any(narrow_in) or n.op_type == "Constant":  # (no folding on a narrow type's bytes)
+            self._fold(node, outs)
         for name, expr in zip(n.output, outs):
             if not name:
                 continue

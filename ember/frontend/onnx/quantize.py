@@ -14,11 +14,12 @@ import numpy as np
 
 from ...errors import ShapeError, UnsupportedOpError
 from ...graph import Constant
-from .dtypes import to_ember
+from . import narrow
+from .dtypes import narrow_of, to_ember
 from .table import converter
 
 RANGES = {"uint8": (0, 255), "int8": (-128, 127), "uint16": (0, 65535), "int16": (-32768, 32767),
-          "int32": (-2 ** 31, 2 ** 31 - 1)}
+          "int32": (-2 ** 31, 2 ** 31 - 1), "int4": (-8, 7), "uint4": (0, 15), "int2": (-2, 1), "uint2": (0, 3)}
 
 
 def _const(v, dtype: str) -> Constant:
@@ -49,31 +50,55 @@ def _float_type(*dtypes: str) -> str:
     return str(np.result_type(*[np.dtype("float32" if d == "bfloat16" else d) for d in dtypes]))
 
 
-def quantize(node, x, scale, zp, dtype: str, axis: int, block: int, precision=None):
-    """``saturate(round(x / scale) + zp)`` as ``dtype``."""
-    if dtype not in RANGES:
-        raise UnsupportedOpError(f"quantizing to {dtype} is not supported (integer types of 8 to 32 bits are)")
+def _as(node, v, kind, dtype: str):
+    """``v`` as ``dtype``: decoded when it holds the bytes of the narrow type ``kind``."""
+    if kind:
+        return narrow.decode(node, v, kind, dtype)
+    return v if v.type.dtype == dtype else node.call("cast", v, dtype=dtype)
+
+
+def quantize(node, x, scale, zp, dtype: str, axis: int, block: int, precision=None, zp_kind=None,
+             saturate: bool = True):
+    """``saturate(round(x / scale) + zp)`` as ``dtype`` (an integer type, or a narrow type:
+    then its bytes; float8 and float4 round as a cast to them does)."""
+    if dtype not in RANGES and dtype not in narrow_types():
+        raise UnsupportedOpError(f"quantizing to {dtype} is not supported")
     shape = x.type.shape
     s = _spread(node, scale, shape, axis, block)
     ft = precision or _float_type(x.type.dtype, scale.type.dtype)
     xf = x if x.type.dtype == ft else node.call("cast", x, dtype=ft)
     sf = s if s.type.dtype == ft else node.call("cast", s, dtype=ft)
-    q = node.call("cast", node.call("round", node.call("divide", xf, sf)), dtype="int32")
+    y = node.call("divide", xf, sf)
+    if dtype not in RANGES:  # float8 (its zero point must be 0), float4 (adds its zero point)
+        if zp is not None and dtype.startswith("float4"):
+            y = node.call("add", node.call("cast", y, dtype="float32"),
+                          _spread(node, _as(node, zp, zp_kind, "float32"), shape, axis, block))
+        return narrow.encode(node, y, dtype, saturate)
+    q = node.call("cast", node.call("round", y), dtype="int32")
     if zp is not None:
-        z = _spread(node, zp, shape, axis, block)
-        q = node.call("add", q, node.call("cast", z, dtype="int32"))
+        z = _spread(node, _as(node, zp, zp_kind, "int32"), shape, axis, block)
+        q = node.call("add", q, z)
     lo, hi = RANGES[dtype]
     if dtype != "int32":
         q = node.call("minimum", node.call("maximum", q, _const(lo, "int32")), _const(hi, "int32"))
+    if dtype in narrow.INTS:  # the low bits, as the type's byte
+        return narrow.encode(node, q, dtype)
     return q if dtype == "int32" else node.call("cast", q, dtype=dtype)
 
 
-def dequantize(node, x, scale, zp, out_dtype: str, axis: int, block: int):
-    """``(x - zp) * scale`` computed in float32, as ``out_dtype``."""
+def narrow_types() -> tuple:
+    from .dtypes import NARROW
+
+    return tuple(NARROW.values())
+
+
+def dequantize(node, x, scale, zp, out_dtype: str, axis: int, block: int, kind=None, zp_kind=None):
+    """``(x - zp) * scale`` computed in float32, as ``out_dtype`` (``kind``: the narrow type
+    whose bytes ``x`` holds; a float8 or float4 zero point is 0, as in the reference)."""
     shape = x.type.shape
-    d = node.call("cast", x, dtype="float32")
-    if zp is not None:
-        d = node.call("subtract", d, node.call("cast", _spread(node, zp, shape, axis, block), dtype="float32"))
+    d = _as(node, x, kind, "float32")
+    if zp is not None and not (kind or "").startswith("float"):
+        d = node.call("subtract", d, _spread(node, _as(node, zp, zp_kind, "float32"), shape, axis, block))
     s = _spread(node, scale, shape, axis, block)
     y = node.call("multiply", d, s if s.type.dtype == "float32" else node.call("cast", s, dtype="float32"))
     return y if out_dtype == "float32" else node.call("cast", y, dtype=out_dtype)
@@ -91,14 +116,16 @@ def _zero_point(node, i: int):
 def _quantize_linear(node):
     zp = _zero_point(node, 2)
     if zp is not None:
-        dtype = zp.type.dtype
+        dtype = node.narrow(2) or zp.type.dtype
     elif node.attr("output_dtype"):
-        dtype = to_ember(node.attr("output_dtype"), "the output dtype")
+        dtype = narrow_of(node.attr("output_dtype")) or to_ember(node.attr("output_dtype"), "the output dtype")
     else:
         dtype = "uint8"
+    if dtype in narrow_types():
+        node.set_narrow(0, dtype)
     precision = to_ember(node.attr("precision"), "the precision") if node.attr("precision") else None
     return [quantize(node, node.input(0), node.input(1), zp, dtype, node.attr("axis", 1),
-                     node.attr("block_size", 0), precision)]
+                     node.attr("block_size", 0), precision, node.narrow(2), bool(node.attr("saturate", 1)))]
 
 
 @converter("DequantizeLinear", since=10)
@@ -107,7 +134,7 @@ def _dequantize_linear(node):
     if node.attr("output_dtype"):
         out = to_ember(node.attr("output_dtype"), "the output dtype")
     return [dequantize(node, node.input(0), node.input(1), _zero_point(node, 2), out, node.attr("axis", 1),
-                       node.attr("block_size", 0))]
+                       node.attr("block_size", 0), node.narrow(0), node.narrow(2))]
 
 
 @converter("DynamicQuantizeLinear", since=11)
