@@ -132,3 +132,56 @@ def _causal_bias(node, sq, skv, past, dtype):
         raise UnsupportedOpError("causal attention over a past of symbolic length is not supported yet")
     allowed = node.call("less_equal", cols, limit)
     return node.call("where", allowed, node.const_like(0, dtype), _neg_inf(node, dtype))
+
+
+@converter("RotaryEmbedding", since=23)
+def _rotary_embedding(node):
+    """Rotary position embedding (opset 23): the first ``rotary_embedding_dim`` features of each
+    head rotate by the angles in the cos/sin caches (indexed by ``position_ids`` when given),
+    as halves or as interleaved pairs; elementwise ops that fuse."""
+    x, cos, sin = node.input(0), node.input(1), node.input(2)
+    rank = x.type.ndim
+    if rank == 4:  # (batch, heads, seq, head) -> (batch, seq, heads, head)
+        x = node.call("transpose", x, axes=(0, 2, 1, 3))
+    elif rank == 3:
+        heads = node.attr("num_heads", 0)
+        hidden = x.type.shape[2]
+        if not heads or not isinstance(hidden, int) or hidden % heads:
+            raise ShapeError(f"a 3-D input needs num_heads dividing its hidden size, got {heads} for {x.type}")
+        b, s = x.type.shape[:2]
+        x = node.call("reshape", x, newshape=(b, s, heads, hidden // heads))
+    else:
+        raise ShapeError(f"the input must be 3-D or 4-D, got {x.type}")
+    head = x.type.shape[3]
+    if not isinstance(head, int):
+        raise ShapeError(f"the head size must be static, got {x.type}")
+    rot = node.attr("rotary_embedding_dim", 0) or head
+    half = rot // 2
+    if node.has(3):  # caches indexed by position: (max position, half) -> (batch, seq, half)
+        cos = node.call("gather", cos, node.input(3), axis=0)
+        sin = node.call("gather", sin, node.input(3), axis=0)
+    if cos.type.shape[-1] != half or sin.type.shape[-1] != half:
+        raise ShapeError(f"the caches' last dimension must be rotary_embedding_dim / 2 = {half}, "
+                         f"got {cos.type} and {sin.type}")
+    cos = node.call("unsqueeze", cos, axes=(2,))
+    sin = node.call("unsqueeze", sin, axes=(2,))
+
+    def part(begin, end, step=1):
+        return node.call("strided_slice", x, begin=(begin,), end=(end,), axes=(3,), strides=(step,))
+
+    if node.attr("interleaved", 0):
+        x1, x2 = part(0, rot, 2), part(1, rot, 2)
+    else:
+        x1, x2 = part(0, half), part(half, rot)
+    real = node.call("subtract", node.call("multiply", cos, x1), node.call("multiply", sin, x2))
+    imag = node.call("add", node.call("multiply", sin, x1), node.call("multiply", cos, x2))
+    if node.attr("interleaved", 0):
+        pairs = node.call("concat", node.call("unsqueeze", real, axes=(4,)), node.call("unsqueeze", imag, axes=(4,)),
+                          axis=4)
+        rotated = node.call("reshape", pairs, newshape=tuple(x.type.shape[:3]) + (rot,))
+    else:
+        rotated = node.call("concat", real, imag, axis=3)
+    out = rotated if rot == head else node.call("concat", rotated, part(rot, head), axis=3)
+    if rank == 4:
+        return [node.call("transpose", out, axes=(0, 2, 1, 3))]
+    return [node.call("reshape", out, newshape=tuple(node.input(0).type.shape))]

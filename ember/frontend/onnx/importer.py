@@ -67,9 +67,24 @@ def load_model(model: Union[onnx.ModelProto, str, os.PathLike, bytes]) -> tuple:
 
 def model_opset(proto: onnx.ModelProto, source: str) -> Optional[int]:
     """The opset of the default ONNX domain; None when the model imports none (then every
-    node is from another domain, or the model is invalid: the scan reports either)."""
+    node is from another domain, or the model is invalid: the scan reports either). A model
+    older than the oldest opset Ember reads whose ops are all unchanged since is read at that
+    opset (same schemas, same meaning)."""
     versions = [o.version for o in proto.opset_import if o.domain in _DEFAULT_DOMAINS]
-    return max(versions) if versions else None
+    if not versions:
+        return None
+    v = max(versions)
+    if v < MIN_OPSET and all(_same_schema(n.op_type, v, MIN_OPSET) for n in proto.graph.node
+                             if n.domain in _DEFAULT_DOMAINS):
+        return MIN_OPSET
+    return v
+
+
+def _same_schema(op: str, old: int, new: int) -> bool:
+    try:
+        return onnx.defs.get_schema(op, old).since_version == onnx.defs.get_schema(op, new).since_version
+    except Exception:  # noqa: BLE001 - no schema: not the same
+        return False
 
 
 def _check_names(proto: onnx.ModelProto, source: str) -> None:

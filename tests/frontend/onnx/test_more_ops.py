@@ -1,0 +1,66 @@
+"""RotaryEmbedding, Compress and models older than opset 7, against onnx's reference evaluator
+on random data."""
+import numpy as np
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+from onnx.reference import ReferenceEvaluator
+
+import ember
+
+RNG = np.random.default_rng(0)
+
+
+def _check(model, feeds):
+    want = ReferenceEvaluator(model).run(None, feeds)
+    got = ember.compile(model).run(**feeds)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+        assert g.shape == w.shape
+
+
+@pytest.mark.parametrize("rank, interleaved, rot, positions", [(4, 0, 0, True), (4, 1, 4, True), (3, 0, 6, False),
+                                                               (3, 1, 0, True)])
+def test_rotary_embedding(rank, interleaved, rot, positions):
+    b, s, n, hd = 2, 5, 3, 8
+    half = (rot or hd) // 2
+    x = RNG.standard_normal((b, n, s, hd) if rank == 4 else (b, s, n * hd)).astype(np.float32)
+    feeds = {"x": x}
+    ins = [h.make_tensor_value_info("x", T.FLOAT, x.shape)]
+    angles = RNG.uniform(0, 6, (16, half) if positions else (b, s, half)).astype(np.float32)
+    feeds.update(cos=np.cos(angles), sin=np.sin(angles))
+    ins += [h.make_tensor_value_info(k, T.FLOAT, angles.shape) for k in ("cos", "sin")]
+    names = ["x", "cos", "sin"]
+    if positions:
+        feeds["pos"] = RNG.integers(0, 16, (b, s)).astype(np.int64)
+        ins.append(h.make_tensor_value_info("pos", T.INT64, (b, s)))
+        names.append("pos")
+    attrs = {"interleaved": interleaved, "rotary_embedding_dim": rot}
+    if rank == 3:
+        attrs["num_heads"] = n
+    g = h.make_graph([h.make_node("RotaryEmbedding", names, ["y"], **attrs)], "r", ins,
+                     [h.make_tensor_value_info("y", T.FLOAT, None)])
+    _check(h.make_model(g, opset_imports=[h.make_opsetid("", 23)]), feeds)
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1])
+def test_compress_keeps_what_the_condition_selects(axis):
+    x = RNG.standard_normal((3, 4)).astype(np.float32)
+    cond = np.array([True, False, True] if axis in (None, 0) else [False, True, True, False])
+    attrs = {} if axis is None else {"axis": axis}
+    g = h.make_graph([h.make_node("Compress", ["x", "c"], ["y"], **attrs)], "c",
+                     [h.make_tensor_value_info("x", T.FLOAT, x.shape), h.make_tensor_value_info("c", T.BOOL, cond.shape)],
+                     [h.make_tensor_value_info("y", T.FLOAT, None)])
+    _check(h.make_model(g, opset_imports=[h.make_opsetid("", 11)]), {"x": x, "c": cond})
+
+
+def test_a_model_older_than_opset_7_whose_ops_did_not_change_is_read():
+    g = h.make_graph([h.make_node("Not", ["x"], ["y"])], "n", [h.make_tensor_value_info("x", T.BOOL, [3])],
+                     [h.make_tensor_value_info("y", T.BOOL, [3])])
+    exe = ember.compile(h.make_model(g, opset_imports=[h.make_opsetid("", 1)]))
+    np.testing.assert_array_equal(exe.run(np.array([True, False, True]))[0], [False, True, False])
+    # Add changed at opset 7 (broadcasting): an opset-6 Add stays unsupported, said up front
+    g = h.make_graph([h.make_node("Add", ["x", "x"], ["y"])], "a", [h.make_tensor_value_info("x", T.FLOAT, [3])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [3])])
+    with pytest.raises(ember.UnsupportedOpError, match="opset 6"):
+        ember.compile(h.make_model(g, opset_imports=[h.make_opsetid("", 6)]))
