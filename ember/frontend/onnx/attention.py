@@ -16,16 +16,14 @@ import math
 import numpy as np
 
 from ...errors import ShapeError, UnsupportedOpError
+from ...graph import Constant
 from ...graph.ops import dims as D
 from .table import converter
 
 
 def _check(attrs, opset, proto):
-    for key in ("left_window_size", "right_window_size"):
-        if attrs.get(key, -1) != -1:
-            return f"Attention with {key} (a sliding window) is not supported"
-    if len(proto.input) > 6 and proto.input[6]:
-        return "Attention with nonpad_kv_seqlen (an external KV cache) is not supported"
+    if len(proto.input) > 6 and proto.input[6] and len(proto.input) > 4 and proto.input[4]:
+        return "Attention with both nonpad_kv_seqlen and a past key/value is invalid"
     return None
 
 
@@ -80,9 +78,20 @@ def _attention(node):
         scores = node.call("multiply", node.call("tanh", node.call("divide", scores, c)), c)
     sq, skv = scores.type.shape[2], scores.type.shape[3]
     bias = _mask_bias(node, sq, skv, dtype) if node.has(3) else None
+    nonpad = node.input(6) if node.has(6) else None  # an external cache: keys past it per batch are padding
     if node.attr("is_causal", 0):
-        causal = _causal_bias(node, sq, skv, past, dtype)
+        causal = _causal_bias(node, sq, skv, past, dtype, nonpad)
         bias = causal if bias is None else node.call("add", bias, causal)
+    left, right = node.attr("left_window_size", -1), node.attr("right_window_size", -1)
+    if left >= 0 or right >= 0:
+        window = _window_bias(node, sq, skv, past, dtype, left, right, nonpad)
+        bias = window if bias is None else node.call("add", bias, window)
+    if nonpad is not None:
+        cols = node.call("reshape", node.call("range", start=0, stop=skv, step=1, dtype="int64"),
+                         newshape=(1, 1, 1, skv))
+        valid = node.call("less", cols, _per_batch(node, nonpad))
+        pad = node.call("where", valid, node.const_like(0, dtype), _neg_inf(node, dtype))
+        bias = pad if bias is None else node.call("add", bias, pad)
     logits = node.call("add", scores, bias) if bias is not None else scores
     probs = node.call("nn.softmax", logits, axis=-1)
     if bias is not None:  # a row whose bias masks every key attends to nothing: 0, not NaN
@@ -123,15 +132,48 @@ def _mask_bias(node, sq, skv, dtype):
     return m if m.type.dtype == dtype else node.call("cast", m, dtype=dtype)
 
 
-def _causal_bias(node, sq, skv, past, dtype):
-    """0 where key ``j <= i + past`` for query ``i``, else -inf: a (sq, skv) bias."""
+def _per_batch(node, nonpad):
+    """The valid key counts, (batch,) -> (batch, 1, 1, 1) int64."""
+    n = node.call("cast", nonpad, dtype="int64") if nonpad.type.dtype != "int64" else nonpad
+    return node.call("reshape", n, newshape=(nonpad.type.shape[0], 1, 1, 1))
+
+
+def _diff(node, sq, skv, past, nonpad=None):
+    """``(i + offset) - j`` for query ``i`` and key ``j``: how far key ``j`` lies before the
+    query's absolute position. ``offset`` is the past's length, or with an external cache
+    ``nonpad[b] - sq`` per batch (then a (batch, 1, sq, skv) tensor, else (sq, skv))."""
+    if not isinstance(past, int) or not isinstance(sq, int):
+        raise UnsupportedOpError("causal or windowed attention needs a static query and past length")
     rows = node.call("reshape", node.call("range", start=0, stop=sq, step=1, dtype="int64"), newshape=(sq, 1))
     cols = node.call("reshape", node.call("range", start=0, stop=skv, step=1, dtype="int64"), newshape=(1, skv))
-    limit = node.call("add", rows, node.const_like(past, "int64")) if not isinstance(past, int) or past else rows
-    if not isinstance(past, int):
-        raise UnsupportedOpError("causal attention over a past of symbolic length is not supported yet")
-    allowed = node.call("less_equal", cols, limit)
+    if nonpad is not None:
+        offset = node.call("subtract", _per_batch(node, nonpad), Constant(np.array(sq, np.int64)))
+        rows = node.call("add", rows, offset)
+    elif past:
+        rows = node.call("add", rows, Constant(np.array(past, np.int64)))
+    return node.call("subtract", rows, cols)
+
+
+def _allowed_bias(node, allowed, dtype):
     return node.call("where", allowed, node.const_like(0, dtype), _neg_inf(node, dtype))
+
+
+def _causal_bias(node, sq, skv, past, dtype, nonpad=None):
+    """0 where key ``j <= i + offset`` for query ``i``, else -inf (bottom-right aligned)."""
+    diff = _diff(node, sq, skv, past, nonpad)
+    return _allowed_bias(node, node.call("greater_equal", diff, Constant(np.array(0, np.int64))), dtype)
+
+
+def _window_bias(node, sq, skv, past, dtype, left: int, right: int, nonpad=None):
+    """0 where ``-right <= (i + offset) - j <= left`` (a side of -1 is unbounded), else -inf."""
+    diff = _diff(node, sq, skv, past, nonpad)
+    conds = []
+    if left >= 0:
+        conds.append(node.call("less_equal", diff, Constant(np.array(left, np.int64))))
+    if right >= 0:
+        conds.append(node.call("greater_equal", diff, Constant(np.array(-right, np.int64))))
+    allowed = conds[0] if len(conds) == 1 else node.call("logical_and", *conds)
+    return _allowed_bias(node, allowed, dtype)
 
 
 @converter("RotaryEmbedding", since=23)

@@ -64,3 +64,22 @@ def test_a_model_older_than_opset_7_whose_ops_did_not_change_is_read():
                      [h.make_tensor_value_info("y", T.FLOAT, [3])])
     with pytest.raises(ember.UnsupportedOpError, match="opset 6"):
         ember.compile(h.make_model(g, opset_imports=[h.make_opsetid("", 6)]))
+
+
+@pytest.mark.parametrize("causal, left, right, external", [(1, -1, -1, True), (0, 2, 1, False), (1, 3, -1, True),
+                                                           (0, -1, 0, True)])
+def test_attention_with_an_external_cache_and_sliding_windows(causal, left, right, external):
+    b, heads, sq, skv, d = 2, 2, 3, 6, 4
+    q = RNG.standard_normal((b, heads, sq, d)).astype(np.float32)
+    k = RNG.standard_normal((b, heads, skv, d)).astype(np.float32)
+    v = RNG.standard_normal((b, heads, skv, d)).astype(np.float32)
+    feeds = {"q": q, "k": k, "v": v}
+    names = ["q", "k", "v"]
+    ins = [h.make_tensor_value_info(n, T.FLOAT, a.shape) for n, a in feeds.items()]
+    if external:
+        feeds["n"] = np.array([4, 6], np.int64)
+        names += ["", "", "", "n"]
+        ins.append(h.make_tensor_value_info("n", T.INT64, [b]))
+    node = h.make_node("Attention", names, ["y"], is_causal=causal, left_window_size=left, right_window_size=right)
+    g = h.make_graph([node], "a", ins, [h.make_tensor_value_info("y", T.FLOAT, None)])
+    _check(h.make_model(g, opset_imports=[h.make_opsetid("", 24)]), feeds)
