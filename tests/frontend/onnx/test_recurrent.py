@@ -1,0 +1,128 @@
+"""RNN, GRU and LSTM (unrolled) on random weights over their attributes: directions, layouts,
+activations, clip, linear_before_reset, peepholes and sequence lengths. onnx's reference
+evaluator ignores several of those (activations, clip, sequence_lens), so the oracle is a
+numpy transcription of the ONNX operator spec; the node cases cover the reference's paths."""
+import numpy as np
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+from onnx import numpy_helper
+
+import ember
+
+RNG = np.random.default_rng(0)
+GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
+
+
+def _model(op, seq, batch, inp, hidden, direction="forward", layout=0, lens=None, peep=False, **attrs):
+    dirs = 2 if direction == "bidirectional" else 1
+    g = GATES[op]
+    w = RNG.standard_normal((dirs, g * hidden, inp)).astype(np.float32) * 0.5
+    r = RNG.standard_normal((dirs, g * hidden, hidden)).astype(np.float32) * 0.5
+    b = RNG.standard_normal((dirs, 2 * g * hidden)).astype(np.float32) * 0.1
+    inits = [numpy_helper.from_array(a, n) for a, n in ((w, "W"), (r, "R"), (b, "B"))]
+    names = ["X", "W", "R", "B"]
+    if lens is not None:
+        inits.append(numpy_helper.from_array(np.array(lens, np.int32), "L"))
+        names.append("L")
+    if peep:
+        names += ["", ""] if lens is not None else ["", "", ""]
+        inits.append(numpy_helper.from_array(RNG.standard_normal((dirs, 3 * hidden)).astype(np.float32), "P"))
+        names.append("P")
+    outs = ["Y", "Y_h"] + (["Y_c"] if op == "LSTM" else [])
+    node = h.make_node(op, names, outs, hidden_size=hidden, direction=direction, layout=layout, **attrs)
+    xshape = (batch, seq, inp) if layout else (seq, batch, inp)
+    graph = h.make_graph([node], "r", [h.make_tensor_value_info("X", T.FLOAT, xshape)],
+                         [h.make_tensor_value_info(o, T.FLOAT, None) for o in outs], inits)
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", 22)]), xshape
+
+
+CASES = [
+    ("RNN", dict(direction="bidirectional", activations=["Relu", "Tanh"])),
+    ("RNN", dict(layout=1, lens=[3, 1])),
+    ("GRU", dict(linear_before_reset=1, direction="reverse")),
+    ("GRU", dict(activations=["HardSigmoid", "Tanh"], activation_alpha=[0.3], activation_beta=[0.4], clip=2.0)),
+    ("LSTM", dict(peep=True, lens=[2, 3])),
+    ("LSTM", dict(direction="bidirectional", layout=1)),
+]
+
+
+ACTS = {"Tanh": np.tanh, "Sigmoid": lambda v: 1 / (1 + np.exp(-v)), "Relu": lambda v: np.maximum(v, 0)}
+
+
+def _spec(model, x):
+    """The ONNX spec of RNN/GRU/LSTM in numpy (no initial states)."""
+    node = model.graph.node[0]
+    a = {at.name: h.get_attribute_value(at) for at in node.attribute}
+    w = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    op, hid = node.op_type, a["hidden_size"]
+    direction = a.get("direction", b"forward").decode()
+    dirs = 2 if direction == "bidirectional" else 1
+    names = [n.decode() for n in a.get("activations", [])] or {"RNN": ["Tanh"], "GRU": ["Sigmoid", "Tanh"],
+                                                                "LSTM": ["Sigmoid", "Tanh", "Tanh"]}[op]
+    alpha, beta = a.get("activation_alpha", []), a.get("activation_beta", [])
+
+    def act(k):
+        name = names[k % len(names)] if len(names) < (k + 1) else names[k]
+        if name == "HardSigmoid":
+            return lambda v: np.clip(alpha[0] * v + beta[0], 0, 1)
+        return ACTS[name]
+    clip = a.get("clip")
+    cl = (lambda v: np.clip(v, -clip, clip)) if clip else (lambda v: v)
+    if a.get("layout", 0):
+        x = x.transpose(1, 0, 2)
+    seq, batch = x.shape[:2]
+    lens = w.get("L", np.full(batch, seq))
+    ys, hs, cs = [], [], []
+    n_act = len({"RNN": "t", "GRU": "st", "LSTM": "stt"}[op])
+    for d in range(dirs):
+        W, R, B = w["W"][d], w["R"][d], w["B"][d]
+        g = W.shape[0] // hid
+        wb, rb = B[:g * hid], B[g * hid:]
+        f = [act(d * n_act + k) for k in range(n_act)]
+        hcur, ccur = np.zeros((batch, hid), np.float32), np.zeros((batch, hid), np.float32)
+        y = np.zeros((seq, batch, hid), np.float32)
+        order = range(seq - 1, -1, -1) if direction == "reverse" or d == 1 else range(seq)
+        for t in order:
+            xw = x[t] @ W.T + wb
+            hr = hcur @ R.T + rb
+            sl = [slice(k * hid, (k + 1) * hid) for k in range(g)]
+            if op == "RNN":
+                hn, cn = f[0](cl(xw + hr)), None
+            elif op == "GRU":
+                z, r = f[0](cl(xw[:, sl[0]] + hr[:, sl[0]])), f[0](cl(xw[:, sl[1]] + hr[:, sl[1]]))
+                if a.get("linear_before_reset", 0):
+                    hh = f[1](cl(xw[:, sl[2]] + r * hr[:, sl[2]]))
+                else:
+                    hh = f[1](cl(xw[:, sl[2]] + (r * hcur) @ R[sl[2]].T + rb[sl[2]]))
+                hn, cn = (1 - z) * hh + z * hcur, None
+            else:
+                p = w.get("P", np.zeros((dirs, 3 * hid), np.float32))[d]
+                pre = xw + hr
+                i = f[0](cl(pre[:, sl[0]] + p[:hid] * ccur))
+                fg = f[0](cl(pre[:, sl[2]] + p[2 * hid:] * ccur))
+                cn = fg * ccur + i * f[1](cl(pre[:, sl[3]]))
+                o = f[0](cl(pre[:, sl[1]] + p[hid:2 * hid] * cn))
+                hn = o * f[2](cn)
+            live = (t < lens)[:, None]
+            y[t] = np.where(live, hn, 0)
+            hcur = np.where(live, hn, hcur)
+            ccur = np.where(live, cn, ccur) if cn is not None else ccur
+        ys.append(y[:, None])
+        hs.append(hcur[None])
+        cs.append(ccur[None])
+    y, yh, yc = np.concatenate(ys, 1), np.concatenate(hs, 0), np.concatenate(cs, 0)
+    if a.get("layout", 0):
+        y, yh, yc = y.transpose(2, 0, 1, 3), yh.transpose(1, 0, 2), yc.transpose(1, 0, 2)
+    return [y, yh] + ([yc] if op == "LSTM" else [])
+
+
+@pytest.mark.parametrize("op, kw", CASES)
+def test_recurrent_layers_match_the_spec(op, kw):
+    model, xshape = _model(op, 3, 2, 4, 5, **kw)
+    x = RNG.standard_normal(xshape).astype(np.float32)
+    want = _spec(model, x)
+    got = ember.compile(model).run(x)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
