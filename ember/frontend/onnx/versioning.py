@@ -21,6 +21,7 @@ from typing import Callable, Optional
 import numpy as np
 from onnx import helper, numpy_helper
 
+from ...errors import EmberError
 from ...graph import Constant, Function, TensorType, TupleGetItem, Var
 from .context import StructureValueError
 
@@ -72,6 +73,8 @@ VERSIONED = {
     "CumSum": (1, _axes_sets(lambda node, m: _rank(node) if m == 1 else None)),
     "CumProd": (1, _axes_sets(lambda node, m: _rank(node) if m == 1 else None)),
     "Pad": (3, _axes_sets(lambda node, m: _rank(node), ordered=True)),
+    "DFT": (2, lambda node, i: (_rank(node), [(a,) for a in range(_rank(node) - 1)]) if _count(node, i) == 1
+            else None),  # (not the last axis: it holds the real and imaginary parts)
 }
 ORDERED = ("Pad",)
 
@@ -122,16 +125,23 @@ def versioned(node, err: StructureValueError) -> list:
     shape, dtype = value.type.shape, np.dtype(value.type.dtype)
     from .control import _unify
 
-    cases, types = [], None
+    cases, types, valid = [], None, []
     for choice in choices:
-        name, args, outs = imp.subgraph(_case_graph(node, err.index, np.array(choice, dtype).reshape(shape)),
-                                        f"{node.label} (axes {list(choice)})")
+        try:
+            name, args, outs = imp.subgraph(_case_graph(node, err.index, np.array(choice, dtype).reshape(shape)),
+                                            f"{node.label} (axes {list(choice)})")
+        except EmberError:  # a choice the node cannot take with these shapes: the run refuses it
+            continue
+        valid.append(list(choice))
         cases.append((name, list(args), _condition(node, value, rank, choice, node.op_type in ORDERED)))
         types = list(outs) if types is None else [_unify(a, b, f"{node.label}.v", k)
                                                   for k, (a, b) in enumerate(zip(types, outs))]
+    if not cases:
+        raise err
     what = (f"input {node.input_names[err.index]!r} must name {len(choices[0])} distinct axis(es) of a rank-{rank} "
             f"tensor (in [-{rank}, {rank}))" + (" of size 1" if node.op_type == "Squeeze" else "")
-            + "; the model was compiled for each such choice")
+            + ("; the model was compiled for each such choice" if len(valid) == len(choices) else
+               f"; the choices the model can take (compiled for each): {valid}"))
     result = _chain(node, imp, cases, tuple(types), what)
     return [result] if len(types) == 1 else [TupleGetItem(result, k) for k in range(len(types))]
 

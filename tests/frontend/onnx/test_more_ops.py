@@ -83,3 +83,36 @@ def test_attention_with_an_external_cache_and_sliding_windows(causal, left, righ
     node = h.make_node("Attention", names, ["y"], is_causal=causal, left_window_size=left, right_window_size=right)
     g = h.make_graph([node], "a", ins, [h.make_tensor_value_info("y", T.FLOAT, None)])
     _check(h.make_model(g, opset_imports=[h.make_opsetid("", 24)]), feeds)
+
+
+@pytest.mark.parametrize("inverse, onesided, length", [(0, 0, None), (0, 1, None), (1, 0, 8), (1, 1, None),
+                                                       (0, 0, 12)])
+def test_dft_matches_numpy_fft(inverse, onesided, length):
+    parts = 2 if inverse else 1
+    x = RNG.standard_normal((2, 10, 3, parts)).astype(np.float64)
+    names = ["x"] + (["n"] if length else [])
+    inits = [h.make_tensor("n", T.INT64, [], [length])] if length else []
+    g = h.make_graph([h.make_node("DFT", names, ["y"], axis=1, inverse=inverse, onesided=onesided)], "d",
+                     [h.make_tensor_value_info("x", T.DOUBLE, x.shape)], [h.make_tensor_value_info("y", T.DOUBLE, None)],
+                     inits)
+    got = ember.compile(h.make_model(g, opset_imports=[h.make_opsetid("", 17)])).run(x)[0]
+    sig = x[..., 0] + 1j * x[..., 1] if parts == 2 else x[..., 0]
+    if inverse and onesided:
+        want = np.fft.irfft(sig, n=length or 2 * (10 - 1), axis=1)[..., None]
+    else:
+        y = (np.fft.ifft if inverse else np.fft.fft)(sig, n=length, axis=1)
+        if onesided:
+            y = y[:, : (length or 10) // 2 + 1]
+        want = np.stack([y.real, y.imag], -1)
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("op, periodic", [("HannWindow", 1), ("HammingWindow", 0), ("BlackmanWindow", 1)])
+def test_windows_of_a_size_given_at_run_time(op, periodic):
+    g = h.make_graph([h.make_node(op, ["n"], ["w"], periodic=periodic)], "w",
+                     [h.make_tensor_value_info("n", T.INT64, [])], [h.make_tensor_value_info("w", T.FLOAT, None)])
+    model = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    exe = ember.compile(model)
+    for n in (5, 16):
+        want = ReferenceEvaluator(model).run(None, {"n": np.array(n, np.int64)})[0]
+        np.testing.assert_allclose(exe.run(np.array(n, np.int64))[0], want, rtol=1e-5, atol=1e-6)
