@@ -51,7 +51,7 @@ def converter(*op_types: str, since: int = MIN_OPSET, const_inputs: Sequence[int
 
 def _load() -> None:
     from . import (attention, control, dynamic, elementwise, layout, losses, nn, quantize,  # noqa: F401
-                   recurrent, reduce, signal)  # (converters register on import)
+                   recurrent, reduce, sampling, signal)  # (converters register on import)
 
 
 def lookup(op_type: str, opset: int) -> Optional[Converter]:

@@ -116,3 +116,16 @@ def test_windows_of_a_size_given_at_run_time(op, periodic):
     for n in (5, 16):
         want = ReferenceEvaluator(model).run(None, {"n": np.array(n, np.int64)})[0]
         np.testing.assert_allclose(exe.run(np.array(n, np.int64))[0], want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align", [0, 1])
+def test_grid_sample_matches_the_reference(mode, padding, align):
+    x = RNG.standard_normal((2, 3, 5, 6)).astype(np.float32)
+    grid = RNG.uniform(-1.6, 1.6, (2, 4, 7, 2)).astype(np.float32)  # points outside too
+    g = h.make_graph([h.make_node("GridSample", ["x", "g"], ["y"], mode=mode, padding_mode=padding,
+                                  align_corners=align)], "gs",
+                     [h.make_tensor_value_info("x", T.FLOAT, x.shape), h.make_tensor_value_info("g", T.FLOAT, grid.shape)],
+                     [h.make_tensor_value_info("y", T.FLOAT, None)])
+    _check(h.make_model(g, opset_imports=[h.make_opsetid("", 20)]), {"x": x, "g": grid})
