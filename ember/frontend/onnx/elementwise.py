@@ -208,3 +208,12 @@ def _dropout(node):
         outs.append(node.call("constant_of_shape", shape=x.type.shape, value=True, dtype="bool"))
     return outs
 
+
+
+@converter("SwiGLU", since=28)
+def _swiglu(node):
+    """``a * sigmoid(alpha * a) * b``."""
+    a, b = node.input(0), node.input(1)
+    alpha = node.attr("alpha", 1.0)
+    scaled = a if alpha == 1.0 else node.call("multiply", a, node.const_like(alpha, a.type.dtype))
+    return [node.call("multiply", node.call("multiply", a, node.call("sigmoid", scaled)), b)]

@@ -393,3 +393,21 @@ def _eye_like(node):
     t = node.type(0)
     dtype = to_ember(node.attr("dtype"), "EyeLike's dtype") if node.attr("dtype") is not None else t.dtype
     return [node.call("eye", shape=t.shape, k=node.attr("k", 0), dtype=dtype)]
+
+
+@converter("ReverseSequence", since=10)
+def _reverse_sequence(node):
+    """Each batch entry's first ``sequence_lens[b]`` steps reversed, the rest as they are: a
+    gather along the time axis by ``lens[b] - 1 - t`` where ``t < lens[b]``."""
+    x, lens = node.input(0), node.input(1)
+    nd = x.type.ndim
+    b_ax, t_ax = node.attr("batch_axis", 1), node.attr("time_axis", 0)
+    steps = x.type.shape[t_ax]
+    t = node.call("reshape", node.call("range", start=0, stop=steps, step=1, dtype="int64"),
+                  newshape=tuple(steps if k == t_ax else 1 for k in range(nd)))
+    n = node.call("reshape", node.call("cast", lens, dtype="int64"),
+                  newshape=tuple(x.type.shape[b_ax] if k == b_ax else 1 for k in range(nd)))
+    rev = node.call("subtract", node.call("subtract", n, Constant(np.array(1, np.int64))), t)
+    idx = node.call("where", node.call("less", t, n), rev, t)
+    idx = node.call("expand", idx, shape=tuple(x.type.shape))
+    return [node.call("gather_elements", x, idx, axis=t_ax)]

@@ -129,3 +129,18 @@ def test_grid_sample_matches_the_reference(mode, padding, align):
                      [h.make_tensor_value_info("x", T.FLOAT, x.shape), h.make_tensor_value_info("g", T.FLOAT, grid.shape)],
                      [h.make_tensor_value_info("y", T.FLOAT, None)])
     _check(h.make_model(g, opset_imports=[h.make_opsetid("", 20)]), {"x": x, "g": grid})
+
+
+@pytest.mark.parametrize("batch_axis, time_axis", [(1, 0), (0, 1)])
+def test_reverse_sequence_and_swiglu(batch_axis, time_axis):
+    x = RNG.standard_normal((4, 3, 2) if time_axis == 0 else (3, 4, 2)).astype(np.float32)
+    lens = np.array([4, 0, 2], np.int64)
+    g = h.make_graph([h.make_node("ReverseSequence", ["x", "l"], ["y"], batch_axis=batch_axis, time_axis=time_axis)],
+                     "r", [h.make_tensor_value_info("x", T.FLOAT, x.shape), h.make_tensor_value_info("l", T.INT64, [3])],
+                     [h.make_tensor_value_info("y", T.FLOAT, None)])
+    _check(h.make_model(g, opset_imports=[h.make_opsetid("", 10)]), {"x": x, "l": lens})
+    a, b = RNG.standard_normal((2, 5)).astype(np.float32), RNG.standard_normal((2, 5)).astype(np.float32)
+    g = h.make_graph([h.make_node("SwiGLU", ["a", "b"], ["y"], alpha=1.7)], "s",
+                     [h.make_tensor_value_info(n, T.FLOAT, (2, 5)) for n in "ab"],
+                     [h.make_tensor_value_info("y", T.FLOAT, None)])
+    _check(h.make_model(g, opset_imports=[h.make_opsetid("", 28)]), {"a": a, "b": b})
