@@ -15,6 +15,12 @@ from .table import converter
 _fresh = itertools.count()
 
 
+def bound_size(node, count):
+    """``(bind_size call, data size)``: the int64 scalar ``count`` as a size the program binds
+    while running (named after the node)."""
+    return _size_of(node, count)
+
+
 def _size_of(node, count):
     """``count`` (an int64 scalar) bound to a new data size named after the node."""
     base = node.output_names[0] or f"{node.op_type}_{next(_fresh)}"

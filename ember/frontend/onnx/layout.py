@@ -272,8 +272,24 @@ def _constant_of_shape(node):
 
 @converter("Range", const_inputs=(0, 1, 2))
 def _range(node):
+    if any(node.value(i) is None for i in range(3)):
+        return [_range_at_run(node)]
     start, stop, step = (node.scalar(i, what) for i, what in enumerate(("start", "limit", "delta")))
     return [node.call("range", start=start, stop=stop, step=step, dtype=node.type(0).dtype)]
+
+
+def _range_at_run(node):
+    """A Range whose bounds come from inputs' values: its length ``max(ceil((limit - start) /
+    delta), 0)`` is computed and bound as a data size, then ``start + i * delta``."""
+    from .dynamic import bound_size
+
+    dtype = node.type(0).dtype
+    s, lim, d = (node.call("reshape", node.input(i), newshape=()) for i in range(3))
+    f = [node.call("cast", v, dtype="float64") for v in (s, lim, d)]
+    count = node.call("ceil", node.call("divide", node.call("subtract", f[1], f[0]), f[2]))
+    count = node.call("cast", node.call("maximum", count, Constant(np.float64(0))), dtype="int64")
+    count, size = bound_size(node, count)
+    return node.call("range", s, d, count, start=0, stop=size, step=1, dtype=dtype)
 
 
 def _check_constant(attrs, opset, proto):

@@ -65,13 +65,22 @@ def range_len(start, stop, step):
 def _infer_range(args, attrs):
     if dt.is_bool(attrs["dtype"]):
         raise DTypeError("range cannot produce bool")
+    if args:  # (start, step, count) from values: count elements, stop is its bound size
+        if len(args) != 3:
+            raise ShapeError(f"range takes no arguments or (start, step, count), got {len(args)}")
+        for a, what in zip(args[:2], ("start", "step")):
+            t = tensor(a, what)
+            if t.shape != () or t.dtype != attrs["dtype"]:
+                raise ShapeError(f"range: the {what} must be a {attrs['dtype']} scalar, got {t}")
+        return TensorType((attrs["stop"],), attrs["dtype"])
     return TensorType((range_len(attrs["start"], attrs["stop"], attrs["step"]),), attrs["dtype"])
 
 
-register_op("range", infer=_infer_range, pattern=Pattern.INJECTIVE, num_args=0,
+register_op("range", infer=_infer_range, pattern=Pattern.INJECTIVE, num_args=(0, 3),
             attrs_schema={"start": attr(("float", "dim")), "stop": attr(("float", "dim")), "step": attr("float", 1),
                           "dtype": attr("dtype", "int64")},
-            doc="start, start + step, ... up to (not including) stop")
+            doc="start, start + step, ... up to (not including) stop; or, given (start, step, count) "
+                "scalar tensors, count elements start + i * step (stop: the count's bound data size)")
 
 
 def _infer_eye(args, attrs):

@@ -69,3 +69,14 @@ def test_one_hot_depth_and_values_from_inputs():
     np.testing.assert_array_equal(got, want)
     with pytest.raises(ShapeError, match="came out as nan"):
         exe.run(idx, np.array(np.nan, np.float32), np.array([0, 1], np.float32))
+
+
+@pytest.mark.parametrize("dtype, np_dtype", [(T.FLOAT, np.float32), (T.INT32, np.int32)])
+def test_range_with_bounds_from_inputs(dtype, np_dtype):
+    ins = [(n, dtype, []) for n in ("s", "l", "d")]
+    exe = _compile("Range", ins, opset=11)
+    for s, l, d in ((1, 10, 3), (10, 1, -2), (5, 5, 1), (0, 3, 1), (4, 0, 1)):
+        a = [np.array(v, np_dtype) for v in (s, l, d)]
+        got = exe.run(*a)[0]
+        np.testing.assert_array_equal(got, np.arange(*a, dtype=np_dtype))
+        assert got.dtype == np_dtype

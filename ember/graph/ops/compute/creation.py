@@ -34,6 +34,14 @@ def _eye(attrs, inputs, out_type):
 def _range(attrs, inputs, out_type):
     d = out_type.dtype
     start, step = attrs["start"], attrs["step"]
+    if inputs:  # start and step read while running (the count only orders it after its bind)
+        s, st, count = inputs
+        wide = "float64" if dt.is_float(d) else d
+
+        def body(i):
+            v = cast(wide, s[()]) + cast(wide, i) * cast(wide, st[()])
+            return never_read(count, cast(d, v))
+        return te.compute(te_shape(out_type), body, "range")
     if dt.is_float(d):
         # start + i * step in float64 (no error accumulates along the range), then rounded once
         def body(i):
