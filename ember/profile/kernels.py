@@ -214,9 +214,7 @@ def profile_kernels(exe, inputs: Sequence = (), *, warmup: int = 3, repeat: int 
     origin = clock()
     bound = exe._inputs(tuple(inputs), named)
     if not exe._single:
-        raise ProfileError("this model binds sizes while running or has control flow (If/Loop/Scan): its "
-                           "kernels run in phases, which the kernel profiler does not time yet; profile a "
-                           "model without them, or time exe.run")
+        return _profile_phases(exe, inputs, named, warmup, repeat, peak_gflops, peak_gbps, model)
     layout = exe._layout(bound)
     for r in range(repeat):
         total = 0.0
@@ -244,6 +242,65 @@ def profile_kernels(exe, inputs: Sequence = (), *, warmup: int = 3, repeat: int 
                               flops=int(evaluate(c.get("flops", 0), layout.env) or 0),
                               bytes=int(evaluate(c.get("bytes", 0), layout.env) or 0), index=i,
                               percent=100 * sum(ts) / kernel_total, peak_gflops=peak_gflops))
+    return KernelProfile(rows=rows, warmup=warmup, repeat=repeat, latency=statistics.median(plain),
+                         kernel_sum=statistics.median(sums), peak_gflops=peak_gflops, peak_gbps=peak_gbps,
+                         events=events, model=model, run_sums=sums, plain_runs=plain)
+
+
+def _profile_phases(exe, inputs, named, warmup, repeat, peak_gflops, peak_gbps, model) -> KernelProfile:
+    """A program that runs in phases (sizes bound while running, control flow): each run goes
+    through ``exe.run`` with the executable's timer set, which times every kernel call of the
+    main program and every control step (an If's branch, a Loop's iterations: the subgraphs'
+    kernels are in their step's time). Flops and bytes count where they do not depend on sizes
+    bound while running."""
+    calls, info = exe._calls, exe.program["calls"]
+    steps = exe.program.get("controls", [])
+    clock = time.perf_counter
+    origin = clock()
+    per_run: dict = {}
+    events: list = []
+    run = [0]
+
+    def timer(what, t0, dt):
+        key = what[1] if what[0] == "call" else len(calls) + what[1]
+        per_run.setdefault(key, []).append(dt)
+        events.append((run[0], key, t0 - origin, dt))
+
+    times: dict = {}
+    sums, plain = [], []
+    for r in range(warmup + repeat):
+        per_run.clear()
+        run[0] = r - warmup
+        exe._timer = timer
+        try:
+            exe.run(*inputs, **named)
+        finally:
+            exe._timer = None
+        if r < warmup:
+            continue
+        for key, ts in per_run.items():
+            times.setdefault(key, []).append(sum(ts))
+        sums.append(sum(sum(ts) for ts in per_run.values()))
+        t0 = clock()
+        exe.run(*inputs, **named)
+        plain.append(clock() - t0)
+    events = [e for e in events if e[0] >= 0]
+    total = sum(sum(ts) for ts in times.values()) or 1.0
+    rows = []
+    for key in sorted(times):
+        ts = times[key]
+        if key < len(calls):
+            c = info[key]
+            kernel, nodes = c["kernel"], c.get("nodes", "")
+            ops, op_type = "+".join(_short(o) for o in c.get("ops", [])), _short(c.get("anchor") or "?")
+            flops, nbytes = (int(evaluate(c.get(k, 0), {}) or 0) for k in ("flops", "bytes"))
+        else:
+            step = steps[key - len(calls)]
+            kernel, nodes, ops, op_type = f"<{step['kind']}>", step.get("nodes", ""), step["kind"], step["kind"]
+            flops = nbytes = 0
+        rows.append(KernelRow(kernel=kernel, nodes=nodes, ops=ops, op_type=op_type, calls=len(ts), total=sum(ts),
+                              min=min(ts), max=max(ts), flops=flops, bytes=nbytes, index=key,
+                              percent=100 * sum(ts) / total, peak_gflops=peak_gflops))
     return KernelProfile(rows=rows, warmup=warmup, repeat=repeat, latency=statistics.median(plain),
                          kernel_sum=statistics.median(sums), peak_gflops=peak_gflops, peak_gbps=peak_gbps,
                          events=events, model=model, run_sums=sums, plain_runs=plain)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import functools
+import time
 from typing import Any, Optional, Sequence
 
 import numpy as np
@@ -122,6 +123,7 @@ class Executable:
             not self._layouts.phases[0].controls
         self._static = None if self._symbols else self._layouts.get({})
         self._native = self._native_program()
+        self._timer = None  # set by the profiler: called (what, start, seconds) per kernel call and control step
         # the pool's factory holds the slots and constants, not self: no reference cycle, so
         # an executable's memory goes when its last reference does
         self._pool = RunPool(functools.partial(RunState, self._slots, self.constants))
@@ -235,6 +237,14 @@ class Executable:
             return self._outputs(vals)
 
     def _execute(self, state: RunState, vals: list, layout) -> None:
+        if self._timer is not None:  # profiling: each call timed on its own (its arguments gathered first)
+            calls = self._calls[layout.phase.start:layout.phase.end]
+            for k, ((kernel, args), sc) in enumerate(zip(calls, layout.scalars)):
+                a = [vals[x] for x in args] + list(explicit_sizes(kernel, sc))
+                t0 = time.perf_counter()
+                kernel(*a)
+                self._timer(("call", layout.phase.start + k), t0, time.perf_counter() - t0)
+            return
         if self._native is not None:
             self._run_native(state, vals, layout)
         else:
@@ -266,7 +276,10 @@ class Executable:
             if phase.end > phase.start:
                 self._execute(state, vals, lay)
             for step in phase.controls:
+                t0 = time.perf_counter()
                 self._control(step, vals, env)
+                if self._timer is not None:
+                    self._timer(("control", self.program["controls"].index(step)), t0, time.perf_counter() - t0)
             self._bind_sizes(vals, env, phase.binds)
             earlier = lay
         return vals

@@ -142,9 +142,16 @@ def test_scan_runs_its_body_per_slice_in_either_direction():
         np.testing.assert_array_equal(rows, xs[::-1])
 
 
-def test_profiling_a_program_with_control_flow_is_a_clear_error():
-    from ember.errors import ProfileError
-
+def test_profiling_a_program_with_control_flow_times_its_kernels_and_its_steps(tmp_path):
     exe = ember.compile(if_model())
-    with pytest.raises(ProfileError, match="control flow"):
-        exe.profile(np.ones((2, 4), np.float32))
+    prof = exe.profile(np.ones((2, 4), np.float32), warmup=1, repeat=3)
+    kinds = {r.op_type for r in prof.rows}
+    assert "if" in kinds and len(prof.rows) == len(exe.program["calls"]) + 1
+    step = next(r for r in prof.rows if r.op_type == "if")
+    assert step.calls == 3 and step.total > 0 and step.kernel == "<if>"
+    assert all(r.calls == 3 for r in prof.rows) and prof.latency > 0
+    assert "<if>" in prof.table()
+    prof.to_chrome_trace(str(tmp_path / "t.json"))
+    # after profiling, runs go through the native runner again
+    assert exe._timer is None
+    np.testing.assert_allclose(exe.run(np.ones((3, 4), np.float32))[0], reference(np.ones((3, 4), np.float32)))
