@@ -45,10 +45,32 @@ def _one_half_ulp(r) -> bool:
     return bool(m) and bool(re.search(r"bf16|fp16|float16", r.name)) and float(m.group(1)) <= ulp
 
 
+def _dft_closer_to_exact(r) -> bool:
+    """An inverse DFT case whose stored outputs carry float32 FFT noise above atol (values of
+    1.9e-7 where the exact result is 0): Ember sums in float64, so it is checked against
+    numpy's float64 inverse FFT instead, tightly."""
+    if not r.name.startswith("test_dft_inverse"):
+        return False
+    import numpy as np
+    from onnx.backend.test.case.node import collect_testcases
+
+    import ember
+
+    case = next(c for c in collect_testcases() if c.name == r.name)
+    inputs, (want,) = case.data_sets[0]
+    x = inputs[0]
+    axis = 1  # both cases transform axis 1 (the opset-19 attribute, the opset-20 input's value)
+    exact = np.fft.ifft(x[..., 0].astype(np.float64) + 1j * x[..., 1], axis=axis)
+    got = ember.compile(case.model).run(*inputs)[0]
+    return bool(np.allclose(got[..., 0], exact.real, rtol=1e-6, atol=1e-9)
+                and np.allclose(got[..., 1], exact.imag, rtol=1e-6, atol=1e-9)
+                and np.allclose(got, want, rtol=1e-3, atol=1e-6))
+
+
 def test_no_wrong_answers_or_crashes(results):
     bad = [(r.name, r.reason) for r in results
            if not r.passed and (r.reason.startswith("mismatch") or "Error" not in r.reason.split(":")[0])
-           and not _one_half_ulp(r)]
+           and not _one_half_ulp(r) and not _dft_closer_to_exact(r)]
     assert not bad
 
 
