@@ -4,19 +4,21 @@ from __future__ import annotations
 from ..stmt import PrimFunc
 from .guard_loads import guard_select_loads
 from .instrument import LoopSite, instrument_loops, mark_sites
+from .partition import partition_tails
 from .unroll import unroll_loops
 from .vectorize import vectorize_loops
 
 
 def default_pipeline(func: PrimFunc) -> PrimFunc:
-    """simplify -> guard select loads -> unroll -> simplify -> vectorize -> simplify."""
+    """simplify -> guard select loads -> unroll -> simplify -> vectorize -> partition tails
+    (symbolic extents) -> simplify."""
     from ..arith import simplify
 
     func = guard_select_loads(simplify(func))
     func = simplify(unroll_loops(func))
-    func = simplify(vectorize_loops(func))
+    func = simplify(partition_tails(vectorize_loops(func)))
     return func
 
 
 __all__ = ["LoopSite", "default_pipeline", "guard_select_loads", "instrument_loops", "mark_sites",
-           "unroll_loops", "vectorize_loops"]
+           "partition_tails", "unroll_loops", "vectorize_loops"]
