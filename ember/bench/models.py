@@ -1,13 +1,17 @@
-"""``ember bench``: compile models and time them against ONNX Runtime (and OpenVINO, TVM) in the same process.
+"""``ember bench``: compile models and time them against ONNX Runtime (and OpenVINO, TVM), each
+runtime alone in a process of its own.
 
     ember bench --light resnet50                 # a model that ships with the onnx package
     ember bench model.onnx --vs onnxruntime --vs openvino --vs tvm
     ember bench --all-light --json figures.json
+    ember bench --zoo --vs onnxruntime --vs openvino      # today's architectures (the zoo extra)
 
-Runs alternate between the runtimes (warm-up first, a pause between turns so one runtime's
-spinning threads do not slow the next) and the medians and ratios are printed. The peers are
-given the same number of threads as Ember's cores (OpenVINO with the f32 precision hint, TVM
-untuned: see ``ember.bench.peers``). Peers that are not installed are skipped with a note.
+Each runtime runs alone in a fresh process (warm-up first, then timed runs; the processes
+alternate between the runtimes for a few rounds) and the medians and ratios are printed, as
+users run a model: in one process a runtime's spinning threads steal the cores from the next
+one's parallel regions (``--in-process`` measures that way, alternating turns). The peers get
+the same number of threads as Ember's cores (OpenVINO with the f32 precision hint, TVM untuned:
+see ``ember.bench.peers``). Peers that are not installed are skipped with a note.
 """
 from __future__ import annotations
 
@@ -78,7 +82,11 @@ def _inputs(exe, seed: int = 0) -> dict:
             for i in exe.input_info}
 
 
-def bench_model(path: str, peers: list, threads: int, repeat: int, out=print) -> dict:
+def bench_model(path: str, peers: list, threads: int, repeat: int, out=print, isolated: bool = True,
+                feeds: dict = None, rounds: int = 3, name: str = None) -> dict:
+    """Compile ``path`` (cold and warm) and time it against ``peers``: each runtime alone in a
+    process of its own, alternating, ``rounds`` times (``isolated``, the default: as users run
+    it), or all in this process, alternating turns."""
     import ember
     from ember.bench.timing import interleaved
 
@@ -101,7 +109,7 @@ def bench_model(path: str, peers: list, threads: int, repeat: int, out=print) ->
     t0 = time.perf_counter()
     exe = ember.compile(path)  # again: every kernel now comes from the cache
     warm_s = time.perf_counter() - t0
-    feeds = _inputs(exe)
+    feeds = feeds if feeds is not None else _inputs(exe)
     fns = {"ember": lambda: exe.run(**feeds)}
     notes = []
     from .peers import INSTALL, PEERS
@@ -116,8 +124,20 @@ def bench_model(path: str, peers: list, threads: int, repeat: int, out=print) ->
         got = exe.run(**feeds)
         err = max(float(np.max(np.abs(a - b))) for a, b in zip(got, ref))
         notes.append(f"max abs difference to {peer}: {err:.3g}")
-    times = interleaved(fns, warmup=3, repeat=repeat)
-    row = {"model": os.path.basename(path), "compile_s": compile_s, "warm_compile_s": warm_s,
+    if isolated:  # each runtime alone in its own process (the peers here only checked the outputs)
+        from .isolated import time_isolated
+
+        ran = list(fns)
+        del fns
+        res = time_isolated(path, feeds, ran, threads, rounds=rounds, repeat=repeat)
+        times = {k: v["median"] for k, v in res.items() if "median" in v}
+        notes += [f"{k}: {v.get('error') or v.get('skipped')}" for k, v in res.items() if "median" not in v]
+        if "ember" not in times:
+            out(f"{name or os.path.basename(path):<28} ember failed: {res['ember']}")
+            return {"model": name or os.path.basename(path), "error": str(res["ember"])}
+    else:
+        times = interleaved(fns, warmup=3, repeat=repeat)
+    row = {"model": name or os.path.basename(path), "compile_s": compile_s, "warm_compile_s": warm_s,
            "kernel_calls": len(exe.kernel_calls),
            "median_ms": {k: v * 1e3 for k, v in times.items()}}
     line = f"{row['model']:<28} ember {times['ember'] * 1e3:9.2f} ms"
@@ -148,22 +168,46 @@ def main(argv=None) -> int:
     p.add_argument("--json", default=None, help="write the figures to this file")
     p.add_argument("--random-weights", action="store_true",
                    help="replace the light models' splat weights (all 0.02) by random initializers")
+    p.add_argument("--zoo", nargs="*", metavar="NAME", default=None,
+                   help="the zoo of real architectures (torchvision and transformers classes with random "
+                        "weights, exported with torch.onnx.export(dynamo=True); needs the zoo extra): all "
+                        "of it, or the models named")
+    p.add_argument("--in-process", action="store_true",
+                   help="time every runtime in this one process, alternating turns (default: each alone "
+                        "in a process of its own, as users run it; in one process a runtime's spinning "
+                        "threads slow the next one's parallel regions)")
+    p.add_argument("--rounds", type=int, default=3, help="alternating rounds of processes (default 3)")
     args = p.parse_args(argv)
     from ember.target import Target
 
     paths = list(args.models) + [light_path(n) for n in (LIGHT if args.all_light else args.light)]
+    zoo_feeds: dict = {}
+    if args.zoo is not None:
+        from . import zoo
+
+        out_dir = os.path.join(os.path.expanduser("~"), ".cache", "ember", "zoo")
+        for name in args.zoo or list(zoo.ZOO):
+            if name not in zoo.ZOO:
+                p.error(f"no zoo model {name!r}; the zoo has: {', '.join(zoo.ZOO)}")
+            print(f"exporting {name} ...", file=sys.stderr, flush=True)
+            path = zoo.export(name, out_dir)
+            paths.append(path)
+            zoo_feeds[path] = zoo.ZOO[name].example(batch=1, seq=128, seed=1)
     if not paths:
         paths = [light_path("resnet50")]
     threads = args.threads or Target.host().cores
     peers = args.vs or ["onnxruntime"]
-    print(f"ember bench: {len(paths)} model(s), peers: {', '.join(peers)}, {threads} threads; medians of "
-          f"{args.repeat} alternating turns", file=sys.stderr)
+    how = (f"medians of {args.repeat} alternating turns in this process" if args.in_process else
+           f"each runtime alone in its own process, {args.rounds} alternating rounds, medians of {args.repeat} runs")
+    print(f"ember bench: {len(paths)} model(s), peers: {', '.join(peers)}, {threads} threads; {how}",
+          file=sys.stderr)
     if args.random_weights:
         import tempfile
 
         tmp = tempfile.mkdtemp(prefix="ember-bench-")
         paths = [random_weights(p_, tmp) for p_ in paths]
-    rows = [bench_model(path, peers, threads, args.repeat) for path in paths]
+    rows = [bench_model(path, peers, threads, args.repeat, isolated=not args.in_process, feeds=zoo_feeds.get(path),
+                        rounds=args.rounds) for path in paths]
     for peer in peers:
         ratios = [r[f"ratio_{peer}"] for r in rows if f"ratio_{peer}" in r]
         if len(ratios) > 1:

@@ -22,8 +22,9 @@ def _conv_model(path):
 def test_every_peer_is_timed_or_skipped_with_a_note(tmp_path, capsys):
     model = _conv_model(tmp_path / "small.onnx")
     out = tmp_path / "figures.json"
+    # (each runtime alone in a process of its own: the default)
     assert main([model, "--vs", "onnxruntime", "--vs", "openvino", "--vs", "tvm", "--repeat", "2",
-                 "--json", str(out)]) == 0
+                 "--rounds", "1", "--json", str(out)]) == 0
     text = capsys.readouterr().out
     (row,) = json.loads(out.read_text())
     assert row["model"] == "small.onnx" and row["median_ms"]["ember"] > 0
@@ -33,3 +34,25 @@ def test_every_peer_is_timed_or_skipped_with_a_note(tmp_path, capsys):
             assert row[f"ratio_{peer}"] > 0
         else:
             assert f"{peer} is not installed: skipped ({peers.INSTALL[peer]})" in text
+
+
+def test_in_process_timing_and_a_zoo_name_that_does_not_exist(tmp_path, capsys):
+    import pytest
+
+    model = _conv_model(tmp_path / "small.onnx")
+    assert main([model, "--in-process", "--repeat", "2"]) == 0
+    assert "ember/onnxruntime" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["--zoo", "no_such_model"])
+    assert "no zoo model 'no_such_model'" in capsys.readouterr().err
+
+
+def test_a_runtime_alone_in_a_child_process(tmp_path):
+    from ember.bench.isolated import time_isolated
+
+    model = _conv_model(tmp_path / "small.onnx")
+    feeds = {"x": np.random.default_rng(1).standard_normal((1, 3, 8, 8)).astype(np.float32)}
+    res = time_isolated(model, feeds, ["ember", "onnxruntime"], threads=2, rounds=1, repeat=3)
+    assert res["ember"]["median"] > 0 and res["ember"]["shape"] == [1, 16, 8, 8]
+    # the same outputs in both children (up to float rounding)
+    assert abs(res["ember"]["checksum"] - res["onnxruntime"]["checksum"]) <= 1e-4 * res["ember"]["checksum"]

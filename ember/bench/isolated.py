@@ -1,0 +1,115 @@
+"""Timing each runtime alone in a process of its own, as users run it.
+
+In one process, a runtime's spinning worker threads steal the cores from the next runtime's
+parallel region (on 2 cores this moves ratios by 2x on short models), so each measurement
+here is a fresh ``python -m ember.bench.isolated`` child that loads one runtime, runs the
+model on the inputs (an ``.npz`` the parent writes), warms up and reports the median of its
+timed runs as JSON. The parent alternates the runtimes' children for a few rounds and takes
+the median of their medians.
+
+    from ember.bench.isolated import time_isolated
+    times = time_isolated("model.onnx", feeds, ["ember", "onnxruntime", "openvino"], threads=2)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Dict, Sequence
+
+import numpy as np
+
+RUNTIMES = ("ember", "onnxruntime", "openvino", "tvm")
+
+
+def _runner(runtime: str, path: str, threads: int, feeds: dict):
+    """``run()`` for ``runtime`` on ``feeds`` (None when the runtime is not installed)."""
+    if runtime == "ember":
+        import ember
+
+        exe = ember.compile(path)  # the parent compiled it once: the kernels come from the cache
+        exe.threads_per_run = threads
+        return lambda: exe.run(**feeds)
+    from .peers import PEERS
+    from ember.runtime.executable import TensorInfo
+
+    infos = [TensorInfo(k, v.shape, str(v.dtype)) for k, v in feeds.items()]
+    run = PEERS[runtime](path, threads, infos)
+    return None if run is None else (lambda: run(feeds))
+
+
+def child(runtime: str, path: str, inputs: str, threads: int, repeat: int) -> dict:
+    from .timing import median_time
+
+    with np.load(inputs) as z:
+        feeds = {k: z[k] for k in z.files}
+    t0 = time.perf_counter()
+    run = _runner(runtime, path, threads, feeds)
+    if run is None:
+        return {"skipped": f"{runtime} is not installed"}
+    setup = time.perf_counter() - t0
+    out = run()
+    first = np.asarray(out[0])
+    return {"median": median_time(run, warmup=3, repeat=repeat), "setup": setup,
+            "checksum": float(np.abs(first.astype(np.float64)).sum()), "shape": list(first.shape)}
+
+
+def measure(runtime: str, path: str, inputs: str, threads: int, repeat: int) -> dict:
+    """One child process's figures (``{"error": ...}`` when it failed)."""
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    cmd = [sys.executable, "-m", "ember.bench.isolated", runtime, path, inputs, "--threads", str(threads),
+           "--repeat", str(repeat)]
+    res = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if res.returncode != 0:
+        return {"error": (res.stderr.strip().splitlines() or [f"exit {res.returncode}"])[-1]}
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def time_isolated(path: str, feeds: dict, runtimes: Sequence[str], threads: int, rounds: int = 3,
+                  repeat: int = 20) -> Dict[str, dict]:
+    """Per runtime: ``{"median": seconds, "setup": seconds, "checksum": ...}`` (medians over
+    ``rounds`` children, alternating runtimes), or ``{"error"/"skipped": why}``."""
+    with tempfile.TemporaryDirectory(prefix="ember-iso-") as tmp:
+        inputs = os.path.join(tmp, "inputs.npz")
+        np.savez(inputs, **feeds)
+        got: dict = {r: [] for r in runtimes}
+        notes: dict = {}
+        for _ in range(rounds):
+            for r in runtimes:
+                if r in notes:
+                    continue
+                res = measure(r, path, inputs, threads, repeat)
+                if "median" in res:
+                    got[r].append(res)
+                else:
+                    notes[r] = res
+    out: dict = {}
+    for r in runtimes:
+        if got[r]:
+            out[r] = {"median": statistics.median(x["median"] for x in got[r]),
+                      "setup": statistics.median(x["setup"] for x in got[r]),
+                      "checksum": got[r][0]["checksum"], "shape": got[r][0]["shape"]}
+        else:
+            out[r] = notes.get(r, {"error": "no run"})
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description="time one runtime on one model in this process (a child)")
+    p.add_argument("runtime", choices=RUNTIMES)
+    p.add_argument("path")
+    p.add_argument("inputs", help="an .npz of the inputs by name")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--repeat", type=int, default=20)
+    a = p.parse_args(argv)
+    print(json.dumps(child(a.runtime, a.path, a.inputs, a.threads, a.repeat)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
