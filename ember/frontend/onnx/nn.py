@@ -134,7 +134,16 @@ def _gemm(node):
 
 @converter("MatMul")
 def _matmul(node):
-    return [node.call("nn.matmul", node.input(0), node.input(1))]
+    a, b = node.input(0), node.input(1)
+    if b.type.ndim == 2 and a.type.ndim > 2:
+        # (..., M, K) @ (K, N) is one (rows, K) @ (K, N) product: a batch of small products
+        # (nn.MultiheadAttention's (seq, 1, E) projections: M = 1) would run as matrix-vector
+        # products
+        lead, k = tuple(a.type.shape[:-1]), a.type.shape[-1]
+        flat = node.call("reshape", a, newshape=(D.prod(lead), k))
+        y = node.call("nn.matmul", flat, b)
+        return [node.call("reshape", y, newshape=lead + (b.type.shape[1],))]
+    return [node.call("nn.matmul", a, b)]
 
 
 @converter("Einsum")

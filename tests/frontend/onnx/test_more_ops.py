@@ -146,3 +146,22 @@ def test_reverse_sequence_and_swiglu(batch_axis, time_axis):
                      [h.make_tensor_value_info(n, T.FLOAT, (2, 5)) for n in "ab"],
                      [h.make_tensor_value_info("y", T.FLOAT, None)])
     _check(h.make_model(g, opset_imports=[h.make_opsetid("", 28)]), {"a": a, "b": b})
+
+
+def test_a_batched_activation_times_a_weight_is_one_product():
+    """(seq, 1, E) @ (E, N), as nn.MultiheadAttention exports its projections: one (seq, E)
+    product (a batch of 1-row products ran as matrix-vector products), at symbolic sizes too."""
+    w = RNG.standard_normal((8, 5)).astype(np.float32)
+    g = h.make_graph([h.make_node("MatMul", ["x", "w"], ["y"])], "m",
+                     [h.make_tensor_value_info("x", T.FLOAT, ["s", 1, 8])], [h.make_tensor_value_info("y", T.FLOAT, None)],
+                     [h.make_tensor("w", T.FLOAT, w.shape, w.reshape(-1))])
+    from ember.frontend.onnx.importer import from_onnx
+    from ember.graph.printer import astext
+
+    model = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    text = astext(from_onnx(model).main)
+    assert "nn.matmul(%0" in text and "reshape(%x, newshape=(s, 8))" in text
+    exe = ember.compile(model)
+    for s in (1, 7):
+        x = RNG.standard_normal((s, 1, 8)).astype(np.float32)
+        np.testing.assert_allclose(exe.run(x)[0], x @ w, rtol=1e-5, atol=1e-6)
