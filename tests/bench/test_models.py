@@ -41,7 +41,8 @@ def test_in_process_timing_and_a_zoo_name_that_does_not_exist(tmp_path, capsys):
 
     model = _conv_model(tmp_path / "small.onnx")
     assert main([model, "--in-process", "--repeat", "2"]) == 0
-    assert "ember/onnxruntime" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert "ember/onnxruntime" in text or "onnxruntime is not installed" in text
     with pytest.raises(SystemExit):
         main(["--zoo", "no_such_model"])
     assert "no zoo model 'no_such_model'" in capsys.readouterr().err
@@ -54,5 +55,8 @@ def test_a_runtime_alone_in_a_child_process(tmp_path):
     feeds = {"x": np.random.default_rng(1).standard_normal((1, 3, 8, 8)).astype(np.float32)}
     res = time_isolated(model, feeds, ["ember", "onnxruntime"], threads=2, rounds=1, repeat=3)
     assert res["ember"]["median"] > 0 and res["ember"]["shape"] == [1, 16, 8, 8]
+    if "skipped" in res["onnxruntime"]:  # (CI installs the test extra only)
+        assert "not installed" in res["onnxruntime"]["skipped"]
+        return
     # the same outputs in both children (up to float rounding)
     assert abs(res["ember"]["checksum"] - res["onnxruntime"]["checksum"]) <= 1e-4 * res["ember"]["checksum"]
