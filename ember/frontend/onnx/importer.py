@@ -476,19 +476,29 @@ class _Importer:
         body = outs[0] if len(outs) == 1 else Tuple(outs)
         return Module({"main": Function(params, body, body.type), **self.functions})
 
+    def _child(self, graph, label: str, inputs: Optional[dict] = None) -> "_Importer":
+        """An importer for the subgraph ``graph`` in this graph's scope, its inputs bound to
+        ``inputs`` and its initializers to constants, with its nodes converted."""
+        child = _Importer(self.proto, self.opset, self.source, {}, False, outer=self)
+        for name, v in (inputs or {}).items():
+            dict.__setitem__(child.env, name, v)
+        for t in graph.initializer:
+            c = Constant.adopt(tensor_to_numpy(t, f"initializer {t.name!r} of {label}"))
+            dict.__setitem__(child.env, t.name, c)
+            child.values[t.name] = c.value
+            if narrow_of(t.data_type):
+                child.narrow[t.name] = narrow_of(t.data_type)
+        for k, n in enumerate(_topo_order(list(graph.node))):
+            child._convert(n, k)
+        return child
+
     def inline(self, graph, label: str) -> list:
         """The subgraph ``graph`` converted in this graph's scope (the branch an ``If`` with a
         condition known at import takes): ``[(output expression, its value known at import or
         None)]``."""
         from ...graph.visit import substitute
 
-        child = _Importer(self.proto, self.opset, self.source, {}, False, outer=self)
-        for t in graph.initializer:
-            c = Constant.adopt(tensor_to_numpy(t, f"initializer {t.name!r} of {label}"))
-            dict.__setitem__(child.env, t.name, c)
-            child.values[t.name] = c.value
-        for k, n in enumerate(_topo_order(list(graph.node))):
-            child._convert(n, k)
+        child = self._child(graph, label)
         mapping = {v: e for v, e in child.captured}
         return [(substitute(child.env[o.name], mapping) if mapping else child.env[o.name], child.values.get(o.name))
                 for o in graph.output]
@@ -498,19 +508,9 @@ class _Importer:
         parameters are its formal inputs (typed ``formal_types``, else as declared), then the
         enclosing graph's values it reads. Returns ``(function name, outer values it reads,
         its output expressions' types)``."""
-        child = _Importer(self.proto, self.opset, self.source, {}, False, outer=self)
-        params = []
-        for k, vi in enumerate(graph.input):
-            t = formal_types[k] if formal_types is not None and k < len(formal_types) else _input_type(vi)
-            v = Var(vi.name or f"in{k}", t)
-            dict.__setitem__(child.env, vi.name, v)
-            params.append(v)
-        for t in graph.initializer:
-            c = Constant.adopt(tensor_to_numpy(t, f"initializer {t.name!r} of {label}"))
-            dict.__setitem__(child.env, t.name, c)
-            child.values[t.name] = c.value
-        for k, n in enumerate(_topo_order(list(graph.node))):
-            child._convert(n, k)
+        params = [Var(vi.name or f"in{k}", formal_types[k] if formal_types is not None and k < len(formal_types)
+                      else _input_type(vi)) for k, vi in enumerate(graph.input)]
+        child = self._child(graph, label, {vi.name: v for vi, v in zip(graph.input, params)})
         outs = [child.env[o.name] for o in graph.output]
         if not outs:
             raise ModelError(f"{self.source}: the subgraph of {label} has no outputs")
