@@ -1,0 +1,76 @@
+"""Drop the kernel taps of a convolution that read only padding.
+
+A dilated convolution on a small plane can have taps that fall in the padding for every
+output position: DeepLabV3's atrous pyramid runs 3x3 kernels with dilations 12, 24 and 36
+and as much padding on a 14x14 plane, so at dilation 24 and 36 only the centre tap ever reads
+the input -- the convolution is a 1x1 one, computed at 9x its cost over a padded copy of
+its input 7x larger. Along each spatial axis the taps that read some input form one
+contiguous range (the positions a tap reads move monotonically with it); this pass slices the
+weights to that range and moves the padding with it, so the result is the same, exactly.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from ..ir import Call, Module
+from ..types import TensorType
+from ..visit import rewrite
+from .context import PassContext, graph_pass
+
+_CONVS = ("nn.conv1d", "nn.conv2d", "nn.conv3d")
+
+
+def live_taps(size: int, out: int, k: int, s: int, d: int, before: int) -> tuple[int, int]:
+    """The taps ``[lo, hi)`` of a window ``k`` (stride ``s``, dilation ``d``, ``before``
+    elements of leading padding) whose reads ``o*s + t*d - before`` (``o < out``) span some of
+    the ``size`` input elements: every tap that reads the input, and at stride 1 only those."""
+    live = [t for t in range(k) if t * d - before < size and (out - 1) * s + t * d - before >= 0]
+    return (live[0], live[-1] + 1) if live else (0, k)
+
+
+def _trimmed(n: Call) -> Optional[Call]:
+    from ..ops import infer_type
+
+    x, w = n.args
+    if n.attr("weight_block", 0) or not isinstance(n.type, TensorType):
+        return None
+    nsp = x.type.ndim - 2
+    sizes, outs = x.type.shape[2:], n.type.shape[2:]
+    if not (isinstance(w.type, TensorType) and w.type.is_static) \
+            or not all(isinstance(v, int) for v in (*sizes, *outs)):
+        return None
+    kernel = w.type.shape[2:]
+    strides = n.attr("strides", None) or (1,) * nsp
+    dilation = n.attr("dilation", None) or (1,) * nsp
+    padding = n.attr("padding", None) or (0,) * (2 * nsp)
+    begin, end = list(padding[:nsp]), list(padding[nsp:])
+    lows, highs = [], []
+    for i in range(nsp):
+        lo, hi = live_taps(sizes[i], outs[i], kernel[i], strides[i], dilation[i], begin[i])
+        first = begin[i] - lo * dilation[i]
+        # the least trailing padding that keeps the output size (up to stride - 1 more work too)
+        last = (outs[i] - 1) * strides[i] + dilation[i] * (hi - lo - 1) + 1 - sizes[i] - first
+        if first < 0 or last + strides[i] - 1 < 0:
+            return None  # it would crop the input: keep the convolution as it is
+        lows.append(lo)
+        highs.append(hi)
+        begin[i], end[i] = first, max(0, last)
+    if all(lo == 0 and hi == k for lo, hi, k in zip(lows, highs, kernel)):
+        return None
+    axes = list(range(2, 2 + nsp))
+    sattrs = {"begin": tuple(lows), "end": tuple(highs), "axes": tuple(axes)}
+    w2 = Call("strided_slice", [w], sattrs, infer_type("strided_slice", [w.type], sattrs), span=n.span)
+    attrs = {**n.attrs, "padding": tuple(begin + end)}
+    out = Call(n.op, [x, w2], attrs, infer_type(n.op, [x.type, w2.type], attrs), span=n.span)
+    return out if tuple(out.type.shape) == tuple(n.type.shape) else None
+
+
+@graph_pass("trim_conv_taps", opt_level=2)
+def trim_conv_taps(mod: Module, ctx: PassContext) -> Module:
+    """Slice away the convolution taps that read only padding (see the module docstring)."""
+    main = mod.main
+    body = rewrite(main.body, lambda n: _trimmed(n) if isinstance(n, Call) and n.op in _CONVS else None)
+    return mod if body is main.body else mod.with_function("main", main.replace(body=body))
+
+
+__all__ = ["live_taps", "trim_conv_taps"]
