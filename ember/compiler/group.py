@@ -10,6 +10,7 @@ output(s). Scheduling follows the group's shape:
 - the anchor's op schedule (``set_schedule(op, "llvm", fn)``) gets ``fn(s, anchor, out,
   target)`` with ``out`` the group's output, which is ``anchor`` or an elementwise epilogue of
   the same shape that the schedule computes in the anchor's write-back;
+- a stage its compute marks a ``table`` (``attrs["table"]``) stays at the root, computed once;
 - without an op schedule a generic one applies: injective inner stages are inlined,
   reductions stay at the root with their outer loop parallel, and the output is vectorized
   and parallel (:func:`schedule_root`).
@@ -142,6 +143,13 @@ def schedule_root(s: Schedule, t: te.Tensor) -> None:
         parallel_outer(st, spatial)
 
 
+def _inlinable(t: te.Tensor) -> bool:
+    """An injective stage is inlined into its readers -- unless its compute marked it a
+    ``table`` (a few values per output index along one axis, like resize's taps): computing
+    it once at the root is what it is for."""
+    return not t.op.reduce_axis and not t.op.attrs.get("table")
+
+
 def lower_group(fn: Function, name: str, target) -> GroupKernel:
     """Compute and schedule the fused group ``fn`` as kernel ``name``."""
     b = fn.body
@@ -166,7 +174,7 @@ def lower_group(fn: Function, name: str, target) -> GroupKernel:
         if call is anchor:
             continue
         for t in stages:
-            if t not in out_set and not t.op.reduce_axis:
+            if t not in out_set and _inlinable(t):
                 s[t].compute_inline()
     anchor_t = env[anchor] if anchor is not None else None
     sched = get_op(anchor.op).schedule.get("llvm") if anchor is not None else None
@@ -175,7 +183,7 @@ def lower_group(fn: Function, name: str, target) -> GroupKernel:
         sched(s, anchor_t, outputs[0], target)
     else:
         for t in anchor_stages:
-            if t not in out_set and not t.op.reduce_axis:
+            if t not in out_set and _inlinable(t):
                 s[t].compute_inline()
         for st in list(s.stages):
             if st.is_placeholder or st.attach[0] == "inline":

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from typing import Optional
 
 import numpy as np
 
@@ -478,6 +479,39 @@ def _extrapolation(value: float, dtype: str) -> Expr:
     return const_of(value, dtype)
 
 
+def _axis_tables(attrs, k: int, plan_k: tuple, acc, ctm: str) -> Optional[tuple]:
+    """The taps of resized axis ``k`` as small stages computed once per call (``table``: the
+    group keeps them at its root rather than inlining them): indices and, unless nearest,
+    weights in ``acc``, both ``(taps, n_out)``. Each output element then reads them instead
+    of recomputing its float64 coordinates, and a vector of outputs along the axis reads them
+    contiguously (measured 2x on a 16x bilinear upsample)."""
+    scale, n_in, n_out, box = plan_k
+    if ctm == "tf_crop_and_resize":
+        return None  # its out-of-box test needs the coordinate itself
+
+    def taps(j):
+        coord, _ = _source_coord(ctm, j, scale, n_in, n_out, box)
+        return _taps(attrs, coord, n_in)
+    count = len(taps(as_expr(0, INDEX)))
+    name = stage_name("resize")
+    # (taps, n_out): a vector of outputs along the axis reads its indices and weights contiguously
+    idx = te.compute((count, n_out), lambda t, j: _pick([i for i, _ in taps(j)], t),
+                     f"{name}_idx{k}", attrs={"table": True})
+    if acc is None:
+        return idx, None
+    w = te.compute((count, n_out), lambda t, j: cast(acc, _pick([w for _, w in taps(j)], t)),
+                   f"{name}_w{k}", attrs={"table": True})
+    return idx, w
+
+
+def _pick(values: list, t: Expr) -> Expr:
+    """``values[t]`` for a small constant list and an index expression."""
+    v = values[-1]
+    for i in range(len(values) - 2, -1, -1):
+        v = select(eq(t, i), values[i], v)
+    return v
+
+
 def _resize(attrs, inputs, out_type):
     x = inputs[0]
     shape = _dims(out_type)
@@ -485,6 +519,7 @@ def _resize(attrs, inputs, out_type):
     ctm = attrs["coordinate_transformation_mode"]
     nearest = attrs["method"] == "nearest"
     acc = None if nearest else _accumulator(x.dtype)
+    tables = {k: _axis_tables(attrs, k, plan[k], acc, ctm) for k in plan}
 
     def body(*i):
         taps, outside = [], []
@@ -492,15 +527,20 @@ def _resize(attrs, inputs, out_type):
             if k not in plan:
                 taps.append([(i[k], None)])
                 continue
+            if tables[k] is not None:
+                idx, w = tables[k]
+                count = _int(idx.shape[0])
+                taps.append([(idx[t, i[k]], None if w is None else w[t, i[k]]) for t in range(count)])
+                continue
             scale, n_in, n_out, box = plan[k]
             coord, out_of_box = _source_coord(ctm, i[k], scale, n_in, n_out, box)
-            taps.append(_taps(attrs, coord, n_in))
+            taps.append([(ix, None if w is None else cast(acc, w)) for ix, w in _taps(attrs, coord, n_in)])
             if out_of_box is not None:
                 outside.append(out_of_box)
         total = None
         for combo in itertools.product(*taps):
             v = x[tuple(idx for idx, _ in combo)]
-            ws = [cast(acc, w) for _, w in combo if w is not None]
+            ws = [w for _, w in combo if w is not None]
             if ws:
                 v = cast(acc, v)
                 for w in ws:
