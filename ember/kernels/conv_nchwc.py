@@ -57,11 +57,15 @@ def width_block(width, fb: int, lanes: int, registers: int = 16) -> int:
 
 def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1, 1),
                  padding: Sequence[int] = (0, 0, 0, 0), dilation: Sequence[int] = (1, 1),
-                 target=None, name: str = "conv_nchwc") -> te.Tensor:
+                 target=None, name: str = "conv_nchwc", depthwise: bool = False) -> te.Tensor:
     """The convolution of ``data`` (``N C H W`` or ``N C/cb H W cb``) with weights ``packed``
     (``F/FB, C, kh, kw, FB``): the ``N F/FB OH OW FB`` result. ``padding`` is
     (top, left, bottom, right). The stage's ``attrs`` hold its parts for
-    :func:`schedule_conv_nchwc`."""
+    :func:`schedule_conv_nchwc`.
+
+    ``depthwise``: every channel filtered by its own window -- ``data`` blocked like the
+    result and ``packed`` ``(C/FB, 1, kh, kw, FB)``; a vector then holds one tap of ``lanes``
+    channels, and the reduction is the window alone."""
     target = host(target)
     blocked = data.ndim == 5
     FO, C, kh, kw, FB = [const_int(d) for d in packed.shape]
@@ -90,7 +94,11 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
         c = x * sw + r * dw
         return c if last is None else min_(c, last)
     ry, rx = te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")
-    if blocked:
+    if depthwise:
+        def body(n, fo, y, x, fi):
+            v = padded[n, fo, y * sh + ry.var * dh, column(x, rx.var), fi]
+            return te.sum(v * packed[fo, 0, ry.var, rx.var, fi], axis=(ry, rx))
+    elif blocked:
         cb = const_int(data.shape[-1])
         rco, rci = te.reduce_axis(C // cb, "rco"), te.reduce_axis(cb, "rci")
         # the window innermost: with the weights packed (F/FB, C, kh, kw, FB) the reduction
@@ -108,7 +116,8 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
             v = padded[n, rc.var, y * sh + ry.var * dh, column(x, rx.var)]
             return te.sum(v * packed[fo, rc.var, ry.var, rx.var, fi], axis=(rc, ry, rx))
 
-    parts = {"kind": "conv_nchwc", "pad": padded if padded is not data else None, "input": padded, "xb": xb}
+    parts = {"kind": "conv_nchwc", "pad": padded if padded is not data else None, "input": padded, "xb": xb,
+             "depthwise": depthwise}
     return te.compute((data.shape[0], FO, oh, ow, FB), body, name, attrs=parts)
 
 
@@ -127,6 +136,8 @@ def schedule_conv_nchwc(s: Schedule, conv: te.Tensor, out: Optional[te.Tensor] =
     lanes = vector_lanes(target, conv.dtype)
     xb = conv.op.attrs["xb"]
     acc = s.cache_write(conv, "local") if out is conv else conv
+    if conv.op.attrs.get("depthwise"):
+        return _schedule_depthwise(s, conv, out, acc, lanes, xb)
     so = s[out]
     n, fo, y, x, fi = so.leaf
     st = s[acc]
@@ -189,6 +200,38 @@ def schedule_conv_nchwc(s: Schedule, conv: te.Tensor, out: Optional[te.Tensor] =
     return s
 
 
+def _schedule_depthwise(s: Schedule, conv: te.Tensor, out: te.Tensor, acc: te.Tensor, lanes: int,
+                        xb: int) -> Schedule:
+    """A depthwise conv: one task per output row of one channel block, which first pads the
+    ``kh`` input rows it reads (a few KiB, in L1) -- a padded copy of the whole input would
+    go through memory once more, the most this memory-bound kernel pays -- then runs blocks
+    of ``XB`` columns, each tap one FMA per vector of accumulators."""
+    so = s[out]
+    n, fo, y, x, fi = so.leaf
+    xo, xi = so.split(x, factor=xb)
+    so.reorder(n, fo, y, xo, xi, fi)
+    row = parallel_outer(so, [n, fo, y])
+    so.unroll(xi)
+    fv, fl = so.split(fi, factor=lanes)
+    so.unroll(fv)
+    so.vectorize(fl)
+    st = s[acc]
+    st.compute_at(so, xo)
+    cn, cfo, cy, cx, cfi, ry, rx = st.leaf
+    st.reorder(ry, rx, cn, cfo, cy, cx, cfi)
+    st.unroll(cx)
+    cv, cl = st.split(cfi, factor=lanes)
+    st.unroll(cv)
+    st.vectorize(cl)
+    pad = conv.op.attrs["pad"]
+    if pad is not None:
+        sp = s[pad]
+        sp.compute_at(so, row)
+        _, v = sp.split(sp.leaf[-1], factor=lanes)
+        sp.vectorize(v)
+    return s
+
+
 def reduction_chunks(conv: te.Tensor, target) -> str:
     """How a :func:`conv2d_nchwc` runs its reduction: ``""`` (each block of columns runs all of
     it in registers), or one input-channel block at a time over a whole ``"row"`` or
@@ -203,6 +246,8 @@ def reduction_chunks(conv: te.Tensor, target) -> str:
     runs 0.8x, so it keeps the plain schedule. A whole plane is the task where it is small
     (the late layers, at most :data:`SMALL_PLANE` positions, whose weights dominate) or where
     its partial sums, a chunk of its input and a chunk's weights fit in L1 together."""
+    if conv.op.attrs.get("depthwise"):
+        return ""  # a block's window of weights is a few vectors: the whole reduction in registers
     _, _, OH, OW, FB = [_static_size(d) for d in conv.shape]
     plane = OH * OW
     if plane <= SMALL_PLANE:
@@ -234,11 +279,11 @@ def _static_size(e) -> int:
 
 
 def conv2d_nchwc_nd(data_shape, packed_shape, strides=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1),
-                    dtype: str = "float32", target=None):
+                    dtype: str = "float32", target=None, depthwise: bool = False):
     """The blocked convolution with its default schedule; returns (schedule, [data, packed, out])."""
     data = te.placeholder(tuple(data_shape), dtype, "data")
     packed = te.placeholder(tuple(packed_shape), dtype, "packed")
-    out = conv2d_nchwc(data, packed, strides, padding, dilation, target)
+    out = conv2d_nchwc(data, packed, strides, padding, dilation, target, depthwise=depthwise)
     s = Schedule(out)
     schedule_conv_nchwc(s, out, out, target)
     return s, [data, packed, out]

@@ -86,3 +86,28 @@ def test_rows_run_outer_over_groups_of_channel_blocks_that_fit_the_l2():
                                      np.moveaxis(wt.reshape(f // 16, 16, c, 3, 3), 1, -1).copy(), out)
     np.testing.assert_allclose(np.moveaxis(out, -1, 2).reshape(1, f, hw, hw), _conv_ref(x, wt, 1, (1,) * 4),
                                rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("c,h,w,k,s,d,fb", [
+    (32, 14, 14, 3, 1, 1, 16),   # MobileNet's 3x3 depthwise
+    (48, 15, 13, 5, 2, 1, 16),   # 5x5 stride 2 (EfficientNet), odd planes: column tails
+    (16, 9, 9, 3, 1, 2, 8),      # dilated
+    (64, 7, 7, 3, 1, 1, 32),     # a late, small plane; two vectors per block where lanes are 16
+])
+def test_depthwise_conv2d_nchwc_matches_numpy(c, h, w, k, s, d, fb):
+    """A depthwise conv in the blocked layout: each block's channels filtered by their own windows."""
+    p = (d * (k // 2),) * 4
+    sch, args = conv2d_nchwc_nd((1, c // fb, h, w, fb), (c // fb, 1, k, k, fb), (s, s), p, (d, d), depthwise=True)
+    x, wt = RNG.standard_normal((1, c, h, w)).astype(np.float32), RNG.standard_normal((c, 1, k, k)).astype(np.float32)
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (p[0], p[2]), (p[1], p[3])))
+    oh, ow = (xp.shape[2] - d * (k - 1) - 1) // s + 1, (xp.shape[3] - d * (k - 1) - 1) // s + 1
+    want = np.zeros((1, c, oh, ow))
+    for i in range(k):
+        for j in range(k):
+            win = xp[:, :, i * d:i * d + s * (oh - 1) + 1:s, j * d:j * d + s * (ow - 1) + 1:s]
+            want += win * wt[None, :, 0, i, j, None, None]
+    xb = np.moveaxis(x.reshape(1, c // fb, fb, h, w), 2, -1).copy()
+    wp = np.moveaxis(wt.reshape(c // fb, fb, 1, k, k), 1, -1).copy()
+    out = np.zeros((1, c // fb, oh, ow, fb), np.float32)
+    ember.build(sch, args, "k")["k"](xb, wp, out)
+    np.testing.assert_allclose(np.moveaxis(out, -1, 2).reshape(want.shape), want, rtol=1e-4, atol=1e-4)

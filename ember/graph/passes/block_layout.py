@@ -13,21 +13,29 @@ bottom-up, the layout change moves past what works as well on blocks:
   too (``block_channels``, folded when constant) -- and is unblocked after;
 - a ``concat`` along the channels of such operands (plain ones in whole blocks) concatenates
   the blocks;
-- a max or average pool of a blocked operand pools the blocks (``blocked=True``).
+- a max or average pool of a blocked operand pools the blocks (``blocked=True``);
+- a reduction over spatial axes that keeps them (squeeze-excitation's global mean) reduces
+  the blocks, and an elementwise op may broadcast such a ``N C/b 1 1 b`` result back over the
+  plane;
+- a depthwise conv of a blocked operand filters the blocks (``groups``: one window per
+  channel, the channels of a vector independent).
 
-So a ResNet's convolutions, biases, activations and residual adds all stay blocked, and the
-layout changes only where something else reads the region (a global pool, a flatten, the
-model's output). Output channels that are not a multiple of the block pad the last block with
-zero filters; ``unblock_channels(y, channels=F)`` keeps the first F. Elementwise ops and pools
-carry the padding along (its lanes are never read back), while a conv reads such a region
-in the plain layout and a concat stops it. Convolutions that do not qualify (grouped,
-depthwise, 1-D/3-D, runtime weights, fewer channels than a block, not float32) keep the
-plain layout.
+So a ResNet's convolutions, biases, activations and residual adds, and a MobileNet's or an
+EfficientNet's depthwise convs and squeeze-excitations, all stay blocked, and the layout
+changes only where something else reads the region (a flatten, the model's output, a conv
+with few filters). Output channels that are not a multiple of the block pad the last block
+with zero filters; ``unblock_channels(y, channels=F)`` keeps the first F. Elementwise ops,
+pools and reductions carry the padding along lane by lane, and a conv reads it against zero
+weights -- where the padding is finite (:func:`_finite_padding`: it came from zero filters
+or zero fill through ops that keep finite values finite); otherwise the conv reads the plain
+layout. A concat stops padding. Convolutions that do not qualify (grouped but not depthwise,
+1-D/3-D, runtime weights, fewer channels than a block, not float32) keep the plain layout.
 """
 from __future__ import annotations
 
 from ..ir import Call, Module
 from ..ops import get_op, infer_type
+from ..ops.reduce import reduced_axes
 from ..ops.registry import Pattern
 from ..types import TensorType
 from ..visit import rewrite
@@ -35,6 +43,13 @@ from .context import PassContext, graph_pass
 from .pack_conv_weights import _constant_valued
 
 _FLOW = (Pattern.ELEMWISE, Pattern.BROADCAST)
+# ops whose result is finite where their operands are (overflow aside): padding lanes that
+# went only through these stay finite, so zero weights cancel them
+_FINITE = {"add", "subtract", "multiply", "maximum", "minimum", "negative", "abs", "clip", "cast",
+           "sigmoid", "tanh", "erf", "floor", "ceil", "round", "sign", "nn.relu", "nn.leaky_relu", "nn.prelu",
+           "nn.hard_sigmoid", "nn.hard_swish", "nn.gelu", "nn.elu", "nn.celu", "nn.selu", "nn.mish",
+           "nn.softsign", "nn.shrink", "nn.thresholded_relu", "nn.bias_add", "where"}
+_REDUCE = ("mean", "sum", "max", "min")
 
 
 def _call(op: str, args: list, attrs: dict, span) -> Call:
@@ -63,23 +78,69 @@ def _static(*types) -> bool:
     return all(isinstance(t, TensorType) and (t.ndim < 2 or isinstance(t.shape[1], int)) for t in types)
 
 
+def _finite_padding(y) -> bool:
+    """The padding lanes of blocked ``y`` hold finite values: they come from zero filters (a
+    blocked conv's), zero fill (``block_channels``) or an unpadded region, through ops that
+    keep finite values finite. A conv may then read them against zero weights."""
+    seen: dict = {}
+
+    def finite(e) -> bool:
+        if id(e) in seen:
+            return seen[id(e)]
+        ok = False
+        if isinstance(e, Call):
+            if e.op in ("nn.conv2d_nchwc", "block_channels"):
+                ok = e.op == "block_channels" or all(finite(a) for a in e.args[:1] if a.type.ndim == 5)
+            elif e.op in _FINITE or e.op in _POOLS or e.op in _REDUCE or e.op in ("concat", "reshape"):
+                ok = all(finite(a) for a in e.args if a.type.ndim == 5)
+        elif e.type.ndim != 5:
+            ok = True  # a plain or constant operand: broadcast lanes hold real values
+        seen[id(e)] = ok
+        return ok
+    return finite(y)
+
+
 def _conv(n: Call, target):
     from ...kernels.conv_nchwc import channel_block
 
     x, w = n.args
-    if n.attr("weight_block", 0) or n.attr("groups", 1) != 1 or not _static(x.type, n.type) \
+    if n.attr("weight_block", 0) or not _static(x.type, n.type) \
             or not (isinstance(w.type, TensorType) and w.type.is_static):
         return None
     if n.type.dtype != "float32" or not _constant_valued(w):
         return None
     fb = channel_block(n.type.dtype, target)
+    attrs = {k: n.attr(k, None) for k in ("strides", "padding", "dilation")}
+    groups = n.attr("groups", 1)
+    if groups != 1:
+        return _depthwise(n, x, w, fb, attrs)
     if w.type.shape[0] < fb:
         return None  # mostly padding
-    # a padded input block would feed its padding to the reduction: read the plain input then
-    src = None if _padded(x) else _blocked(x)
+    src = _blocked(x)
+    if src is not None and _padded(x):
+        if not _finite_padding(src):
+            src = None  # read the plain input: the padding would reach the sums
+        else:  # zero weights for the padding lanes of the input's last block
+            extra = src.type.shape[1] * src.type.shape[-1] - w.type.shape[1]
+            w = _call("pad", [w], {"pad_width": (0, 0, 0, 0, 0, extra, 0, 0)}, n.span)
     packed = _call("nn.pack_conv_weight", [w], {"block": fb}, n.span)  # filters past F are zero
-    attrs = {k: n.attr(k, None) for k in ("strides", "padding", "dilation")}
     conv = _call("nn.conv2d_nchwc", [src if src is not None else x, packed], attrs, n.span)
+    return _unblock(conv, n.type, n.span)
+
+
+def _depthwise(n: Call, x, w, fb: int, attrs: dict):
+    """A depthwise conv (one filter per channel) runs on the blocks; a plain input is blocked
+    first (one copy, where the plain kernel would pad its input anyway)."""
+    C = x.type.shape[1]
+    if n.attr("groups") != C or w.type.shape[0] != C or w.type.shape[1] != 1 or C < fb:
+        return None
+    src = _blocked(x)
+    if src is not None and src.type.shape[-1] != fb:
+        src = None
+    if src is None:
+        src = _call("block_channels", [x], {"block": fb}, n.span)
+    packed = _call("nn.pack_conv_weight", [w], {"block": fb}, n.span)
+    conv = _call("nn.conv2d_nchwc", [src, packed], {**attrs, "groups": C}, n.span)
     return _unblock(conv, n.type, n.span)
 
 
@@ -116,22 +177,38 @@ def _elementwise(n: Call):
     if opdef.pattern not in _FLOW or not _static(n.type) or n.type.ndim != 4:
         return None
     sources = [_blocked(a) for a in n.args]
-    shapes = {tuple(s.type.shape) for s in sources if s is not None}
-    if len(shapes) != 1:
+    blocked = [s for s in sources if s is not None]
+    if not blocked or len({(s.type.shape[1], s.type.shape[-1]) for s in blocked}) != 1:
         return None
-    block = next(iter(shapes))[-1]
+    block = blocked[0].type.shape[-1]
     args = []
     for a, src in zip(n.args, sources):
         if src is not None:
-            if tuple(a.type.shape) != tuple(n.type.shape):
-                return None  # the blocked operand itself broadcasts
+            # a blocked operand may broadcast over the batch and the plane (a squeeze-excitation
+            # scale), never over the channels
+            if a.type.ndim != 4 or a.type.shape[1] != n.type.shape[1]:
+                return None
             args.append(src)
         else:
             b = _as_blocked(a, n.type, block, n.span)
             if b is None:
                 return None
             args.append(b)
-    return _unblock(_call(n.op, args, dict(n.attrs), n.span), n.type, n.span)
+    out = _call(n.op, args, dict(n.attrs), n.span)
+    if tuple(out.type.shape[2:4]) != tuple(n.type.shape[2:4]):
+        return None
+    return _unblock(out, n.type, n.span)
+
+
+def _reduce(n: Call):
+    """A reduction over spatial axes that keeps them reduces the blocks (lane by lane)."""
+    src = _blocked(n.args[0])
+    if src is None or not n.attr("keepdims", False) or n.args[0].type.ndim != 4:
+        return None
+    axes = reduced_axes(n.attr("axis", None), 4)
+    if not axes or any(a < 2 for a in axes):
+        return None
+    return _unblock(_call(n.op, [src], {**n.attrs, "axis": axes}, n.span), n.type, n.span)
 
 
 def _concat(n: Call):
@@ -180,6 +257,8 @@ def block_layout(mod: Module, ctx: PassContext) -> Module:
             return _pool(n)
         if n.op == "nn.bias_add":
             return _bias_add(n)
+        if n.op in _REDUCE:
+            return _reduce(n)
         return _elementwise(n)
 
     main = mod.main

@@ -11,7 +11,10 @@ Groups grow in dataflow order by each op's fusion pattern:
 - reductions start a group that takes an elementwise epilogue like an anchor; opaque ops and
   ops with several results stand alone.
 
-A value read outside its group ends the group there (it has to be written to memory anyway).
+A value read outside its group ends the group there (it has to be written to memory anyway) --
+unless all its readers meet again in one elementwise op after a few elementwise steps (a
+*diamond*: SiLU's ``x * sigmoid(x)``, GELU's ``x * (1 + erf(x / sqrt 2)) / 2``): then the
+readers and the op where they meet all join the group, and the value never leaves it.
 The result is a module whose ``main`` calls one function per group (``fused_<ops>``) with the
 group's inputs: variables, constants and other groups' results. Structurally identical groups
 are one function, so they become one kernel. At ``opt_level`` 0 every op is its own group.
@@ -26,6 +29,7 @@ from ..visit import post_order, use_counts
 from .context import graph_pass
 
 MAX_GROUP = 24  # ops per group: beyond this, kernels grow without getting faster
+DIAMOND = 8  # elementwise ops a diamond may span
 _FLOW = (Pattern.ELEMWISE, Pattern.BROADCAST)
 _ANCHOR = (Pattern.OUT_ELEMWISE_FUSABLE, Pattern.REDUCTION)
 
@@ -47,26 +51,67 @@ def _pattern(call: Call) -> Pattern:
     return get_op(call.op).pattern
 
 
+def _consumers(body) -> dict:
+    """Every Call's readers (each once), in dataflow order."""
+    out: dict = {}
+    for n in post_order(body):
+        for a in getattr(n, "args", None) or getattr(n, "fields", None) or ((n.tuple,) if isinstance(n, TupleGetItem) else ()):
+            readers = out.setdefault(a, [])
+            if not readers or readers[-1] is not n:
+                readers.append(n)
+    return out
+
+
+def _diamond(a: Call, shape, consumers: dict, order: dict):
+    """The elementwise ops of ``shape`` through which every path from ``a`` runs until they
+    all meet in one op (the last of them), or None: they are taken in dataflow order, each
+    one's readers added, until one op is left to take."""
+    inside: list = []
+    pending = set(consumers.get(a, ()))
+    while pending:
+        m = min(pending, key=lambda c: order.get(c, -1))
+        pending.discard(m)
+        if not isinstance(m, Call) or _pattern(m) not in _FLOW or m.type.shape != shape:
+            return None
+        inside.append(m)
+        if not pending:
+            return inside if len(inside) > 1 else None  # m is where they meet
+        if len(inside) >= DIAMOND:
+            return None
+        pending.update(consumers.get(m, ()))
+    return None
+
+
 def partition(body, fuse: bool = True) -> dict:
     """Map every Call of ``body`` to its group (calls of one group share the object)."""
     uses = use_counts(body)
+    consumers = _consumers(body) if fuse else {}
+    order = {n: i for i, n in enumerate(post_order(body))} if fuse else {}
+    promised: dict = {}  # a call -> the group a diamond it belongs to joins
     group_of: dict = {}
     for n in post_order(body):
         if not isinstance(n, Call):
             continue
         pat = _pattern(n)
-        joined = None
-        if fuse and pat in _FLOW + (Pattern.INJECTIVE,):
+        joined = promised.get(n)
+        if joined is not None and len(joined.members) >= MAX_GROUP + DIAMOND:
+            joined = None
+        if joined is None and fuse and pat in _FLOW + (Pattern.INJECTIVE,):
             for a in n.args:
                 g = group_of.get(a)
                 if g is None or a is not g.output or len(g.members) >= MAX_GROUP:
                     continue
-                if uses[a] != sum(x is a for x in n.args):  # read by another op too
+                same = g.kind == "anchor" and pat in _FLOW and n.type.shape == g.anchor.type.shape
+                if not (g.kind == "flow" or same):
                     continue
-                if g.kind == "flow" or (g.kind == "anchor" and pat in _FLOW
-                                        and n.type.shape == g.anchor.type.shape):
-                    joined = g
-                    break
+                if uses[a] != sum(x is a for x in n.args):  # read by another op too
+                    diamond = _diamond(a, a.type.shape, consumers, order) if pat in _FLOW else None
+                    if diamond is None or n not in diamond or n.type.shape != a.type.shape:
+                        continue
+                    for m in diamond:
+                        promised[m] = g
+                joined = g
+                break
         if joined is not None:
             joined.members.append(n)
             group_of[n] = joined

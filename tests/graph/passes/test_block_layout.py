@@ -68,8 +68,9 @@ def test_what_does_not_fit_the_blocks_keeps_the_plain_layout():
 
 def test_channels_past_the_last_whole_block_pad_it():
     """F = FB + 4 filters: the last block is padded with zero filters and cropped when the
-    region ends; ops in between carry the padding, the next conv reads the plain layout, and
-    a concat stops the region. The results are the plain layout's."""
+    region ends; ops in between carry the padding (finite: zeros through add, relu and a
+    pool), the next conv reads the padded blocks against zero weights, and a concat stops the
+    region. The results are the plain layout's."""
     c = FB + 4
     x = Var("x", T(1, 8, 9, 9))
     y = call("nn.relu", call("add", _conv(x, rand(c, 8, 3, 3) * 0.1), const(rand(c, 1, 1))))
@@ -80,13 +81,30 @@ def test_channels_past_the_last_whole_block_pad_it():
     after = run(mod)
     unblocks = [n for n in topo_calls(after) if n.op == "unblock_channels"]
     assert _ops(after).count("nn.conv2d_nchwc") == 2 and "concat" in _ops(after)
-    assert any(n.attr("channels") == c for n in unblocks)
+    assert any(n.attr("channels", 0) == c for n in unblocks)
     second = [n for n in topo_calls(after) if n.op == "nn.conv2d_nchwc"][1]
-    assert second.args[0].op == "unblock_channels"  # the padded blocks are not its input
+    assert second.args[0].op == "nn.max_pool2d"  # the padded blocks themselves
+    assert second.args[1].type.shape[1] == 2 * FB  # the weights' input channels padded to the blocks
     blocked, plain = ember.compile(mod), ember.compile(mod, disabled_passes=["block_layout"])
     xv = rand(1, 8, 9, 9)
     for a, b in zip(blocked.run(xv), plain.run(xv)):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_padding_that_may_not_be_finite_is_not_read_by_a_conv():
+    """1 / x makes the zero padding infinite: zero weights would not cancel it (0 * inf), so
+    the next conv reads the plain layout."""
+    c = FB + 4
+    x = Var("x", T(1, 8, 9, 9))
+    y = call("reciprocal", call("add", _conv(x, rand(c, 8, 3, 3)), const(rand(c, 1, 1))))
+    z = _conv(y, rand(FB, c, 3, 3) * 0.1)
+    mod = module([x], z)
+    after = run(mod)
+    second = [n for n in topo_calls(after) if n.op == "nn.conv2d_nchwc"][1]
+    assert second.args[0].op == "unblock_channels"
+    xv = rand(1, 8, 9, 9)
+    np.testing.assert_allclose(ember.compile(mod).run(xv)[0],
+                               ember.compile(mod, disabled_passes=["block_layout"]).run(xv)[0], rtol=1e-3, atol=1e-3)
 
 
 def test_an_operand_that_broadcasts_across_channels_stops_the_region():

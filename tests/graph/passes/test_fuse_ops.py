@@ -1,6 +1,7 @@
 import numpy as np
 
-from ember.graph import Call, Function, Module, Var, assert_structural_equal, const, topo_calls
+import ember
+from ember.graph import Call, Function, Module, Tuple as Tuple_, Var, assert_structural_equal, const, topo_calls
 from ember.graph.passes import PassContext, VerifyAfterPass, fuse_ops
 
 from .conftest import T, call, module, rand
@@ -32,12 +33,26 @@ def test_conv_takes_bias_activation_and_residual_as_epilogue():
 def test_elementwise_chain_is_one_group_and_a_shared_value_ends_it():
     x = Var("x", T(16))
     e = call("exp", x)
-    y = call("add", call("nn.relu", e), call("sigmoid", e))  # e is read twice: materialized
-    after = fuse(module([x], y))
+    y = call("add", call("nn.relu", e), call("sigmoid", e))
+    z = call("negative", e)  # e is read by another output too: materialized
+    after = fuse(module([x], Tuple_([y, z])))
     calls = topo_calls(after.main)
-    assert sorted(c.op for c in calls) == ["fused_exp", "fused_relu_add", "fused_sigmoid"]
+    assert sorted(c.op for c in calls) == ["fused_exp", "fused_negative", "fused_relu_add", "fused_sigmoid"]
     assert all(c.op in after for c in calls)
     assert [c.op for c in topo_calls(after["fused_exp"])] == ["exp"]
+
+
+def test_readers_that_meet_again_stay_in_the_group():
+    """A diamond (SiLU: x * sigmoid(x)) after a conv is the conv's epilogue: one kernel."""
+    x = Var("x", T(1, 4, 8, 8))
+    a = call("add", _conv(x, const(rand(4, 4, 3, 3))), const(rand(4, 1, 1)))
+    y = call("nn.relu", call("multiply", a, call("sigmoid", a)))
+    after = fuse(module([x], y))
+    (only,) = topo_calls(after.main)
+    assert [c.op for c in topo_calls(after[only.op])] == ["nn.conv2d", "add", "sigmoid", "multiply", "nn.relu"]
+    xv = rand(1, 4, 8, 8)
+    np.testing.assert_allclose(ember.compile(module([x], y)).run(xv)[0],
+                               ember.compile(module([x], y), opt_level=0).run(xv)[0], rtol=1e-5, atol=1e-5)
 
 
 def test_injective_ops_join_an_elementwise_chain_but_not_an_anchor():

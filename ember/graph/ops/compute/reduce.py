@@ -38,7 +38,8 @@ def reduce_stage(combiner: str, x: te.Tensor, axes: tuple, keepdims: bool, out_s
                 idx.append(next(it))
         return getattr(te, combiner)(fn(x[tuple(idx)]), axis=tuple(raxes.values()), init=init)
 
-    return te.compute(out_shape, body, name)
+    return te.compute(out_shape, body, name, attrs={"kind": "reduce", "axes": tuple(axes), "ndim": x.ndim,
+                                                    "keepdims": keepdims})
 
 
 def _count(x: te.Tensor, axes: tuple):
@@ -59,7 +60,7 @@ def _reduction(op: str, combiner: str, fn=None, post=None):
                          name if post is None else f"{name}_acc", fn)
         if post is None:
             return r
-        return te.compute(shape, lambda *i: post(r[i], x, axes), name)
+        return te.compute(shape, lambda *i: post(r[i], x, axes), name, attrs={"acc": r})
 
     register_compute(op, compute_fn)
 

@@ -20,4 +20,4 @@ reductions at the root), so correctness never depends on these.
 """
 from __future__ import annotations
 
-from . import conv, nn, pool  # noqa: F401  (register the schedules)
+from . import conv, nn, pool, reduce  # noqa: F401  (register the schedules)

@@ -1,0 +1,62 @@
+"""Schedule of the reductions (sum, mean, max, min, ...) that keep their input's last axis.
+
+Such a reduction -- a global mean over the plane of a blocked ``N C/b H W b`` tensor
+(squeeze-excitation), a sum over the rows of a matrix -- reads contiguous vectors along the
+kept axis: the outer kept axes run in parallel, the reduced axes loop outside one vector of
+the last axis, and the partial results stay in registers. Reductions of the last axis keep
+the generic schedule (:func:`ember.compiler.group.schedule_root`).
+"""
+from __future__ import annotations
+
+from ....kernels.common import const_int, parallel_outer, vector_lanes
+from ....loop import compute as te
+from ....loop.schedule import Schedule
+from ..reduce import _REDUCTIONS
+from ..registry import set_schedule
+
+
+def _generic(s: Schedule, acc: te.Tensor, anchor: te.Tensor, out: te.Tensor) -> None:
+    from ....compiler.group import schedule_root
+
+    if anchor is not acc and anchor is not out:
+        s[anchor].compute_inline()
+    schedule_root(s, acc)
+    if out is not acc:
+        schedule_root(s, out)
+
+
+def schedule_reduction(s: Schedule, anchor: te.Tensor, out: te.Tensor, target=None) -> None:
+    """``anchor``: a reduction stage, or an elementwise stage over one (mean's division, whose
+    ``attrs["acc"]`` is the sums); ``out``: ``anchor`` or an epilogue of its shape."""
+    acc = anchor.op.attrs.get("acc", anchor)
+    axes, ndim = acc.op.attrs.get("axes"), acc.op.attrs.get("ndim")
+    last = const_int(acc.shape[-1]) if acc.ndim else None
+    if axes is None or not acc.ndim or ndim - 1 in axes or last is None:
+        _generic(s, acc, anchor, out)
+        return
+    if anchor is not acc and anchor is not out:
+        s[anchor].compute_inline()
+    lanes = vector_lanes(target, acc.dtype)
+    local = s.cache_write(acc, "local") if out is acc else acc  # (out then copies it back)
+    so = s[out]
+    *outer, x = so.leaf
+    task = parallel_outer(so, outer) if outer else None
+    if last > lanes:
+        x, _ = so.split(x, factor=lanes)
+        so.vectorize(so.leaf[-1])
+    elif last > 1:
+        so.vectorize(x)
+    st = s[local]
+    if last > lanes:
+        st.compute_at(so, x)
+    elif task is not None:
+        st.compute_at(so, task)
+    n = acc.ndim
+    spatial, red = st.leaf[:n], st.leaf[n:]
+    st.reorder(*spatial[:-1], *red, spatial[-1])
+    if (const_int(spatial[-1].extent) or 0) > 1:
+        st.vectorize(spatial[-1])
+
+
+for _op in _REDUCTIONS:
+    set_schedule(_op, "llvm", schedule_reduction)

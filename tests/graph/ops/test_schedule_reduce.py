@@ -1,0 +1,38 @@
+"""Reductions that keep the last axis: vectorized along it, the reduced axes outside, the
+outer kept axes parallel (ember.graph.ops.schedule.reduce) -- against numpy."""
+import numpy as np
+import pytest
+
+import ember
+from ember.graph import Function, Module, Var
+from ember.graph.ir import Call
+from ember.graph.ops import infer_type
+
+from .conftest import T
+
+
+def _call(op, *args, **attrs):
+    return Call(op, list(args), attrs, infer_type(op, [a.type for a in args], attrs))
+
+
+@pytest.mark.parametrize("shape,axes,keepdims,op", [
+    ((1, 6, 14, 14, 16), (2, 3), True, "mean"),   # squeeze-excitation's mean of a blocked tensor
+    ((2, 5, 7, 9), (0, 2), False, "sum"),          # a last axis longer than a vector, not a multiple
+    ((3, 40), (0,), True, "max"),
+    ((4, 3, 5), (1,), False, "mean"),
+    ((3, 1, 8), (1,), True, "min"),
+    ((1, 3, 7, 7), (2, 3), True, "mean"),           # the last axis reduced: the generic schedule
+])
+def test_reductions_keeping_the_last_axis_match_numpy(shape, axes, keepdims, op):
+    x = Var("x", T(*shape))
+    exe = ember.compile(Module({"main": Function([x], _call(op, x, axis=axes, keepdims=keepdims))}))
+    xv = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    np.testing.assert_allclose(exe.run(xv)[0], getattr(np, op)(xv, axis=axes, keepdims=keepdims), rtol=1e-5, atol=1e-6)
+
+
+def test_an_epilogue_runs_on_the_reduced_vectors():
+    x = Var("x", T(2, 9, 24))
+    y = _call("sigmoid", _call("mean", x, axis=(1,), keepdims=True))
+    exe = ember.compile(Module({"main": Function([x], y)}))
+    xv = np.random.default_rng(1).standard_normal((2, 9, 24)).astype(np.float32)
+    np.testing.assert_allclose(exe.run(xv)[0], 1 / (1 + np.exp(-xv.mean(axis=1, keepdims=True))), rtol=1e-5)
