@@ -57,15 +57,17 @@ def width_block(width, fb: int, lanes: int, registers: int = 16) -> int:
 
 def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1, 1),
                  padding: Sequence[int] = (0, 0, 0, 0), dilation: Sequence[int] = (1, 1),
-                 target=None, name: str = "conv_nchwc", depthwise: bool = False) -> te.Tensor:
+                 target=None, name: str = "conv_nchwc", grouped: bool = False) -> te.Tensor:
     """The convolution of ``data`` (``N C H W`` or ``N C/cb H W cb``) with weights ``packed``
     (``F/FB, C, kh, kw, FB``): the ``N F/FB OH OW FB`` result. ``padding`` is
     (top, left, bottom, right). The stage's ``attrs`` hold its parts for
     :func:`schedule_conv_nchwc`.
 
-    ``depthwise``: every channel filtered by its own window -- ``data`` blocked like the
-    result and ``packed`` ``(C/FB, 1, kh, kw, FB)``; a vector then holds one tap of ``lanes``
-    channels, and the reduction is the window alone."""
+    ``grouped``: each output block reads only the same block of the input (blocked like the
+    result) -- a depthwise conv, ``packed`` ``(C/FB, 1, kh, kw, FB)``: a vector holds one tap
+    of ``lanes`` channels and the reduction is the window alone; or groups narrower than a
+    block, ``packed`` ``(C/FB, FB, kh, kw, FB)``, each block's weights a block-diagonal matrix
+    (zero between groups: ``FB / group width`` times the FLOPs, all in registers)."""
     target = host(target)
     blocked = data.ndim == 5
     FO, C, kh, kw, FB = [const_int(d) for d in packed.shape]
@@ -94,10 +96,16 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
         c = x * sw + r * dw
         return c if last is None else min_(c, last)
     ry, rx = te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")
-    if depthwise:
+    if grouped and C == 1:
         def body(n, fo, y, x, fi):
             v = padded[n, fo, y * sh + ry.var * dh, column(x, rx.var), fi]
             return te.sum(v * packed[fo, 0, ry.var, rx.var, fi], axis=(ry, rx))
+    elif grouped:
+        rci = te.reduce_axis(C, "rci")
+
+        def body(n, fo, y, x, fi):
+            v = padded[n, fo, y * sh + ry.var * dh, column(x, rx.var), rci.var]
+            return te.sum(v * packed[fo, rci.var, ry.var, rx.var, fi], axis=(rci, ry, rx))
     elif blocked:
         cb = const_int(data.shape[-1])
         rco, rci = te.reduce_axis(C // cb, "rco"), te.reduce_axis(cb, "rci")
@@ -117,7 +125,7 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
             return te.sum(v * packed[fo, rc.var, ry.var, rx.var, fi], axis=(rc, ry, rx))
 
     parts = {"kind": "conv_nchwc", "pad": padded if padded is not data else None, "input": padded, "xb": xb,
-             "depthwise": depthwise}
+             "grouped": grouped}
     return te.compute((data.shape[0], FO, oh, ow, FB), body, name, attrs=parts)
 
 
@@ -136,8 +144,8 @@ def schedule_conv_nchwc(s: Schedule, conv: te.Tensor, out: Optional[te.Tensor] =
     lanes = vector_lanes(target, conv.dtype)
     xb = conv.op.attrs["xb"]
     acc = s.cache_write(conv, "local") if out is conv else conv
-    if conv.op.attrs.get("depthwise"):
-        return _schedule_depthwise(s, conv, out, acc, lanes, xb)
+    if conv.op.attrs.get("grouped"):
+        return _schedule_grouped(s, conv, out, acc, lanes, xb)
     so = s[out]
     n, fo, y, x, fi = so.leaf
     st = s[acc]
@@ -200,12 +208,12 @@ def schedule_conv_nchwc(s: Schedule, conv: te.Tensor, out: Optional[te.Tensor] =
     return s
 
 
-def _schedule_depthwise(s: Schedule, conv: te.Tensor, out: te.Tensor, acc: te.Tensor, lanes: int,
-                        xb: int) -> Schedule:
-    """A depthwise conv: one task per output row of one channel block, which first pads the
-    ``kh`` input rows it reads (a few KiB, in L1) -- a padded copy of the whole input would
-    go through memory once more, the most this memory-bound kernel pays -- then runs blocks
-    of ``XB`` columns, each tap one FMA per vector of accumulators."""
+def _schedule_grouped(s: Schedule, conv: te.Tensor, out: te.Tensor, acc: te.Tensor, lanes: int,
+                      xb: int) -> Schedule:
+    """A depthwise or block-diagonal conv: one task per output row of one channel block,
+    which first pads the ``kh`` input rows it reads (a few KiB, in L1) -- a padded copy of
+    the whole input would go through memory once more, the most this memory-bound kernel
+    pays -- then runs blocks of ``XB`` columns, the whole reduction in registers."""
     so = s[out]
     n, fo, y, x, fi = so.leaf
     xo, xi = so.split(x, factor=xb)
@@ -217,8 +225,8 @@ def _schedule_depthwise(s: Schedule, conv: te.Tensor, out: te.Tensor, acc: te.Te
     so.vectorize(fl)
     st = s[acc]
     st.compute_at(so, xo)
-    cn, cfo, cy, cx, cfi, ry, rx = st.leaf
-    st.reorder(ry, rx, cn, cfo, cy, cx, cfi)
+    cn, cfo, cy, cx, cfi, *red = st.leaf
+    st.reorder(*red, cn, cfo, cy, cx, cfi)
     st.unroll(cx)
     cv, cl = st.split(cfi, factor=lanes)
     st.unroll(cv)
@@ -246,8 +254,8 @@ def reduction_chunks(conv: te.Tensor, target) -> str:
     runs 0.8x, so it keeps the plain schedule. A whole plane is the task where it is small
     (the late layers, at most :data:`SMALL_PLANE` positions, whose weights dominate) or where
     its partial sums, a chunk of its input and a chunk's weights fit in L1 together."""
-    if conv.op.attrs.get("depthwise"):
-        return ""  # a block's window of weights is a few vectors: the whole reduction in registers
+    if conv.op.attrs.get("grouped"):
+        return ""  # a block's weights are a few vectors: the whole reduction in registers
     _, _, OH, OW, FB = [_static_size(d) for d in conv.shape]
     plane = OH * OW
     if plane <= SMALL_PLANE:
@@ -279,11 +287,11 @@ def _static_size(e) -> int:
 
 
 def conv2d_nchwc_nd(data_shape, packed_shape, strides=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1),
-                    dtype: str = "float32", target=None, depthwise: bool = False):
+                    dtype: str = "float32", target=None, grouped: bool = False):
     """The blocked convolution with its default schedule; returns (schedule, [data, packed, out])."""
     data = te.placeholder(tuple(data_shape), dtype, "data")
     packed = te.placeholder(tuple(packed_shape), dtype, "packed")
-    out = conv2d_nchwc(data, packed, strides, padding, dilation, target, depthwise=depthwise)
+    out = conv2d_nchwc(data, packed, strides, padding, dilation, target, grouped=grouped)
     s = Schedule(out)
     schedule_conv_nchwc(s, out, out, target)
     return s, [data, packed, out]

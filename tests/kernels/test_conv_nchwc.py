@@ -97,7 +97,7 @@ def test_rows_run_outer_over_groups_of_channel_blocks_that_fit_the_l2():
 def test_depthwise_conv2d_nchwc_matches_numpy(c, h, w, k, s, d, fb):
     """A depthwise conv in the blocked layout: each block's channels filtered by their own windows."""
     p = (d * (k // 2),) * 4
-    sch, args = conv2d_nchwc_nd((1, c // fb, h, w, fb), (c // fb, 1, k, k, fb), (s, s), p, (d, d), depthwise=True)
+    sch, args = conv2d_nchwc_nd((1, c // fb, h, w, fb), (c // fb, 1, k, k, fb), (s, s), p, (d, d), grouped=True)
     x, wt = RNG.standard_normal((1, c, h, w)).astype(np.float32), RNG.standard_normal((c, 1, k, k)).astype(np.float32)
     xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (p[0], p[2]), (p[1], p[3])))
     oh, ow = (xp.shape[2] - d * (k - 1) - 1) // s + 1, (xp.shape[3] - d * (k - 1) - 1) // s + 1

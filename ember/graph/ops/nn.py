@@ -154,11 +154,12 @@ def _infer_conv2d_nchwc(args, attrs):
         raise ShapeError(f"the weight must be packed by nn.pack_conv_weight (F/FB, C, kh, kw, FB) and static, got {w}")
     spatial = _window(x.shape[2:4], w.shape[2:4], attrs, 2)
     if attrs["groups"] != 1:
-        # depthwise: each channel block of the (blocked) data is filtered by its own block of
-        # weights (C/FB, 1, kh, kw, FB)
-        if x.ndim != 5 or w.shape[1] != 1 or x.shape[4] != w.shape[4] or x.shape[1] != w.shape[0]:
-            raise ShapeError(f"a depthwise nn.conv2d_nchwc needs blocked data N C/b H W b and weights "
-                             f"(C/b, 1, kh, kw, b) with the same block, got data {x} and weight {w}")
+        # each channel block of the (blocked) data is filtered by its own block of weights:
+        # depthwise (C/FB, 1, kh, kw, FB) or block-diagonal (C/FB, FB, kh, kw, FB)
+        if x.ndim != 5 or w.shape[1] not in (1, w.shape[4]) or x.shape[4] != w.shape[4] \
+                or x.shape[1] != w.shape[0]:
+            raise ShapeError(f"a grouped nn.conv2d_nchwc needs blocked data N C/b H W b and weights "
+                             f"(C/b, 1 or b, kh, kw, b) with the same block, got data {x} and weight {w}")
         return TensorType((x.shape[0], w.shape[0]) + spatial + (w.shape[4],), x.dtype)
     cin = D.dim_mul(x.shape[1], x.shape[4]) if x.ndim == 5 else x.shape[1]
     if isinstance(cin, int) and cin != w.shape[1]:
@@ -169,8 +170,9 @@ def _infer_conv2d_nchwc(args, attrs):
 register_op("nn.conv2d_nchwc", infer=_infer_conv2d_nchwc, pattern=Pattern.OUT_ELEMWISE_FUSABLE, num_args=2,
             attrs_schema={**_WINDOW, "groups": attr("int", 1)},
             doc="2-D convolution in the blocked channel layout: data N C H W or N C/b H W b, weight packed "
-                "by nn.pack_conv_weight (F/FB, C, kh, kw, FB), result N F/FB OH OW FB; with groups (the "
-                "channels) > 1, depthwise: blocked data and weights (C/b, 1, kh, kw, b)")
+                "by nn.pack_conv_weight (F/FB, C, kh, kw, FB), result N F/FB OH OW FB; with groups > 1 "
+                "each block reads its own: blocked data and weights (C/b, 1, kh, kw, b) (depthwise) or "
+                "(C/b, b, kh, kw, b) (block-diagonal)")
 
 
 register_op("nn.pack_conv_weight", infer=_infer_pack_conv_weight, pattern=Pattern.INJECTIVE,

@@ -17,8 +17,8 @@ bottom-up, the layout change moves past what works as well on blocks:
 - a reduction over spatial axes that keeps them (squeeze-excitation's global mean) reduces
   the blocks, and an elementwise op may broadcast such a ``N C/b 1 1 b`` result back over the
   plane;
-- a depthwise conv of a blocked operand filters the blocks (``groups``: one window per
-  channel, the channels of a vector independent).
+- a depthwise conv, or a grouped one whose groups lie within blocks, filters each block on
+  its own (``groups``; a group narrower than a block with block-diagonal weights).
 
 So a ResNet's convolutions, biases, activations and residual adds, and a MobileNet's or an
 EfficientNet's depthwise convs and squeeze-excitations, all stay blocked, and the layout
@@ -28,7 +28,7 @@ with zero filters; ``unblock_channels(y, channels=F)`` keeps the first F. Elemen
 pools and reductions carry the padding along lane by lane, and a conv reads it against zero
 weights -- where the padding is finite (:func:`_finite_padding`: it came from zero filters
 or zero fill through ops that keep finite values finite); otherwise the conv reads the plain
-layout. A concat stops padding. Convolutions that do not qualify (grouped but not depthwise,
+layout. A concat stops padding. Convolutions that do not qualify (groups across blocks,
 1-D/3-D, runtime weights, fewer channels than a block, not float32) keep the plain layout.
 """
 from __future__ import annotations
@@ -113,7 +113,7 @@ def _conv(n: Call, target):
     attrs = {k: n.attr(k, None) for k in ("strides", "padding", "dilation")}
     groups = n.attr("groups", 1)
     if groups != 1:
-        return _depthwise(n, x, w, fb, attrs)
+        return _grouped(n, x, w, fb, attrs)
     if w.type.shape[0] < fb:
         return None  # mostly padding
     src = _blocked(x)
@@ -128,20 +128,44 @@ def _conv(n: Call, target):
     return _unblock(conv, n.type, n.span)
 
 
-def _depthwise(n: Call, x, w, fb: int, attrs: dict):
-    """A depthwise conv (one filter per channel) runs on the blocks; a plain input is blocked
-    first (one copy, where the plain kernel would pad its input anyway)."""
-    C = x.type.shape[1]
-    if n.attr("groups") != C or w.type.shape[0] != C or w.type.shape[1] != 1 or C < fb:
+def _grouped(n: Call, x, w, fb: int, attrs: dict):
+    """A grouped conv whose groups lie within blocks runs on the blocks, each output block
+    reading its own input block: depthwise (one filter per channel), or groups narrower than
+    a block (RegNet's, 8 channels wide) with each block's weights made block-diagonal. A
+    plain input is blocked first (one copy, where the plain kernel would pad its input anyway)."""
+    C, F, groups = x.type.shape[1], n.type.shape[1], n.attr("groups")
+    cg, fg = w.type.shape[1], F // groups
+    if F != C or C < fb or cg != fg or fb % cg:
         return None
     src = _blocked(x)
-    if src is not None and src.type.shape[-1] != fb:
-        src = None
+    if src is not None and (src.type.shape[-1] != fb or cg > 1 and _padded(x) and not _finite_padding(src)):
+        src = None  # (a depthwise conv keeps its lanes apart: padding never reaches the sums)
     if src is None:
         src = _call("block_channels", [x], {"block": fb}, n.span)
+    if cg > 1:
+        w = _block_diagonal(w, fb, n.span)
     packed = _call("nn.pack_conv_weight", [w], {"block": fb}, n.span)
-    conv = _call("nn.conv2d_nchwc", [src, packed], {**attrs, "groups": C}, n.span)
+    conv = _call("nn.conv2d_nchwc", [src, packed], {**attrs, "groups": groups}, n.span)
     return _unblock(conv, n.type, n.span)
+
+
+def _block_diagonal(w, fb: int, span):
+    """Grouped weights ``(F, g, kh, kw)`` (groups of ``g`` channels in and out) as ``(F', fb,
+    kh, kw)``, F' = F rounded up to blocks: filter ``f`` reads the ``fb`` channels of its
+    block, zero outside its own group."""
+    import numpy as np
+
+    from ..ir import const
+
+    F, g, kh, kw = w.type.shape
+    Fp, per = -(-F // fb) * fb, fb // g
+    if Fp != F:
+        w = _call("pad", [w], {"pad_width": (0, 0, 0, 0, Fp - F, 0, 0, 0)}, span)
+    # (blocks, group in block, filter in group, 1, channel in group, kh, kw) x one-hot of the group
+    w = _call("reshape", [w], {"newshape": (Fp // fb, per, g, 1, g, kh, kw)}, span)
+    mask = np.eye(per, dtype=np.float32).reshape(1, per, 1, per, 1, 1, 1)
+    w = _call("multiply", [w, const(mask)], {}, span)
+    return _call("reshape", [w], {"newshape": (Fp, fb, kh, kw)}, span)
 
 
 def _as_blocked(a, out: TensorType, block: int, span):

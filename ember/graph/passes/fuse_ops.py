@@ -14,7 +14,9 @@ Groups grow in dataflow order by each op's fusion pattern:
 A value read outside its group ends the group there (it has to be written to memory anyway) --
 unless all its readers meet again in one elementwise op after a few elementwise steps (a
 *diamond*: SiLU's ``x * sigmoid(x)``, GELU's ``x * (1 + erf(x / sqrt 2)) / 2``): then the
-readers and the op where they meet all join the group, and the value never leaves it.
+readers and the op where they meet all join the group, and the value never leaves it. One
+diamond per group: the kernel computes the shared value once per reader (it inlines), so
+diamonds in a chain would double the work each time.
 The result is a module whose ``main`` calls one function per group (``fused_<ops>``) with the
 group's inputs: variables, constants and other groups' results. Structurally identical groups
 are one function, so they become one kernel. At ``opt_level`` 0 every op is its own group.
@@ -39,7 +41,7 @@ class _Group:
         self.members = [root]
         self.kind = kind  # "anchor" (takes an epilogue), "flow" (injective chain), "closed"
         self.anchor = root if kind == "anchor" else None
-
+        self.diamond = False  # took one: a second would inline shared values into each reader again
     @property
     def output(self) -> Call:
         return self.members[-1]
@@ -105,11 +107,12 @@ def partition(body, fuse: bool = True) -> dict:
                 if not (g.kind == "flow" or same):
                     continue
                 if uses[a] != sum(x is a for x in n.args):  # read by another op too
-                    diamond = _diamond(a, a.type.shape, consumers, order) if pat in _FLOW else None
+                    diamond = _diamond(a, a.type.shape, consumers, order) if pat in _FLOW and not g.diamond else None
                     if diamond is None or n not in diamond or n.type.shape != a.type.shape:
                         continue
                     for m in diamond:
                         promised[m] = g
+                    g.diamond = True
                 joined = g
                 break
         if joined is not None:

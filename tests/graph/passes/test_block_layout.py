@@ -162,3 +162,43 @@ def test_bias_add_along_the_channels_stays_blocked():
     got = ember.compile(module([x], body)).run(xv)[0]
     want = ember.compile(module([x], body), disabled_passes=["block_layout"]).run(xv)[0]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def _same_as_plain(mod, shape, rtol=1e-4, atol=1e-5):
+    xv = rand(*shape)
+    for a, b in zip(ember.compile(mod).run(xv), ember.compile(mod, disabled_passes=["block_layout"]).run(xv)):
+        np.testing.assert_allclose(a, b, rtol=rtol, atol=atol)
+
+
+def test_a_mobile_block_stays_blocked_through_depthwise_and_squeeze_excitation():
+    """MobileNetV3/EfficientNet: expand 1x1, depthwise 3x3 stride 2 with hard-swish, a
+    squeeze-excitation (mean over the plane, two 1x1 convs, hard-sigmoid, multiply) and the
+    projection: no layout change inside, with channels that pad the last block."""
+    c, e = FB + 8, 2 * FB + 8
+    x = Var("x", T(1, c, 12, 12))
+    y = call("nn.relu", call("add", _conv(x, rand(e, c, 1, 1) * 0.2, padding=(0, 0, 0, 0)), const(rand(e, 1, 1))))
+    d = call("nn.hard_swish", _conv(y, rand(e, 1, 3, 3), groups=e, strides=(2, 2)))
+    s = call("mean", d, axis=(2, 3), keepdims=True)
+    s = call("nn.relu", _conv(s, rand(8, e, 1, 1) * 0.2, padding=(0, 0, 0, 0)))
+    s = call("nn.hard_sigmoid", _conv(s, rand(e, 8, 1, 1) * 0.2, padding=(0, 0, 0, 0)), alpha=1 / 6, beta=0.5)
+    z = _conv(call("multiply", d, s), rand(c, e, 1, 1) * 0.2, padding=(0, 0, 0, 0))
+    mod = module([x], z)
+    after = run(mod)
+    ops = _ops(after)
+    assert ops.count("nn.conv2d_nchwc") == 4 and "mean" in ops
+    big = [n for n in topo_calls(after) if n.op == "unblock_channels" and n.type.shape[2] > 1]
+    assert len(big) == 1 and big[0] is after.main.body  # only the result leaves the blocks
+    _same_as_plain(mod, (1, c, 12, 12))
+
+
+def test_groups_narrower_than_a_block_run_block_diagonal():
+    """RegNet: 3x3 convs in groups of 8 channels; each block holds whole groups."""
+    c = 3 * FB
+    x = Var("x", T(1, c, 9, 9))
+    y = call("nn.relu", _conv(x, rand(c, c, 1, 1) * 0.2, padding=(0, 0, 0, 0)))
+    z = call("nn.relu", _conv(y, rand(c, 8, 3, 3) * 0.2, groups=c // 8))
+    mod = module([x], z)
+    after = run(mod)
+    (grouped,) = [n for n in topo_calls(after) if n.op == "nn.conv2d_nchwc" and n.attr("groups", 1) > 1]
+    assert grouped.args[0].op == "nn.relu" and grouped.args[1].type.shape[1] == FB
+    _same_as_plain(mod, (1, c, 9, 9))

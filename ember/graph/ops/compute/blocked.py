@@ -32,7 +32,7 @@ def _conv2d_nchwc(attrs, inputs, out_type):
     x, w = inputs
     return conv2d_nchwc(x, w, attrs["strides"] or (1, 1), attrs["padding"] or (0, 0, 0, 0),
                         attrs["dilation"] or (1, 1), name=stage_name("nn.conv2d_nchwc"),
-                        depthwise=attrs["groups"] != 1)
+                        grouped=attrs["groups"] != 1)
 
 
 register_compute("block_channels", _block_channels)
