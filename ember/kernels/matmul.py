@@ -76,22 +76,26 @@ def _batch_index(t_batch: tuple, out_batch: tuple) -> tuple:
 
 
 def matmul_compute(A: te.Tensor, B: te.Tensor, target=None, name: str = "C",
-                   trans_b: bool = False, batch: tuple = None, pack: bool = True) -> tuple[te.Tensor, dict]:
+                   trans_b: bool = False, batch: tuple = None, pack: bool = True,
+                   units=None) -> tuple[te.Tensor, dict]:
     """C = A @ B (or A @ B^T) through packed panels. A and B may have leading batch dims that
     broadcast (numpy rules) to ``batch`` (default: A's). With ``pack=False`` (for a few rows:
     A of at most MR rows, B not transposed) the micro-kernel reads A and B where they are and
-    its row block is exactly A's rows. Returns C and the stages the schedule needs, which C's
-    ``attrs`` also hold."""
+    its row block is exactly A's rows. With ``units`` (N), ``B`` is already packed by
+    :func:`pack_b` (``(N/NR, K, NR)``, at compile time for constant weights) and read as it
+    is. Returns C and the stages the schedule needs, which C's ``attrs`` also hold."""
     target = host(target)
     mr, nr = micro_tile(target, A.dtype)
     *ba, M, K = A.shape
-    bb = tuple(B.shape[:-2])
     batch = tuple(ba) if batch is None else tuple(batch)
     if not pack:
         mr = min(mr, const_int(M) or mr)
-    Bp = pack_b(B, nr, f"{name}_Bp", trans_b) if pack else None
+    if units is not None:
+        Bp, N, nr, bb = B, units, const_int(B.shape[-1]), ()
+    else:
+        Bp = pack_b(B, nr, f"{name}_Bp", trans_b) if pack else None
+        N, bb = (B.shape[-2] if trans_b else B.shape[-1]), tuple(B.shape[:-2])
     Ap = pack_a(A, mr, f"{name}_Ap") if pack else None
-    N = B.shape[-2] if trans_b else B.shape[-1]
     k = te.reduce_axis(K, "k")
 
     def c(*idx):
@@ -100,7 +104,7 @@ def matmul_compute(A: te.Tensor, B: te.Tensor, target=None, name: str = "C",
         if not pack:
             return te.sum(A[(*ia, i, k)] * (B[(*ib, j, k)] if trans_b else B[(*ib, k, j)]), axis=k)
         return te.sum(Ap[(*ia, i // mr, k, i % mr)] * Bp[(*ib, j // nr, k, j % nr)], axis=k)
-    parts = {"kind": "gemm", "Ap": Ap, "Bp": Bp, "mr": mr, "nr": nr}
+    parts = {"kind": "gemm", "Ap": Ap, "Bp": Bp if units is None else None, "mr": mr, "nr": nr}
     C = te.compute((*batch, M, N), c, name, attrs=parts)
     return C, parts
 

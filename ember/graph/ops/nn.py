@@ -230,6 +230,36 @@ def _infer_matmul(args, attrs):
 register_op("nn.matmul", infer=_infer_matmul, pattern=Pattern.OUT_ELEMWISE_FUSABLE, num_args=2,
             doc="numpy matmul: batched, batch dimensions broadcast, 1-D operands are vectors")
 
+
+def _infer_pack_matmul_weight(args, attrs):
+    b = tensor(args[0], "the weight")
+    nr = attrs["nr"]
+    if b.ndim != 2 or not b.is_static or nr < 1:
+        raise ShapeError(f"nn.pack_matmul_weight needs a static 2-D weight and nr >= 1, got {b} and nr={nr}")
+    k, n = (b.shape[1], b.shape[0]) if attrs["trans"] else b.shape
+    return TensorType((-(-n // nr), k, nr), b.dtype)
+
+
+def _infer_matmul_packed(args, attrs):
+    a, bp = tensor(args[0], "the left operand"), tensor(args[1], "the packed weight")
+    same_dtype([a, bp], "the operands")
+    if a.ndim < 2 or bp.ndim != 3 or not bp.is_static:
+        raise ShapeError(f"expects (..., M, K) and a weight packed by nn.pack_matmul_weight (N/nr, K, nr), "
+                         f"got {a} and {bp}")
+    k, n = a.shape[-1], attrs["units"]
+    if isinstance(k, int) and k != bp.shape[1] or not 0 < n <= bp.shape[0] * bp.shape[2]:
+        raise ShapeError(f"{a} @ packed {bp} with {n} columns: the contraction or the columns do not match")
+    return TensorType(a.shape[:-1] + (n,), a.dtype)
+
+
+register_op("nn.pack_matmul_weight", infer=_infer_pack_matmul_weight, pattern=Pattern.INJECTIVE,
+            attrs_schema={"nr": attr("int"), "trans": attr("bool", False)},
+            doc="a (K, N) weight -- (N, K) with trans -- in panels of nr columns: (ceil(N / nr), K, nr), "
+                "zero past N")
+register_op("nn.matmul_packed", infer=_infer_matmul_packed, pattern=Pattern.OUT_ELEMWISE_FUSABLE, num_args=2,
+            attrs_schema={"units": attr("int")},
+            doc="a (..., M, K) @ a weight packed by nn.pack_matmul_weight, with units (N) columns")
+
 # -- normalization ------------------------------------------------------------------------------
 
 

@@ -10,8 +10,10 @@ from .dce import dce
 from .fold_constant import fold_constant
 from .fuse_ops import fuse_ops
 from .pack_conv_weights import pack_conv_weights
+from .pack_matmul_weights import pack_matmul_weights
 from .promote_half import promote_half
 from .simplify_inference import simplify_inference
+from .sink_reshapes import sink_reshapes
 from .trim_conv_taps import trim_conv_taps
 from .verify import verify
 
@@ -19,14 +21,16 @@ from .verify import verify
 def default_pipeline() -> list:
     """The passes ``ember.compile`` runs, in order (each gated by its opt level): fold the
     constants (weights made by ConstantOfShape, shape chains), fold batch norms into convs,
-    drop the convolution taps that read only padding,
-    run convolutional regions in the blocked channel layout, pack the other constant
-    convolution weights for their micro-kernels, fold the new scale/shift
-    expressions and the packing, merge and prune, then fuse into kernels. First,
-    half-precision accumulating ops are given float32 accumulation."""
-    return [promote_half, fold_constant, simplify_inference, trim_conv_taps, block_layout, pack_conv_weights, fold_constant, cse, dce,
-            fuse_ops]
+    move reshapes below elementwise ops (a product's epilogue then follows it), drop the
+    convolution taps that read only padding, run convolutional regions in the
+    blocked channel layout, pack the other constant convolution weights and the constant
+    matrix-product weights for their micro-kernels, fold the new scale/shift expressions and
+    the packing, merge and prune, then fuse into kernels. First, half-precision accumulating
+    ops are given float32 accumulation."""
+    return [promote_half, fold_constant, simplify_inference, sink_reshapes, trim_conv_taps, block_layout, pack_conv_weights,
+            pack_matmul_weights, fold_constant, cse, dce, fuse_ops]
 
 
-__all__ = ["block_layout", "cse", "dce", "fold_constant", "pack_conv_weights", "promote_half", "simplify_inference", "trim_conv_taps", "Instrument", "Pass", "PassContext", "PassError", "PassTimer", "PrintAfterPass",
-           "VerifyAfterPass", "default_pipeline", "fuse_ops", "graph_pass", "verify"]
+__all__ = ["block_layout", "cse", "dce", "fold_constant", "pack_conv_weights", "pack_matmul_weights", "promote_half",
+           "simplify_inference", "sink_reshapes", "trim_conv_taps", "Instrument", "Pass", "PassContext", "PassError", "PassTimer",
+           "PrintAfterPass", "VerifyAfterPass", "default_pipeline", "fuse_ops", "graph_pass", "verify"]

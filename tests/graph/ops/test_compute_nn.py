@@ -76,6 +76,22 @@ def unblock_ref(x):
     return np.moveaxis(x, -1, 2).reshape((x.shape[0], -1) + x.shape[2:-1])
 
 
+def per_block_ref(x, w, **kw):
+    """A grouped nn.conv2d_nchwc: blocked x (N, C/b, H, W, b), weights (C/b, 1 or b, kh, kw, b);
+    each output block the conv of its own input block (depthwise when the weights have 1)."""
+    outs = []
+    for bo in range(x.shape[1]):
+        xb = np.moveaxis(x[:, bo], -1, 1)
+        wb = np.moveaxis(w[bo], -1, 0)  # (b out, 1 or b in, kh, kw)
+        outs.append(conv_ref(xb, wb, groups=xb.shape[1] if wb.shape[1] == 1 else 1, **kw))
+    return np.stack([np.moveaxis(o, 1, -1) for o in outs], axis=1)
+
+
+def unpack_matmul_ref(bp, n):
+    """nn.pack_matmul_weight's panels (N/nr, K, nr) back to (K, N)."""
+    return np.moveaxis(bp, 1, 0).reshape(bp.shape[1], -1)[:, :n]
+
+
 def conv_transpose_ref(x, w, strides=None, padding=None, dilation=None, output_padding=None, groups=1):
     """Scatter definition: out[n, f, i*s - pad + k*d] += x[n, c, i] * w[c, f, k]."""
     n = x.ndim - 2
@@ -243,6 +259,13 @@ CASES = [
      lambda x, w: block_ref(conv_ref(unblock_ref(x), unpack_ref(w, 32)), 16), "bias_relu", 1e-4),
     ("nn.conv2d_nchwc", {"padding": (1, 1, 1, 1), "dilation": (1, 2)}, [(1, 3, 6, 8), (1, 3, 3, 3, 16)],
      lambda x, w: block_ref(conv_ref(x, unpack_ref(w, 16), padding=(1, 1, 1, 1), dilation=(1, 2)), 16), None, 1e-4),
+    # each block on its own: depthwise and block-diagonal (groups narrower than a block)
+    ("nn.conv2d_nchwc", {"padding": (1, 1, 1, 1), "groups": 32}, [(1, 2, 9, 10, 16), (2, 1, 3, 3, 16)],
+     lambda x, w: per_block_ref(x, w, padding=(1, 1, 1, 1)), "bias_relu", 1e-4),
+    ("nn.conv2d_nchwc", {"strides": (2, 2), "padding": (2, 2, 2, 2), "groups": 24}, [(1, 3, 11, 9, 8), (3, 1, 5, 5, 8)],
+     lambda x, w: per_block_ref(x, w, strides=(2, 2), padding=(2, 2, 2, 2)), None, 1e-4),
+    ("nn.conv2d_nchwc", {"padding": (1, 1, 1, 1), "groups": 8}, [(1, 2, 7, 8, 16), (2, 16, 3, 3, 16)],
+     lambda x, w: per_block_ref(x, w, padding=(1, 1, 1, 1)), "residual", 1e-4),
     # conv1d, conv3d
     ("nn.conv1d", {"strides": (2,), "padding": (1, 2), "dilation": (2,)}, [(2, 3, 17), (5, 3, 3)],
      lambda x, w: conv_ref(x, w, (2,), (1, 2), (2,)), "bias_relu", 1e-4),
@@ -274,6 +297,13 @@ CASES = [
     ("nn.matmul", {}, [(3, 2, 29), (29, 18)], np.matmul, "bias_relu_last", 1e-4),
     ("nn.matmul", {}, [(5, 1, 8, 16), (1, 3, 16, 8)], np.matmul, None, 1e-4),
     ("nn.matmul", {}, [(16,), (2, 16, 9)], np.matmul, None, 1e-4),
+    # constant weights packed at compile time (nn.pack_matmul_weight), read as they are
+    ("nn.pack_matmul_weight", {"nr": 16}, [(9, 21)], lambda b: pack_ref(b.T, 16), None, 0),
+    ("nn.pack_matmul_weight", {"nr": 16, "trans": True}, [(21, 9)], lambda b: pack_ref(b, 16), None, 0),
+    ("nn.matmul_packed", {"units": 30}, [(37, 12), (2, 12, 16)], lambda a, bp: a @ unpack_matmul_ref(bp, 30),
+     "bias_relu_last", 1e-4),
+    ("nn.matmul_packed", {"units": 16}, [(2, 9, 20), (1, 20, 16)], lambda a, bp: a @ unpack_matmul_ref(bp, 16),
+     None, 1e-4),
     ("nn.matmul", {}, [(4, 7, 16), (16,)], np.matmul, None, 1e-4),
     ("nn.matmul", {}, [(16,), (16,)], np.matmul, None, 1e-4),
     # pooling: ceil_mode, count_include_pad, dilation, padding

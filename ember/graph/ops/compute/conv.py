@@ -19,7 +19,7 @@ from __future__ import annotations
 from ....errors import UnsupportedOpError
 from ....kernels.common import const_int
 from ....kernels.conv import conv_compute, conv_transpose_compute, conv_window, pack_weight
-from ....kernels.matmul import dot_compute, matmul_compute, micro_tile
+from ....kernels.matmul import dot_compute, matmul_compute, micro_tile, pack_b
 from ....loop import compute as te
 from ..nn import _NDIM_NAME
 from .common import register_compute, stage_name, te_shape
@@ -140,5 +140,17 @@ def _matmul(attrs, inputs, out_type):
     return matmul_compute(a, b, name=name, batch=te_shape(out_type)[:-2], pack=not few)[0]
 
 
+def _pack_matmul_weight(attrs, inputs, out_type):
+    return pack_b(inputs[0], attrs["nr"], stage_name("nn.pack_matmul_weight"), attrs["trans"])
+
+
+def _matmul_packed(attrs, inputs, out_type):
+    a, bp = inputs
+    return matmul_compute(a, bp, name=stage_name("nn.matmul_packed"), batch=te_shape(out_type)[:-2],
+                          units=attrs["units"])[0]
+
+
 register_compute("nn.dense", _dense)
 register_compute("nn.matmul", _matmul)
+register_compute("nn.pack_matmul_weight", _pack_matmul_weight)
+register_compute("nn.matmul_packed", _matmul_packed)

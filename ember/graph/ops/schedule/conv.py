@@ -49,3 +49,4 @@ for _s in _NDIM_NAME.values():
 set_schedule("nn.conv2d_nchwc", "llvm", schedule_conv_nchwc)
 set_schedule("nn.dense", "llvm", schedule_product)
 set_schedule("nn.matmul", "llvm", schedule_product)
+set_schedule("nn.matmul_packed", "llvm", schedule_product)

@@ -1,0 +1,39 @@
+import numpy as np
+
+import ember
+from ember.graph import Var, const, topo_calls
+from ember.graph.passes import PassContext, fold_constant, pack_matmul_weights
+
+from .conftest import T, call, module, rand
+
+
+def run(mod):
+    return PassContext(opt_level=3).run(mod, [pack_matmul_weights, fold_constant])
+
+
+def test_a_product_by_a_constant_weight_reads_it_packed_at_compile_time():
+    x = Var("x", T(37, 24))
+    w, b = rand(30, 24), rand(24, 30)
+    mod = module([x], call("add", call("nn.dense", x, const(w)), call("nn.matmul", x, const(b))))
+    after = run(mod)
+    products = [c for c in topo_calls(after) if c.op.startswith("nn.")]
+    assert [c.op for c in products] == ["nn.matmul_packed", "nn.matmul_packed"]
+    # the packed weights are folded constants: no call left packing them
+    assert all(c.args[1].type.ndim == 3 and not topo_calls(c.args[1]) for c in products)
+    xv = rand(37, 24)
+    np.testing.assert_allclose(ember.compile(after).run(xv)[0], xv @ w.T + xv @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_few_rows_and_runtime_weights_are_left_alone():
+    x, y = Var("x", T(3, 24)), Var("y", T(24, 20))
+    mod = module([x, y], call("add", call("nn.dense", x, const(rand(20, 24))), call("nn.matmul", x, y)))
+    assert "nn.matmul_packed" not in [c.op for c in topo_calls(run(mod))]
+
+
+def test_a_symbolic_number_of_rows_is_packed():
+    x = Var("x", T("n", 16))
+    w = rand(16, 40)
+    after = run(module([x], call("nn.matmul", x, const(w))))
+    assert [c.op for c in topo_calls(after)] == ["nn.matmul_packed"]
+    xv = rand(9, 16)
+    np.testing.assert_allclose(ember.compile(after).run(xv)[0], xv @ w, rtol=1e-4, atol=1e-4)

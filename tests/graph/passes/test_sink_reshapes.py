@@ -1,0 +1,39 @@
+import numpy as np
+
+import ember
+from ember.graph import Var, const, topo_calls
+from ember.graph.passes import PassContext, sink_reshapes
+
+from .conftest import T, call, module, rand
+
+
+def _linear(x, w, lead):
+    """How the ONNX frontend imports a Linear layer on a 3-D activation."""
+    flat = call("reshape", x, newshape=(int(np.prod(lead)), w.shape[0]))
+    return call("reshape", call("nn.matmul", flat, const(w)), newshape=tuple(lead) + (w.shape[1],))
+
+
+def test_a_bias_activation_and_residual_follow_the_product_and_reshapes_cancel():
+    """An MLP block: linear, bias, GELU, linear, bias, residual. After the pass the bias and
+    the activation read the products themselves, and the flattening of the second linear
+    cancels the first one's unflattening."""
+    x = Var("x", T(2, 5, 8))
+    h = call("nn.gelu", call("add", _linear(x, rand(8, 16), (2, 5)), const(rand(16))))
+    y = call("add", call("add", _linear(h, rand(16, 8), (2, 5)), const(rand(1, 1, 8))), x)
+    mod = module([x], y)
+    after = PassContext(opt_level=3).run(mod, [sink_reshapes])
+    calls = topo_calls(after)
+    mms = [c for c in calls if c.op == "nn.matmul"]
+    assert len(mms) == 2 and mms[1].args[0].op == "nn.gelu"  # no reshape pair in between
+    readers = [c for c in calls if any(a is mms[0] for a in c.args)]
+    assert [c.op for c in readers] == ["add"]
+    xv = rand(2, 5, 8)
+    np.testing.assert_allclose(ember.compile(after).run(xv)[0], ember.compile(mod, opt_level=1).run(xv)[0],
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_an_operand_varying_along_another_axis_keeps_the_reshape():
+    x = Var("x", T(6, 4))
+    r = call("reshape", x, newshape=(2, 3, 4))
+    mod = module([x], call("add", r, const(rand(2, 1, 4))))
+    assert PassContext(opt_level=3).run(mod, [sink_reshapes]) is mod
