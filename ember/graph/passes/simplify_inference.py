@@ -1,5 +1,8 @@
 """Inference simplifications: batch normalization becomes a scale and a shift, folded into
-the weights and bias of the convolution before it when there is one; ``copy`` disappears.
+the weights and bias of the convolution before it when there is one; ``copy`` disappears;
+``power`` by a constant 2, 3 or 4 is a product (GPT-2's tanh GELU cubes its input: ``pow``
+is a libm call per element, scalar, 10x the cost of the matrix product it follows), by 1
+the base, by 0.5 ``sqrt``.
 
 ``batch_norm(x, gamma, beta, mean, var)`` with constant statistics is
 ``x * s + (beta - mean * s)`` with ``s = gamma / sqrt(var + eps)``. When ``x`` is a
@@ -56,9 +59,29 @@ def _fold_bn(n: Call, get, uses: dict):
                           _per_channel(shift, x.type.ndim, axis)])
 
 
+def _power(n: Call):
+    """``power(x, c)`` by a constant scalar exponent 0.5, 1, 2, 3 or 4 of a float ``x``, as
+    ``sqrt`` or products; None otherwise."""
+    import numpy as np
+
+    x, c = n.args
+    if not isinstance(c, Constant) or np.size(c.value) != 1 or not isinstance(n.type, TensorType) \
+            or n.type.dtype not in ("float32", "float64", "float16") or x.type != n.type:
+        return None
+    e = float(np.asarray(c.value).reshape(()))
+    if e == 0.5:
+        return _typed("sqrt", [x])
+    if e not in (1.0, 2.0, 3.0, 4.0):
+        return None
+    sq = _typed("multiply", [x, x]) if e >= 2 else None
+    return {1.0: x, 2.0: sq, 3.0: _typed("multiply", [sq, x]) if sq is not None else None,
+            4.0: _typed("multiply", [sq, sq]) if sq is not None else None}[e]
+
+
 @graph_pass("simplify_inference", opt_level=1)
 def simplify_inference(mod: Module, ctx: PassContext) -> Module:
-    """Batch norm into scale/shift (into the preceding conv when possible); drop ``copy``."""
+    """Batch norm into scale/shift (into the preceding conv when possible); drop ``copy``;
+    small constant powers as products."""
     main = mod.main
     uses = use_counts(main.body)
     memo: dict = {}
@@ -70,6 +93,9 @@ def simplify_inference(mod: Module, ctx: PassContext) -> Module:
         m = rebuild(n, get)
         if isinstance(n, Call) and n.op == "copy":
             m = m.args[0]
+        elif isinstance(n, Call) and n.op == "power":
+            with source_span(*merge_spans(n)):
+                m = _power(m) or m
         elif isinstance(n, Call) and n.op == "nn.batch_norm":
             # the new calls stand for the conv, its bias and the batch norm together
             x = n.args[0]

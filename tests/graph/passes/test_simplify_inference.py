@@ -99,3 +99,15 @@ def test_folded_conv_carries_the_spans_of_conv_bias_and_batch_norm():
     conv = next(c for c in topo_calls(out.main.body) if c.op == "nn.conv2d")
     assert conv.span == ("Conv_1", "BatchNormalization_2")
     assert out.main.body.span == ("Conv_1", "BatchNormalization_2")
+
+
+def test_small_constant_powers_are_products():
+    """GPT-2's tanh GELU cubes its input: products, not a pow call per element."""
+    x = Var("x", T(4, 9))
+    for e, ops in [(2.0, ["multiply"]), (3.0, ["multiply", "multiply"]), (4.0, ["multiply", "multiply"]),
+                   (0.5, ["sqrt"]), (1.0, []), (2.5, ["power"])]:
+        mod = module([x], call("power", x, const(np.float32(e))))
+        after = PassContext(opt_level=3).run(mod, [simplify_inference])
+        assert [c.op for c in topo_calls(after)] == ops, e
+        xv = np.abs(rand(4, 9)) + 0.1
+        np.testing.assert_allclose(ember.compile(after).run(xv)[0], xv ** e, rtol=1e-5)
