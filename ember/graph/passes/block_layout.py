@@ -131,8 +131,8 @@ def _conv(n: Call, target):
 def _grouped(n: Call, x, w, fb: int, attrs: dict):
     """A grouped conv whose groups lie within blocks runs on the blocks, each output block
     reading its own input block: depthwise (one filter per channel), or groups narrower than
-    a block (RegNet's, 8 channels wide) with each block's weights made block-diagonal. A
-    plain input is blocked first (one copy, where the plain kernel would pad its input anyway)."""
+    a block (RegNet's, 8 channels wide) with each block's weights made block-diagonal -- when
+    its input is already blocked, or its window is large enough to pay for blocking it."""
     C, F, groups = x.type.shape[1], n.type.shape[1], n.attr("groups")
     cg, fg = w.type.shape[1], F // groups
     if F != C or C < fb or cg != fg or fb % cg:
@@ -141,6 +141,11 @@ def _grouped(n: Call, x, w, fb: int, attrs: dict):
     if src is not None and (src.type.shape[-1] != fb or cg > 1 and _padded(x) and not _finite_padding(src)):
         src = None  # (a depthwise conv keeps its lanes apart: padding never reaches the sums)
     if src is None:
+        # a plain input: blocking it here and unblocking after costs more than the blocked
+        # kernel saves on a small window (ShuffleNet's 3x3 depthwise convs between plain
+        # grouped 1x1 convs), less on a large one (ConvNeXt's 7x7: 49 taps per element)
+        if w.type.shape[2] * w.type.shape[3] < 25:
+            return None
         src = _call("block_channels", [x], {"block": fb}, n.span)
     if cg > 1:
         w = _block_diagonal(w, fb, n.span)
