@@ -183,18 +183,35 @@ def schedule_conv_nchwc(s: Schedule, conv: te.Tensor, out: Optional[te.Tensor] =
         xo, xi = so.split(x, factor=xb)
         so.reorder(n, fco, y, fo, xo, xi, fi)
         parallel_outer(so, [n, fco, y])
-        so.unroll(xi)
-        fv, fl = so.split(fi, factor=lanes)
-        so.unroll(fv)
-        so.vectorize(fl)
-        st.compute_at(so, xo)
-        cn, cfo, cy, cx, cfi, *red = st.leaf
-        st.reorder(*red, cn, cfo, cy, cx, cfi)
-        cxi = cx
-    st.unroll(cxi)
+        _whole_reduction(so, st, xo, xi, fi, lanes)
+        return _schedule_pad(s, conv, lanes)
+    _vector_block(st, cxi, cfi, lanes)
+    return _schedule_pad(s, conv, lanes)
+
+
+def _whole_reduction(so, st, xo, xi, fi, lanes: int) -> None:
+    """The accumulators of one block of columns computed at ``xo``, the whole reduction
+    outermost, then written back with the epilogue: columns unrolled, channels in vectors."""
+    so.unroll(xi)
+    fv, fl = so.split(fi, factor=lanes)
+    so.unroll(fv)
+    so.vectorize(fl)
+    st.compute_at(so, xo)
+    cn, cfo, cy, cx, cfi, *red = st.leaf
+    st.reorder(*red, cn, cfo, cy, cx, cfi)
+    _vector_block(st, cx, cfi, lanes)
+
+
+def _vector_block(st, cx, cfi, lanes: int) -> None:
+    """The register block: its columns and its channels' vectors unrolled, lanes vectorized."""
+    st.unroll(cx)
     cv, cl = st.split(cfi, factor=lanes)
     st.unroll(cv)
     st.vectorize(cl)
+
+
+def _schedule_pad(s: Schedule, conv: te.Tensor, lanes: int) -> Schedule:
+    """The padded input, once per call, in parallel."""
     pad = conv.op.attrs["pad"]
     if pad is not None:
         sp = s[pad]
@@ -219,18 +236,7 @@ def _schedule_grouped(s: Schedule, conv: te.Tensor, out: te.Tensor, acc: te.Tens
     xo, xi = so.split(x, factor=xb)
     so.reorder(n, fo, y, xo, xi, fi)
     row = parallel_outer(so, [n, fo, y])
-    so.unroll(xi)
-    fv, fl = so.split(fi, factor=lanes)
-    so.unroll(fv)
-    so.vectorize(fl)
-    st = s[acc]
-    st.compute_at(so, xo)
-    cn, cfo, cy, cx, cfi, *red = st.leaf
-    st.reorder(*red, cn, cfo, cy, cx, cfi)
-    st.unroll(cx)
-    cv, cl = st.split(cfi, factor=lanes)
-    st.unroll(cv)
-    st.vectorize(cl)
+    _whole_reduction(so, s[acc], xo, xi, fi, lanes)
     pad = conv.op.attrs["pad"]
     if pad is not None:
         sp = s[pad]
