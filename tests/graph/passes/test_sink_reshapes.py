@@ -37,3 +37,11 @@ def test_an_operand_varying_along_another_axis_keeps_the_reshape():
     r = call("reshape", x, newshape=(2, 3, 4))
     mod = module([x], call("add", r, const(rand(2, 1, 4))))
     assert PassContext(opt_level=3).run(mod, [sink_reshapes]) is mod
+
+
+def test_ops_whose_attributes_name_an_axis_or_a_shape_keep_the_reshape():
+    x = Var("x", T(6, 4))
+    r = call("reshape", x, newshape=(2, 3, 4))
+    for y in (call("nn.bias_add", r, const(rand(3)), axis=1), call("expand", r, shape=(2, 2, 3, 4))):
+        mod = module([x], y)
+        assert PassContext(opt_level=3).run(mod, [sink_reshapes]) is mod
