@@ -41,6 +41,7 @@ from ..types import TensorType
 from ..visit import rewrite
 from .context import PassContext, graph_pass
 from .pack_conv_weights import _constant_valued
+from .sink_reshapes import VIEWED as _VIEWED  # (their attributes name an axis or shape of the plain layout)
 
 _FLOW = (Pattern.ELEMWISE, Pattern.BROADCAST)
 # ops whose result is finite where their operands are (overflow aside): padding lanes that
@@ -203,7 +204,7 @@ def _bias_add(n: Call):
 
 def _elementwise(n: Call):
     opdef = get_op(n.op)
-    if opdef.pattern not in _FLOW or not _static(n.type) or n.type.ndim != 4:
+    if opdef.pattern not in _FLOW or n.op in _VIEWED or not _static(n.type) or n.type.ndim != 4:
         return None
     sources = [_blocked(a) for a in n.args]
     blocked = [s for s in sources if s is not None]

@@ -23,7 +23,7 @@ from .context import PassContext, graph_pass
 _FLOW = (Pattern.ELEMWISE, Pattern.BROADCAST)
 # elementwise ops whose attributes name a shape or an axis of their operands' view: moving
 # the reshape would change what they mean
-_VIEWED = {"expand", "constant_of_shape", "nn.batch_norm", "nn.bias_add"}
+VIEWED = frozenset({"expand", "constant_of_shape", "nn.batch_norm", "nn.bias_add"})
 
 
 def _reshape(x, shape, span) -> Call:
@@ -49,7 +49,7 @@ def _merge(n: Call):
 def _sink(n: Call):
     """``f(reshape(x), ...)`` -> ``reshape(f(x, ...))`` where the other operands broadcast the
     same way against ``x`` (see the module docstring), else None."""
-    if get_op(n.op).pattern not in _FLOW or n.op in _VIEWED or not isinstance(n.type, TensorType):
+    if get_op(n.op).pattern not in _FLOW or n.op in VIEWED or not isinstance(n.type, TensorType):
         return None
     views = [a for a in n.args if _is_reshape(a) and tuple(a.type.shape) == tuple(n.type.shape)]
     if not views:

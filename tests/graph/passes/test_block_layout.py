@@ -202,3 +202,13 @@ def test_groups_narrower_than_a_block_run_block_diagonal():
     (grouped,) = [n for n in topo_calls(after) if n.op == "nn.conv2d_nchwc" and n.attr("groups", 1) > 1]
     assert grouped.args[0].op == "nn.relu" and grouped.args[1].type.shape[1] == FB
     _same_as_plain(mod, (1, c, 9, 9))
+
+
+def test_an_expand_of_a_blocked_value_reads_the_plain_layout():
+    """expand names its result's shape in the plain layout: it cannot run on the blocks."""
+    x = Var("x", T(1, 8, 6, 6))
+    s = call("mean", call("nn.relu", _conv(x, rand(FB, 8, 3, 3))), axis=(2, 3), keepdims=True)
+    mod = module([x], call("expand", s, shape=(1, FB, 6, 6)))
+    after = run(mod)
+    assert [n for n in topo_calls(after) if n.op == "expand"][0].args[0].op == "unblock_channels"
+    _same_as_plain(mod, (1, 8, 6, 6))
