@@ -38,8 +38,7 @@ from ..ops import get_op, infer_type
 from ..ops.reduce import reduced_axes
 from ..ops.registry import Pattern
 from ..types import TensorType
-from ..visit import rewrite
-from .context import PassContext, graph_pass
+from .context import PassContext, graph_pass, rewrite_main
 from .pack_conv_weights import _constant_valued
 from .sink_reshapes import VIEWED as _VIEWED  # (their attributes name an axis or shape of the plain layout)
 
@@ -291,9 +290,7 @@ def block_layout(mod: Module, ctx: PassContext) -> Module:
             return _reduce(n)
         return _elementwise(n)
 
-    main = mod.main
-    body = rewrite(main.body, visit)
-    return mod if body is main.body else mod.with_function("main", main.replace(body=body))
+    return rewrite_main(mod, visit)
 
 
 __all__ = ["block_layout"]

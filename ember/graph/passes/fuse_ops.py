@@ -42,6 +42,7 @@ class _Group:
         self.kind = kind  # "anchor" (takes an epilogue), "flow" (injective chain), "closed"
         self.anchor = root if kind == "anchor" else None
         self.diamond = False  # took one: a second would inline shared values into each reader again
+
     @property
     def output(self) -> Call:
         return self.members[-1]
@@ -53,15 +54,18 @@ def _pattern(call: Call) -> Pattern:
     return get_op(call.op).pattern
 
 
-def _consumers(body) -> dict:
-    """Every Call's readers (each once), in dataflow order."""
-    out: dict = {}
-    for n in post_order(body):
-        for a in getattr(n, "args", None) or getattr(n, "fields", None) or ((n.tuple,) if isinstance(n, TupleGetItem) else ()):
-            readers = out.setdefault(a, [])
-            if not readers or readers[-1] is not n:
-                readers.append(n)
-    return out
+def _readers(body) -> tuple:
+    """(every node's readers, each once -- a Tuple or TupleGetItem reader included, so a
+    model output is read outside any group; every node's position in dataflow order)."""
+    readers: dict = {}
+    order: dict = {}
+    for i, n in enumerate(post_order(body)):
+        order[n] = i
+        operands = n.args if isinstance(n, Call) else n.fields if isinstance(n, Tuple) else \
+            (n.tuple,) if isinstance(n, TupleGetItem) else ()
+        for a in dict.fromkeys(operands):
+            readers.setdefault(a, []).append(n)
+    return readers, order
 
 
 def _diamond(a: Call, shape, consumers: dict, order: dict):
@@ -87,17 +91,14 @@ def _diamond(a: Call, shape, consumers: dict, order: dict):
 def partition(body, fuse: bool = True) -> dict:
     """Map every Call of ``body`` to its group (calls of one group share the object)."""
     uses = use_counts(body)
-    consumers = _consumers(body) if fuse else {}
-    order = {n: i for i, n in enumerate(post_order(body))} if fuse else {}
+    consumers, order = _readers(body) if fuse else ({}, {})
     promised: dict = {}  # a call -> the group a diamond it belongs to joins
     group_of: dict = {}
     for n in post_order(body):
         if not isinstance(n, Call):
             continue
         pat = _pattern(n)
-        joined = promised.get(n)
-        if joined is not None and len(joined.members) >= MAX_GROUP + DIAMOND:
-            joined = None
+        joined = promised.get(n)  # (a diamond joins whole: its members never exceed DIAMOND)
         if joined is None and fuse and pat in _FLOW + (Pattern.INJECTIVE,):
             for a in n.args:
                 g = group_of.get(a)

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from ..ir import Call, Module, Var
 from ..types import TensorType
-from ..visit import post_order, rewrite
-from .context import PassContext, graph_pass
+from ..visit import post_order
+from .context import PassContext, graph_pass, rewrite_main
 
 _CONVS = ("nn.conv1d", "nn.conv2d", "nn.conv3d")
 
@@ -51,9 +51,7 @@ def pack_conv_weights(mod: Module, ctx: PassContext) -> Module:
     """Give every convolution with constant weights weights packed for its micro-kernel (see
     the module docstring)."""
     target = ctx.config.get("target")
-    main = mod.main
-    body = rewrite(main.body, lambda n: _packed(n, target) if isinstance(n, Call) and n.op in _CONVS else None)
-    return mod if body is main.body else mod.with_function("main", main.replace(body=body))
+    return rewrite_main(mod, lambda n: _packed(n, target) if isinstance(n, Call) and n.op in _CONVS else None)
 
 
 __all__ = ["pack_conv_weights"]

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from ..ir import Call, Module
 from ..types import TensorType
-from ..visit import rewrite
-from .context import PassContext, graph_pass
+from .context import PassContext, graph_pass, rewrite_main
 from .pack_conv_weights import _constant_valued
 
 
@@ -49,10 +48,8 @@ def pack_matmul_weights(mod: Module, ctx: PassContext) -> Module:
     """Give every matrix product by a constant weight that weight packed in panels (see the
     module docstring)."""
     target = ctx.config.get("target")
-    main = mod.main
-    body = rewrite(main.body, lambda n: _packed(n, target) if isinstance(n, Call)
-                   and n.op in ("nn.dense", "nn.matmul") else None)
-    return mod if body is main.body else mod.with_function("main", main.replace(body=body))
+    return rewrite_main(mod, lambda n: _packed(n, target) if isinstance(n, Call)
+                        and n.op in ("nn.dense", "nn.matmul") else None)
 
 
 __all__ = ["pack_matmul_weights"]

@@ -17,8 +17,7 @@ from ..ir import Call, Module
 from ..ops import get_op, infer_type
 from ..ops.registry import Pattern
 from ..types import TensorType
-from ..visit import rewrite
-from .context import PassContext, graph_pass
+from .context import PassContext, graph_pass, rewrite_main
 
 _FLOW = (Pattern.ELEMWISE, Pattern.BROADCAST)
 # elementwise ops whose attributes name a shape or an axis of their operands' view: moving
@@ -81,9 +80,7 @@ def sink_reshapes(mod: Module, ctx: PassContext) -> Module:
             return _merge(n)
         return _sink(n)
 
-    main = mod.main
-    body = rewrite(main.body, visit)
-    return mod if body is main.body else mod.with_function("main", main.replace(body=body))
+    return rewrite_main(mod, visit)
 
 
 __all__ = ["sink_reshapes"]

@@ -20,8 +20,7 @@ from typing import Optional
 
 from ..ir import Call, Module
 from ..types import TensorType
-from ..visit import rewrite
-from .context import PassContext, graph_pass
+from .context import PassContext, graph_pass, rewrite_main
 
 _CONVS = ("nn.conv1d", "nn.conv2d", "nn.conv3d")
 
@@ -140,9 +139,7 @@ def _rewrite(n: Call) -> Optional[Call]:
 def trim_conv_taps(mod: Module, ctx: PassContext) -> Module:
     """Slice away the convolution taps that read only padding, in bands where they change
     (see the module docstring)."""
-    main = mod.main
-    body = rewrite(main.body, lambda n: _rewrite(n) if isinstance(n, Call) and n.op in _CONVS else None)
-    return mod if body is main.body else mod.with_function("main", main.replace(body=body))
+    return rewrite_main(mod, lambda n: _rewrite(n) if isinstance(n, Call) and n.op in _CONVS else None)
 
 
 __all__ = ["live_taps", "trim_conv_taps"]
