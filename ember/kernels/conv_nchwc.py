@@ -45,7 +45,10 @@ def width_block(width, fb: int, lanes: int, registers: int = 16) -> int:
     the one that pads the row least, the smaller on ties (measured: 4 columns run as fast as
     6 where both fit the row exactly)."""
     vecs = max(1, fb // lanes)
-    most = max(1, (registers - vecs - 1) // vecs)
+    # accumulators in at most 3/4 of the registers: at 28 of AVX-512's 32, LLVM's schedule
+    # of the unrolled taps spilled them to the stack (a 14-wide row ran at 40-75% of peak,
+    # varying with the stack's address from one process to the next)
+    most = max(1, min(registers - vecs - 1, registers * 3 // 4) // vecs)
     width = width if isinstance(width, int) else const_int(as_expr(width))
     if width is None:
         return min(4, most)
