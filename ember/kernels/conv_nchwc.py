@@ -33,10 +33,14 @@ from .conv import _fold, conv_out_size, pad_spatial, vectorize_copy
 SMALL_PLANE = 64  # output positions per channel up to which a task is a channel block's plane
 
 
-def channel_block(dtype: str = "float32", target=None) -> int:
+def channel_block(dtype: str = "float32", target=None, channels: Optional[int] = None) -> int:
     """The output-channel block ``FB`` of the blocked layout: two vectors (the register budget
-    then leaves room for up to 6 columns x 2 vectors of accumulators on AVX2's 16 registers)."""
-    return 2 * vector_lanes(host(target), dtype)
+    then leaves room for up to 6 columns x 2 vectors of accumulators on AVX2's 16 registers),
+    or one for a conv of ``channels`` fewer than two vectors (MobileNet's 16- and 24-channel
+    projections on AVX-512: a block of 32 would be half padding, and the plain layout costs
+    a layout change on each side)."""
+    lanes = vector_lanes(host(target), dtype)
+    return lanes if channels is not None and channels < 2 * lanes else 2 * lanes
 
 
 def width_block(width, fb: int, lanes: int, registers: int = 16) -> int:

@@ -29,7 +29,8 @@ pools and reductions carry the padding along lane by lane, and a conv reads it a
 weights -- where the padding is finite (:func:`_finite_padding`: it came from zero filters
 or zero fill through ops that keep finite values finite); otherwise the conv reads the plain
 layout. A concat stops padding. Convolutions that do not qualify (groups across blocks,
-1-D/3-D, runtime weights, fewer channels than a block, not float32) keep the plain layout.
+1-D/3-D, runtime weights, fewer channels than a vector, not float32) keep the plain layout;
+a conv of fewer channels than a block (two vectors) is blocked by one vector.
 """
 from __future__ import annotations
 
@@ -109,7 +110,7 @@ def _conv(n: Call, target):
         return None
     if n.type.dtype != "float32" or not _constant_valued(w):
         return None
-    fb = channel_block(n.type.dtype, target)
+    fb = channel_block(n.type.dtype, target, n.type.shape[1])
     attrs = {k: n.attr(k, None) for k in ("strides", "padding", "dilation")}
     groups = n.attr("groups", 1)
     if groups != 1:

@@ -59,11 +59,27 @@ def test_blocked_and_plain_layouts_agree():
 
 def test_what_does_not_fit_the_blocks_keeps_the_plain_layout():
     x = Var("x", T(1, 8, 9, 9))
-    # fewer output channels than a block, groups, runtime weights
-    for body in (_conv(x, rand(FB - 4, 8, 3, 3)), _conv(x, rand(2 * FB, 4, 3, 3), groups=2)):
+    # fewer output channels than a vector, groups, runtime weights
+    for body in (_conv(x, rand(FB // 2 - 4, 8, 3, 3)), _conv(x, rand(2 * FB, 4, 3, 3), groups=2)):
         assert "nn.conv2d_nchwc" not in _ops(run(module([x], body)))
     w = Var("w", T(FB, 8, 3, 3))
     assert "nn.conv2d_nchwc" not in _ops(run(module([x, w], call("nn.conv2d", x, w))))
+
+
+def test_fewer_channels_than_a_block_take_a_block_of_one_vector():
+    """A conv of fewer filters than two vectors (MobileNet's 16 and 24 on AVX-512) is blocked
+    by one vector, padded to whole vectors; the next conv reads those blocks; the results
+    are the plain layout's."""
+    c = FB // 2 + 4
+    x = Var("x", T(1, 8, 9, 9))
+    y = call("nn.relu", _conv(x, rand(c, 8, 3, 3) * 0.1))
+    mod = module([x], _conv(y, rand(FB, c, 3, 3) * 0.1))
+    convs = [n for n in topo_calls(run(mod)) if n.op == "nn.conv2d_nchwc"]
+    assert [n.type.shape[-1] for n in convs] == [FB // 2, FB]
+    assert convs[1].args[0].op == "nn.relu" and convs[1].args[0].type.shape[1] == 2
+    blocked, plain = ember.compile(mod), ember.compile(mod, disabled_passes=["block_layout"])
+    xv = rand(1, 8, 9, 9)
+    np.testing.assert_allclose(blocked.run(xv)[0], plain.run(xv)[0], rtol=1e-4, atol=1e-4)
 
 
 def test_channels_past_the_last_whole_block_pad_it():
