@@ -301,3 +301,32 @@ def test_kernel_names_checked():
         build([PrimFunc("expf", (A,), body)])
     with pytest.raises(CompileError, match="two kernels are named 'k'"):
         build([PrimFunc("k", (A,), body), PrimFunc("k", (A,), body)])
+
+
+def _accumulate(rows: int):
+    """``acc[r] += A[k, r] * 2`` for ``rows`` vectors of 8 lanes, reduced over k (the shape of
+    a register block's reduction step when ``rows`` is large)."""
+    k = Var("k")
+    A = Buffer("A", (16, rows * 8), "float32")
+    out = Buffer("out", (rows * 8,), "float32")
+    steps = []
+    for r in range(rows):
+        lanes = Ramp(IntImm(r * 8), IntImm(1), 8)
+        steps.append(Store(out, out[lanes] + A[k, lanes] * Broadcast(FloatImm(2.0), 8),
+                           (lanes,)))
+    return PrimFunc(f"acc{rows}", (A, out), For(k, 0, 16, "serial", seq(*steps)))
+
+
+def test_register_block_loops_are_not_unrolled_by_llvm():
+    """A loop around a register block (8 or more vector stores, no inner loop) tells LLVM not
+    to unroll it (unrolled, a conv's taps share broadcasts and the block spills); a small body
+    is left to LLVM. Both compute the same sums."""
+    big, small = emit_llvm(_accumulate(8)), emit_llvm(_accumulate(2))
+    assert "llvm.loop.unroll.disable" in big and "distinct" in big
+    assert "llvm.loop" not in small
+    for rows in (8, 2):
+        lib = build(_accumulate(rows))
+        a = np.random.rand(16, rows * 8).astype(np.float32)
+        out = rt.zeros((rows * 8,), "float32")
+        lib[f"acc{rows}"](rt.array(a), out)
+        np.testing.assert_allclose(out.numpy(), 2 * a.sum(0), rtol=1e-5)
