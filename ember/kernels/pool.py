@@ -86,11 +86,24 @@ def pool_compute(data: te.Tensor, kind: str, kernel: Sequence[int], strides=None
     end = [(o - 1) * s + d * (k - 1) + 1 - b - size
            for o, s, d, k, b, size in zip(last, strides, dilation, kernel, begin, sizes)]
     phases = 1 if blocked else strides[-1]  # a strided window reads its de-interleaved input contiguously
-    padded = pad_spatial(data, begin, end, neutral(combiner, data.dtype), f"{name}_pad", phases=phases,
-                         inner=int(blocked))
     rk = [te.reduce_axis(k, f"{name}_k{i}") for i, k in enumerate(kernel)]
+    # a blocked max pool reads its taps clamped into the input instead of a padded copy (one
+    # pass over memory less): a window that reaches past an edge also holds the edge element
+    # its outside taps clamp to (with taps one apart), so the maximum is the same
+    clamp = blocked and kind == "max" and all(d == 1 for d in dilation) and all(k > b for k, b in zip(kernel, begin))
+    if clamp:
+        padded = data
 
-    def element(nn, c, *o):
+        def element(nn, c, *o):
+            o, ci = o[:n], o[n:]
+            idx = [min_(max_(oi * s + r.var * d - b, 0), size - 1)
+                   for oi, s, r, d, b, size in zip(o, strides, rk, dilation, begin, sizes)]
+            return te.max(data[(nn, c, *idx, *ci)], axis=tuple(rk))
+    else:
+        padded = pad_spatial(data, begin, end, neutral(combiner, data.dtype), f"{name}_pad", phases=phases,
+                             inner=int(blocked))
+
+    def padded_element(nn, c, *o):
         o, ci = o[:n], o[n:]
         idx = [oi * s + r.var * d for oi, s, r, d in zip(o[:-1], strides, rk, dilation)]
         idx += window_last(padded, o[-1], rk[-1].var, strides[-1], dilation[-1], phases)
@@ -98,6 +111,8 @@ def pool_compute(data: te.Tensor, kind: str, kernel: Sequence[int], strides=None
         if kind == "lp":
             v = intr.abs(v) if p == 1 else v * v if p == 2 else intr.pow(intr.abs(v), const(float(p), v.dtype))
         return getattr(te, combiner)(v, axis=tuple(rk))
+    if not clamp:
+        element = padded_element
 
     shape = tuple(data.shape[:2]) + tuple(out_spatial) + tuple(data.shape[2 + n:])
     parts = {"kind": "pool", "pad": padded if padded is not data else None, "xb": lanes, "blocked": blocked}

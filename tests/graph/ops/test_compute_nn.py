@@ -326,6 +326,14 @@ CASES = [
     ("nn.max_pool2d", {"pool_size": (3, 3), "strides": (2, 2), "padding": (1, 1, 1, 1), "blocked": True},
      [(1, 2, 11, 12, 16)], lambda x: block_ref(pool_ref(unblock_ref(x), "max", (3, 3), (2, 2), (1, 1, 1, 1)), 16),
      "residual", 1e-5),
+    # (blocked max pools read their taps clamped into the input: ceil mode, uneven padding;
+    # a dilated window keeps the padded copy)
+    ("nn.max_pool2d", {"pool_size": (3, 2), "strides": (2, 3), "padding": (2, 0, 0, 1), "ceil_mode": True,
+                       "blocked": True}, [(2, 1, 10, 11, 8)],
+     lambda x: block_ref(pool_ref(unblock_ref(x), "max", (3, 2), (2, 3), (2, 0, 0, 1), None, True), 8), None, 0),
+    ("nn.max_pool2d", {"pool_size": (3, 3), "padding": (1, 1, 1, 1), "dilation": (2, 1), "blocked": True},
+     [(1, 1, 9, 7, 8)], lambda x: block_ref(pool_ref(unblock_ref(x), "max", (3, 3), None, (1, 1, 1, 1), (2, 1)), 8),
+     None, 0),
     ("nn.avg_pool2d", {"pool_size": (3, 3), "strides": (2, 2), "padding": (1, 1, 1, 1), "ceil_mode": True,
                        "blocked": True}, [(2, 1, 9, 10, 8)],
      lambda x: block_ref(pool_ref(unblock_ref(x), "avg", (3, 3), (2, 2), (1, 1, 1, 1), None, True), 8), None, 1e-5),
