@@ -153,8 +153,8 @@ def deploy_source(exe, prog: dict) -> str:
         offset = 0
         if s["kind"] == "const":
             offset = prog["constants"][s["index"]]["offset"]
-        elif s["kind"] == "arena" and prog.get("arena_bytes") is not None:
-            offset = s["offset"]
+        elif s["kind"] == "arena" and prog.get("arena_bytes") is not None or s["kind"] == "view":
+            offset = s.get("offset", 0)  # (a view: its byte offset in its base)
         live = s.get("live", (0, len(prog["calls"])))
         slot_rows.append(f"    {{{SLOT_KINDS[s['kind']]}, {itemsize}, {len(s['shape'])}, {dim0}, INT64_C({offset}), "
                          f"{s.get('base', -1)}, {live[0]}, {live[1]}}},")

@@ -46,6 +46,12 @@ def is_control(fn: Function) -> bool:
     return isinstance(b, Call) and b.op in CONTROL_OPS and all(a in fn.params for a in b.args)
 
 
+def is_concat(fn: Function) -> bool:
+    """A group that only concatenates its parameters, each once, in order."""
+    b = fn.body
+    return isinstance(b, Call) and b.op == "concat" and b.args == tuple(fn.params)
+
+
 def needs_kernel(fn: Function) -> bool:
     return not (is_relabel(fn) or is_bind(fn) or is_control(fn))
 
@@ -135,7 +141,10 @@ def make_program(mod: Module, shared: Shared, output_names: Optional[Sequence[st
         inputs.append({"name": p.name, "shape": prog.slots[s]["shape"], "dtype": p.type.dtype, "slot": s})
     symbols = _input_symbols(main)
     kernel_of = {fn: shared.kernel(fn, prefix + gname) for gname, fn in mod.functions
-                 if gname != "main" and needs_kernel(fn)}
+                 if gname != "main" and needs_kernel(fn) and not is_concat(fn)}
+    # concats whose parts the producers write straight into their place (static programs)
+    in_place = _InPlaceConcat(prog, out_exprs=main.body.fields if isinstance(main.body, Tuple) else [main.body]) \
+        if not symbols and not any(is_bind(f) or is_control(f) for _, f in mod.functions) else None
     functions: list = []  # the subgraph programs
     function_index: dict = {}
     controls: list = []
@@ -155,8 +164,10 @@ def make_program(mod: Module, shared: Shared, output_names: Optional[Sequence[st
             if any(isinstance(a, tuple) for a in args):
                 raise LoweringError(f"{n.op}: tuple-valued arguments are not supported")
             if is_relabel(fn):
-                base = prog.slots[args[0]].get("base", args[0])
-                slot_of[n] = prog.slot("view", n.type, base=base)
+                src = prog.slots[args[0]]
+                base = src.get("base", args[0])
+                extra = {"offset": src["offset"]} if src["kind"] == "view" and "offset" in src else {}
+                slot_of[n] = prog.slot("view", n.type, base=base, **extra)
                 continue
             if is_bind(fn):  # the sizes are read from the value once its producer has run
                 slot_of[n] = args[0]
@@ -165,6 +176,13 @@ def make_program(mod: Module, shared: Shared, output_names: Optional[Sequence[st
                     binds.append({"after": produced_at.get(base, -1), "symbol": d.expr.name, "slot": args[0],
                                   "index": i})
                 continue
+            if is_concat(fn):
+                if in_place is not None:
+                    out = in_place.try_place(n, fn.body.attr("axis"), args, produced_at)
+                    if out is not None:
+                        slot_of[n] = out
+                        continue
+                kernel_of.setdefault(fn, shared.kernel(fn, prefix + n.op))
             if is_control(fn):
                 args = [args[list(fn.params).index(a)] for a in fn.body.args]  # (the group dedups them)
                 slot_of[n] = _control(fn.body, n, args, prog, subs or {}, shared, functions, function_index,
@@ -198,6 +216,9 @@ def make_program(mod: Module, shared: Shared, output_names: Optional[Sequence[st
             prog.slots[s]["kind"] = "output"
         outputs.append({"name": names[k] if k < len(names) else f"output_{k}", "shape": prog.slots[s]["shape"],
                         "dtype": e.type.dtype, "slot": s, "copy": not direct})
+
+    if in_place is not None and in_place.placed:
+        _views_after_bases(prog, inputs, outputs, produced_at)
 
     # memory plan over the arena slots
     last_use: dict = {}
@@ -244,6 +265,68 @@ def make_program(mod: Module, shared: Shared, output_names: Optional[Sequence[st
         program["controls"] = controls
         program["functions"] = functions
     return program
+
+
+class _InPlaceConcat:
+    """Concatenation without a copy: where every axis before the concat's is 1, its parts lie
+    one after another in its bytes, so each part's producer can write its value in place --
+    the part becomes a view of the concat at a byte offset, and the concat is no call at all
+    (SqueezeNet's fire modules, Inception's branches, DenseNet's growing blocks, where one
+    concat's result is itself a part of the next). A part qualifies when a kernel of this
+    program wrote it into the arena (not an input, constant, view or model output) and no
+    earlier concat took it; the concat's result must be an arena value too."""
+
+    def __init__(self, prog: _Slots, out_exprs):
+        self.prog = prog
+        self.outputs = set(out_exprs)
+        self.taken: set = set()
+        self.placed = 0
+
+    def try_place(self, n: Call, axis: int, args: list, produced_at: dict) -> Optional[int]:
+        """The slot of concat call ``n`` (along ``axis``, of parts in slots ``args``) with its
+        parts made views of it, or None where it must copy."""
+        prog, t = self.prog, n.type
+        if n in self.outputs or not isinstance(t, TensorType) or not all(isinstance(d, int) for d in t.shape):
+            return None
+        if any(d != 1 for d in t.shape[:axis % t.ndim]) or len(set(args)) != len(args):
+            return None
+        for a, node in zip(args, n.args):
+            s = prog.slots[a]
+            if s["kind"] != "arena" or a not in produced_at or a in self.taken or node in self.outputs \
+                    or not all(isinstance(d, int) for d in prog.types[a].shape):
+                return None
+        out = prog.slot("arena", t)
+        offset = 0
+        for a in args:
+            for k, s in enumerate(prog.slots):  # views of the part (reshapes, an earlier concat's parts)
+                if s["kind"] == "view" and s.get("base") == a:
+                    s["base"], s["offset"] = out, s.get("offset", 0) + offset
+            prog.slots[a] = {**prog.slots[a], "kind": "view", "base": out, "offset": offset}
+            offset += nbytes(prog.types[a])
+            self.taken.add(a)
+        produced_at[out] = min(produced_at[a] for a in args)
+        self.placed += 1
+        return out
+
+
+def _views_after_bases(prog: _Slots, inputs: list, outputs: list, produced_at: dict) -> None:
+    """Renumber the slots so that every view comes after its base (in-place concats made
+    views of slots made later), updating every reference to a slot."""
+    order = [k for k, s in enumerate(prog.slots) if s["kind"] != "view"] + \
+            [k for k, s in enumerate(prog.slots) if s["kind"] == "view"]
+    new = {old: i for i, old in enumerate(order)}
+    prog.slots = [prog.slots[k] for k in order]
+    prog.types = [prog.types[k] for k in order]
+    for s in prog.slots:
+        if "base" in s:
+            s["base"] = new[s["base"]]
+    for c in prog.calls:
+        c["args"] = [new[a] for a in c["args"]]
+    for e in inputs + outputs:
+        e["slot"] = new[e["slot"]]
+    moved = {new[k]: v for k, v in produced_at.items()}
+    produced_at.clear()
+    produced_at.update(moved)
 
 
 def _value_binds(prog: _Slots, inputs: list, binds: list) -> None:

@@ -196,9 +196,10 @@ class Layout:
                         if slots[o["slot"]]["kind"] == "output" and not o["copy"] and o["slot"] in mine]
         for k in phase.slots:
             s = slots[k]
-            if s["kind"] == "view" and nbytes[k] != nbytes.get(s["base"], nbytes[k]):
+            if s["kind"] == "view" and s["base"] in nbytes and (
+                    nbytes[k] + s.get("offset", 0) > nbytes[s["base"]] if "offset" in s else nbytes[k] != nbytes[s["base"]]):
                 raise ModelError(f"slot {k} views slot {s['base']} ({nbytes[s['base']]} bytes) as "
-                                 f"{shapes[k]} ({nbytes[k]} bytes) for {_bound(env)}")
+                                 f"{shapes[k]} ({nbytes[k]} bytes) at offset {s.get('offset', 0)} for {_bound(env)}")
         # each call's size arguments, by the kernel's scalar parameter names
         self.scalars = []
         for c, (kernel, args) in zip(program["calls"][phase.start:phase.end], calls[phase.start:phase.end]):

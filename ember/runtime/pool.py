@@ -36,6 +36,17 @@ from .call import data_pointer
 from .ndarray import numpy_dtype
 
 
+def view_of(base: np.ndarray, shape, slot: dict) -> np.ndarray:
+    """The value of view ``slot`` of ``base``: the same bytes reshaped, or -- at a byte
+    ``offset`` (a part of a concat its producer wrote in place) -- the bytes from there."""
+    if "offset" not in slot:
+        return base.reshape(shape)
+    off = slot["offset"]
+    dtype = numpy_dtype(slot["dtype"])
+    n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    return base.reshape(-1).view(np.uint8)[off: off + n].view(dtype).reshape(shape)
+
+
 def host_cores() -> int:
     """The cores this process may run on (its affinity mask)."""
     try:
@@ -103,7 +114,7 @@ class RunState:
         for k in mine:  # views are listed after their bases
             s = slots[k]
             if s["kind"] == "view" and slots[s["base"]]["kind"] == "arena":
-                fixed[k] = fixed[s["base"]].reshape(shapes[k])
+                fixed[k] = view_of(fixed[s["base"]], shapes[k], s)
         for k in mine:
             if fixed[k] is not None and slots[k]["kind"] in ("arena", "view"):
                 self.ptrs[k] = data_pointer(fixed[k])

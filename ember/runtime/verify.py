@@ -301,7 +301,15 @@ def verify_program(program: Any, module, n_constants: Optional[int] = None,
             bkind, _, _, bn, root, rng = info[base]
             if bkind == "view":
                 c.fail(f"{what} is a view of slot {base}, itself a view")
-            if bn is not None and n is not None and bn != n:
+            if "offset" in s:  # a part of its base's bytes (a concat's part, written in place)
+                if bkind != "arena":
+                    c.fail(f"{what} views slot {base}, a {bkind}, at an offset (only arena values have parts)")
+                off = c.int(s["offset"], f"{what}'s offset in its base", 0)
+                if bn is None or n is None or off + n > bn:
+                    c.fail(f"{what} ({n} bytes at offset {off}) runs past slot {base} ({bn} bytes)")
+                if rng is not None:
+                    rng = (rng[0] + off, rng[0] + off + n)
+            elif bn is not None and n is not None and bn != n:
                 c.fail(f"{what} views slot {base} ({bn} bytes) as {shape} {dtype} ({n} bytes)")
         info.append((kind, shape, dtype, n, root, rng))
 

@@ -139,3 +139,20 @@ def test_a_library_that_is_not_an_export_is_a_clear_error(run_model, tmp_path):
     subprocess.run(find_cc() + ["-shared", "-fPIC", str(src), "-o", so], check=True)
     res = subprocess.run([run_model, so], capture_output=True, text=True)
     assert res.returncode == 1 and "not an Ember export" in res.stderr
+
+
+def test_c_runs_an_export_whose_concat_parts_are_written_in_place(run_model, tmp_path):
+    """The parts of a concat are views at byte offsets of its bytes (no concat call): the C
+    runtime points each at its offset."""
+    x = h.make_tensor_value_info("x", T.FLOAT, [1, 3, 4, 5])
+    y = h.make_tensor_value_info("y", T.FLOAT, [1, 6, 4, 5])
+    nodes = [h.make_node("Softmax", ["x"], ["a"], axis=-1), h.make_node("Softmax", ["a"], ["b"], axis=2),
+             h.make_node("Concat", ["a", "b"], ["c"], axis=1), h.make_node("Softmax", ["c"], ["y"], axis=1)]
+    model = h.make_model(h.make_graph(nodes, "parts", [x], [y]), opset_imports=[h.make_opsetid("", 17)])
+    exe = ember.compile(model)
+    assert not any("concat" in k for k, _ in exe.kernel_calls)
+    xv = np.random.default_rng(6).standard_normal((1, 3, 4, 5)).astype(np.float32)
+    code, out = _run(run_model, exe.export(str(tmp_path / "parts.so")), [xv], tmp_path)
+    assert code == 0, out
+    want = exe.run(xv)[0]
+    np.testing.assert_allclose(_read(tmp_path, 0, want), want, rtol=1e-6, atol=1e-7)

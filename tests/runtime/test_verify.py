@@ -12,6 +12,9 @@ import pytest
 
 import ember
 from ember.errors import ModelError
+from ember.graph import Call, Function, Module, Var
+from ember.graph.infer import infer_types
+from ember.graph.types import TensorType
 from ember.runtime.executable import Executable
 from ember.runtime.verify import SEAL_MAGIC, reseal, verify_metadata, verify_program
 from ember.testing.fuzz import elf_regions
@@ -197,6 +200,21 @@ def test_the_compiler_output_passes_and_a_damaged_copy_fails(conv_net_exe):
     shrunk = [c[:1] for c in exe.constants]
     with pytest.raises(ModelError, match="but that constant is"):
         Executable(exe.module, exe.program, shrunk)
+
+
+def test_a_part_of_a_value_must_lie_inside_it():
+    """A concat's parts are views at byte offsets of its bytes: an offset that puts a part past
+    its base's end, or a part of a constant, is a ModelError."""
+    x = Var("x", TensorType((1, 2, 3), "float32"))
+    a = Call("nn.softmax", [x], {"axis": -1})
+    body = Call("nn.softmax", [Call("concat", [a, Call("nn.softmax", [a], {"axis": 1})], {"axis": 1})], {"axis": 1})
+    exe = ember.compile(infer_types(Module({"main": Function([x], body)})))
+    verify_program(exe.program, exe.module, constants=exe.constants)
+    k = next(k for k, s in enumerate(exe.program["slots"]) if s["kind"] == "view" and s.get("offset"))
+    prog = json.loads(json.dumps(exe.program))
+    prog["slots"][k]["offset"] += 4
+    with pytest.raises(ModelError, match="runs past slot"):
+        verify_program(prog, exe.module, constants=exe.constants)
 
 
 # -- what the export needs of the host -------------------------------------------------------------

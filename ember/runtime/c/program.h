@@ -12,7 +12,8 @@ typedef struct ember_slot_desc {
     int32_t itemsize;
     int32_t rank;
     int32_t dim0;      /* its dims are D[dim0 .. dim0 + rank) */
-    int64_t offset;    /* const: byte offset in the weights; arena of a static program: in the arena */
+    int64_t offset;    /* const: byte offset in the weights; arena of a static program: in the arena;
+                          view: in its base */
     int32_t base;      /* view: the slot it reshapes */
     int32_t live0, live1;  /* arena: first and last call that uses it */
 } ember_slot_desc;

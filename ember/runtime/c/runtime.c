@@ -86,8 +86,12 @@ void ember_session_free(ember_session *s) {
 const char *ember_last_error(const ember_session *s) { return s ? s->error : "no session"; }
 
 static const void *base_of(const ember_session *s, int32_t k) {
-    for (int depth = 0; P->slots[k].kind == SLOT_VIEW && depth < P->nslots; depth++) k = P->slots[k].base;
-    return s->ptrs[k];
+    int64_t offset = 0;  /* a view's bytes start at its offset in its base */
+    for (int depth = 0; P->slots[k].kind == SLOT_VIEW && depth < P->nslots; depth++) {
+        offset += P->slots[k].offset;
+        k = P->slots[k].base;
+    }
+    return s->ptrs[k] ? (const char *)s->ptrs[k] + offset : NULL;
 }
 
 /* First fit over the arena slots, largest first: two slots may share bytes when no call uses
