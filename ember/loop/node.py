@@ -8,13 +8,26 @@ from __future__ import annotations
 import dataclasses
 
 
+_FIELD_NAMES: dict = {}
+
+
+def field_names(cls) -> tuple:
+    """The dataclass field names of node class ``cls``, cached (``dataclasses.fields`` builds
+    its answer anew on every call, and equality, hashing and every traversal ask for them)."""
+    try:
+        return _FIELD_NAMES[cls]
+    except KeyError:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+        return names
+
+
 class Node:
     """Immutable IR node. Subclasses are ``@dataclasses.dataclass(frozen=True, eq=False)``."""
 
     __slots__ = ()
 
     def _key(self) -> tuple:
-        return tuple(getattr(self, f.name) for f in dataclasses.fields(self))
+        return tuple(getattr(self, name) for name in field_names(type(self)))
 
     def __eq__(self, other: object) -> bool:
         if self is other:

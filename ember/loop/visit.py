@@ -10,13 +10,12 @@ import dataclasses
 from typing import Callable, Iterator, Optional
 
 from .expr import Expr, Load, Var
-from .node import Node
+from .node import Node, field_names
 from .stmt import Buffer
 
 
 def _children_fields(n: Node):
-    for f in dataclasses.fields(n):
-        yield f.name, getattr(n, f.name)
+    return [(name, getattr(n, name)) for name in field_names(type(n))]
 
 
 def walk(tree, visit_buffers: bool = False) -> Iterator[Node]:
@@ -32,8 +31,7 @@ def walk(tree, visit_buffers: bool = False) -> Iterator[Node]:
         yield n
         if isinstance(n, Buffer) and not visit_buffers:
             continue
-        kids = [v for _, v in _children_fields(n)]
-        stack.extend(reversed(kids))
+        stack.extend([getattr(n, name) for name in reversed(field_names(type(n)))])
 
 
 def rewrite(tree, fn: Callable[[Node], Optional[Node]], *, into_buffers: bool = False):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 from .. import dtype as dt
+from ..node import field_names
 from ..expr import (And, BinaryOp, BitAnd, Broadcast, Call, Cast, CmpOp, Div, EQ, Expr, FloatImm, FloorDiv,
                     FloorMod, GE, GT, IntImm, LE, LT, Let, Load, Max, Min, Mod, Mul, Not, Or, Ramp, Select,
                     Shl, Shr, Sub, Add, Var, as_expr)  # noqa: F401 (Div, Mod, Min, Max: _IV_BINARY)
@@ -282,10 +283,8 @@ def _pure(e: Expr) -> bool:
 
 
 def _expr_children(e: Expr):
-    import dataclasses
-
-    for f in dataclasses.fields(e):
-        v = getattr(e, f.name)
+    for name in field_names(type(e)):
+        v = getattr(e, name)
         if isinstance(v, Expr):
             yield v
         elif isinstance(v, tuple):

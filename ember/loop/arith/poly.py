@@ -15,11 +15,9 @@ Order keys, variable sets and polynomials are cached on the (immutable) nodes th
 """
 from __future__ import annotations
 
-import dataclasses
-
 from .. import dtype as dt
 from ..expr import Add, Expr, FloatImm, IntImm, Mul, Sub, Var
-from ..node import Node
+from ..node import Node, field_names
 from ..stmt import Buffer
 from .fold import imm, wrap_signed
 
@@ -42,7 +40,7 @@ def order_key(n: Node) -> tuple:
         elif t is Var:
             k = (2, f"{n.name}:{n.type}", 0, ())
         else:
-            k = (3, t.__name__, 0, tuple(_field_key(getattr(n, f.name)) for f in dataclasses.fields(n)))
+            k = (3, t.__name__, 0, tuple(_field_key(getattr(n, name)) for name in field_names(t)))
         d["_arith_key"] = k
     return k
 
@@ -83,8 +81,8 @@ def vars_of(n) -> frozenset:
             s = _EMPTY
         else:
             s = _EMPTY
-            for f in dataclasses.fields(n):
-                v = getattr(n, f.name)
+            for name in field_names(type(n)):
+                v = getattr(n, name)
                 if isinstance(v, (Node, tuple)):
                     s = s | vars_of(v)
         d["_arith_vars"] = s
