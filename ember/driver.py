@@ -6,7 +6,7 @@ import os
 import tempfile
 from typing import Optional, Sequence, Union
 
-from .config import cache_dir, debug_level
+from .config import cache_dir, debug_level, opt_level
 from .loop.lower import lower
 from .loop.passes import default_pipeline
 from .loop.schedule import Schedule
@@ -63,13 +63,9 @@ def build(kernels: Union[Schedule, PrimFunc, Sequence], args: Optional[Sequence]
         return Module(hit)
     from .codegen.llvm import build as llvm_build  # LLVM is loaded only on a cache miss
 
-    funcs = []
-    for f in lowered:
-        t0 = time.perf_counter()
-        funcs.append(default_pipeline(f))
-        if stats is not None:
-            stats[f.name]["loop_passes"] = time.perf_counter() - t0
-    mod = llvm_build(funcs, target=target, name=funcs[0].name if len(funcs) == 1 else name, stats=stats)
+    # the loop passes run in the compile jobs, beside LLVM, on every core
+    mod = llvm_build(lowered, target=target, name=lowered[0].name if len(lowered) == 1 else name, stats=stats,
+                     passes=True)
     index_store(key, mod.path)
     return mod
 
@@ -101,7 +97,8 @@ def _index_key(funcs: list, target) -> str:
     # the sources' digest: the code a library holds besides its kernels (the program runner,
     # the metadata) and how kernels are emitted change with Ember, not with the loop programs
     h = hashlib.sha256()
-    for part in [f.script() for f in funcs] + [target.triple, target.cpu, target.features, source_digest()]:
+    for part in [f.script() for f in funcs] + [target.triple, target.cpu, target.features, source_digest(),
+                                               str(opt_level())]:
         h.update(part.encode("utf-8"))
         h.update(b"\0")
     return h.hexdigest()

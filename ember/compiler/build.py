@@ -122,10 +122,11 @@ def groups_key(groups: list, target) -> str:
     schedules are a function of exactly these, so any change to Ember misses the cache."""
     import hashlib
 
+    from ..config import opt_level
     from ..graph.printer import astext
 
     h = hashlib.sha256(b"groups\0")
-    for part in [source_digest(), target.triple, target.cpu, target.features, str(target.cores),
+    for part in [source_digest(), target.triple, target.cpu, target.features, str(target.cores), str(opt_level()),
                  *(f"{g}\n{astext(fn)}" for g, fn in groups)]:
         h.update(part.encode("utf-8"))
         h.update(b"\0")

@@ -21,6 +21,8 @@ from ..graph.visit import post_order
 from ..loop import dtype as dt
 from ..runtime.memory_plan import Interval, plan_memory
 from ..runtime.shapes import shape_symbols, symbols_of
+from .generic import enabled as generic_enabled
+from .generic import generalize
 from .group import group_anchor
 
 _RELABEL = ("reshape", "squeeze", "unsqueeze", "flatten")
@@ -140,7 +142,15 @@ def make_program(mod: Module, shared: Shared, output_names: Optional[Sequence[st
         slot_of[p] = s
         inputs.append({"name": p.name, "shape": prog.slots[s]["shape"], "dtype": p.type.dtype, "slot": s})
     symbols = _input_symbols(main)
-    kernel_of = {fn: shared.kernel(fn, prefix + gname) for gname, fn in mod.functions
+    sizes_of: dict = {}  # group -> the sizes its shape-generic kernel takes
+
+    def register(fn: Function, gname: str) -> str:
+        g = generalize(fn) if generic_enabled() else None
+        if g is None:
+            return shared.kernel(fn, prefix + gname)
+        sizes_of[fn] = g[1]
+        return shared.kernel(g[0], prefix + gname)
+    kernel_of = {fn: register(fn, gname) for gname, fn in mod.functions
                  if gname != "main" and needs_kernel(fn) and not is_concat(fn)}
     # concats whose parts the producers write straight into their place (static programs)
     in_place = _InPlaceConcat(prog, out_exprs=main.body.fields if isinstance(main.body, Tuple) else [main.body]) \
@@ -182,7 +192,8 @@ def make_program(mod: Module, shared: Shared, output_names: Optional[Sequence[st
                     if out is not None:
                         slot_of[n] = out
                         continue
-                kernel_of.setdefault(fn, shared.kernel(fn, prefix + n.op))
+                if fn not in kernel_of:
+                    kernel_of[fn] = register(fn, n.op)
             if is_control(fn):
                 args = [args[list(fn.params).index(a)] for a in fn.body.args]  # (the group dedups them)
                 slot_of[n] = _control(fn.body, n, args, prog, subs or {}, shared, functions, function_index,
@@ -199,6 +210,8 @@ def make_program(mod: Module, shared: Shared, output_names: Optional[Sequence[st
                                "nodes": "+".join(n.span) or n.op, "ops": function_ops(fn),
                                "anchor": group_anchor(fn),
                                "flops": dim_json(function_flops(fn)), "bytes": dim_json(moved)})
+            if fn in sizes_of:
+                prog.calls[-1]["scalars"] = dict(sizes_of[fn])
             for o in outs:
                 produced_at[o] = len(prog.calls) - 1
         elif isinstance(n, TupleGetItem):

@@ -102,9 +102,11 @@ def pack_weight(weight: Callable, F: int, Cg: int, kernel: Sequence[int], fb: in
         *rk, fi = rest
         f = fo * fb + fi
         v = weight(f, rc, *rk)
-        return v if F % fb == 0 else select(f < F, v, const(0, dtype))
+        return v if isinstance(F, int) and F % fb == 0 else select(f < F, v, const(0, dtype))
 
-    return te.compute((-(-F // fb), Cg, *kernel, fb), body, name)
+    # (sizes may be symbolic: the shape-generic packing kernel of constant folding)
+    blocks = -(-F // fb) if isinstance(F, int) else (F + (fb - 1)) // fb
+    return te.compute((blocks, Cg, *kernel, fb), body, name)
 
 
 def register_block(F: int, OW, lanes: int, accumulators: int, group: Optional[int] = None) -> tuple[int, int]:

@@ -52,6 +52,7 @@ class _Parser:
     def __init__(self, text: str):
         self.lines = text.splitlines()
         self.scopes: list[dict] = [{}]
+        self.implicit_sizes = False  # (while reading buffer parameters)
 
     # -- plumbing ---------------------------------------------------------------------------
     def err(self, node, msg: str) -> ParseError:
@@ -83,6 +84,11 @@ class _Parser:
         for s in reversed(self.scopes):
             if node.id in s:
                 return s[node.id]
+        if self.implicit_sizes and node.id not in RESERVED:
+            # a size a buffer parameter's shape names without declaring it: an int64 the
+            # runtime takes from the array's shape (as ``codegen.signature_scalars`` does)
+            v = self.scopes[-1][node.id] = Var(node.id, "int64")
+            return v
         raise self.err(node, f"undefined name {node.id!r}")
 
     def buffer(self, node) -> Buffer:
@@ -179,10 +185,14 @@ class _Parser:
             is_buf = _callee(arg.annotation) == "Buffer"
             scope[arg.arg] = None if is_buf else self.decl(arg.annotation, arg.arg)
             bufs += [arg] if is_buf else []
-        for arg in bufs:
-            pos, kw = self.args(arg.annotation, 2, ("strides", "scope", "align", "name"))
-            bname = self.string(kw.pop("name"), "a buffer name") if "name" in kw else arg.arg
-            scope[arg.arg] = self.new_buffer(arg.annotation, bname, *pos, kw)
+        self.implicit_sizes = True
+        try:
+            for arg in bufs:
+                pos, kw = self.args(arg.annotation, 2, ("strides", "scope", "align", "name"))
+                bname = self.string(kw.pop("name"), "a buffer name") if "name" in kw else arg.arg
+                scope[arg.arg] = self.new_buffer(arg.annotation, bname, *pos, kw)
+        finally:
+            self.implicit_sizes = False
         return PrimFunc(name, tuple(scope[arg.arg] for arg in a.args), self.block(fn.body), attrs)
 
     def attrs(self, d: ast.Call) -> tuple:

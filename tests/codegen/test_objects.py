@@ -19,7 +19,7 @@ def _kernels(n, scale=1.0):
 def test_parallel_workers_build_what_one_process_builds(tmp_path, monkeypatch):
     import ember.codegen.llvm.objects as objects
 
-    monkeypatch.setattr(objects, "PARALLEL_MIN_IR_BYTES", 0)  # small kernels: force the workers
+    monkeypatch.setattr(objects, "PARALLEL_MIN_SCRIPT_BYTES", 0)  # small kernels: force the workers
     monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("EMBER_COMPILE_JOBS", "2")
     stats: dict = {}
@@ -37,3 +37,47 @@ def test_parallel_workers_build_what_one_process_builds(tmp_path, monkeypatch):
     y = np.empty_like(x)
     mod2["times_6"](x, y)
     np.testing.assert_array_equal(y, x * 7)
+
+
+def test_workers_run_the_loop_passes_and_stay_for_the_next_build(tmp_path, monkeypatch):
+    """With ``passes`` the workers get the lowered kernels as text and run the loop passes
+    too (their time is reported); the worker processes serve the next build as well."""
+    import ember.codegen.llvm.objects as objects
+
+    monkeypatch.setattr(objects, "PARALLEL_MIN_SCRIPT_BYTES", 0)
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("EMBER_COMPILE_JOBS", "2")
+    objects._POOL.close()
+    stats: dict = {}
+    mod = build(_kernels(4, scale=2.0), stats=stats, passes=True)
+    pids = [w.proc.pid for w in objects._POOL.workers]
+    assert len(pids) == 2 and all(stats[f"times_{k}"]["loop_passes"] >= 0 for k in range(4))
+    x = np.arange(64, dtype=np.float32)
+    for k in range(4):
+        y = np.empty_like(x)
+        mod[f"times_{k}"](x, y)
+        np.testing.assert_array_equal(y, x * (k + 2.0))
+    build(_kernels(3, scale=5.0), passes=True)
+    assert [w.proc.pid for w in objects._POOL.workers] == pids
+    objects._POOL.close()
+    assert objects._POOL.workers == []
+
+
+def test_a_dying_worker_is_a_compile_error_naming_the_kernel(tmp_path, monkeypatch):
+    import pytest
+
+    import ember.codegen.llvm.objects as objects
+    from ember.errors import CompileError
+
+    monkeypatch.setattr(objects, "PARALLEL_MIN_SCRIPT_BYTES", 0)
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("EMBER_COMPILE_JOBS", "2")
+    objects._POOL.close()  # (workers read the environment when they start)
+    monkeypatch.setenv("EMBER_TEST_WORKER_EXIT", "1")  # read by the worker: it exits mid-job
+    with pytest.raises(CompileError, match="compile worker for kernel 'times_.' died"):
+        build(_kernels(2, scale=7.0), passes=True)
+    monkeypatch.delenv("EMBER_TEST_WORKER_EXIT")
+    mod = build(_kernels(2, scale=7.0), passes=True)  # a fresh pool works again
+    y = np.empty(64, np.float32)
+    mod["times_1"](np.ones(64, np.float32), y)
+    np.testing.assert_array_equal(y, 8.0)

@@ -48,12 +48,14 @@ def emit_llvm(funcs: Union[PrimFunc, Iterable[PrimFunc]], target: Target | None 
 
 
 def build(funcs: Union[PrimFunc, Iterable[PrimFunc]], target: Target | None = None,
-          name: str = "module", stats: dict | None = None):
+          name: str = "module", stats: dict | None = None, passes: bool = False):
     """Compile ``funcs`` into one shared library and load it.
 
     Each kernel is its own object, cached by content and compiled in parallel worker processes
     when several are new (``ember.codegen.llvm.objects``). ``stats`` (if given) gets per-kernel
-    seconds of LLVM IR emission, optimization and code generation, and ``"(link)"``.
+    seconds of LLVM IR emission, optimization and code generation, and ``"(link)"``. With
+    ``passes`` the funcs are as lowered: each kernel's job runs the loop passes first (in the
+    compile workers, beside LLVM).
     Returns an :class:`ember.runtime.Module`; ``module["kernel_name"](*arrays)`` runs a kernel.
     Raises :class:`ember.errors.CompileError` when code generation, LLVM or the linker fails.
     """
@@ -65,8 +67,10 @@ def build(funcs: Union[PrimFunc, Iterable[PrimFunc]], target: Target | None = No
     funcs = _as_list(funcs)
     target = target or Target.host()
     if _build.debug_level() >= 2:
-        _show(funcs)
-    objs, key, metadata = compile_objects(funcs, target, stats)
+        from ...loop.passes import default_pipeline
+
+        _show([default_pipeline(f) for f in funcs] if passes else funcs)
+    objs, key, metadata = compile_objects(funcs, target, stats, passes=passes)
     path = _build.cached_library(key)
     if path is None:
         what = "kernel " + ", ".join(repr(f.name) for f in funcs[:4]) + (" ..." if len(funcs) > 4 else "")

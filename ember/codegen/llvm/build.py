@@ -16,14 +16,13 @@ import sys
 import tempfile
 
 from ...errors import CompileError
-from ...config import cache_dir, debug_level  # noqa: F401  (re-exported)
+from ...config import cache_dir, debug_level, llvm_opt_level, opt_level  # noqa: F401  (re-exported)
 from ...target import Target
 
-OPT_LEVEL = 3
-
+OPT_LEVEL = 3  # (the default of ``config.llvm_opt_level``)
 
 @functools.lru_cache(maxsize=None)
-def target_machine(target: Target):
+def target_machine(target: Target, opt: int = OPT_LEVEL):
     """An LLVM target machine for ``target`` (position-independent code for shared libraries)."""
     import llvmlite.binding as llvm
 
@@ -31,7 +30,7 @@ def target_machine(target: Target):
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
         t = llvm.Target.from_triple(target.triple)
-        return t.create_target_machine(cpu=target.cpu, features=target.features, opt=OPT_LEVEL,
+        return t.create_target_machine(cpu=target.cpu, features=target.features, opt=opt,
                                        reloc="pic", codemodel="default")
     except RuntimeError as exc:
         raise CompileError(f"cannot create an LLVM target machine for {target}: {exc}") from exc
@@ -41,11 +40,11 @@ def data_layout(target: Target) -> str:
     return str(target_machine(target).target_data)
 
 
-def cache_key(ir_text: str, target: Target) -> str:
+def cache_key(ir_text: str, target: Target, opt: int = OPT_LEVEL) -> str:
     from ... import __version__
 
     h = hashlib.sha256()
-    for part in (ir_text, target.triple, target.cpu, target.features, str(OPT_LEVEL), __version__):
+    for part in (ir_text, target.triple, target.cpu, target.features, str(opt), __version__):
         h.update(part.encode("utf-8"))
         h.update(b"\0")
     return h.hexdigest()
@@ -56,8 +55,9 @@ def cached_library(key: str) -> str | None:
     return path if os.path.exists(path) and os.path.exists(path[:-3] + ".o") else None
 
 
-def compile_object(ir_text: str, target: Target, what: str, times: dict | None = None) -> bytes:
-    """Parse, verify and optimize (O3, new pass manager) ``ir_text``; return an ELF object.
+def compile_object(ir_text: str, target: Target, what: str, times: dict | None = None,
+                   opt: int = OPT_LEVEL) -> bytes:
+    """Parse, verify and optimize (O``opt``, new pass manager) ``ir_text``; return an ELF object.
 
     ``times`` (if given) gets the seconds of ``llvm_opt`` (parse, verify, O3) and ``llvm_codegen``
     (instruction selection to the object)."""
@@ -66,18 +66,18 @@ def compile_object(ir_text: str, target: Target, what: str, times: dict | None =
     import llvmlite.binding as llvm
 
     t0 = time.perf_counter()
-    tm = target_machine(target)
+    tm = target_machine(target, opt)
     try:
         mod = llvm.parse_assembly(ir_text)
         mod.verify()
     except RuntimeError as exc:
         raise CompileError(f"{what}: LLVM rejected the generated IR: {exc}") from exc
     try:
-        pto = llvm.PipelineTuningOptions(speed_level=OPT_LEVEL)
-        pto.loop_vectorization = True
-        pto.slp_vectorization = True
-        pto.loop_unrolling = True
-        pto.loop_interleaving = True
+        pto = llvm.PipelineTuningOptions(speed_level=opt)
+        pto.loop_vectorization = opt >= 2
+        pto.slp_vectorization = opt >= 2
+        pto.loop_unrolling = opt >= 2
+        pto.loop_interleaving = opt >= 2
         pb = llvm.create_pass_builder(tm, pto)
         pb.getModulePassManager().run(mod, pb)
         if debug_level() >= 3:

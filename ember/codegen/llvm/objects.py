@@ -10,12 +10,15 @@ builds, the cycle-counter function.
 """
 from __future__ import annotations
 
+import atexit
 import concurrent.futures as cf
+import json
 import os
 import pickle
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from typing import Optional
 
@@ -25,15 +28,16 @@ from ...config import cache_dir
 from ...loop import dtype as dt
 from ...errors import CompileError, EmberError
 from ...target import Target
-from .build import cache_key, compile_object, data_layout
+from .build import cache_key, compile_object, data_layout, opt_level
 from . import profile as _profile
 from .codegen import check_kernel_names, emit_function, signature_scalars
 from .metadata import add_metadata_global
 from .program import add_program_runner
 
-# Starting a worker (a Python that imports llvmlite) costs ~0.4 s; LLVM takes roughly 1.5 s per
-# MB of IR text at O3. Below this much new IR, compiling in this process is faster.
-PARALLEL_MIN_IR_BYTES = 1_000_000
+# Starting a worker (a Python that imports Ember and llvmlite) costs ~0.4 s; the loop passes,
+# LLVM IR emission and LLVM take roughly 60 us of CPU per byte of a kernel's lowered loop
+# program. Below this much new loop-IR text, compiling in this process is faster.
+PARALLEL_MIN_SCRIPT_BYTES = 16_000
 
 
 def kernel_ir(func, target: Target) -> tuple:
@@ -79,59 +83,172 @@ def _store(path: str, obj: bytes) -> None:
     os.replace(tmp, path)
 
 
-def _compile_job(job: tuple) -> tuple:
-    """Worker: (IR text, target, what) -> (object bytes, times)."""
-    text, target, what = job
-    times: dict = {}
-    obj = compile_object(text, target, what, times)
-    return obj, times
+def _reads_back(text: str, func) -> bool:
+    from ...loop.parser import parse
+
+    try:
+        return parse(text) == func
+    except EmberError:
+        return False
+
+
+def _compile_job(job: tuple, func=None) -> tuple:
+    """Worker: (loop-IR text, whether to run the loop passes, target, what) -> (object bytes,
+    metadata entry, stats): the whole back end of one kernel, so that it runs on every core.
+    In this process ``func`` (the PrimFunc the text prints) saves parsing it."""
+    from ...loop.parser import parse
+    from ...loop.passes import default_pipeline
+
+    text, passes, target, opt, what = job
+    func = parse(text) if func is None else func
+    stats: dict = {}
+    t0 = time.perf_counter()
+    if passes:
+        func = default_pipeline(func)
+    t1 = time.perf_counter()
+    ir_text, entry = kernel_ir(func, target)
+    stats.update(loop_passes=t1 - t0, llvm_emit=time.perf_counter() - t1, llvm_lines=ir_text.count("\n"))
+    obj = compile_object(ir_text, target, what, stats, opt)
+    return obj, entry, stats
+
+
+def _shared_job(job: tuple) -> tuple:
+    """The shared module's job: (IR text, target, what) -> (object bytes, None, stats)."""
+    text, target, opt, what = job
+    stats: dict = {}
+    return compile_object(text, target, what, stats, opt), None, stats
+
+
+def _run_job(job: tuple) -> tuple:
+    return _shared_job(job) if len(job) == 4 else _compile_job(job)
 
 
 def _worker_main() -> None:
-    """A worker process: a pickled list of jobs on stdin, a pickled list of results (or the
-    exception) on stdout."""
-    jobs = pickle.load(sys.stdin.buffer)
-    try:
-        out = [_compile_job(j) for j in jobs]
-    except BaseException as exc:  # sent back and raised in the parent, with its message
-        out = exc
-    pickle.dump(out, sys.stdout.buffer)
+    """A worker process: jobs arrive on stdin one at a time (length-prefixed pickles) until
+    stdin closes; each result (or the exception it raised) goes back the same way on stdout."""
+    inp, out = sys.stdin.buffer, sys.stdout.buffer
+    while True:
+        head = inp.read(8)
+        if len(head) < 8:
+            return
+        job = pickle.loads(inp.read(int.from_bytes(head, "little")))
+        if os.environ.get("EMBER_TEST_WORKER_EXIT"):  # (the tests' way to kill a worker mid-job)
+            os._exit(3)
+        try:
+            res = _run_job(job)
+        except BaseException as exc:  # sent back and raised in the parent, with its message
+            res = exc
+        data = pickle.dumps(res)
+        out.write(len(data).to_bytes(8, "little") + data)
+        out.flush()
 
 
-def _in_workers(jobs: list, workers: int) -> list:
-    """Compile ``jobs`` in ``workers`` fresh Python processes, balanced by IR size.
+class _Worker:
+    """One compile worker process and the file its stderr goes to (read if it dies)."""
+
+    def __init__(self, cmd: list, env: dict):
+        self.err = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err, env=env)
+
+    def run(self, job: tuple):
+        data = pickle.dumps(job)
+        try:
+            self.proc.stdin.write(len(data).to_bytes(8, "little") + data)
+            self.proc.stdin.flush()
+            head = self.proc.stdout.read(8)
+            res = pickle.loads(self.proc.stdout.read(int.from_bytes(head, "little"))) if len(head) == 8 else None
+        except (OSError, pickle.UnpicklingError, EOFError):
+            res = None
+        if res is None:
+            self.proc.kill()
+            self.proc.wait()
+            self.err.seek(0)
+            tail = self.err.read().decode(errors="replace").strip()[-2000:]
+            raise CompileError(f"a compile worker for {job[-1]} died (exit {self.proc.returncode}): {tail}")
+        return res
+
+    def close(self) -> None:
+        try:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=5)
+        except (OSError, subprocess.TimeoutExpired):
+            self.proc.kill()
+        self.err.close()
+
+
+class _Pool:
+    """Compile workers kept for the rest of a compile (a model compile builds its constant
+    folding program first, then the model: starting Python and LLVM again for each costs
+    ~0.4 s), and closed after :data:`IDLE_SECONDS` without work or at exit.
 
     Plain subprocesses rather than multiprocessing: a spawned multiprocessing child re-imports
     the caller's ``__main__`` (a user's script without a main guard would run again), and a
     forked one would inherit the OpenMP threads of kernels already loaded."""
-    buckets: list = [[] for _ in range(workers)]
-    loads = [0] * workers
-    for i in sorted(range(len(jobs)), key=lambda i: -len(jobs[i][0])):  # longest first
-        k = loads.index(min(loads))
-        buckets[k].append(i)
-        loads[k] += len(jobs[i][0])
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
-    cmd = [sys.executable, "-c", "from ember.codegen.llvm.objects import _worker_main; _worker_main()"]
 
-    def run(bucket: list):
-        p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-        out, err = p.communicate(pickle.dumps([jobs[i] for i in bucket]))
-        what = ", ".join(jobs[i][2] for i in bucket[:4]) + (" ..." if len(bucket) > 4 else "")
-        if p.returncode != 0 or not out:
-            raise CompileError(f"a compile worker for {what} died (exit {p.returncode}): "
-                               f"{err.decode(errors='replace').strip()[-2000:]}")
-        res = pickle.loads(out)
-        if isinstance(res, BaseException):
-            raise res
-        return res
+    IDLE_SECONDS = 20.0
 
-    results: list = [None] * len(jobs)
-    with cf.ThreadPoolExecutor(workers) as pool:  # threads only wait on the processes
-        for bucket, res in zip(buckets, pool.map(run, buckets)):
-            for i, r in zip(bucket, res):
-                results[i] = r
-    return results
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.workers: list = []
+        self.timer = None
+        atexit.register(self.close)
+
+    def run(self, jobs: list, workers: int) -> list:
+        """Results of ``jobs`` (in order), each job sent to the next free worker, the largest first."""
+        with self.lock:
+            if self.timer is not None:
+                self.timer.cancel()
+            root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+            cmd = [sys.executable, "-c", "from ember.codegen.llvm.objects import _worker_main; _worker_main()"]
+            while len(self.workers) < workers:
+                self.workers.append(_Worker(cmd, env))
+            order = sorted(range(len(jobs)), key=lambda i: -len(jobs[i][0]))
+            results: list = [None] * len(jobs)
+            lock = threading.Lock()
+
+            def drain(w: _Worker) -> None:
+                while True:
+                    with lock:
+                        if not order:
+                            return
+                        i = order.pop(0)
+                    results[i] = w.run(jobs[i])
+            try:
+                with cf.ThreadPoolExecutor(workers) as pool:  # threads only wait on the processes
+                    for f in [pool.submit(drain, w) for w in self.workers[:workers]]:
+                        f.result()
+            except BaseException:
+                self._close_workers()
+                raise
+            self.timer = threading.Timer(self.IDLE_SECONDS, self.close)
+            self.timer.daemon = True
+            self.timer.start()
+        for r in results:
+            if isinstance(r, BaseException):
+                raise r
+        return results
+
+    def _close_workers(self) -> None:
+        for w in self.workers:
+            w.close()
+        self.workers = []
+
+    def close(self) -> None:
+        """Stop the workers (they exit when their stdin closes)."""
+        if self.lock.acquire(timeout=1):
+            try:
+                self._close_workers()
+            finally:
+                self.lock.release()
+
+
+_POOL = _Pool()
+
+
+def _in_workers(jobs: list, workers: int) -> list:
+    """Compile ``jobs`` in ``workers`` worker processes (kept for the next call)."""
+    return _POOL.run(jobs, workers)
 
 
 def _jobs() -> int:
@@ -141,48 +258,78 @@ def _jobs() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def compile_objects(funcs: list, target: Target, stats: Optional[dict] = None) -> tuple:
+def object_key(text: str, passes: bool, target: Target, opt: int) -> str:
+    """The cache key of one kernel's object: its loop program (before or after the loop
+    passes), the target, the optimization level and a digest of Ember's own sources (the
+    passes and the code generator are a function of exactly these)."""
+    from ...driver import source_digest
+
+    return cache_key(f"{source_digest()}\0{int(passes)}\0{text}", target, opt)
+
+
+def compile_objects(funcs: list, target: Target, stats: Optional[dict] = None, passes: bool = False) -> tuple:
     """Objects for ``funcs`` (one each, cached) and the library key; returns
-    ``(objects, key, metadata)``. ``stats[kernel name]`` (if given) gets the seconds of
-    ``llvm_emit``, ``llvm_opt`` and ``llvm_codegen``, ``llvm_lines`` and ``cached``."""
+    ``(objects, key, metadata)``. With ``passes`` the funcs are as lowered and each job runs the
+    loop passes first. New kernels compile in worker processes when there is enough work:
+    parsing the loop program, the loop passes, LLVM IR emission, optimization and code
+    generation all run there, on every core. ``stats[kernel name]`` (if given) gets the
+    seconds of ``loop_passes``, ``llvm_emit``, ``llvm_opt`` and ``llvm_codegen``,
+    ``llvm_lines`` and ``cached``."""
+    from ...config import debug_level
+
     check_kernel_names(funcs)
-    texts, entries = [], []
-    for f in funcs:
-        t0 = time.perf_counter()
-        text, entry = kernel_ir(f, target)
-        texts.append(text)
-        entries.append(entry)
-        if stats is not None:
-            stats.setdefault(f.name, {}).update(llvm_emit=time.perf_counter() - t0, llvm_lines=text.count("\n"))
-    shared_text, metadata = shared_ir(funcs, entries, target, "shared")
-    keys = [cache_key(t, target) for t in texts + [shared_text]]
-    objs: list = [None] * len(keys)
+    texts = [f.script() for f in funcs]
+    opt = opt_level()
+    keys = [object_key(t, passes, target, opt) for t in texts]
+    objs: list = [None] * len(funcs)
+    entries: list = [None] * len(funcs)
     todo = []
     for i, k in enumerate(keys):
         path = _object_path(k)
-        if os.path.exists(path):
+        meta = path[:-2] + ".json"
+        if os.path.exists(path) and os.path.exists(meta):
             with open(path, "rb") as fh:
                 objs[i] = fh.read()
+            with open(meta) as fh:
+                entries[i] = json.load(fh)
         else:
             todo.append(i)
-    names = [f.name for f in funcs] + ["(metadata)"]
-    jobs = [((texts + [shared_text])[i], target, f"kernel {names[i]!r}") for i in todo]
+    jobs = [(texts[i], passes, target, opt, f"kernel {funcs[i].name!r}") for i in todo]
     workers = min(_jobs(), len(jobs))
-    if workers > 1 and sum(len(j[0]) for j in jobs) >= PARALLEL_MIN_IR_BYTES:
-        results = _in_workers(jobs, workers)
+    # (debug output of the passes and LLVM goes to this process's stderr: no workers then)
+    if workers > 1 and sum(len(j[0]) for j in jobs) >= PARALLEL_MIN_SCRIPT_BYTES and debug_level() < 2:
+        # a worker gets the kernel as text: one that does not read back as itself (a hand-made
+        # PrimFunc the text form cannot say) is compiled here, from the object
+        here = [k for k, i in enumerate(todo) if not _reads_back(texts[i], funcs[i])]
+        there = [k for k in range(len(jobs)) if k not in set(here)]
+        results = [None] * len(jobs)
+        for k, r in zip(there, _in_workers([jobs[k] for k in there], workers) if there else []):
+            results[k] = r
+        for k in here:
+            results[k] = _compile_job(jobs[k], funcs[todo[k]])
     else:
-        results = [_compile_job(j) for j in jobs]
-    for i, (obj, times) in zip(todo, results):
-        objs[i] = obj
+        results = [_compile_job(j, funcs[i]) for j, i in zip(jobs, todo)]
+    for i, (obj, entry, times) in zip(todo, results):
+        objs[i], entries[i] = obj, entry
         _store(_object_path(keys[i]), obj)
-        if stats is not None and i < len(funcs):
-            stats[names[i]].update(times)
+        _store(_object_path(keys[i])[:-2] + ".json", json.dumps(entry).encode())
+        if stats is not None:
+            stats.setdefault(funcs[i].name, {}).update(times)
     if stats is not None:
         done = set(todo)
         for i, f in enumerate(funcs):
-            stats[f.name]["cached"] = i not in done
-    lib_key = cache_key("\0".join(keys), target)
-    return objs, lib_key, metadata
+            stats.setdefault(f.name, {})["cached"] = i not in done
+    shared_text, metadata = shared_ir(funcs, entries, target, "shared")
+    shared_key = cache_key(shared_text, target, opt)
+    path = _object_path(shared_key)
+    if os.path.exists(path):
+        with open(path, "rb") as fh:
+            shared = fh.read()
+    else:
+        shared = _shared_job((shared_text, target, opt, "kernel '(metadata)'"))[0]
+        _store(path, shared)
+    lib_key = cache_key("\0".join(keys + [shared_key]), target)
+    return objs + [shared], lib_key, metadata
 
 
 __all__ = ["compile_objects", "kernel_ir", "shared_ir"]

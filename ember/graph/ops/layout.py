@@ -62,9 +62,11 @@ register_op("reshape", infer=_infer_reshape, pattern=INJ,
 
 def _infer_block_channels(args, attrs):
     x, b = tensor(args[0]), attrs["block"]
-    if x.ndim < 2 or b < 1 or not isinstance(x.shape[1], int):
-        raise ShapeError(f"block_channels: the channels of {x} (axis 1) must be static, and block={b} >= 1")
-    return TensorType((x.shape[0], -(-x.shape[1] // b)) + x.shape[2:] + (b,), x.dtype)
+    if x.ndim < 2 or b < 1:
+        raise ShapeError(f"block_channels: expects N C <spatial> and block={b} >= 1, got {x}")
+    # (symbolic channels: only constant folding's shape-generic kernels block them; the
+    # blocked layout of a model's region needs static channels, which block_layout checks)
+    return TensorType((x.shape[0], D.dim_ceildiv(x.shape[1], b)) + x.shape[2:] + (b,), x.dtype)
 
 
 def _infer_unblock_channels(args, attrs):

@@ -97,10 +97,11 @@ def _conv_rule(n: int):
 def _infer_pack_conv_weight(args, attrs):
     w = tensor(args[0], "the weight")
     fb = attrs["block"]
-    if fb < 1 or w.ndim < 3 or not all(isinstance(d, int) for d in w.shape):
-        raise ShapeError(f"nn.pack_conv_weight needs a static weight (O, I/groups, kernel...) and block >= 1, "
+    if fb < 1 or w.ndim < 3:
+        raise ShapeError(f"nn.pack_conv_weight needs a weight (O, I/groups, kernel...) and block >= 1, "
                          f"got {w} and block={fb}")
-    return TensorType((-(-w.shape[0] // fb),) + w.shape[1:] + (fb,), w.dtype)
+    # (symbolic sizes: the shape-generic kernel that packs the weights of every conv)
+    return TensorType((D.dim_ceildiv(w.shape[0], fb),) + w.shape[1:] + (fb,), w.dtype)
 
 
 def _conv_transpose_rule(n: int):
@@ -234,10 +235,10 @@ register_op("nn.matmul", infer=_infer_matmul, pattern=Pattern.OUT_ELEMWISE_FUSAB
 def _infer_pack_matmul_weight(args, attrs):
     b = tensor(args[0], "the weight")
     nr = attrs["nr"]
-    if b.ndim != 2 or not b.is_static or nr < 1:
-        raise ShapeError(f"nn.pack_matmul_weight needs a static 2-D weight and nr >= 1, got {b} and nr={nr}")
+    if b.ndim != 2 or nr < 1:
+        raise ShapeError(f"nn.pack_matmul_weight needs a 2-D weight and nr >= 1, got {b} and nr={nr}")
     k, n = (b.shape[1], b.shape[0]) if attrs["trans"] else b.shape
-    return TensorType((-(-n // nr), k, nr), b.dtype)
+    return TensorType((D.dim_ceildiv(n, nr), k, nr), b.dtype)
 
 
 def _infer_matmul_packed(args, attrs):

@@ -79,7 +79,9 @@ def fold_expr(body, ctx: PassContext):
 
 def evaluate(exprs: list, ctx: PassContext) -> list:
     """Compute the constant expressions ``exprs`` with Ember (one compiled function)."""
+    from ...config import llvm_opt_level
     from ...compiler.compile import compile_model
+    from ...compiler.generic import generic_kernels
 
     # the results are new memory: check each, then all of them beside the constants they are
     # computed from (both are alive while the folding program runs), before anything is built
@@ -96,7 +98,11 @@ def evaluate(exprs: list, ctx: PassContext) -> list:
     disabled = set(ctx.disabled) | {"fold_constant", "simplify_inference", "block_layout", "pack_conv_weights"}
     # the folding program runs here, on the host: compiled for the model's target (another
     # CPU's instructions) it would die of an illegal instruction
-    with allocating(sum(sizes) + inputs, what):
+    # it runs once: LLVM's optimizations would cost more than they save (O1 compiles ~3x
+    # faster than O3)
+    # and its kernels take their sizes as arguments (``compiler.generic``): the folds of every
+    # model share a few kernels, compiled once into the cache
+    with allocating(sum(sizes) + inputs, what), llvm_opt_level(1), generic_kernels():
         exe = compile_model(mod, None, max(ctx.opt_level, 1), disabled_passes=disabled, name="constants")
         values = exe.run()
     # its program, arena and inputs (the constants before folding, which the caller may drop

@@ -2,6 +2,7 @@
 changes and the convolution that reads and writes it (``ember.kernels.conv_nchwc``)."""
 from __future__ import annotations
 
+from ....kernels.common import const_int
 from ....kernels.conv_nchwc import conv2d_nchwc
 from ....loop import compute as te
 from ....loop.expr import const, select
@@ -10,11 +11,12 @@ from .common import register_compute, stage_name, te_shape
 
 def _block_channels(attrs, inputs, out_type):
     (x,) = inputs
-    b, C = attrs["block"], x.shape[1].value
+    b, C = attrs["block"], x.shape[1]
+    whole = const_int(C) is not None and const_int(C) % b == 0
 
     def body(n, cb, *rest):
         c = cb * b + rest[-1]
-        if C % b == 0:
+        if whole:
             return x[(n, c, *rest[:-1])]
         return select(c < C, x[(n, c, *rest[:-1])], const(0, x.dtype))  # the last block's padding
 

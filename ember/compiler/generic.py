@@ -1,0 +1,109 @@
+"""Shape-generic kernels: one kernel for every call of a group that differs only in sizes.
+
+A fused group is compiled for the shapes of its parameters. Many groups of a model differ
+only there (the slices, pads and transposes of each stage of a Swin transformer; the transposes
+and scatters of its constant-folding program), so one kernel over *symbolic* sizes serves them
+all: :func:`generalize` replaces the static dims of a group's parameters (other than 1, which
+broadcasting reads) by size symbols, each distinct value its own symbol, and infers the body's
+types again. Each call then passes its sizes as the kernel's size arguments (the program's
+``scalars``), as a dynamic model passes its batch.
+
+A group generalizes only when its types follow from its parameters' without conditions: a
+shape rule that had to *assume* something of the new symbols (a reshape to a fixed shape, a
+broadcast against a constant of fixed size) keeps the group's static kernel, and so do ops
+whose computes need static sizes (anchors: convolutions, products, pools, reductions). Where
+it is used is decided by :func:`generic_kernels` (a context): for now the constant-folding
+program, whose kernels run once and whose compile is the cost.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from typing import Optional
+
+from ..graph.infer import infer_types
+from ..graph.ir import Call, Constant, Function, Var
+from ..graph.ops import dims as D
+from ..graph.ops import get_op
+from ..graph.ops.registry import Pattern
+from ..graph.types import Dim, TensorType
+from ..graph.visit import post_order, rewrite, substitute
+
+_GENERIC = contextvars.ContextVar("ember_generic_kernels", default=False)
+# ops whose computes take symbolic sizes as well as static ones
+_PATTERNS = (Pattern.ELEMWISE, Pattern.BROADCAST, Pattern.INJECTIVE)
+_ALSO = ("scatter_nd", "scatter_elements")
+_SHAPE_ATTRS = {"reshape": "newshape", "expand": "shape"}
+
+
+@contextlib.contextmanager
+def generic_kernels(on: bool = True):
+    """Compile the programs built inside with shape-generic kernels (see the module docstring)."""
+    token = _GENERIC.set(on)
+    try:
+        yield
+    finally:
+        _GENERIC.reset(token)
+
+
+def enabled() -> bool:
+    return _GENERIC.get()
+
+
+def _symbols(fn: Function) -> set:
+    names: set = set()
+    for n in post_order(fn):
+        t = getattr(n, "type", None)
+        if isinstance(t, TensorType):
+            for d in t.shape:
+                if isinstance(d, Dim):
+                    names |= {v.name for v in D._symbols(d.expr)}
+    return names
+
+
+def generalize(fn: Function) -> Optional[tuple]:
+    """``(generic function, sizes)``: ``fn`` with its parameters' static dims (other than 1) as
+    size symbols and ``sizes`` their values for this call -- or None where ``fn`` keeps its
+    static kernel (see the module docstring)."""
+    calls = [n for n in post_order(fn.body) if isinstance(n, Call)]
+    if not calls or any(get_op(c.op).pattern not in _PATTERNS and c.op not in _ALSO for c in calls):
+        return None
+    if any(isinstance(n, Constant) and n.type.ndim for n in post_order(fn.body)):
+        return None  # (a tensor constant has fixed sizes: its operand would have to match them)
+    values: list = []
+    for p in fn.params:
+        if not isinstance(p.type, TensorType):
+            return None
+        values += [d for d in p.type.shape if isinstance(d, int) and d > 1 and d not in values]
+    if not values:
+        return None
+    taken = _symbols(fn)
+    names, k = [], 0
+    while len(names) < len(values):
+        if f"s{k}" not in taken:
+            names.append(f"s{k}")
+        k += 1
+    sym = {v: Dim(n) for v, n in zip(values, names)}
+    params = [Var(p.name, TensorType(tuple(sym.get(d, d) if isinstance(d, int) else d for d in p.type.shape),
+                                     p.type.dtype)) for p in fn.params]
+
+    def sizes_in_attrs(n):
+        # a shape an op is given (a reshape's, an expand's) names the same sizes symbolically;
+        # where a value only happens to equal a size, the shape rule's check rejects it below
+        key = _SHAPE_ATTRS.get(n.op) if isinstance(n, Call) else None
+        if key is None or n.attr(key, None) is None:
+            return None
+        new = tuple(sym.get(d, d) if isinstance(d, int) else d for d in n.attr(key))
+        return n.replace(attrs={**dict(n.attrs), key: new}) if new != tuple(n.attr(key)) else None
+    try:
+        with D.collect_assumptions(fresh=True) as assumed:
+            body = rewrite(substitute(fn.body, dict(zip(fn.params, params))), sizes_in_attrs)
+            g = infer_types(Function(params, body))
+    except Exception:  # a shape rule that needs these sizes static
+        return None
+    if assumed:
+        return None
+    return g, dict(zip(names, values))
+
+
+__all__ = ["enabled", "generalize", "generic_kernels"]
