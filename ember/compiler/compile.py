@@ -70,7 +70,9 @@ def compile_model(model: Union[str, os.PathLike, bytes, Module, "onnx.ModelProto
     ``narrow``: for a Module imported with ``from_onnx(..., io_narrow=d)``, that ``d`` (its
     float8/int4 inputs and outputs, which the executable takes and gives as ml_dtypes arrays).
     """
-    with limits.memory_limit(memory_limit), collect_assumptions():
+    # (fresh: the constant-folding program compiled inside a model's passes keeps what its own
+    # kernels assume to itself)
+    with limits.memory_limit(memory_limit), collect_assumptions(fresh=True):
         return _compile(model, target, opt_level, input_shapes, disabled_passes, instruments, name, narrow)
 
 

@@ -8,12 +8,15 @@ broadcasting reads) by size symbols, each distinct value its own symbol, and inf
 types again. Each call then passes its sizes as the kernel's size arguments (the program's
 ``scalars``), as a dynamic model passes its batch.
 
-A group generalizes only when its types follow from its parameters' without conditions: a
-shape rule that had to *assume* something of the new symbols (a reshape to a fixed shape, a
-broadcast against a constant of fixed size) keeps the group's static kernel, and so do ops
-whose computes need static sizes (anchors: convolutions, products, pools, reductions). Where
-it is used is decided by :func:`generic_kernels` (a context): for now the constant-folding
-program, whose kernels run once and whose compile is the cost.
+A group generalizes only when its types follow from its parameters' with conditions this
+call's sizes meet: what a shape rule had to *assume* of the new symbols (a slice of the last
+three needs at least three) is checked for each call with its own sizes, so every call that
+shares the kernel meets it; where a call does not (a reshape to a fixed shape its sizes do not
+give), it keeps a static kernel, and so do groups with tensor constants (fixed sizes) and ops
+whose computes need static sizes (anchors: convolutions, products, pools, reductions).
+:func:`generic_kernels` (a context) says which groups: a model's elementwise ones by default
+(DenseNet's 61 batch-norm-and-ReLU kernels are one), every group it can for the
+constant-folding program, whose kernels run once and whose compile is the cost.
 """
 from __future__ import annotations
 
@@ -29,17 +32,27 @@ from ..graph.ops.registry import Pattern
 from ..graph.types import Dim, TensorType
 from ..graph.visit import post_order, rewrite, substitute
 
-_GENERIC = contextvars.ContextVar("ember_generic_kernels", default=False)
-# ops whose computes take symbolic sizes as well as static ones
-_PATTERNS = (Pattern.ELEMWISE, Pattern.BROADCAST, Pattern.INJECTIVE)
-_ALSO = ("scatter_nd", "scatter_elements")
+# ops whose computes take symbolic sizes as well as static ones, by how much of a group goes
+# generic: "elementwise" (a model's own kernels: an element's index is the same expression
+# with sizes as arguments; index remapping -- transposes, slices, reshapes -- would divide by
+# a runtime size per element, measured 16% slower on Swin-T) or "all" (constant folding,
+# which runs once)
+_GENERIC = contextvars.ContextVar("ember_generic_kernels", default="elementwise")
+_PATTERNS = {"elementwise": (Pattern.ELEMWISE, Pattern.BROADCAST),
+             "all": (Pattern.ELEMWISE, Pattern.BROADCAST, Pattern.INJECTIVE)}
+# injective ops whose index maps are affine in the sizes (no division by one)
+_AFFINE = ("strided_slice", "concat", "pad", "transpose", "expand", "squeeze", "unsqueeze")
+_ALSO = {"elementwise": _AFFINE, "all": ("scatter_nd", "scatter_elements")}
 _SHAPE_ATTRS = {"reshape": "newshape", "expand": "shape"}
 
 
 @contextlib.contextmanager
-def generic_kernels(on: bool = True):
-    """Compile the programs built inside with shape-generic kernels (see the module docstring)."""
-    token = _GENERIC.set(on)
+def generic_kernels(which: str = "all"):
+    """Compile the programs built inside with shape-generic kernels for ``which`` groups:
+    ``"all"`` it can, ``"elementwise"`` (the default) or ``"none"``."""
+    if which not in ("all", "elementwise", "none"):
+        raise ValueError(f"generic_kernels: {which!r} is not 'all', 'elementwise' or 'none'")
+    token = _GENERIC.set(which)
     try:
         yield
     finally:
@@ -47,7 +60,7 @@ def generic_kernels(on: bool = True):
 
 
 def enabled() -> bool:
-    return _GENERIC.get()
+    return _GENERIC.get() != "none"
 
 
 def _symbols(fn: Function) -> set:
@@ -65,8 +78,11 @@ def generalize(fn: Function) -> Optional[tuple]:
     """``(generic function, sizes)``: ``fn`` with its parameters' static dims (other than 1) as
     size symbols and ``sizes`` their values for this call -- or None where ``fn`` keeps its
     static kernel (see the module docstring)."""
+    which = _GENERIC.get()
+    if which == "none":
+        return None
     calls = [n for n in post_order(fn.body) if isinstance(n, Call)]
-    if not calls or any(get_op(c.op).pattern not in _PATTERNS and c.op not in _ALSO for c in calls):
+    if not calls or any(get_op(c.op).pattern not in _PATTERNS[which] and c.op not in _ALSO[which] for c in calls):
         return None
     if any(isinstance(n, Constant) and n.type.ndim for n in post_order(fn.body)):
         return None  # (a tensor constant has fixed sizes: its operand would have to match them)
@@ -101,9 +117,15 @@ def generalize(fn: Function) -> Optional[tuple]:
             g = infer_types(Function(params, body))
     except Exception:  # a shape rule that needs these sizes static
         return None
-    if assumed:
+    sizes = dict(zip(names, values))
+    # what the rules assumed of the new sizes must hold for this call's (every call that shares
+    # the kernel checks it for its own): a slice of the last 3 of s0 needs s0 >= 3
+    try:
+        if not all(D.eval_index(a.cond, sizes) for a in assumed.values()):
+            return None
+    except (KeyError, TypeError, ZeroDivisionError):
         return None
-    return g, dict(zip(names, values))
+    return g, sizes
 
 
 __all__ = ["enabled", "generalize", "generic_kernels"]

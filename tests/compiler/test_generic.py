@@ -1,0 +1,107 @@
+"""Shape-generic kernels: groups that differ only in sizes share one kernel, each call passing
+its sizes; what the shape rules assume of the sizes holds for every call that shares it."""
+import numpy as np
+
+import ember
+from ember.compiler.generic import generalize, generic_kernels
+from ember.graph import Call, Function, Module, Tuple, Var, const
+from ember.graph.infer import infer_types
+from ember.graph.types import Dim, TensorType
+
+
+def T(*shape):
+    return TensorType(shape, "float32")
+
+
+def mod_of(params, body):
+    return infer_types(Module({"main": Function(params, body)}))
+
+
+def _softmax(v, axis=-1):
+    e = np.exp(v - v.max(axis, keepdims=True))
+    return e / e.sum(axis, keepdims=True)
+
+
+def test_elementwise_groups_of_different_sizes_share_one_kernel():
+    """Two chains of the same elementwise ops on tensors of different sizes (each after its own
+    softmax, an anchor) are one kernel called twice with its sizes; results are numpy's."""
+    x, y = Var("x", T(3, 40)), Var("y", T(5, 24))
+
+    def chain(v):
+        s = Call("nn.softmax", [v], {"axis": -1})
+        return Call("nn.relu", [Call("subtract", [Call("multiply", [s, s]), s])])
+    exe = ember.compile(mod_of([x, y], Tuple([chain(x), chain(y)])))
+    calls = [k for k, _ in exe.kernel_calls if "multiply" in k]
+    assert len(calls) == 2 and len(set(calls)) == 1
+    sized = [c for c in exe.program["calls"] if "scalars" in c]
+    assert sorted(tuple(sorted(c["scalars"].values())) for c in sized) == [(3, 40), (5, 24)]
+    rng = np.random.default_rng(0)
+    xv, yv = rng.standard_normal((3, 40)).astype("float32"), rng.standard_normal((5, 24)).astype("float32")
+    for got, v in zip(exe.run(xv, yv), (xv, yv)):
+        s = _softmax(v)
+        np.testing.assert_allclose(got, np.maximum(s * s - s, 0), rtol=1e-5, atol=1e-7)
+
+
+def _slice_last_7(n: int) -> Function:
+    x = Var("p0", T(1, n, 96))
+    return infer_types(Function([x], Call("strided_slice", [x], {"begin": (-7,), "end": (2 ** 63 - 1,),
+                                                                "axes": (1,), "strides": (1,)})))
+
+
+def test_sizes_become_symbols_and_rules_are_checked_per_call():
+    """Static dims other than 1 become size symbols; a slice of the last 7 generalizes where
+    the size is at least 7 (what its rule assumes of the symbol) and keeps its static kernel
+    below that; a group with a tensor constant keeps its sizes."""
+    with generic_kernels("all"):
+        g, sizes = generalize(_slice_last_7(56))
+        assert generalize(_slice_last_7(5)) is None
+        c = Var("p0", T(4, 4))
+        assert generalize(infer_types(Function([c], Call("add", [c, const(np.ones((4, 4), np.float32))])))) is None
+    assert sizes == {"s0": 56, "s1": 96}
+    assert g.params[0].type.shape == (1, Dim("s0"), Dim("s1")) and g.body.type.shape == (1, 7, Dim("s1"))
+
+
+def test_the_default_leaves_index_remapping_static():
+    """A model's reshapes keep their static kernels by default (a runtime division per
+    element), transposes and slices go generic; everything goes generic in ``"all"``."""
+    x = Var("p0", T(6, 8))
+    reshape = infer_types(Function([x], Call("exp", [Call("reshape", [x], {"newshape": (8, 6)})])))
+    transpose = infer_types(Function([x], Call("exp", [Call("transpose", [x], {"axes": (1, 0)})])))
+    assert generalize(reshape) is None and generalize(transpose) is not None
+    with generic_kernels("all"):
+        assert generalize(reshape) is not None
+    with generic_kernels("none"):
+        assert generalize(transpose) is None
+
+
+def test_constant_folding_packs_every_weight_with_one_kernel():
+    """The folding program's kernels are shape-generic: three convs of different shapes pack
+    their weights with one kernel; the model's results do not change."""
+    rng = np.random.default_rng(1)
+    x = Var("x", T(1, 8, 12, 12))
+    y = x
+    for cin, cout in ((8, 32), (32, 64), (64, 32)):
+        w = const(rng.standard_normal((cout, cin, 3, 3)).astype("float32") * 0.1)
+        y = Call("nn.relu", [Call("nn.conv2d", [y, w], {"padding": (1, 1, 1, 1)})])
+    mod = mod_of([x], y)
+    from ember.compiler import compile as C
+
+    seen = []
+
+    orig = C.compile_model
+
+    def spy(m, *a, **k):
+        exe = orig(m, *a, **k)
+        if k.get("name") == "constants":
+            seen.append({n for n, _ in exe.kernel_calls})
+        return exe
+    C.compile_model = spy
+    try:
+        exe = ember.compile(mod)
+    finally:
+        C.compile_model = orig
+    packs = {n for s in seen for n in s if "pack_conv_weight" in n}
+    assert len(packs) == 1
+    plain = ember.compile(mod, disabled_passes=["block_layout", "pack_conv_weights"])
+    xv = rng.standard_normal((1, 8, 12, 12)).astype("float32")
+    np.testing.assert_allclose(exe.run(xv)[0], plain.run(xv)[0], rtol=1e-4, atol=1e-5)
