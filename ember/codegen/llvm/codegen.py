@@ -9,6 +9,7 @@ called with nothing but ctypes.
 from __future__ import annotations
 
 import contextlib
+import functools
 
 from llvmlite import ir
 
@@ -50,15 +51,19 @@ class FunctionEmitter:
         self.n_outlined = 0
         self.profile = None  # the kernel's profile-counter Layout when it is instrumented
         self.profile_slot = None  # (this thread's counter slot, whether it is shared), lazily
+        self._index_block = None  # the basic block whose index values _index_values holds
+        self._index_values: dict = {}
 
     # --- environment ------------------------------------------------------------------------
     @contextlib.contextmanager
     def bind(self, var: Var, value: ir.Value):
         old = self.vars.get(var)
         self.vars[var] = value
+        self._index_block = None  # (cached index values may name the old binding)
         try:
             yield
         finally:
+            self._index_block = None
             if old is None:
                 del self.vars[var]
             else:
@@ -127,11 +132,22 @@ class FunctionEmitter:
         return fn(self, node)
 
     def index(self, node: Expr) -> ir.Value:
-        """An index expression as int64 (scalar or vector)."""
+        """An index expression as int64 (scalar or vector). Within a basic block each distinct
+        pure index is emitted once: an unrolled register block indexes the same rows and
+        columns dozens of times, and emitting each copy through llvmlite (for LLVM to merge
+        them again) was a third of the code generator's time."""
         node = as_expr(node)
+        block = self.builder.block
+        if self._index_block is not block:
+            self._index_block, self._index_values = block, {}
+        v = self._index_values.get(node)
+        if v is not None:
+            return v
         v = self.expr(node)
         if dt.element(node.dtype) != "int64":
             v = T.cast(self.builder, v, node.dtype, dt.with_lanes("int64", dt.lanes(node.dtype)))
+        if _pure_index(node):
+            self._index_values[node] = v
         return v
 
     def _imm(self, node) -> ir.Value:
@@ -145,6 +161,18 @@ class FunctionEmitter:
         return v
 
     def _binary(self, node) -> ir.Value:
+        if dt.is_int(dt.element(node.dtype)) and _pure_index(node):  # (predicates, ramp bases)
+            block = self.builder.block
+            if self._index_block is not block:
+                self._index_block, self._index_values = block, {}
+            key = ("expr", node)
+            v = self._index_values.get(key)
+            if v is None:
+                v = self._index_values[key] = self._binary_value(node)
+            return v
+        return self._binary_value(node)
+
+    def _binary_value(self, node) -> ir.Value:
         a, b = self.expr(node.a), self.expr(node.b)
         la, lb = T.lanes_of(a), T.lanes_of(b)
         if la != lb:  # hand-built IR may mix scalars and vectors; splat the scalar
@@ -315,6 +343,21 @@ def _register_block(body) -> bool:
             return False
         stores += isinstance(n, Store) and dt.lanes(n.value.dtype) > 1
     return stores >= 8
+
+
+@functools.lru_cache(maxsize=4096)
+def _pure_index(node: Expr) -> bool:
+    """Integer arithmetic over variables and constants only (no load, call or let): its value
+    depends on nothing but the variables' bindings."""
+    t = type(node)
+    if t in (IntImm, Var):
+        return True
+    if t in (Ramp, Broadcast, Cast):
+        return all(_pure_index(c) for c in ((node.base, node.stride) if t is Ramp else
+                                            (node.value,)))
+    if t.__name__ in BINARY_OPS:
+        return _pure_index(node.a) and _pure_index(node.b)
+    return False
 
 
 _EXPR = {IntImm: FunctionEmitter._imm, FloatImm: FunctionEmitter._imm, Var: FunctionEmitter._var,

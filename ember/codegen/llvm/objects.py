@@ -193,16 +193,32 @@ class _Pool:
         self.timer = None
         atexit.register(self.close)
 
+    def _spawn(self, workers: int) -> None:
+        """Start workers up to ``workers`` (not waiting: each imports Ember and LLVM while the
+        caller goes on); the idle timer restarts."""
+        if self.timer is not None:
+            self.timer.cancel()
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+        cmd = [sys.executable, "-c", "from ember.codegen.llvm.objects import _worker_main; _worker_main()"]
+        while len(self.workers) < workers:
+            self.workers.append(_Worker(cmd, env))
+        self.timer = threading.Timer(self.IDLE_SECONDS, self.close)
+        self.timer.daemon = True
+        self.timer.start()
+
+    def warm_up(self, workers: int) -> None:
+        """Start the workers a later build will need now, so that their start overlaps the
+        caller's work (a model's constant folding compiles its few kernels here meanwhile)."""
+        with self.lock:
+            self._spawn(workers)
+
     def run(self, jobs: list, workers: int) -> list:
         """Results of ``jobs`` (in order), each job sent to the next free worker, the largest first."""
         with self.lock:
+            self._spawn(workers)
             if self.timer is not None:
                 self.timer.cancel()
-            root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-            env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
-            cmd = [sys.executable, "-c", "from ember.codegen.llvm.objects import _worker_main; _worker_main()"]
-            while len(self.workers) < workers:
-                self.workers.append(_Worker(cmd, env))
             order = sorted(range(len(jobs)), key=lambda i: -len(jobs[i][0]))
             results: list = [None] * len(jobs)
             lock = threading.Lock()
@@ -296,8 +312,15 @@ def compile_objects(funcs: list, target: Target, stats: Optional[dict] = None, p
             todo.append(i)
     jobs = [(texts[i], passes, target, opt, f"kernel {funcs[i].name!r}") for i in todo]
     workers = min(_jobs(), len(jobs))
+    if jobs and _jobs() > 1 and debug_level() < 2:
+        # a cold build: the workers start now, whether this build uses them or the next one
+        # (a model's constant folding comes first and compiles its few kernels here)
+        _POOL.warm_up(_jobs())
     # (debug output of the passes and LLVM goes to this process's stderr: no workers then)
-    if workers > 1 and sum(len(j[0]) for j in jobs) >= PARALLEL_MIN_SCRIPT_BYTES and debug_level() < 2:
+    # (kernels built at a low level -- the folding program's -- are cheap: here, while the
+    # workers start for the model's)
+    if workers > 1 and opt >= 2 and sum(len(j[0]) for j in jobs) >= PARALLEL_MIN_SCRIPT_BYTES \
+            and debug_level() < 2:
         # a worker gets the kernel as text: one that does not read back as itself (a hand-made
         # PrimFunc the text form cannot say) is compiled here, from the object
         here = [k for k, i in enumerate(todo) if not _reads_back(texts[i], funcs[i])]
