@@ -28,7 +28,7 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
     checks them when a run binds the symbols. ``subs``: the fused modules (and assumptions) of
     the subgraph functions control flow runs, by name. ``narrow``: the narrow types of inputs
     and outputs that the program takes and gives as bytes (``"view"`` in its entries)."""
-    from ..driver import build
+    from ..codegen.llvm import build_groups  # (llvmlite's IR builder: only on a cache miss)
 
     shared = Shared()
     program = make_program(mod, shared, output_names, assumptions, subs,
@@ -45,37 +45,27 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
     t0 = time.perf_counter()
     key = groups_key(groups, target) if groups else None
     cached = index_lookup(key) if key else None
-    kernels = []
-    if cached is None:
-        for gname, fn in groups:
-            t = time.perf_counter()
-            kernels.append(lower_group(fn, gname, target))
-            if stats is not None:
-                stats[gname] = {"schedule": time.perf_counter() - t}
-    elif stats is not None:
-        stats.update({gname: {"cached": True} for gname, _ in groups})
-    t1 = time.perf_counter()
-
     if cached is not None:
         from ..runtime.module import Module as KernelModule
 
         module = KernelModule(cached)
-    elif kernels:
-        module = build([k.source for k in kernels], name=name, target=target, stats=stats)
+        if stats is not None:
+            stats.update({gname: {"cached": True} for gname, _ in groups})
+    elif groups:
+        # each group's whole back end (computes, schedule, lowering, loop passes, LLVM) is one
+        # job for the compile workers, on every core
+        module = build_groups(groups, target, name, stats)
         index_store(key, module.path)
     else:
         module = None
-    t2 = time.perf_counter()
+    t1 = time.perf_counter()
     if timings is not None:
-        timings["lower groups"] = t1 - t0
-        timings["codegen"] = t2 - t1
+        timings["lower groups"] = 0.0
+        timings["codegen"] = t1 - t0
     exe = Executable(module, program, shared.constants)
-    # what a profiler needs to rebuild the kernels differently (loop instrumentation); after a
-    # warm compile they are scheduled only when asked for
-    if kernels:
-        exe.kernel_sources = [_source(k) for k in kernels]
-    else:
-        exe.kernel_sources_thunk = lambda: [_source(lower_group(fn, g, target)) for g, fn in groups]
+    # what a profiler needs to rebuild the kernels differently (loop instrumentation): the
+    # groups are scheduled here again only when it asks
+    exe.kernel_sources_thunk = lambda: [_source(lower_group(fn, g, target)) for g, fn in groups]
     exe.target = target
     return exe
 

@@ -49,6 +49,11 @@ class Node:
             object.__setattr__(self, "_hash", h)
             return h
 
+    def __reduce__(self):
+        # rebuilt through the constructor: the default would restore the cached hash before the
+        # fields it hashes (a node inside a dict key of its own state then breaks unpickling)
+        return (type(self), self._key())
+
     def replace(self, **changes):
         """A copy with some fields changed (nodes are never mutated)."""
         return dataclasses.replace(self, **changes)

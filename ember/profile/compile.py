@@ -60,7 +60,7 @@ class CompileProfile:
                 continue
             kernels.append(KernelCompile(name, {p: s[p] for p in PHASES if p in s}, bool(s.get("cached")),
                                          s.get("loops", 0), s.get("depth", 0), s.get("llvm_lines", 0),
-                                         traces.get(name, "")))
+                                         traces.get(name) or s.get("trace", "")))
         return cls(model, dict(phases), kernels, stats.get("(link)", {}).get("link", 0.0))
 
     def phase_sums(self) -> dict:

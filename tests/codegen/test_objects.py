@@ -19,7 +19,7 @@ def _kernels(n, scale=1.0):
 def test_parallel_workers_build_what_one_process_builds(tmp_path, monkeypatch):
     import ember.codegen.llvm.objects as objects
 
-    monkeypatch.setattr(objects, "PARALLEL_MIN_SCRIPT_BYTES", 0)  # small kernels: force the workers
+    monkeypatch.setattr(objects, "PARALLEL_MIN_SECONDS", 0)  # small kernels: force the workers
     monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("EMBER_COMPILE_JOBS", "2")
     stats: dict = {}
@@ -44,7 +44,7 @@ def test_workers_run_the_loop_passes_and_stay_for_the_next_build(tmp_path, monke
     too (their time is reported); the worker processes serve the next build as well."""
     import ember.codegen.llvm.objects as objects
 
-    monkeypatch.setattr(objects, "PARALLEL_MIN_SCRIPT_BYTES", 0)
+    monkeypatch.setattr(objects, "PARALLEL_MIN_SECONDS", 0)
     monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("EMBER_COMPILE_JOBS", "2")
     objects._POOL.close()
@@ -69,7 +69,7 @@ def test_a_dying_worker_is_a_compile_error_naming_the_kernel(tmp_path, monkeypat
     import ember.codegen.llvm.objects as objects
     from ember.errors import CompileError
 
-    monkeypatch.setattr(objects, "PARALLEL_MIN_SCRIPT_BYTES", 0)
+    monkeypatch.setattr(objects, "PARALLEL_MIN_SECONDS", 0)
     monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("EMBER_COMPILE_JOBS", "2")
     objects._POOL.close()  # (workers read the environment when they start)

@@ -18,7 +18,7 @@ from ...target import Target
 from . import build as _build
 from .codegen import emit_module
 
-__all__ = ["build", "export_library", "emit_llvm"]
+__all__ = ["build", "build_groups", "export_library", "emit_llvm"]
 
 
 def _as_list(funcs) -> list:
@@ -59,9 +59,6 @@ def build(funcs: Union[PrimFunc, Iterable[PrimFunc]], target: Target | None = No
     Returns an :class:`ember.runtime.Module`; ``module["kernel_name"](*arrays)`` runs a kernel.
     Raises :class:`ember.errors.CompileError` when code generation, LLVM or the linker fails.
     """
-    import time
-
-    from ...runtime.module import Module
     from .objects import compile_objects
 
     funcs = _as_list(funcs)
@@ -71,9 +68,29 @@ def build(funcs: Union[PrimFunc, Iterable[PrimFunc]], target: Target | None = No
 
         _show([default_pipeline(f) for f in funcs] if passes else funcs)
     objs, key, metadata = compile_objects(funcs, target, stats, passes=passes)
+    return _library(objs, key, metadata, [f.name for f in funcs], stats)
+
+
+def build_groups(groups: list, target: Target | None = None, name: str = "module", stats: dict | None = None):
+    """Compile a model's fused groups (``(kernel name, group Function)`` pairs) into one shared
+    library and load it: like :func:`build`, with each group's computes, schedule and lowering
+    in its compile job too (``stats`` also gets ``schedule``, ``lower``, ``loops``, ``depth``)."""
+    from .objects import compile_group_objects
+
+    target = target or Target.host()
+    objs, key, metadata = compile_group_objects(groups, target, stats)
+    return _library(objs, key, metadata, [g for g, _ in groups], stats)
+
+
+def _library(objs: list, key: str, metadata: str, names: list, stats: dict | None):
+    """The library of ``objs`` (linked now, or found in the cache by ``key``), loaded."""
+    import time
+
+    from ...runtime.module import Module
+
     path = _build.cached_library(key)
     if path is None:
-        what = "kernel " + ", ".join(repr(f.name) for f in funcs[:4]) + (" ..." if len(funcs) > 4 else "")
+        what = "kernel " + ", ".join(repr(n) for n in names[:4]) + (" ..." if len(names) > 4 else "")
         t0 = time.perf_counter()
         path = _build.link(objs, key, what)
         _build.write_sidecar(key, metadata)

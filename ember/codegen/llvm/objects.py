@@ -25,19 +25,24 @@ from typing import Optional
 from llvmlite import ir
 
 from ...config import cache_dir
-from ...loop import dtype as dt
 from ...errors import CompileError, EmberError
 from ...target import Target
 from .build import cache_key, compile_object, data_layout, opt_level
 from . import profile as _profile
-from .codegen import check_kernel_names, emit_function, signature_scalars
+from .codegen import check_kernel_names, emit_function
 from .metadata import add_metadata_global
 from .program import add_program_runner
 
 # Starting a worker (a Python that imports Ember and llvmlite) costs ~0.4 s; the loop passes,
 # LLVM IR emission and LLVM take roughly 60 us of CPU per byte of a kernel's lowered loop
-# program. Below this much new loop-IR text, compiling in this process is faster.
-PARALLEL_MIN_SCRIPT_BYTES = 16_000
+# program, and a fused group's whole back end ~0.1 s. Below this much estimated work,
+# compiling in this process is faster.
+PARALLEL_MIN_SECONDS = 1.0
+
+
+def _estimate(job: tuple) -> float:
+    """Rough CPU seconds of a job (to choose between workers and this process)."""
+    return 0.1 if job[0] == "group" else 60e-6 * len(job[1])
 
 
 def kernel_ir(func, target: Target) -> tuple:
@@ -54,17 +59,21 @@ def kernel_ir(func, target: Target) -> tuple:
     return str(module), entry
 
 
-def shared_ir(funcs: list, entries: list, target: Target, name: str) -> tuple:
+def shared_ir(entries: list, target: Target, name: str) -> tuple:
     """The module every library has once: metadata, the native program runner (for the
-    kernels whose scalar parameters are sizes), and the cycle counter if instrumented."""
+    kernels whose scalar parameters are sizes), and the cycle counter if instrumented; from
+    the kernels' metadata entries alone."""
     module = ir.Module(name=name)
     module.triple = target.triple
     module.data_layout = data_layout(target)
-    arities = {(len(f.buffers), len(signature_scalars(f))) for f in funcs
-               if not any(dt.is_float(v.dtype) for v in signature_scalars(f))}
+    arities = set()
+    for e in entries:
+        kinds = [p["kind"] for p in e["params"]]
+        if not any(p["kind"] == "scalar" and p.get("abi") == "double" for p in e["params"]):
+            arities.add((kinds.count("buffer"), kinds.count("scalar")))
     if arities:
         add_program_runner(module, arities)
-    if any(_profile.layout_of(f) for f in funcs):
+    if any("profile" in e for e in entries):
         _profile.add_cycle_function(module)
     text = add_metadata_global(module, entries)
     return str(module), text
@@ -93,34 +102,50 @@ def _reads_back(text: str, func) -> bool:
 
 
 def _compile_job(job: tuple, func=None) -> tuple:
-    """Worker: (loop-IR text, whether to run the loop passes, target, what) -> (object bytes,
-    metadata entry, stats): the whole back end of one kernel, so that it runs on every core.
-    In this process ``func`` (the PrimFunc the text prints) saves parsing it."""
-    from ...loop.parser import parse
+    """Worker: one kernel's whole back end, so that it runs on every core -> (object bytes,
+    metadata entry, stats). A job is ``("func", loop-IR text, run the loop passes?, target,
+    opt, what)`` or ``("group", pickled fused group function, kernel name, target, opt,
+    what)``, which computes, schedules and lowers the group first. In this process ``func``
+    (the PrimFunc or group function the job carries) saves reading it back."""
     from ...loop.passes import default_pipeline
 
-    text, passes, target, opt, what = job
-    func = parse(text) if func is None else func
+    kind, data, arg, target, opt, what = job
     stats: dict = {}
-    t0 = time.perf_counter()
+    if kind == "group":
+        from ...compiler.group import lower_group
+        from ...driver import loop_nest
+        from ...graph.ops import compute as _computes  # noqa: F401  (registers the computes)
+        from ...loop.lower import lower
+
+        t0 = time.perf_counter()
+        k = lower_group(pickle.loads(data) if func is None else func, arg, target)
+        t1 = time.perf_counter()
+        func = k.func if k.func is not None else lower(k.schedule, k.inputs + k.outputs, arg)
+        stats.update(schedule=t1 - t0, lower=time.perf_counter() - t1, **loop_nest(func),
+                     trace=k.schedule.trace.text() if k.func is None else "(a loop program written directly)")
+        passes = True
+    else:
+        from ...loop.parser import parse
+
+        func = parse(data) if func is None else func
+        passes = arg
+    t1 = time.perf_counter()
     if passes:
         func = default_pipeline(func)
-    t1 = time.perf_counter()
+    t2 = time.perf_counter()
+    if kind == "group":
+        from ...config import debug_level
+
+        if debug_level() >= 2:  # (jobs run in this process then)
+            print(f"=== loop program {func.name} ===\n{func.script()}", file=sys.stderr)
     ir_text, entry = kernel_ir(func, target)
-    stats.update(loop_passes=t1 - t0, llvm_emit=time.perf_counter() - t1, llvm_lines=ir_text.count("\n"))
+    stats.update(loop_passes=t2 - t1, llvm_emit=time.perf_counter() - t2, llvm_lines=ir_text.count("\n"))
     obj = compile_object(ir_text, target, what, stats, opt)
     return obj, entry, stats
 
 
-def _shared_job(job: tuple) -> tuple:
-    """The shared module's job: (IR text, target, what) -> (object bytes, None, stats)."""
-    text, target, opt, what = job
-    stats: dict = {}
-    return compile_object(text, target, what, stats, opt), None, stats
-
-
 def _run_job(job: tuple) -> tuple:
-    return _shared_job(job) if len(job) == 4 else _compile_job(job)
+    return _compile_job(job)
 
 
 def _worker_main() -> None:
@@ -219,7 +244,7 @@ class _Pool:
             self._spawn(workers)
             if self.timer is not None:
                 self.timer.cancel()
-            order = sorted(range(len(jobs)), key=lambda i: -len(jobs[i][0]))
+            order = sorted(range(len(jobs)), key=lambda i: -len(jobs[i][1]))  # the largest first
             results: list = [None] * len(jobs)
             lock = threading.Lock()
 
@@ -274,13 +299,14 @@ def _jobs() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def object_key(text: str, passes: bool, target: Target, opt: int) -> str:
-    """The cache key of one kernel's object: its loop program (before or after the loop
-    passes), the target, the optimization level and a digest of Ember's own sources (the
-    passes and the code generator are a function of exactly these)."""
+def object_key(text: str, kind: str, target: Target, opt: int) -> str:
+    """The cache key of one kernel's object: what its job starts from (its loop program before
+    or after the loop passes, or its fused group's text and name), the target, the
+    optimization level and a digest of Ember's own sources (the computes, schedules, passes
+    and code generator are a function of exactly these)."""
     from ...driver import source_digest
 
-    return cache_key(f"{source_digest()}\0{int(passes)}\0{text}", target, opt)
+    return cache_key(f"{source_digest()}\0{kind}\0{text}", target, opt)
 
 
 def compile_objects(funcs: list, target: Target, stats: Optional[dict] = None, passes: bool = False) -> tuple:
@@ -291,14 +317,39 @@ def compile_objects(funcs: list, target: Target, stats: Optional[dict] = None, p
     generation all run there, on every core. ``stats[kernel name]`` (if given) gets the
     seconds of ``loop_passes``, ``llvm_emit``, ``llvm_opt`` and ``llvm_codegen``,
     ``llvm_lines`` and ``cached``."""
-    from ...config import debug_level
-
     check_kernel_names(funcs)
     texts = [f.script() for f in funcs]
     opt = opt_level()
-    keys = [object_key(t, passes, target, opt) for t in texts]
-    objs: list = [None] * len(funcs)
-    entries: list = [None] * len(funcs)
+    jobs = [("func", t, passes, target, opt, f"kernel {f.name!r}") for t, f in zip(texts, funcs)]
+    keys = [object_key(t, "passes" if passes else "func", target, opt) for t in texts]
+    # a worker gets the kernel as text: one that does not read back as itself (a hand-made
+    # PrimFunc the text form cannot say) is compiled here, from the object
+    return _compile(jobs, keys, funcs, [f.name for f in funcs], target, stats, opt,
+                    here=lambda i: not _reads_back(texts[i], funcs[i]))
+
+
+def compile_group_objects(groups: list, target: Target, stats: Optional[dict] = None) -> tuple:
+    """Objects for the fused groups ``groups`` (``(kernel name, group Function)``) and the
+    library key, like :func:`compile_objects`; each job computes, schedules and lowers its
+    group too, so that a model's whole back end runs on every core."""
+    from ...graph.printer import astext
+
+    opt = opt_level()
+    names = [g for g, _ in groups]
+    texts = [f"{g}\n{astext(fn)}" for g, fn in groups]
+    jobs = [("group", pickle.dumps(fn), g, target, opt, f"kernel {g!r}") for g, fn in groups]
+    keys = [object_key(t, "group", target, opt) for t in texts]
+    return _compile(jobs, keys, [fn for _, fn in groups], names, target, stats, opt)
+
+
+def _compile(jobs: list, keys: list, items: list, names: list, target: Target, stats: Optional[dict],
+             opt: int, here=None) -> tuple:
+    """The objects of ``jobs`` (cached by ``keys``; ``items`` what each job carries, for a job
+    run in this process), then the shared module's; ``(objects, library key, metadata)``."""
+    from ...config import debug_level
+
+    objs: list = [None] * len(jobs)
+    entries: list = [None] * len(jobs)
     todo = []
     for i, k in enumerate(keys):
         path = _object_path(k)
@@ -310,49 +361,44 @@ def compile_objects(funcs: list, target: Target, stats: Optional[dict] = None, p
                 entries[i] = json.load(fh)
         else:
             todo.append(i)
-    jobs = [(texts[i], passes, target, opt, f"kernel {funcs[i].name!r}") for i in todo]
-    workers = min(_jobs(), len(jobs))
-    if jobs and _jobs() > 1 and debug_level() < 2:
+    workers = min(_jobs(), len(todo))
+    parallel = _jobs() > 1 and debug_level() < 2  # (debug output goes to this process's stderr)
+    if todo and parallel:
         # a cold build: the workers start now, whether this build uses them or the next one
         # (a model's constant folding comes first and compiles its few kernels here)
         _POOL.warm_up(_jobs())
-    # (debug output of the passes and LLVM goes to this process's stderr: no workers then)
     # (kernels built at a low level -- the folding program's -- are cheap: here, while the
     # workers start for the model's)
-    if workers > 1 and opt >= 2 and sum(len(j[0]) for j in jobs) >= PARALLEL_MIN_SCRIPT_BYTES \
-            and debug_level() < 2:
-        # a worker gets the kernel as text: one that does not read back as itself (a hand-made
-        # PrimFunc the text form cannot say) is compiled here, from the object
-        here = [k for k, i in enumerate(todo) if not _reads_back(texts[i], funcs[i])]
-        there = [k for k in range(len(jobs)) if k not in set(here)]
-        results = [None] * len(jobs)
-        for k, r in zip(there, _in_workers([jobs[k] for k in there], workers) if there else []):
-            results[k] = r
-        for k in here:
-            results[k] = _compile_job(jobs[k], funcs[todo[k]])
-    else:
-        results = [_compile_job(j, funcs[i]) for j, i in zip(jobs, todo)]
-    for i, (obj, entry, times) in zip(todo, results):
+    results: dict = {}
+    if workers > 1 and opt >= 2 and parallel and sum(_estimate(jobs[i]) for i in todo) >= PARALLEL_MIN_SECONDS:
+        local = {i for i in todo if here is not None and here(i)}
+        remote = [i for i in todo if i not in local]
+        results.update(zip(remote, _in_workers([jobs[i] for i in remote], workers) if remote else []))
+    for i in todo:
+        if i not in results:
+            results[i] = _compile_job(jobs[i], items[i])
+    for i in todo:
+        obj, entry, times = results[i]
         objs[i], entries[i] = obj, entry
         _store(_object_path(keys[i]), obj)
         _store(_object_path(keys[i])[:-2] + ".json", json.dumps(entry).encode())
         if stats is not None:
-            stats.setdefault(funcs[i].name, {}).update(times)
+            stats.setdefault(names[i], {}).update(times)
     if stats is not None:
         done = set(todo)
-        for i, f in enumerate(funcs):
-            stats.setdefault(f.name, {})["cached"] = i not in done
-    shared_text, metadata = shared_ir(funcs, entries, target, "shared")
+        for i, n in enumerate(names):
+            stats.setdefault(n, {})["cached"] = i not in done
+    shared_text, metadata = shared_ir(entries, target, "shared")
     shared_key = cache_key(shared_text, target, opt)
     path = _object_path(shared_key)
     if os.path.exists(path):
         with open(path, "rb") as fh:
             shared = fh.read()
     else:
-        shared = _shared_job((shared_text, target, opt, "kernel '(metadata)'"))[0]
+        shared = compile_object(shared_text, target, "kernel '(metadata)'", {}, opt)
         _store(path, shared)
     lib_key = cache_key("\0".join(keys + [shared_key]), target)
     return objs + [shared], lib_key, metadata
 
 
-__all__ = ["compile_objects", "kernel_ir", "shared_ir"]
+__all__ = ["compile_group_objects", "compile_objects", "kernel_ir", "shared_ir"]
