@@ -119,13 +119,22 @@ def generalize(fn: Function) -> Optional[tuple]:
         return None
     sizes = dict(zip(names, values))
     # what the rules assumed of the new sizes must hold for this call's (every call that shares
-    # the kernel checks it for its own): a slice of the last 3 of s0 needs s0 >= 3
+    # the kernel checks it for its own): a slice of the last 3 of s0 needs s0 >= 3; and the
+    # result must have this call's shape (a rule whose symbolic form differs from its static
+    # one -- a negative-step slice -- keeps the static kernel)
     try:
         if not all(D.eval_index(a.cond, sizes) for a in assumed.values()):
             return None
-    except (KeyError, TypeError, ZeroDivisionError):
+        got = [tuple(D.eval_dim(d, sizes) for d in t.shape) for t in _results(g.body.type)]
+        if got != [tuple(t.shape) for t in _results(fn.body.type)]:
+            return None
+    except (KeyError, TypeError, ZeroDivisionError, AttributeError):
         return None
     return g, sizes
+
+
+def _results(t) -> list:
+    return list(t.fields) if hasattr(t, "fields") else [t]
 
 
 __all__ = ["enabled", "generalize", "generic_kernels"]

@@ -272,7 +272,9 @@ def slice_bounds(dim, begin, end, step: int) -> tuple:
         if isinstance(v, int) and v < 0:
             D.assume_le(-v, dim, f"slice {what} {v} must lie inside the axis of size {dim}")
             return D.dim_add(dim, v)
-        D.assume_le(v, dim, f"slice {what} {v} must not pass the end of the axis of size {dim}")
+        # (stepping back, a bound is an index: at most dim - 1; a start of dim would be clamped)
+        D.assume_le(D.dim_add(v, 1) if back else v, dim,
+                    f"slice {what} {v} must not pass the end of the axis of size {dim}")
         return v
 
     b, e = bound(begin, "start"), bound(end, "end")

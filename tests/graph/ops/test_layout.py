@@ -87,6 +87,18 @@ def test_slice_symbolic():
     assert infer("strided_slice", T("n", 4), begin=(-3,), end=(big,), axes=(0,)) == T(3, 4)
 
 
+def test_a_backward_slice_of_a_symbolic_axis_assumes_its_start_is_an_index():
+    """x[20:0:-1] has 20 elements only where index 20 exists (n >= 21); at n = 20 the start is
+    clamped to 19 and the length is 19. The rule assumes n >= 21, checked per run."""
+    from ember.graph.ops import dims as D
+
+    with D.collect_assumptions(fresh=True) as assumed:
+        t = infer("strided_slice", T("n", 4), begin=(20,), end=(0,), axes=(0,), strides=(-1,))
+    assert t == T(20, 4)
+    assert [str(a.cond) for a in assumed.values()] == ["n >= 21"]
+    assert infer("strided_slice", T(20, 4), begin=(20,), end=(0,), axes=(0,), strides=(-1,)) == T(19, 4)
+
+
 def test_pad_depth_space_resize():
     assert infer("pad", T(1, 3, 4, 4), pad_width=(0, 0, 1, 2, 0, 0, 3, 4)) == T(1, 3, 8, 10)
     assert infer("pad", T("n", 4), pad_width=(0, -1, 0, -1)) == T("n", 2)
