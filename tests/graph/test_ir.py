@@ -395,3 +395,18 @@ def test_adopt_takes_a_fresh_array_without_copying_and_freezes_it():
     assert not np.shares_memory(Constant.adopt(t).value, t) and Constant.adopt(t).value.flags.c_contiguous
     b = np.zeros(3, np.float32)
     assert not np.shares_memory(Constant(b).value, b)  # the constructor still copies
+
+
+def test_big_constants_differing_outside_the_hashed_sample_are_not_equal():
+    """A constant over 1 MiB hashes a sample of its bytes; equality still compares them all, so
+    two that differ only in an unsampled byte are distinct (and interning keeps both)."""
+    import numpy as np
+
+    from ember.graph import Constant
+
+    a = np.zeros(1 << 19, np.float32)  # 2 MiB
+    b = a.copy()
+    b[(1 << 18) + 3] = 1.0  # in the middle: outside the first and last 256 KiB
+    ca, cb = Constant(a), Constant(b)
+    assert ca != cb and not (ca == cb)
+    assert Constant(a.copy()) == ca and hash(Constant(a.copy())) == hash(ca)
