@@ -41,7 +41,7 @@ def test_parallel_workers_build_what_one_process_builds(tmp_path, monkeypatch):
 
 def test_workers_run_the_loop_passes_and_stay_for_the_next_build(tmp_path, monkeypatch):
     """With ``passes`` the workers get the lowered kernels as text and run the loop passes
-    too (their time is reported); the worker processes serve the next build as well."""
+    too (their time is reported); the worker process serves the next build as well."""
     import ember.codegen.llvm.objects as objects
 
     monkeypatch.setattr(objects, "PARALLEL_MIN_SECONDS", 0)
@@ -51,7 +51,8 @@ def test_workers_run_the_loop_passes_and_stay_for_the_next_build(tmp_path, monke
     stats: dict = {}
     mod = build(_kernels(4, scale=2.0), stats=stats, passes=True)
     pids = [w.proc.pid for w in objects._POOL.workers]
-    assert len(pids) == 2 and all(stats[f"times_{k}"]["loop_passes"] >= 0 for k in range(4))
+    # (with 2 cores: one worker beside this process, which compiles too)
+    assert len(pids) == 1 and all(stats[f"times_{k}"]["loop_passes"] >= 0 for k in range(4))
     x = np.arange(64, dtype=np.float32)
     for k in range(4):
         y = np.empty_like(x)
@@ -74,8 +75,8 @@ def test_a_dying_worker_is_a_compile_error_naming_the_kernel(tmp_path, monkeypat
     monkeypatch.setenv("EMBER_COMPILE_JOBS", "2")
     objects._POOL.close()  # (workers read the environment when they start)
     monkeypatch.setenv("EMBER_TEST_WORKER_EXIT", "1")  # read by the worker: it exits mid-job
-    with pytest.raises(CompileError, match="compile worker for kernel 'times_.' died"):
-        build(_kernels(2, scale=7.0), passes=True)
+    with pytest.raises(CompileError, match="compile worker for kernel 'times_[0-9]+' died"):
+        build(_kernels(12, scale=7.0), passes=True)  # (enough for the worker to take one)
     monkeypatch.delenv("EMBER_TEST_WORKER_EXIT")
     mod = build(_kernels(2, scale=7.0), passes=True)  # a fresh pool works again
     y = np.empty(64, np.float32)

@@ -37,7 +37,7 @@ from .program import add_program_runner
 # LLVM IR emission and LLVM take roughly 60 us of CPU per byte of a kernel's lowered loop
 # program, and a fused group's whole back end ~0.1 s. Below this much estimated work,
 # compiling in this process is faster.
-PARALLEL_MIN_SECONDS = 1.0
+PARALLEL_MIN_SECONDS = 0.3
 
 
 def _estimate(job: tuple) -> float:
@@ -238,8 +238,11 @@ class _Pool:
         with self.lock:
             self._spawn(workers)
 
-    def run(self, jobs: list, workers: int) -> list:
-        """Results of ``jobs`` (in order), each job sent to the next free worker, the largest first."""
+    def run(self, jobs: list, workers: int, here=None) -> list:
+        """Results of ``jobs`` (in order), each job sent to the next free worker, the largest
+        first. With ``here`` (``here(i)`` runs job i in this process) this process takes jobs
+        from the same queue too: while the workers are still starting (a model's folding
+        program, the first build of a compile) it is the one doing the work."""
         with self.lock:
             self._spawn(workers)
             if self.timer is not None:
@@ -248,16 +251,20 @@ class _Pool:
             results: list = [None] * len(jobs)
             lock = threading.Lock()
 
+            def take():
+                with lock:
+                    return order.pop(0) if order else None
+
             def drain(w: _Worker) -> None:
-                while True:
-                    with lock:
-                        if not order:
-                            return
-                        i = order.pop(0)
+                while (i := take()) is not None:
                     results[i] = w.run(jobs[i])
             try:
                 with cf.ThreadPoolExecutor(workers) as pool:  # threads only wait on the processes
-                    for f in [pool.submit(drain, w) for w in self.workers[:workers]]:
+                    futures = [pool.submit(drain, w) for w in self.workers[:workers]]
+                    if here is not None:
+                        while (i := take()) is not None:
+                            results[i] = here(i)
+                    for f in futures:
                         f.result()
             except BaseException:
                 self._close_workers()
@@ -287,9 +294,10 @@ class _Pool:
 _POOL = _Pool()
 
 
-def _in_workers(jobs: list, workers: int) -> list:
-    """Compile ``jobs`` in ``workers`` worker processes (kept for the next call)."""
-    return _POOL.run(jobs, workers)
+def _in_workers(jobs: list, workers: int, here=None) -> list:
+    """Compile ``jobs`` in ``workers`` worker processes (kept for the next call), and in this
+    process too with ``here`` (see :meth:`_Pool.run`)."""
+    return _POOL.run(jobs, workers, here)
 
 
 def _jobs() -> int:
@@ -361,19 +369,24 @@ def _compile(jobs: list, keys: list, items: list, names: list, target: Target, s
                 entries[i] = json.load(fh)
         else:
             todo.append(i)
-    workers = min(_jobs(), len(todo))
+    # this process compiles too: one worker fewer than the cores (on 2 cores a second worker's
+    # start -- Python, Ember, LLVM: ~0.4 s of CPU -- cost more than it gave)
+    workers = min(_jobs() - 1, len(todo))
     parallel = _jobs() > 1 and debug_level() < 2  # (debug output goes to this process's stderr)
     if todo and parallel:
         # a cold build: the workers start now, whether this build uses them or the next one
         # (a model's constant folding comes first and compiles its few kernels here)
-        _POOL.warm_up(_jobs())
-    # (kernels built at a low level -- the folding program's -- are cheap: here, while the
-    # workers start for the model's)
+        _POOL.warm_up(_jobs() - 1)
+    # this process takes jobs from the same queue as the workers: while they start (a model's
+    # folding program comes first) it does the work, and a small build never waits for them
     results: dict = {}
-    if workers > 1 and opt >= 2 and parallel and sum(_estimate(jobs[i]) for i in todo) >= PARALLEL_MIN_SECONDS:
+    if workers >= 1 and parallel and sum(_estimate(jobs[i]) for i in todo) >= PARALLEL_MIN_SECONDS:
         local = {i for i in todo if here is not None and here(i)}
         remote = [i for i in todo if i not in local]
-        results.update(zip(remote, _in_workers([jobs[i] for i in remote], workers) if remote else []))
+        if remote:
+            out = _in_workers([jobs[i] for i in remote], workers,
+                              here=lambda k: _compile_job(jobs[remote[k]], items[remote[k]]))
+            results.update(zip(remote, out))
     for i in todo:
         if i not in results:
             results[i] = _compile_job(jobs[i], items[i])
