@@ -70,10 +70,39 @@ def compile_model(model: Union[str, os.PathLike, bytes, Module, "onnx.ModelProto
     ``narrow``: for a Module imported with ``from_onnx(..., io_narrow=d)``, that ``d`` (its
     float8/int4 inputs and outputs, which the executable takes and gives as ml_dtypes arrays).
     """
+    marker = _compiled_before(model, target, opt_level, input_shapes, disabled_passes)
+    if marker is not None and not os.path.exists(marker):
+        # a model file this Ember has not compiled: its kernels will miss the cache, so the
+        # compile worker starts now, on the core the import and the passes leave idle
+        from ..codegen.llvm.objects import warm_up_workers
+
+        warm_up_workers()
     # (fresh: the constant-folding program compiled inside a model's passes keeps what its own
     # kernels assume to itself)
     with limits.memory_limit(memory_limit), collect_assumptions(fresh=True):
-        return _compile(model, target, opt_level, input_shapes, disabled_passes, instruments, name, narrow)
+        exe = _compile(model, target, opt_level, input_shapes, disabled_passes, instruments, name, narrow)
+    if marker is not None:
+        with open(marker, "w"):
+            pass
+    return exe
+
+
+def _compiled_before(model, target, opt_level, input_shapes, disabled_passes) -> Optional[str]:
+    """The marker file saying this model file (by path, size and modification time) was
+    compiled with these settings by this Ember; None for a model that is not a file."""
+    if not isinstance(model, (str, os.PathLike)) or not os.path.isfile(model):
+        return None
+    import hashlib
+
+    from ..config import cache_dir
+    from ..driver import source_digest
+
+    st = os.stat(model)
+    key = repr((os.path.abspath(model), st.st_size, st.st_mtime_ns, source_digest(), str(target), opt_level,
+                sorted((input_shapes or {}).items()), sorted(disabled_passes)))
+    d = os.path.join(cache_dir(), "index")
+    os.makedirs(d, exist_ok=True)
+    return os.path.join(d, "model-" + hashlib.sha256(key.encode()).hexdigest())
 
 
 def _optimize(mod: Module, ctx: PassContext) -> tuple:

@@ -294,6 +294,14 @@ class _Pool:
 _POOL = _Pool()
 
 
+def warm_up_workers() -> None:
+    """Start the compile workers a build is about to need (see :meth:`_Pool.warm_up`)."""
+    from ...config import debug_level
+
+    if _jobs() > 1 and debug_level() < 2:
+        _POOL.warm_up(_jobs() - 1)
+
+
 def _in_workers(jobs: list, workers: int, here=None) -> list:
     """Compile ``jobs`` in ``workers`` worker processes (kept for the next call), and in this
     process too with ``here`` (see :meth:`_Pool.run`)."""
