@@ -44,6 +44,7 @@ _PATTERNS = {"elementwise": (Pattern.ELEMWISE, Pattern.BROADCAST),
 _AFFINE = ("strided_slice", "concat", "pad", "transpose", "expand", "squeeze", "unsqueeze")
 _ALSO = {"elementwise": _AFFINE, "all": ("scatter_nd", "scatter_elements")}
 _SHAPE_ATTRS = {"reshape": "newshape", "expand": "shape"}
+_END = 2 ** 63 - 1  # a slice's end past every axis (ONNX's INT64_MAX)
 
 
 @contextlib.contextmanager
@@ -113,7 +114,8 @@ def generalize(fn: Function) -> Optional[tuple]:
         return n.replace(attrs={**dict(n.attrs), key: new}) if new != tuple(n.attr(key)) else None
     try:
         with D.collect_assumptions(fresh=True) as assumed:
-            body = rewrite(substitute(fn.body, dict(zip(fn.params, params))), sizes_in_attrs)
+            body = rewrite(fn.body, _from_the_end)
+            body = rewrite(substitute(body, dict(zip(fn.params, params))), sizes_in_attrs)
             g = infer_types(Function(params, body))
     except Exception:  # a shape rule that needs these sizes static
         return None
@@ -131,6 +133,32 @@ def generalize(fn: Function) -> Optional[tuple]:
     except (KeyError, TypeError, ZeroDivisionError, AttributeError):
         return None
     return g, sizes
+
+
+def _from_the_end(n):
+    """A slice bound in the far half of a static axis as an index from its end (the same slice):
+    exporters write ``x[:, :-3]`` of each stage's size as ``x[:, :53]``, ``x[:, :25]``, ...,
+    and only ``-3`` names the same bound at every size."""
+    if not (isinstance(n, Call) and n.op == "strided_slice" and isinstance(n.args[0].type, TensorType)):
+        return None
+    shape = n.args[0].type.shape
+    axes = n.attr("axes", None)
+    begin, end = list(n.attr("begin")), list(n.attr("end"))
+    axes = axes if axes is not None else tuple(range(len(begin)))
+    steps = n.attr("strides", None) or (1,) * len(axes)
+    changed = False
+    for k, a in enumerate(axes):
+        size = shape[a]
+        if not isinstance(size, int):
+            continue
+        if steps[k] > 0 and end[k] == size:  # (to the end)
+            end[k], changed = _END, True
+        for bounds in (begin, end):
+            v = bounds[k]
+            if isinstance(v, int) and size / 2 < v < size:
+                bounds[k] = v - size
+                changed = True
+    return n.replace(attrs={**dict(n.attrs), "begin": tuple(begin), "end": tuple(end)}) if changed else None
 
 
 def _results(t) -> list:
