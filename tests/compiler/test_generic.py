@@ -24,8 +24,9 @@ def _softmax(v, axis=-1):
 
 def test_elementwise_groups_of_different_sizes_share_one_kernel():
     """Two chains of the same elementwise ops on tensors of different sizes (each after its own
-    softmax, an anchor) are one kernel called twice with its sizes; results are numpy's."""
-    x, y = Var("x", T(3, 40)), Var("y", T(5, 24))
+    softmax, an anchor) are one kernel called twice with its sizes -- all but the last axis,
+    along which its vectors run; results are numpy's."""
+    x, y = Var("x", T(3, 6, 40)), Var("y", T(5, 2, 40))
 
     def chain(v):
         s = Call("nn.softmax", [v], {"axis": -1})
@@ -34,9 +35,9 @@ def test_elementwise_groups_of_different_sizes_share_one_kernel():
     calls = [k for k, _ in exe.kernel_calls if "multiply" in k]
     assert len(calls) == 2 and len(set(calls)) == 1
     sized = [c for c in exe.program["calls"] if "scalars" in c]
-    assert sorted(tuple(sorted(c["scalars"].values())) for c in sized) == [(3, 40), (5, 24)]
+    assert sorted(tuple(sorted(c["scalars"].values())) for c in sized) == [(2, 5), (3, 6)]
     rng = np.random.default_rng(0)
-    xv, yv = rng.standard_normal((3, 40)).astype("float32"), rng.standard_normal((5, 24)).astype("float32")
+    xv, yv = rng.standard_normal((3, 6, 40)).astype("float32"), rng.standard_normal((5, 2, 40)).astype("float32")
     for got, v in zip(exe.run(xv, yv), (xv, yv)):
         s = _softmax(v)
         np.testing.assert_allclose(got, np.maximum(s * s - s, 0), rtol=1e-5, atol=1e-7)
