@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import math
 from typing import Optional
 
 from ..graph.infer import infer_types
@@ -45,6 +46,8 @@ _AFFINE = ("strided_slice", "concat", "pad", "transpose", "expand", "squeeze", "
 _ALSO = {"elementwise": _AFFINE, "all": ("scatter_nd", "scatter_elements")}
 _SHAPE_ATTRS = {"reshape": "newshape", "expand": "shape"}
 _END = 2 ** 63 - 1  # a slice's end past every axis (ONNX's INT64_MAX)
+_SMALL = 1 << 15  # elements of a model's group below which it keeps its static kernel (MobileNetV3's
+                  # squeeze-excitation ops ran 3% slower generic)
 
 
 @contextlib.contextmanager
@@ -62,6 +65,11 @@ def generic_kernels(which: str = "all"):
 
 def enabled() -> bool:
     return _GENERIC.get() != "none"
+
+
+def mode() -> str:
+    """Which groups go generic now: ``"all"``, ``"elementwise"`` or ``"none"``."""
+    return _GENERIC.get()
 
 
 def _symbols(fn: Function) -> set:
@@ -85,18 +93,23 @@ def generalize(fn: Function) -> Optional[tuple]:
     calls = [n for n in post_order(fn.body) if isinstance(n, Call)]
     if not calls or any(get_op(c.op).pattern not in _PATTERNS[which] and c.op not in _ALSO[which] for c in calls):
         return None
+    if which == "elementwise" and any(isinstance(t, TensorType) and t.is_static and math.prod(t.shape) < _SMALL
+                                      for t in _results(fn.body.type)):
+        return None  # (a small kernel's time is its fixed costs, which sizes in registers raise)
     if any(isinstance(n, Constant) and n.type.ndim for n in post_order(fn.body)):
         return None  # (a tensor constant has fixed sizes: its operand would have to match them)
-    # a model's kernels keep each tensor's last axis static: their vectors run along it (a
-    # symbolic one has a masked tail, and the blocked layout's block is that axis: 4-5% on
-    # MobileNet and EfficientNet)
-    inner = 1 if which == "elementwise" else 0
+    # a model's kernels keep a short last axis static: their vectors run along it, and over a
+    # few vectors a symbolic extent's loop and masked tail cost (the blocked layout's block
+    # of 16 or 32: 4-5% on MobileNet and EfficientNet); a long one (Swin's 96-768 channels)
+    # pays little for them
+    def static_at(t, k) -> bool:
+        return which == "elementwise" and k == t.ndim - 1 and isinstance(t.shape[k], int) and t.shape[k] <= 64
     values: list = []
     for p in fn.params:
         if not isinstance(p.type, TensorType):
             return None
-        outer = p.type.shape[:p.type.ndim - inner] if p.type.ndim else ()
-        values += [d for d in outer if isinstance(d, int) and d > 1 and d not in values]
+        values += [d for k, d in enumerate(p.type.shape)
+                   if isinstance(d, int) and d > 1 and d not in values and not static_at(p.type, k)]
     if not values:
         return None
     taken = _symbols(fn)
@@ -106,7 +119,7 @@ def generalize(fn: Function) -> Optional[tuple]:
             names.append(f"s{k}")
         k += 1
     sym = {v: Dim(n) for v, n in zip(values, names)}
-    params = [Var(p.name, TensorType(tuple(sym.get(d, d) if isinstance(d, int) and k < p.type.ndim - inner else d
+    params = [Var(p.name, TensorType(tuple(sym.get(d, d) if isinstance(d, int) and not static_at(p.type, k) else d
                                            for k, d in enumerate(p.type.shape)), p.type.dtype))
               for p in fn.params]
 
@@ -171,4 +184,4 @@ def _results(t) -> list:
     return list(t.fields) if hasattr(t, "fields") else [t]
 
 
-__all__ = ["enabled", "generalize", "generic_kernels"]
+__all__ = ["enabled", "generalize", "generic_kernels", "mode"]

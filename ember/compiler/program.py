@@ -22,6 +22,7 @@ from ..loop import dtype as dt
 from ..runtime.memory_plan import Interval, plan_memory
 from ..runtime.shapes import shape_symbols, symbols_of
 from .generic import enabled as generic_enabled
+from .generic import mode as generic_mode
 from .generic import generalize
 from .group import group_anchor
 
@@ -143,10 +144,18 @@ def make_program(mod: Module, shared: Shared, output_names: Optional[Sequence[st
         inputs.append({"name": p.name, "shape": prog.slots[s]["shape"], "dtype": p.type.dtype, "slot": s})
     symbols = _input_symbols(main)
     sizes_of: dict = {}  # group -> the sizes its shape-generic kernel takes
+    # a group goes generic where that makes it share a kernel with another group (a generic
+    # kernel is a little slower: sizes in registers, not folded into the index arithmetic),
+    # or everywhere in the folding program ("all": its kernels serve every model)
+    generic = {fn: generalize(fn) for _, fn in mod.functions if generic_enabled() and fn is not main}
+    shared_by: dict = {}
+    for g in generic.values():
+        if g is not None:
+            shared_by[g[0]] = shared_by.get(g[0], 0) + 1
 
     def register(fn: Function, gname: str) -> str:
-        g = generalize(fn) if generic_enabled() else None
-        if g is None:
+        g = generic.get(fn) if fn in generic else (generalize(fn) if generic_enabled() else None)
+        if g is None or (shared_by.get(g[0], 0) < 2 and generic_mode() != "all"):
             return shared.kernel(fn, prefix + gname)
         sizes_of[fn] = g[1]
         return shared.kernel(g[0], prefix + gname)

@@ -166,11 +166,9 @@ def test_warm_compile_finds_the_kernels_by_the_groups_alone(tmp_path, monkeypatc
     assert [n for _, _, n in warm.kernel_sources] == [n for _, _, n in cold.kernel_sources]
     v = np.linspace(-2, 2, 32, dtype="float32").reshape(4, 8)
     np.testing.assert_array_equal(warm.run(v)[0], cold.run(v)[0])
-    # another shape of an elementwise group is the same shape-generic kernel; another op is
-    # another key
+    # another shape is another key (a group alone in its model keeps its static kernel)
     y = Var("x", T(2, 8))
-    assert ember.compile(mod_of([y], Call("nn.relu", [Call("exp", [y])]))).module.path == cold.module.path
-    other = ember.compile(mod_of([y], Call("nn.relu", [Call("log", [y])])))
+    other = ember.compile(mod_of([y], Call("nn.relu", [Call("exp", [y])])))
     assert other.module.path != cold.module.path
 
 
