@@ -94,7 +94,8 @@ def compile_main(argv) -> int:
     out = args.output or (name + ".so" if args.light else os.path.splitext(path)[0] + ".so")
     t0 = time.perf_counter()
     exe = ember.compile(path, args.target, args.opt_level, input_shapes=_shapes(args.input_shape),
-                        disabled_passes=args.disable_pass, name=name, memory_limit=args.memory_limit)
+                        disabled_passes=args.disable_pass, name=name, memory_limit=args.memory_limit,
+                        cache=not args.profile_compile)  # (a compile-time profile times a compile)
     exe.export(out)
     if args.profile_compile:
         print(exe.compile_profile.table(budget=args.compile_budget))

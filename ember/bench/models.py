@@ -98,7 +98,7 @@ def bench_model(path: str, peers: list, threads: int, repeat: int, out=print, is
         os.environ["EMBER_CACHE_DIR"] = cold
         try:
             t0 = time.perf_counter()
-            ember.compile(path)
+            ember.compile(path, cache=False)
             compile_s = time.perf_counter() - t0
         finally:
             if old is None:

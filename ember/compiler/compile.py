@@ -54,7 +54,7 @@ def compile_model(model: Union[str, os.PathLike, bytes, Module, "onnx.ModelProto
                   opt_level: int = 3, *, input_shapes: Optional[Mapping] = None,
                   disabled_passes: Sequence[str] = (), instruments: Sequence = (),
                   name: str = "model", memory_limit: Optional[Union[int, str]] = None,
-                  narrow: Optional[dict] = None):
+                  narrow: Optional[dict] = None, cache: bool = True):
     """Compile ``model`` (an ONNX path, bytes or ModelProto, or a graph Module) for ``target``
     (default: the host CPU) and return an Executable.
 
@@ -69,8 +69,30 @@ def compile_model(model: Union[str, os.PathLike, bytes, Module, "onnx.ModelProto
     ``exe.compile_profile`` the same per kernel (``.table()`` prints it).
     ``narrow``: for a Module imported with ``from_onnx(..., io_narrow=d)``, that ``d`` (its
     float8/int4 inputs and outputs, which the executable takes and gives as ml_dtypes arrays).
+    A model file compiled before with the same settings (and the same Ember) loads the
+    executable kept then (:mod:`ember.compiler.cache`) unless ``cache=False``.
     """
+    t0 = time.perf_counter()
     marker = _compiled_before(model, target, opt_level, input_shapes, disabled_passes)
+    key = os.path.basename(marker)[len("model-"):] if marker is not None else None
+    use_cache = cache and marker is not None and not instruments and memory_limit is None
+    if use_cache and os.path.exists(marker):
+        from . import cache as kept
+
+        def recompile():
+            return compile_model(model, target, opt_level, input_shapes=input_shapes,
+                                 disabled_passes=disabled_passes, name=name, cache=False)
+        exe = kept.load(key, recompile)
+        if exe is not None:
+            from ..kernels.common import host
+            from ..profile.compile import CompileProfile
+
+            exe.target = host(target)
+            exe.graph = None
+            exe.compile_times = {"load kept executable": time.perf_counter() - t0,
+                                 "total": time.perf_counter() - t0}
+            exe.compile_profile = CompileProfile.collect(name, exe.compile_times, {}, [])
+            return exe
     if marker is not None and not os.path.exists(marker):
         # a model file this Ember has not compiled: its kernels will miss the cache, so the
         # compile worker starts now, on the core the import and the passes leave idle
@@ -84,6 +106,10 @@ def compile_model(model: Union[str, os.PathLike, bytes, Module, "onnx.ModelProto
     if marker is not None:
         with open(marker, "w"):
             pass
+        if use_cache:
+            from . import cache as kept
+
+            kept.save(exe, key)  # (in the background: this compile returns now)
     return exe
 
 
