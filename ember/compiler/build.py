@@ -54,7 +54,7 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
     elif groups:
         # each group's whole back end (computes, schedule, lowering, loop passes, LLVM) is one
         # job for the compile workers, on every core
-        module = build_groups(groups, target, name, stats)
+        module = build_groups(groups, target, name, stats, tuned=_tuned(groups))
         index_store(key, module.path)
     else:
         module = None
@@ -65,9 +65,20 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
     exe = Executable(module, program, shared.constants)
     # what a profiler needs to rebuild the kernels differently (loop instrumentation): the
     # groups are scheduled here again only when it asks
-    exe.kernel_sources_thunk = lambda: [_source(lower_group(fn, g, target)) for g, fn in groups]
+    tuned = _tuned(groups)
+    exe.kernel_sources_thunk = lambda: [_source(lower_group(fn, g, target, tuned.get(g))) for g, fn in groups]
     exe.target = target
+    exe.groups = list(groups)  # (kernel name, group Function): what the tuner extracts as tasks
+    exe.tuned_kernels = sorted(tuned)
     return exe
+
+
+def _tuned(groups: list) -> dict:
+    """Kernel name -> (decisions, trace) of the groups a tuning record schedules."""
+    from ..tune.apply import tuned_schedule
+
+    found = {g: tuned_schedule(fn) for g, fn in groups}
+    return {g: t for g, t in found.items() if t is not None}
 
 
 def _source(k) -> tuple:
@@ -114,10 +125,11 @@ def groups_key(groups: list, target) -> str:
 
     from ..config import opt_level
     from ..graph.printer import astext
+    from ..tune.apply import records_digest
 
     h = hashlib.sha256(b"groups\0")
     for part in [source_digest(), target.triple, target.cpu, target.features, str(target.cores), str(opt_level()),
-                 *(f"{g}\n{astext(fn)}" for g, fn in groups)]:
+                 *(f"{g}\n{astext(fn)}" for g, fn in groups), records_digest(groups)]:
         h.update(part.encode("utf-8"))
         h.update(b"\0")
     return h.hexdigest()

@@ -54,7 +54,7 @@ def compile_model(model: Union[str, os.PathLike, bytes, Module, "onnx.ModelProto
                   opt_level: int = 3, *, input_shapes: Optional[Mapping] = None,
                   disabled_passes: Sequence[str] = (), instruments: Sequence = (),
                   name: str = "model", memory_limit: Optional[Union[int, str]] = None,
-                  narrow: Optional[dict] = None, cache: bool = True):
+                  narrow: Optional[dict] = None, cache: bool = True, tuning_db=None):
     """Compile ``model`` (an ONNX path, bytes or ModelProto, or a graph Module) for ``target``
     (default: the host CPU) and return an Executable.
 
@@ -71,11 +71,14 @@ def compile_model(model: Union[str, os.PathLike, bytes, Module, "onnx.ModelProto
     float8/int4 inputs and outputs, which the executable takes and gives as ml_dtypes arrays).
     A model file compiled before with the same settings (and the same Ember) loads the
     executable kept then (:mod:`ember.compiler.cache`) unless ``cache=False``.
+    ``tuning_db``: a tuning database (a path to an SQLite file, a ``postgresql://`` URL, or an
+    open :class:`ember.tune.database.Database`) whose best record per fused group schedules
+    that group (``ember tune`` writes them); groups without a record keep the defaults.
     """
     t0 = time.perf_counter()
     marker = _compiled_before(model, target, opt_level, input_shapes, disabled_passes)
     key = os.path.basename(marker)[len("model-"):] if marker is not None else None
-    use_cache = cache and marker is not None and not instruments and memory_limit is None
+    use_cache = cache and marker is not None and not instruments and memory_limit is None and tuning_db is None
     if use_cache and os.path.exists(marker):
         from . import cache as kept
 
@@ -101,7 +104,10 @@ def compile_model(model: Union[str, os.PathLike, bytes, Module, "onnx.ModelProto
         warm_up_workers()
     # (fresh: the constant-folding program compiled inside a model's passes keeps what its own
     # kernels assume to itself)
-    with limits.memory_limit(memory_limit), collect_assumptions(fresh=True):
+    from ..kernels.common import host
+    from ..tune.apply import tuning_records
+
+    with limits.memory_limit(memory_limit), collect_assumptions(fresh=True), tuning_records(tuning_db, host(target)):
         exe = _compile(model, target, opt_level, input_shapes, disabled_passes, instruments, name, narrow)
     if marker is not None:
         with open(marker, "w"):

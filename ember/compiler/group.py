@@ -150,8 +150,32 @@ def _inlinable(t: te.Tensor) -> bool:
     return not t.op.reduce_axis and not t.op.attrs.get("table")
 
 
-def lower_group(fn: Function, name: str, target) -> GroupKernel:
-    """Compute and schedule the fused group ``fn`` as kernel ``name``."""
+def lower_group(fn: Function, name: str, target, tuned: Optional[tuple] = None) -> GroupKernel:
+    """Compute and schedule the fused group ``fn`` as kernel ``name``: by its default
+    schedule, or by ``tuned`` = (decisions JSON, trace JSON), a tuning record's schedule (its
+    computes made under its decisions, then its trace replayed). A record that no longer
+    replays (Ember's computes changed since it was measured) gives the default schedule."""
+    if tuned is not None:
+        import json
+        import warnings
+
+        from ..errors import EmberError
+        from ..loop.schedule import Trace
+        from ..tune.space import decisions
+
+        try:
+            with decisions(json.loads(tuned[0])):
+                k = _lower_group(fn, name, target, schedule=False)
+            Trace.from_json(tuned[1]).apply(k.schedule)
+            return k
+        except (EmberError, ValueError, KeyError, TypeError, IndexError) as e:
+            warnings.warn(f"{name}: its tuning record does not apply ({e}); the default schedule is used",
+                          stacklevel=2)
+    return _lower_group(fn, name, target)
+
+
+def _lower_group(fn: Function, name: str, target, schedule: bool = True) -> GroupKernel:
+    """The group's computes and (with ``schedule``) its default schedule; else a fresh one."""
     b = fn.body
     if isinstance(b, Call) and get_op(b.op).kernel is not None:  # a loop program written directly
         if b.args != tuple(fn.params):
@@ -168,6 +192,8 @@ def lower_group(fn: Function, name: str, target) -> GroupKernel:
         fixed.append(t)
     outputs = fixed
     s = Schedule(outputs)
+    if not schedule:
+        return GroupKernel(name, s, inputs, outputs, anchor.op if anchor is not None else None)
     out_set = set(outputs)
     anchor_stages = set(stages_of.get(anchor, ())) if anchor is not None else set()
     for call, stages in stages_of.items():

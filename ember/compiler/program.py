@@ -23,6 +23,7 @@ from ..runtime.memory_plan import Interval, plan_memory
 from ..runtime.shapes import shape_symbols, symbols_of
 from .generic import enabled as generic_enabled
 from .generic import mode as generic_mode
+from ..tune.apply import tuned_schedule
 from .generic import generalize
 from .group import group_anchor
 
@@ -155,7 +156,7 @@ def make_program(mod: Module, shared: Shared, output_names: Optional[Sequence[st
 
     def register(fn: Function, gname: str) -> str:
         g = generic.get(fn) if fn in generic else (generalize(fn) if generic_enabled() else None)
-        if g is None or (shared_by.get(g[0], 0) < 2 and generic_mode() != "all"):
+        if g is None or tuned_schedule(fn) is not None or (shared_by.get(g[0], 0) < 2 and generic_mode() != "all"):
             return shared.kernel(fn, prefix + gname)
         sizes_of[fn] = g[1]
         return shared.kernel(g[0], prefix + gname)

@@ -26,6 +26,7 @@ from ..loop import compute as te
 from ..loop import dtype as dt
 from ..loop.expr import as_expr, min_
 from ..loop.schedule import Schedule
+from ..tune.space import knob
 from .common import const_int, host, largest_divisor, parallel_outer, vector_lanes
 from .conv import _fold, conv_out_size, pad_spatial, vectorize_copy
 
@@ -84,7 +85,11 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
     oh = conv_out_size(H + padding[0] + padding[2], kh, sh, dh)
     ow = conv_out_size(W + padding[1] + padding[3], kw, sw, dw)
     lanes = vector_lanes(target, data.dtype)
-    xb = width_block(ow, FB, lanes, 32 if lanes * 32 >= 512 else 16)
+    registers = 32 if lanes * 32 >= 512 else 16
+    vecs = max(1, FB // lanes)
+    xb = width_block(ow, FB, lanes, registers)
+    # the tuner may take any block whose accumulators fit the registers with a weight vector
+    xb = knob("conv.columns", range(1, max(1, (registers - vecs - 1) // vecs) + 1), xb)
     end, last = [padding[2], padding[3]], None
     if isinstance(ow, int) and isinstance(W, int):
         # the last block of columns reads past the row (its extra columns are never stored):
@@ -156,12 +161,14 @@ def schedule_conv_nchwc(s: Schedule, conv: te.Tensor, out: Optional[te.Tensor] =
     so = s[out]
     n, fo, y, x, fi = so.leaf
     st = s[acc]
-    mode = reduction_chunks(conv, target)
+    mode = knob("conv.reduction", ("", "row", "plane"), reduction_chunks(conv, target))
     if mode != "plane":
         # rows outer where a group of channel blocks' weights stay in half the L2: each row of
         # input is then read once per group, not once per channel block (ResNet's 56x56
         # layers would read their input from L3 4-32 times over)
-        group = _weight_group(conv, target)
+        blocks = _static_size(conv.shape[1])
+        group = knob("conv.weight_group", [d for d in range(1, min(blocks, 64) + 1) if blocks % d == 0],
+                     _weight_group(conv, target))
         fco, fo = so.split(fo, factor=group)
         so.reorder(n, fco, y, fo)
     if mode:
@@ -183,7 +190,8 @@ def schedule_conv_nchwc(s: Schedule, conv: te.Tensor, out: Optional[te.Tensor] =
         else:
             rc, ry, rx = red
             C = _static_size(rc.extent)
-            rco, rci = st.split(rc, factor=next(d for d in (16, 8, 4, 2, 1) if C % d == 0))
+            chunks = [d for d in (32, 16, 8, 4, 2, 1) if C % d == 0]
+            rco, rci = st.split(rc, factor=knob("conv.chunk", chunks, next(d for d in chunks if d <= 16)))
             inner = [ry, rx, rci]
         st.reorder(rco, cn, cfo, cy, cxo, *inner, cxi, cfi)
     else:
@@ -191,9 +199,16 @@ def schedule_conv_nchwc(s: Schedule, conv: te.Tensor, out: Optional[te.Tensor] =
         so.reorder(n, fco, y, fo, xo, xi, fi)
         row = parallel_outer(so, [n, fco, y])
         _whole_reduction(so, st, xo, xi, fi, lanes)
-        return _schedule_pad(s, conv, lanes, (so, row) if _rows_in_task(conv, target) else None)
+        return _schedule_pad(s, conv, lanes, (so, row) if _pad_in_task(conv, target) else None)
     _vector_block(st, cxi, cfi, lanes)
-    return _schedule_pad(s, conv, lanes, (so, row) if mode != "plane" and _rows_in_task(conv, target) else None)
+    return _schedule_pad(s, conv, lanes, (so, row) if mode != "plane" and _pad_in_task(conv, target) else None)
+
+
+def _pad_in_task(conv: te.Tensor, target) -> bool:
+    """:func:`_rows_in_task`, a decision the tuner may change."""
+    if conv.op.attrs["pad"] is None:
+        return False
+    return knob("conv.pad_in_task", (False, True), _rows_in_task(conv, target))
 
 
 def _whole_reduction(so, st, xo, xi, fi, lanes: int) -> None:
@@ -263,15 +278,27 @@ def _schedule_grouped(s: Schedule, conv: te.Tensor, out: te.Tensor, acc: te.Tens
     so = s[out]
     n, fo, y, x, fi = so.leaf
     xo, xi = so.split(x, factor=xb)
-    so.reorder(n, fo, y, xo, xi, fi)
-    row = parallel_outer(so, [n, fo, y])
+    # (tuner's decisions: rows per task, channel blocks outer or rows outer, the padded rows
+    # made per task or the whole padded input once)
+    height = _static_size(conv.shape[2])
+    rows = knob("dw.rows", [r for r in (1, 2, 4, 8) if r <= height], 1)
+    if rows > 1:
+        y, yi = so.split(y, factor=rows)
+        inner = [yi]
+    else:
+        inner = []
+    order = knob("dw.order", ("channels", "rows"), "channels")
+    so.reorder(*((n, fo, y) if order == "channels" else (n, y, fo)), *inner, xo, xi, fi)
+    row = parallel_outer(so, [n, fo, y] if order == "channels" else [n, y, fo])
     _whole_reduction(so, s[acc], xo, xi, fi, lanes)
     pad = conv.op.attrs["pad"]
-    if pad is not None:
+    if pad is not None and knob("dw.pad", ("task", "whole"), "task") == "task":
         sp = s[pad]
         sp.compute_at(so, row)
         _, v = sp.split(sp.leaf[-1], factor=lanes)
         sp.vectorize(v)
+    elif pad is not None:
+        _schedule_pad(s, conv, lanes)
     return s
 
 

@@ -20,6 +20,7 @@ from ..loop import compute as te
 from ..loop import dtype as dt
 from ..loop.expr import min_, select
 from ..loop.schedule import Schedule
+from ..tune.space import knob
 from .common import const_int, host, vector_lanes
 
 
@@ -88,6 +89,13 @@ def matmul_compute(A: te.Tensor, B: te.Tensor, target=None, name: str = "C",
     is. Returns C and the stages the schedule needs, which C's ``attrs`` also hold."""
     target = host(target)
     mr, nr = micro_tile(target, A.dtype)
+    lanes = vector_lanes(target, A.dtype)
+    regs = 32 if lanes * 32 >= 512 else 16
+    if units is None and pack:  # (pre-packed weights fixed NR when the graph packed them)
+        nr = lanes * knob("gemm.column_vectors", [v for v in (1, 2, 3, 4) if 2 * v + 2 <= regs], nr // lanes)
+    nvec = max(1, (const_int(B.shape[-1]) if units is not None else nr) // lanes)
+    # the tuner's row block: accumulators (rows x column vectors), the B vectors and a broadcast
+    mr = knob("gemm.rows", [r for r in range(1, 17) if r * nvec + nvec + 1 <= regs], min(mr, (regs - nvec - 1) // nvec))
     *ba, M, K = A.shape
     batch = tuple(ba) if batch is None else tuple(batch)
     if not pack:
@@ -104,6 +112,8 @@ def matmul_compute(A: te.Tensor, B: te.Tensor, target=None, name: str = "C",
     # (contiguous) pay (1024^3: 210 against 168 GFLOP/s read in place).
     direct_a = pack and (_column_groups(N, K, nr, A.dtype, target) == 1
                          or (_nbytes(A.shape[-2:], A.dtype) or math.inf) <= target.l2_bytes // 2)
+    if pack:
+        direct_a = not knob("gemm.pack_a", (False, True), not direct_a)
     Ap = pack_a(A, mr, f"{name}_Ap") if pack and not direct_a else None
     k = te.reduce_axis(K, "k")
     m = const_int(M)
@@ -169,6 +179,9 @@ def schedule_gemm(s: Schedule, C: te.Tensor, out: te.Tensor = None, target=None)
     # a group of B panels that fits in L2 is reused by every row block before the next group:
     # each core streams its A panels past L2-resident B instead of all of B past each A panel
     group = _group(const_int(jo.extent), _panels_per_group(nr, C.op.reduce_axis[0].extent, C.dtype, target))
+    if group is not None:
+        panels = const_int(jo.extent)
+        group = knob("gemm.panel_group", [g for g in range(1, min(panels, 64) + 1) if panels % g == 0], group)
     if group is not None:
         jc, jo = so.split(jo, factor=group)
         so.reorder(*batch, jc, io, jo, ii, ji)

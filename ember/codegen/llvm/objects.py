@@ -118,7 +118,8 @@ def _compile_job(job: tuple, func=None) -> tuple:
         from ...loop.lower import lower
 
         t0 = time.perf_counter()
-        k = lower_group(pickle.loads(data) if func is None else func, arg, target)
+        group, tuned = pickle.loads(data) if func is None else func
+        k = lower_group(group, arg, target, tuned)
         t1 = time.perf_counter()
         func = k.func if k.func is not None else lower(k.schedule, k.inputs + k.outputs, arg)
         stats.update(schedule=t1 - t0, lower=time.perf_counter() - t1, **loop_nest(func),
@@ -344,7 +345,8 @@ def compile_objects(funcs: list, target: Target, stats: Optional[dict] = None, p
                     here=lambda i: not _reads_back(texts[i], funcs[i]))
 
 
-def compile_group_objects(groups: list, target: Target, stats: Optional[dict] = None) -> tuple:
+def compile_group_objects(groups: list, target: Target, stats: Optional[dict] = None,
+                          tuned: Optional[dict] = None) -> tuple:
     """Objects for the fused groups ``groups`` (``(kernel name, group Function)``) and the
     library key, like :func:`compile_objects`; each job computes, schedules and lowers its
     group too, so that a model's whole back end runs on every core."""
@@ -352,10 +354,12 @@ def compile_group_objects(groups: list, target: Target, stats: Optional[dict] = 
 
     opt = opt_level()
     names = [g for g, _ in groups]
-    texts = [f"{g}\n{astext(fn)}" for g, fn in groups]
-    jobs = [("group", pickle.dumps(fn), g, target, opt, f"kernel {g!r}") for g, fn in groups]
+    tuned = tuned or {}
+    # a tuned group's job carries its record's schedule, and its text (the object's key) too
+    texts = [f"{g}\n{astext(fn)}" + (f"\ntuned {tuned[g][0]} {tuned[g][1]}" if g in tuned else "") for g, fn in groups]
+    jobs = [("group", pickle.dumps((fn, tuned.get(g))), g, target, opt, f"kernel {g!r}") for g, fn in groups]
     keys = [object_key(t, "group", target, opt) for t in texts]
-    return _compile(jobs, keys, [fn for _, fn in groups], names, target, stats, opt)
+    return _compile(jobs, keys, [(fn, tuned.get(g)) for g, fn in groups], names, target, stats, opt)
 
 
 def _compile(jobs: list, keys: list, items: list, names: list, target: Target, stats: Optional[dict],

@@ -1,0 +1,251 @@
+"""Building and timing candidates in an isolated worker process.
+
+A candidate may crash (a schedule the checks let through that still writes out of bounds), hang
+or compute a wrong answer; none of that may stop the tuner. So every build and measurement
+runs in a child process (``python -m ember.tune.measure``): it builds the task's default
+schedule first (the reference output), then each candidate in turn, announcing each before it
+starts and answering one JSON line after. The parent (:class:`Measurer`) watches: a child that
+dies took the announced candidate with it (``crash: signal 11``), one silent past the timeout
+is killed (``timeout``), and a fresh child goes on with the candidates left. A result that
+differs from the reference is ``wrong``.
+
+Timing: the kernel is called through its bare C entry (no argument checks) in batches of at
+least 2 ms, after a warm-up; ``times`` are seconds per call of each batch.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pickle
+import select
+import signal
+import subprocess
+import sys
+import time
+from typing import Optional, Sequence
+
+__all__ = ["Measurer", "Result", "measure_in_process"]
+
+RTOL = 1e-3
+
+
+@dataclasses.dataclass
+class Result:
+    decisions: str  # JSON of the decisions the schedule used
+    trace: str = ""
+    times: tuple = ()
+    error: str = ""
+    build_seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.error and bool(self.times)
+
+    @property
+    def median(self) -> float:
+        if not self.ok:
+            return float("inf")
+        t = sorted(self.times)
+        return t[len(t) // 2]
+
+
+class Measurer:
+    """Measures candidates of one machine, one at a time, each task's in a child process.
+
+    ``timeout``: seconds a candidate may take, build included, before it counts as hung.
+    ``min_repeat``: timed batches per candidate."""
+
+    def __init__(self, timeout: float = 30.0, repeat: int = 7, batch_seconds: float = 0.002):
+        self.timeout = timeout
+        self.repeat = repeat
+        self.batch_seconds = batch_seconds
+
+    def measure(self, builder, target_spec: str, candidates: Sequence[dict]) -> list:
+        """One :class:`Result` per candidate (decision dicts), in order."""
+        results: dict = {}
+        pending = list(range(len(candidates)))
+        while pending:
+            self._run_child(builder, target_spec, candidates, pending, results)
+        return [results[i] for i in range(len(candidates))]
+
+    def _run_child(self, builder, target_spec, candidates, pending: list, results: dict) -> None:
+        job = pickle.dumps({"builder": builder, "target": target_spec, "repeat": self.repeat,
+                            "batch_seconds": self.batch_seconds,
+                            "candidates": [(i, candidates[i]) for i in pending]})
+        env = dict(os.environ)
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        proc = subprocess.Popen([sys.executable, "-m", "ember.tune.measure"], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
+        proc.stdin.write(job)
+        proc.stdin.close()
+        current: Optional[int] = None
+        deadline = time.monotonic() + self.timeout * 2  # (the reference: imports and a build)
+        buf = b""
+        err_tail = b""
+        try:
+            while True:
+                wait = deadline - time.monotonic()
+                if wait <= 0:
+                    self._kill(proc)
+                    if current is None:  # the reference never finished
+                        for i in list(pending):
+                            results[i] = Result(json.dumps(candidates[i]), error="reference: timeout")
+                            pending.remove(i)
+                    else:
+                        results[current] = Result(json.dumps(candidates[current]),
+                                                  error=f"timeout: over {self.timeout:g} s")
+                        pending.remove(current)
+                    return
+                ready, _, _ = select.select([proc.stdout, proc.stderr], [], [], min(wait, 1.0))
+                if proc.stderr in ready:
+                    chunk = os.read(proc.stderr.fileno(), 65536)
+                    err_tail = (err_tail + chunk)[-4000:]
+                if proc.stdout in ready:
+                    chunk = os.read(proc.stdout.fileno(), 65536)
+                    if not chunk:  # the child is gone
+                        code = proc.wait()
+                        why = f"crash: signal {-code}" if code < 0 else f"crash: exit {code}"
+                        tail = err_tail.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
+                        if current is not None and current in pending:
+                            results[current] = Result(json.dumps(candidates[current]), error=f"{why} {tail[0]}".strip())
+                            pending.remove(current)
+                        elif current is None:
+                            for i in list(pending):
+                                results[i] = Result(json.dumps(candidates[i]), error=f"reference: {why} {tail[0]}")
+                                pending.remove(i)
+                        return
+                    buf += chunk
+                    while b"\n" in buf:
+                        line, buf = buf.split(b"\n", 1)
+                        msg = json.loads(line)
+                        if msg["event"] == "ready":
+                            deadline = time.monotonic() + self.timeout
+                        elif msg["event"] == "start":
+                            current = msg["i"]
+                            deadline = time.monotonic() + self.timeout
+                        elif msg["event"] == "result":
+                            i = msg["i"]
+                            results[i] = Result(msg["decisions"], msg["trace"], tuple(msg["times"]), msg["error"],
+                                                msg["build_seconds"])
+                            pending.remove(i)
+                            current = None
+                        elif msg["event"] == "reference_error":
+                            for i in list(pending):
+                                results[i] = Result(json.dumps(candidates[i]), error=f"reference: {msg['error']}")
+                                pending.remove(i)
+                        if not pending:
+                            proc.wait(timeout=10)
+                            return
+        finally:
+            if proc.poll() is None:
+                self._kill(proc)
+            proc.stdout.close()
+            proc.stderr.close()
+
+    @staticmethod
+    def _kill(proc) -> None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+
+
+# -- the child ---------------------------------------------------------------------------------
+
+def _build(builder, target, values: dict):
+    """``(kernel, decisions JSON, trace JSON)`` of the builder's schedule under ``values``."""
+    from ..driver import build
+    from .space import decisions
+
+    with decisions(values) as d:
+        sch, args, name = builder.schedule(target)
+    mod = build(sch, args, name, target=target)
+    return mod[name], d.to_json(), sch.trace.to_json()
+
+
+def _timed(kernel, arrays: list, repeat: int, batch_seconds: float) -> list:
+    import ctypes
+
+    cfunc = kernel._cfunc
+    ptrs = [ctypes.c_void_p(a.ctypes.data) for a in arrays]
+    cfunc(*ptrs)
+    t0 = time.perf_counter()
+    cfunc(*ptrs)
+    one = max(time.perf_counter() - t0, 1e-7)
+    number = max(1, int(batch_seconds / one))
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for _ in range(number):
+            cfunc(*ptrs)
+        times.append((time.perf_counter() - t0) / number)
+    return times
+
+
+def measure_in_process(builder, target, candidates: Sequence, repeat: int = 7, batch_seconds: float = 0.002,
+                       emit=None) -> list:
+    """Build and time ``candidates`` (``(index, decisions)``) here, against the default
+    schedule's output; ``emit(message)`` gets the protocol's messages."""
+    import numpy as np
+
+    from ..runtime import ndarray
+
+    emit = emit or (lambda m: None)
+    host = builder.arrays(seed=0)
+    arrays = [ndarray.from_numpy(a).numpy() for a in host]  # (64-byte aligned copies)
+    n_out = 1
+    try:
+        ref_kernel, _, _ = _build(builder, target, {})
+        ref_kernel(*arrays)
+        ref = [a.copy() for a in arrays[-n_out:]]
+    except Exception as e:  # noqa: BLE001  (any failure of the reference ends this task's measurements)
+        emit({"event": "reference_error", "error": f"{type(e).__name__}: {e}"})
+        return []
+    emit({"event": "ready"})
+    out = []
+    for i, values in candidates:
+        emit({"event": "start", "i": i})
+        t0 = time.perf_counter()
+        msg = {"event": "result", "i": i, "decisions": json.dumps(values, sort_keys=True), "trace": "", "times": [],
+               "error": "", "build_seconds": 0.0}
+        try:
+            kernel, msg["decisions"], msg["trace"] = _build(builder, target, values)
+            msg["build_seconds"] = time.perf_counter() - t0
+            for a in arrays[-n_out:]:
+                a[...] = 0
+            kernel(*arrays)
+            worst = 0.0
+            for got, want in zip(arrays[-n_out:], ref):
+                scale = max(1.0, float(np.max(np.abs(want))) if want.size else 1.0)
+                diff = float(np.max(np.abs(got - want))) if want.size else 0.0
+                if not np.isfinite(diff) or diff > RTOL * scale:
+                    worst = max(worst, diff if np.isfinite(diff) else float("inf"))
+            if worst:
+                msg["error"] = f"wrong: max difference {worst:.3g} from the default schedule's output"
+            else:
+                msg["times"] = _timed(kernel, arrays, repeat, batch_seconds)
+        except Exception as e:  # noqa: BLE001  (a candidate that fails to build is a failed record)
+            msg["error"] = f"build: {type(e).__name__}: {str(e)[:300]}"
+        emit(msg)
+        out.append(msg)
+    return out
+
+
+def _child_main() -> None:
+    out = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # (anything else printed goes to stderr, not into the protocol)
+    job = pickle.loads(sys.stdin.buffer.read())
+    from ..target import Target
+
+    target = Target.from_string(job["target"])
+
+    def emit(m):
+        out.write(json.dumps(m) + "\n")
+        out.flush()
+    measure_in_process(job["builder"], target, job["candidates"], job["repeat"], job["batch_seconds"], emit)
+
+
+if __name__ == "__main__":
+    _child_main()

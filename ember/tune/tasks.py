@@ -1,0 +1,123 @@
+"""Tuning tasks: a model's fused groups, deduplicated by workload, weighted by their time.
+
+:func:`extract_tasks` compiles the model with static kernels (one kernel per distinct group:
+the workloads the tuner measures and a later compile looks up), profiles it once, and keeps
+the groups whose schedule has decisions to make. A task's ``weight`` is its share of the
+model's time: its kernel's seconds per model run.
+
+A :class:`GroupBuilder` is what travels to a measurement worker: the group's function (it
+pickles) and its name; under a tuner's :func:`~ember.tune.space.decisions` it makes the
+candidate's schedule.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+import numpy as np
+
+from ..errors import TuneError
+from .space import decisions
+from .workload import describe, workload_key, workload_text
+
+__all__ = ["GroupBuilder", "Task", "extract_tasks"]
+
+
+@dataclasses.dataclass
+class GroupBuilder:
+    """Makes a fused group's kernel under the active decisions."""
+
+    fn: object  # the group's graph Function
+    name: str
+
+    def schedule(self, target):
+        """``(schedule, args, name)``: the group's computes and schedule."""
+        from ..compiler.group import lower_group
+        from ..graph.ops import compute as _computes  # noqa: F401  (registers the computes)
+
+        k = lower_group(self.fn, self.name, target)
+        if k.func is not None:
+            raise TuneError(f"{self.name}: a loop program written directly has no schedule to tune")
+        return k.schedule, k.inputs + k.outputs, self.name
+
+    def arrays(self, seed: int = 0) -> list:
+        """Random inputs (standard normal floats) and zeroed outputs for the kernel's params."""
+        from ..graph.types import TensorType
+
+        rng = np.random.default_rng(seed)
+        body = self.fn.body.type
+        params = [p.type for p in self.fn.params]
+        results = [body]  # (a multi-output group is not a tuning task: the check below)
+        for t in params + results:
+            if not isinstance(t, TensorType) or not all(isinstance(d, int) for d in t.shape):
+                raise TuneError(f"{self.name}: only groups of static tensor shapes are tuned, got {t}")
+            if not np.issubdtype(np.dtype(t.dtype), np.floating):
+                raise TuneError(f"{self.name}: only groups of floating-point tensors are tuned, got {t.dtype}")
+        return ([rng.standard_normal(t.shape).astype(t.dtype) for t in params]
+                + [np.zeros(t.shape, t.dtype) for t in results])
+
+
+@dataclasses.dataclass
+class Task:
+    """One workload to tune."""
+
+    name: str  # the kernel's name in the model
+    builder: GroupBuilder
+    workload: str
+    description: str
+    weight: float  # seconds of one model run spent in this kernel (all its calls)
+    calls: int = 1
+    knobs: dict = dataclasses.field(default_factory=dict)  # name -> Knob of the default schedule
+    text: str = ""
+
+    @property
+    def fn(self):
+        return self.builder.fn
+
+
+def _tunable(fn, name: str, target) -> Optional[dict]:
+    """The knobs of ``fn``'s default schedule, or None when it is not a tuning task (no
+    decisions, a loop program written directly, symbolic or non-float tensors)."""
+    b = GroupBuilder(fn, name)
+    try:
+        b.arrays()
+        with decisions({}) as d:
+            b.schedule(target)
+    except TuneError:
+        return None
+    return dict(d.seen) or None
+
+
+def extract_tasks(model, target, *, profile: bool = True, repeat: int = 10, input_shapes=None) -> tuple:
+    """``(tasks, executable)``: the tuning tasks of ``model`` (ONNX path or bytes, or a graph
+    Module), heaviest first, and its untuned executable (static kernels)."""
+    from ..compiler.compile import compile_model
+    from ..compiler.generic import generic_kernels
+
+    with generic_kernels("none"):
+        exe = compile_model(model, target, cache=False, input_shapes=input_shapes)
+    seconds: dict = {}
+    calls: dict = {}
+    if profile:
+        rng = np.random.default_rng(0)
+        inputs = []
+        for info in exe.input_info:
+            if not all(isinstance(d, int) for d in info.shape):
+                raise TuneError(f"input {info.name!r} has a symbolic shape {info.shape}: give input_shapes "
+                                f"(ember tune --input-shape {info.name}=...) to tune for one size")
+            dt = np.dtype(info.dtype)
+            inputs.append(rng.standard_normal(info.shape).astype(dt) if np.issubdtype(dt, np.floating)
+                          else np.zeros(info.shape, dt))
+        prof = exe.profile(*inputs, warmup=2, repeat=repeat)
+        for row in prof.rows:
+            seconds[row.kernel] = seconds.get(row.kernel, 0.0) + row.total / prof.repeat
+            calls[row.kernel] = calls.get(row.kernel, 0) + 1
+    tasks = []
+    for name, fn in exe.groups:
+        knobs = _tunable(fn, name, target)
+        if knobs is None:
+            continue
+        tasks.append(Task(name, GroupBuilder(fn, name), workload_key(fn, target), describe(fn),
+                          seconds.get(name, 0.0), calls.get(name, 1), knobs, workload_text(fn)))
+    tasks.sort(key=lambda t: -t.weight)
+    return tasks, exe
