@@ -1,6 +1,7 @@
 """Ember: a deep-learning compiler in Python that generates native code through LLVM."""
 from .errors import (ArgumentError, CompileError, DTypeError, EmberError, LoweringError, ModelError,
-                     ParseError, ProfileError, ResourceError, ScheduleError, ShapeError, UnsupportedOpError)
+                     ParseError, ProfileError, ResourceError, ScheduleError, ShapeError, TuneError,
+                     UnsupportedOpError)
 
 __version__ = "0.1.0"
 

@@ -60,3 +60,8 @@ class ResourceError(EmberError):
 class TargetError(EmberError):
     """Code built for a machine this host is not: a CPU feature it lacks (AVX-512, say), another
     architecture, a missing runtime library. Names what is required and what the host has."""
+
+
+class TuneError(EmberError):
+    """Tuning that cannot proceed: a tuning database that cannot be opened or read (names the
+    URL, password masked, and what to do), a malformed record (names the line)."""
