@@ -15,6 +15,8 @@ def main(argv=None) -> int:
                   "ember.bench.models"),
         "profile": ("profile a compiled model: time, FLOPs and GFLOP/s per kernel, cycles per loop",
                     "ember.cli_profile:profile_main"),
+        "tune": ("tune a model's kernels into a records database (SQLite or PostgreSQL, Dask workers)",
+                 "ember.cli_tune:tune_main"),
         "bench-ops": ("benchmark Ember's default kernels against numpy (and measure the FMA peak)",
                       "ember.bench.ops"),
     }

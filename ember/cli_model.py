@@ -85,6 +85,9 @@ def compile_main(argv) -> int:
                    help="with --profile-compile: name each kernel whose LLVM time exceeds this, with its "
                         "schedule (default 2)")
     p.add_argument("--profile-json", metavar="FILE", help="with --profile-compile: also write it as JSON")
+    p.add_argument("--tuning-db", metavar="DB", default=None,
+                   help="apply the best record per kernel of this tuning database (an SQLite file or a "
+                        "postgresql:// URL that `ember tune` wrote; default: $EMBER_TUNING_DB if set)")
     args = p.parse_args(argv)
     import ember
 
@@ -95,7 +98,8 @@ def compile_main(argv) -> int:
     t0 = time.perf_counter()
     exe = ember.compile(path, args.target, args.opt_level, input_shapes=_shapes(args.input_shape),
                         disabled_passes=args.disable_pass, name=name, memory_limit=args.memory_limit,
-                        cache=not args.profile_compile)  # (a compile-time profile times a compile)
+                        cache=not args.profile_compile,  # (a compile-time profile times a compile)
+                        tuning_db=args.tuning_db)
     exe.export(out)
     if args.profile_compile:
         print(exe.compile_profile.table(budget=args.compile_budget))

@@ -74,8 +74,11 @@ def compile_model(model: Union[str, os.PathLike, bytes, Module, "onnx.ModelProto
     ``tuning_db``: a tuning database (a path to an SQLite file, a ``postgresql://`` URL, or an
     open :class:`ember.tune.database.Database`) whose best record per fused group schedules
     that group (``ember tune`` writes them); groups without a record keep the defaults.
+    Default: ``$EMBER_TUNING_DB`` when set.
     """
     t0 = time.perf_counter()
+    if tuning_db is None and os.environ.get("EMBER_TUNING_DB"):
+        tuning_db = os.environ["EMBER_TUNING_DB"]
     marker = _compiled_before(model, target, opt_level, input_shapes, disabled_passes)
     key = os.path.basename(marker)[len("model-"):] if marker is not None else None
     use_cache = cache and marker is not None and not instruments and memory_limit is None and tuning_db is None

@@ -326,7 +326,11 @@ class Schedule:
         self.stages: list[Stage] = []
         self.trace = Trace()
         for op in topo_order(self.outputs):
-            self.stages.append(Stage(self, op))
+            st = Stage(self, op)
+            # (two ops of one name -- a bias add and a residual add -- get distinct stage
+            # names: a trace names its stages, and must replay on the same ones)
+            st.name = self._unique(st.name)
+            self.stages.append(st)
         for t in self.outputs:
             if isinstance(t.op, PlaceholderOp):
                 raise ScheduleError(f"output {t.name} is an input placeholder")

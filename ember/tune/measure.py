@@ -14,7 +14,9 @@ least 2 ms, after a warm-up; ``times`` are seconds per call of each batch.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
 import json
 import os
 import pickle
@@ -25,7 +27,7 @@ import sys
 import time
 from typing import Optional, Sequence
 
-__all__ = ["Measurer", "Result", "measure_in_process"]
+__all__ = ["Measurer", "Result", "measure_in_process", "quiet", "timing"]
 
 RTOL = 1e-3
 
@@ -48,6 +50,50 @@ class Result:
             return float("inf")
         t = sorted(self.times)
         return t[len(t) // 2]
+
+
+def _lock_file(which: str):
+    from ..config import cache_dir
+
+    os.makedirs(cache_dir(), exist_ok=True)
+    return open(os.path.join(cache_dir(), f"tune-{which}.lock"), "a+")
+
+
+@contextlib.contextmanager
+def timing():
+    """Held while a candidate is timed: this machine's other tuning work waits (:func:`quiet`).
+    On 2 cores one busy Python process turns a parallel kernel's 100 us into the scheduler's
+    tick (its second thread waits for the core), so a measurement must not overlap the search
+    that proposes the next candidates. Two locks give the timer precedence: it announces
+    itself on ``intent`` (new quiet work waits there), then waits on ``busy`` for the work
+    already running to finish."""
+    with _lock_file("intent") as intent, _lock_file("busy") as busy:
+        fcntl.flock(intent, fcntl.LOCK_EX)
+        fcntl.flock(busy, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(busy, fcntl.LOCK_UN)
+            fcntl.flock(intent, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def quiet():
+    """Work that must not run while a candidate is timed on this machine."""
+    global _QUIET
+    if _QUIET is None:
+        _QUIET = (_lock_file("intent"), _lock_file("busy"))
+    intent, busy = _QUIET
+    fcntl.flock(intent, fcntl.LOCK_SH)  # (waits while a timer has announced itself)
+    fcntl.flock(busy, fcntl.LOCK_SH)
+    fcntl.flock(intent, fcntl.LOCK_UN)
+    try:
+        yield
+    finally:
+        fcntl.flock(busy, fcntl.LOCK_UN)
+
+
+_QUIET = None
 
 
 class Measurer:
@@ -75,6 +121,11 @@ class Measurer:
                             "candidates": [(i, candidates[i]) for i in pending]})
         env = dict(os.environ)
         env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["EMBER_COMPILE_JOBS"] = "1"  # (no compile worker starting beside a timed kernel)
+        # every core of the target, as the model runs (a Dask worker's environment says 1)
+        from ..target import Target
+
+        env["OMP_NUM_THREADS"] = str(Target.from_string(target_spec).cores)
         proc = subprocess.Popen([sys.executable, "-m", "ember.tune.measure"], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
         proc.stdin.write(job)
@@ -215,7 +266,8 @@ def measure_in_process(builder, target, candidates: Sequence, repeat: int = 7, b
             msg["build_seconds"] = time.perf_counter() - t0
             for a in arrays[-n_out:]:
                 a[...] = 0
-            kernel(*arrays)
+            with timing():
+                kernel(*arrays)
             worst = 0.0
             for got, want in zip(arrays[-n_out:], ref):
                 scale = max(1.0, float(np.max(np.abs(want))) if want.size else 1.0)
@@ -225,7 +277,8 @@ def measure_in_process(builder, target, candidates: Sequence, repeat: int = 7, b
             if worst:
                 msg["error"] = f"wrong: max difference {worst:.3g} from the default schedule's output"
             else:
-                msg["times"] = _timed(kernel, arrays, repeat, batch_seconds)
+                with timing():
+                    msg["times"] = _timed(kernel, arrays, repeat, batch_seconds)
         except Exception as e:  # noqa: BLE001  (a candidate that fails to build is a failed record)
             msg["error"] = f"build: {type(e).__name__}: {str(e)[:300]}"
         emit(msg)

@@ -112,6 +112,8 @@ def extract_tasks(model, target, *, profile: bool = True, repeat: int = 10, inpu
         for row in prof.rows:
             seconds[row.kernel] = seconds.get(row.kernel, 0.0) + row.total / prof.repeat
             calls[row.kernel] = calls.get(row.kernel, 0) + 1
+        exe.tune_latency = prof.latency
+    exe.tune_seconds = seconds
     tasks = []
     for name, fn in exe.groups:
         knobs = _tunable(fn, name, target)

@@ -1,0 +1,93 @@
+"""``ember tune``: tune a model's kernels into a records database; move records in and out."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from .cli_model import _shapes, add_model_arg, model_path
+
+EPILOG = """\
+how it works:
+  The model is compiled and profiled once; each fused group with schedule decisions (conv
+  register blocks, reduction chunks, GEMM tiles, ...) is a task, weighted by its share of the
+  model's time. An evolutionary search proposes candidate schedules, a LightGBM cost model
+  (trained on the database's records, other models' included) ranks them, and the best are
+  built and timed in isolated worker processes (a candidate that crashes, hangs or computes a
+  wrong answer is recorded as failed). Every measurement is a record in the database; tuning
+  again resumes from it, and a compile applies the best record of each kernel.
+
+examples:
+  ember tune model.onnx --minutes 8 --db tuning.db
+  ember compile model.onnx --tuning-db tuning.db          # the tuned kernels
+  ember tune model.onnx --minutes 30 --db postgresql://me@dbhost/ember --cluster tcp://sched:8786
+  ember tune --db tuning.db --export records.jsonl         # share records as JSON lines
+  ember tune --db team.db --import records.jsonl
+
+a cluster: start `dask scheduler` on one machine and `dask worker tcp://HOST:8786` on each
+machine to measure on (one measurement per machine at a time, whatever its worker count);
+the search runs here. Without --cluster a local Dask cluster measures on this machine.
+"""
+
+
+def tune_main(argv) -> int:
+    p = argparse.ArgumentParser(prog="ember tune", formatter_class=argparse.RawDescriptionHelpFormatter,
+                                description="Tune a model's kernels for this machine within a time budget; "
+                                            "the measurements go to a records database.", epilog=EPILOG)
+    add_model_arg(p, "the ONNX model file to tune")
+    p.add_argument("--db", required=True, metavar="DB",
+                   help="the records database: an SQLite file (created if missing) or a postgresql:// URL")
+    p.add_argument("--minutes", type=float, default=8.0, help="the time budget (default 8)")
+    p.add_argument("--cluster", default=None, metavar="ADDRESS",
+                   help="a Dask scheduler (tcp://host:8786) whose workers build and measure; 'local' (the "
+                        "default) starts a local Dask cluster; 'none' measures in child processes without Dask")
+    p.add_argument("--workers", type=int, default=1, help="workers of the local Dask cluster (default 1)")
+    p.add_argument("--batch", type=int, default=8, help="candidates measured per round of a task (default 8)")
+    p.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
+                   help="a candidate's build and measurement past this count as hung (default 30)")
+    p.add_argument("--no-transfer", action="store_true",
+                   help="do not train the cost model on other workloads' records before measuring")
+    p.add_argument("--max-tasks", type=int, default=None, metavar="N", help="tune only the N heaviest tasks")
+    p.add_argument("--input-shape", action="append", metavar="NAME=D1,D2,...",
+                   help="fix a symbolic input shape (tuning is for one size)")
+    p.add_argument("--target", default=None, help="the target (default: this machine's CPU)")
+    p.add_argument("--curve", metavar="FILE.csv", help="write the tuning curve (seconds, estimated latency)")
+    p.add_argument("--plot", metavar="FILE.png", help="plot the tuning curve (needs matplotlib)")
+    p.add_argument("--json", metavar="FILE", help="write the report (per task: default, best, trials) as JSON")
+    p.add_argument("--export", metavar="FILE.jsonl", help="write every record of --db as JSON lines, then stop")
+    p.add_argument("--import", dest="import_", metavar="FILE.jsonl",
+                   help="add the records of a JSON-lines file to --db, then stop")
+    args = p.parse_args(argv)
+    from .tune.database import open_database
+
+    if args.export or args.import_:
+        with open_database(args.db) as db:
+            if args.export:
+                n = db.export_jsonl(args.export)
+                print(f"wrote {n} record(s) of {db.url} to {args.export}")
+            if args.import_:
+                n = db.import_jsonl(args.import_)
+                print(f"added {n} record(s) from {args.import_} to {db.url}")
+        return 0
+    from .tune.tuner import tune
+
+    path = model_path(args, "ember tune")
+    report = tune(path, args.db, minutes=args.minutes, cluster=args.cluster, target=args.target,
+                  batch=args.batch, workers=args.workers, timeout=args.timeout, transfer=not args.no_transfer,
+                  max_tasks=args.max_tasks, input_shapes=_shapes(args.input_shape))
+    print(report.table())
+    if args.curve:
+        with open(args.curve, "w") as fh:
+            fh.write("seconds,estimated_latency_ms\n")
+            fh.writelines(f"{t:.1f},{lat * 1e3:.4f}\n" for t, lat in report.curve)
+    if args.plot:
+        from .tune.plot import plot_curve
+
+        plot_curve(report, args.plot)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(report.as_dict(), fh, indent=1)
+    print(f"records in {args.db}; compile with them: ember compile {os.path.basename(path)} --tuning-db {args.db}",
+          file=sys.stderr)
+    return 0

@@ -1,0 +1,99 @@
+"""Where measurements run: child processes of this machine, or the workers of a Dask cluster.
+
+Both take a batch (a task's builder and candidate decisions) and return a future of
+``(host, start, end, results)``. On every machine a lock keeps measurements one at a time:
+two candidates timed together on the same cores would each see the other's load. On Dask
+that lock is a cluster-wide ``distributed.Lock`` named after the worker's host, so a
+LocalCluster of several workers -- or several workers per machine of a real cluster -- still
+measures one candidate per machine at a time, while the search runs on the client.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import socket
+import threading
+import time
+from typing import Optional
+
+from .measure import Measurer
+
+__all__ = ["DaskRunner", "LocalRunner", "make_runner"]
+
+
+def _measure(builder, target_spec: str, candidates: list, timeout: float, repeat: int, lock=None) -> tuple:
+    host = socket.gethostname()
+    if lock is None:
+        from distributed import Lock
+
+        lock = Lock(f"ember-measure-{host}")
+    with lock:
+        t0 = time.time()
+        results = Measurer(timeout=timeout, repeat=repeat).measure(builder, target_spec, candidates)
+        return host, t0, time.time(), results
+
+
+class LocalRunner:
+    """Measurements in child processes of this machine, one batch at a time."""
+
+    def __init__(self, timeout: float = 30.0, repeat: int = 7):
+        self.timeout, self.repeat = timeout, repeat
+        self._pool = concurrent.futures.ThreadPoolExecutor(1)
+        self._lock = threading.Lock()
+        self.workers = 1
+        self.where = "this machine"
+
+    def submit(self, builder, target_spec: str, candidates: list):
+        return self._pool.submit(_measure, builder, target_spec, candidates, self.timeout, self.repeat, self._lock)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+class DaskRunner:
+    """Measurements on the workers of a Dask cluster: ``address`` (``tcp://host:8786``), or a
+    LocalCluster of ``n_workers`` started here."""
+
+    def __init__(self, address: Optional[str] = None, n_workers: int = 1, timeout: float = 30.0, repeat: int = 7):
+        from distributed import Client, LocalCluster
+
+        from ..errors import TuneError
+
+        self.timeout, self.repeat = timeout, repeat
+        self._cluster = None
+        try:
+            if address:
+                self.client = Client(address, timeout=20)
+                self.where = address
+            else:
+                self._cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
+                                             dashboard_address=None, silence_logs=40)
+                self.client = Client(self._cluster)
+                self.where = f"a local Dask cluster of {n_workers} worker(s)"
+        except RuntimeError as e:
+            raise TuneError(f"the local Dask cluster did not start ({e}); its workers are new processes that "
+                            f"import your script's main module: call ember.tune.tune() under "
+                            f"`if __name__ == '__main__':`, or pass cluster='none'") from e
+        except (OSError, TimeoutError) as e:
+            raise TuneError(f"cannot reach the Dask scheduler at {address}: {e}; start one with "
+                            f"`dask scheduler` and `dask worker {address}` on each machine, or leave "
+                            f"--cluster out to measure here") from e
+        self.workers = max(1, len(self.client.scheduler_info().get("workers", {})) or n_workers)
+
+    def submit(self, builder, target_spec: str, candidates: list):
+        return self.client.submit(_measure, builder, target_spec, candidates, self.timeout, self.repeat,
+                                  pure=False)
+
+    def close(self) -> None:
+        self.client.close()
+        if self._cluster is not None:
+            self._cluster.close()
+
+
+def make_runner(cluster: Optional[str], timeout: float = 30.0, repeat: int = 7, workers: int = 1):
+    """``None``/``"local"``: a LocalCluster of ``workers``; ``"none"``: child processes here
+    without Dask; an address: that cluster."""
+    if cluster == "none":
+        return LocalRunner(timeout, repeat)
+    if cluster in (None, "local"):
+        return DaskRunner(None, workers, timeout, repeat)
+    return DaskRunner(cluster, workers, timeout, repeat)

@@ -1,0 +1,156 @@
+"""Evolutionary search over one task's decisions, ranked by the cost model.
+
+Each round: a population of decision sets -- the best measured so far, their mutations (one
+knob changed) and crossovers, and fresh random ones -- is turned into schedules here (a few
+milliseconds each: computes, schedule, lowering, features), candidates whose trace was already
+measured or proposed are dropped, the cost model scores the rest, and the best few plus one
+random pick (so a wrong model cannot starve the search) go to measurement.
+
+The space is discovered as it goes: knobs reached only under some decisions are seen only then.
+"""
+from __future__ import annotations
+
+import json
+import math
+import random
+from typing import Optional
+
+from ..errors import EmberError
+from .features import loop_features
+from .measure import quiet
+from .space import decisions
+
+__all__ = ["Candidate", "TaskSearch"]
+
+
+class Candidate:
+    __slots__ = ("values", "decisions", "trace", "features")
+
+    def __init__(self, values: dict, decisions_json: str, trace: str, features: list):
+        self.values = values
+        self.decisions = decisions_json
+        self.trace = trace
+        self.features = features
+
+
+class TaskSearch:
+    """The search state of one task: its space, what was measured, the best so far."""
+
+    def __init__(self, task, target, seed: int = 0):
+        self.task = task
+        self.target = target
+        self.space = dict(task.knobs)
+        self.rng = random.Random(seed)
+        self.seen: set = set()  # traces proposed
+        self.measured: dict = {}  # trace -> median seconds (inf: failed)
+        self.values_of: dict = {}  # trace -> the values that made it
+        self.default_time: Optional[float] = None
+        self.best_time = math.inf
+        self.best: Optional[str] = None  # the best trace
+        self.trials = 0
+        self.failures = 0
+        self.rounds = 0
+        self.history: list = []  # (trial number, best seconds) after each improvement
+        self._cache: dict = {}  # decisions key -> Candidate or None
+
+    # -- candidates ---------------------------------------------------------------------------
+    def candidate(self, values: dict) -> Optional[Candidate]:
+        """The schedule ``values`` make (None when it does not schedule)."""
+        from ..loop.lower import lower
+
+        key = json.dumps(values, sort_keys=True)
+        if key in self._cache:
+            return self._cache[key]
+        try:
+            with quiet(), decisions(values) as d:  # (not while a candidate is timed here)
+                sch, args, name = self.task.builder.schedule(self.target)
+                func = lower(sch, args, name)
+                features = loop_features(func, self.target.cores)
+            for k, knob in d.seen.items():
+                self.space.setdefault(k, knob)
+            c = Candidate(dict(d.values), d.to_json(), sch.trace.to_json(), features)
+        except EmberError:
+            c = None
+        self._cache[key] = c
+        return c
+
+    def _random(self) -> dict:
+        return {k: self.rng.choice(knob.choices) for k, knob in self.space.items()}
+
+    def _mutate(self, values: dict) -> dict:
+        v = dict(values)
+        k = self.rng.choice(sorted(self.space))
+        v[k] = self.rng.choice(self.space[k].choices)
+        return v
+
+    def _cross(self, a: dict, b: dict) -> dict:
+        return {k: (a if self.rng.random() < 0.5 else b).get(k, self.space[k].default) for k in self.space}
+
+    def propose(self, model, n: int, population: int = 48) -> list:
+        """Up to ``n`` unmeasured candidates, best predicted first (the default schedule first
+        of all, in the first round)."""
+        out = []
+        if self.rounds == 0 and self.default_time is None:
+            c = self.candidate({})
+            if c is not None:
+                self.seen.add(c.trace)
+                out.append(c)
+        parents = [self.values_of[t] for t in sorted(self.measured, key=self.measured.get)[:8]
+                   if math.isfinite(self.measured[t])]
+        pool: dict = {}
+        tries = 0
+        while len(pool) < population and tries < population * 4:
+            tries += 1
+            r = self.rng.random()
+            if parents and r < 0.45:
+                values = self._mutate(self.rng.choice(parents))
+            elif len(parents) > 1 and r < 0.6:
+                values = self._cross(*self.rng.sample(parents, 2))
+            else:
+                values = self._random()
+            c = self.candidate(values)
+            if c is None or c.trace in self.seen or c.trace in pool:
+                continue
+            pool[c.trace] = c
+        cands = list(pool.values())
+        scores = model.predict([c.features for c in cands]) if model is not None else None
+        if scores is None:
+            self.rng.shuffle(cands)
+        else:
+            cands = [c for _, _, c in sorted(zip(scores, range(len(cands)), cands), key=lambda t: (-t[0], t[1]))]
+        want = n - len(out)
+        picked = cands[:max(0, want - 1)]
+        rest = cands[len(picked):]
+        if rest and want > 0:
+            picked.append(self.rng.choice(rest))  # one at random: exploration
+        for c in picked:
+            self.seen.add(c.trace)
+        self.rounds += 1
+        return out + picked
+
+    # -- results ------------------------------------------------------------------------------
+    def record(self, cand: Candidate, median: float) -> bool:
+        """Note a measurement; True when it is the best so far."""
+        self.trials += 1
+        self.measured[cand.trace] = median
+        self.values_of[cand.trace] = cand.values
+        if not math.isfinite(median):
+            self.failures += 1
+            return False
+        if self.default_time is None and cand.decisions == self._default_decisions():
+            self.default_time = median
+        if median < self.best_time:
+            self.best_time, self.best = median, cand.trace
+            self.history.append((self.trials, median))
+            return True
+        return False
+
+    def _default_decisions(self) -> str:
+        c = self.candidate({})
+        return c.decisions if c is not None else "{}"
+
+    @property
+    def speedup(self) -> float:
+        if self.default_time is None or not math.isfinite(self.best_time):
+            return 1.0
+        return self.default_time / self.best_time

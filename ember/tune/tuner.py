@@ -1,0 +1,292 @@
+"""``ember tune``: tune a model's kernels within a time budget, into a records database.
+
+The loop: extract the tasks (:mod:`.tasks`), load what the database already knows (records
+of these workloads resume their searches; records with features of any workload train the
+cost model before the first measurement), then until the budget is spent pick the task with
+the most expected gain, let its search (:mod:`.search`) propose a batch, measure it on the
+runner (:mod:`.runners`) while the next batch is proposed, store every result as a record and
+retrain the cost model as results come in.
+
+Expected gain of a task: the time it still costs the model (its share, scaled by its best
+over its default) times a chance of improvement that shrinks with the rounds spent on it and
+grows with its recent improvements. Every task first gets one round.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import sys
+import time
+from typing import Optional
+
+from ..errors import TuneError
+from .cost_model import CostModel
+from .measure import quiet
+from .records import Record
+from .search import TaskSearch
+from .workload import target_name
+
+__all__ = ["TuneReport", "tune"]
+
+
+@dataclasses.dataclass
+class TaskReport:
+    name: str
+    description: str
+    weight: float  # seconds of one model run (untuned)
+    default: float  # seconds per call, measured alone
+    best: float
+    trials: int
+    failures: int
+    first_improvement: Optional[int]  # trials until the first candidate beat the default
+    history: list  # (trial, best seconds)
+
+    @property
+    def speedup(self) -> float:
+        return self.default / self.best if self.best and math.isfinite(self.best) and self.default else 1.0
+
+
+@dataclasses.dataclass
+class TuneReport:
+    model: str
+    seconds: float
+    trials: int
+    failures: int
+    tasks: list  # TaskReport, heaviest first
+    curve: list  # (elapsed seconds, estimated model latency in seconds)
+    latency_untuned: float
+    transfer_samples: int
+    where: str
+
+    @property
+    def trials_per_minute(self) -> float:
+        return self.trials / (self.seconds / 60) if self.seconds else 0.0
+
+    @property
+    def latency_estimate(self) -> float:
+        return self.curve[-1][1] if self.curve else self.latency_untuned
+
+    def as_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d.update(trials_per_minute=self.trials_per_minute, latency_estimate=self.latency_estimate)
+        for t, r in zip(d["tasks"], self.tasks):
+            t["speedup"] = r.speedup
+            for k in ("default", "best"):
+                t[k] = t[k] if math.isfinite(t[k]) else None
+        return d
+
+    def table(self) -> str:
+        lines = [f"{'task':44} {'share':>6} {'default us':>11} {'best us':>9} {'speedup':>8} {'trials':>7} {'1st gain':>8}"]
+        for t in self.tasks:
+            first = "-" if t.first_improvement is None else str(t.first_improvement)
+            lines.append(f"{t.description[:44]:44} {100 * t.weight / max(self.latency_untuned, 1e-12):5.1f}% "
+                         f"{t.default * 1e6:11.1f} {t.best * 1e6:9.1f} {t.speedup:7.2f}x {t.trials:7d} {first:>8}")
+        lines.append(f"{self.trials} trials in {self.seconds:.0f} s ({self.trials_per_minute:.0f} per minute, "
+                     f"{self.failures} failed) on {self.where}; estimated latency "
+                     f"{self.latency_untuned * 1e3:.2f} -> {self.latency_estimate * 1e3:.2f} ms")
+        return "\n".join(lines)
+
+
+def _estimate(searches: list, untuned: float) -> float:
+    saved = 0.0
+    for s in searches:
+        if s.default_time and math.isfinite(s.best_time):
+            saved += s.task.weight * (1 - s.best_time / s.default_time)
+    return untuned - saved
+
+
+def _priority(s: TaskSearch) -> float:
+    if s.rounds == 0:
+        return math.inf
+    cost = s.task.weight * (s.best_time / s.default_time if s.default_time and math.isfinite(s.best_time) else 1.0)
+    recent = sum(1 for trial, _ in s.history if trial > s.trials - 16 and trial > 1)
+    return cost * (0.25 / math.sqrt(s.rounds) + 0.1 * recent)
+
+
+def _resume(search: TaskSearch, records: list) -> None:
+    """What the database knows of this workload: measured traces, the best, the default."""
+    default = search.candidate({})
+    for r in records:
+        try:
+            values = json.loads(r.decisions)
+        except ValueError:
+            continue
+        search.seen.add(r.trace)
+        search.values_of[r.trace] = values
+        search.measured[r.trace] = r.median
+        if default is not None and r.trace == default.trace and r.ok:
+            search.default_time = r.median if search.default_time is None else min(search.default_time, r.median)
+        if r.ok and r.median < search.best_time:
+            search.best_time, search.best = r.median, r.trace
+    if search.measured:
+        search.rounds = 1
+        search.trials = 0
+
+
+def tune(model, db, *, minutes: float = 8.0, cluster: Optional[str] = None, target=None, batch: int = 8,
+         workers: int = 1, timeout: float = 30.0, transfer: bool = True, progress: Optional[bool] = None,
+         max_tasks: Optional[int] = None, input_shapes=None, seed: int = 0, log=None) -> TuneReport:
+    """Tune ``model``'s kernels for ``minutes`` into the records database ``db`` (a path or
+    URL, or an open Database); returns a :class:`TuneReport`. ``cluster``: a Dask scheduler's
+    address, ``None`` for a LocalCluster of ``workers``, ``"none"`` for child processes of this
+    machine without Dask. ``transfer``: train the cost model on the database's records of
+    other workloads before the first measurement."""
+    from ..kernels.common import host
+    from .database import Database, open_database
+    from .runners import make_runner
+    from .tasks import extract_tasks
+
+    target = host(target)
+    tname = target_name(target)
+    spec = f"llvm -mtriple={target.triple} -mcpu={target.cpu}" if target != host() else "llvm"
+    out = log or sys.stderr
+    show = progress if progress is not None else out.isatty()
+    t_start = time.monotonic()
+    print("extracting tasks (compile, profile) ...", file=out, flush=True)
+    tasks, exe = extract_tasks(model, target, input_shapes=input_shapes)
+    if not tasks:
+        raise TuneError("this model has no kernel with schedule decisions to tune")
+    if max_tasks:
+        tasks = tasks[:max_tasks]
+    untuned = getattr(exe, "tune_latency", 0.0) or sum(exe.tune_seconds.values())
+    database = db if isinstance(db, Database) else open_database(db)
+    cost = CostModel()
+    searches = [TaskSearch(t, target, seed + i) for i, t in enumerate(tasks)]
+    known = {t.workload for t in tasks}
+    for s in searches:
+        _resume(s, database.records(workload=s.task.workload, target=tname))
+    transfer_samples = 0
+    if transfer:
+        transfer_samples = cost.add_records(r for r in database.records(target=tname) if r.workload not in known)
+    cost.add_records(r for w in known for r in database.records(workload=w, target=tname))
+    cost.fit()
+    deadline = t_start + minutes * 60
+    runner = make_runner(cluster, timeout=timeout, workers=workers)
+    print(f"tuning {len(tasks)} task(s) for {minutes:g} min on {runner.where}"
+          + (f"; cost model pre-trained on {transfer_samples} record(s) of other workloads" if transfer_samples else ""),
+          file=out, flush=True)
+    display = _Display(searches, untuned, show, out)
+    curve = [(0.0, _estimate(searches, untuned))]
+    inflight: list = []  # (future, search, candidates)
+    trials = failures = 0
+    since_fit = 0
+    try:
+        while True:
+            now = time.monotonic()
+            if now < deadline:
+                while len(inflight) < runner.workers + 1:
+                    ready = [s for s in searches if not _exhausted(s)]
+                    if not ready:
+                        break
+                    s = max(ready, key=_priority)
+                    cands = s.propose(cost if cost.trained else None, batch)
+                    if not cands:
+                        s.rounds += 1000  # (nothing new: the space is exhausted)
+                        continue
+                    fut = runner.submit(s.task.builder, spec, [c.values for c in cands])
+                    inflight.append((fut, s, cands))
+            if not inflight:
+                break
+            done = [x for x in inflight if x[0].done()]
+            if not done:
+                time.sleep(0.05)
+                if time.monotonic() > deadline + 2 * timeout:
+                    break
+                continue
+            for item in done:
+                inflight.remove(item)
+                fut, s, cands = item
+                try:
+                    _, _, _, results = fut.result()
+                except Exception as e:  # noqa: BLE001  (a lost worker: the batch fails, tuning goes on)
+                    results = [None] * len(cands)
+                    print(f"{s.task.name}: a measurement batch was lost ({type(e).__name__}: {e})", file=out)
+                records = []
+                for c, r in zip(cands, results):
+                    median = r.median if r is not None else math.inf
+                    trace = r.trace if r is not None and r.trace else c.trace
+                    s.record(c, median)
+                    trials += 1
+                    failures += r is None or not r.ok
+                    cost.add(s.task.workload, trace, c.features, median)
+                    records.append(Record(s.task.workload, tname, trace, r.decisions if r else c.decisions,
+                                          tuple(r.times) if r else (), (r.error if r else "lost") or "",
+                                          s.task.description, json.dumps(c.features)))
+                database.add_all(records)
+                since_fit += len(cands)
+                if since_fit >= 16:
+                    with quiet():
+                        cost.fit()
+                    since_fit = 0
+                curve.append((time.monotonic() - t_start, _estimate(searches, untuned)))
+                display.update(time.monotonic() - t_start)
+    finally:
+        display.close()
+        runner.close()
+        if not isinstance(db, Database):
+            database.close()
+    reports = [TaskReport(s.task.name, s.task.description, s.task.weight, s.default_time or math.inf,
+                          s.best_time, s.trials, s.failures, _first_improvement(s), list(s.history))
+               for s in searches]
+    return TuneReport(str(model), time.monotonic() - t_start, trials, failures, reports, curve, untuned,
+                      transfer_samples, runner.where)
+
+
+def _exhausted(s: TaskSearch) -> bool:
+    return s.rounds >= 1000
+
+
+def _first_improvement(s: TaskSearch) -> Optional[int]:
+    """Trials of this run until a candidate first beat the default schedule (the default
+    itself is the first trial)."""
+    if s.default_time is None:
+        return None
+    for trial, t in s.history:
+        if t < s.default_time * 0.98:
+            return trial
+    return None
+
+
+class _Display:
+    """A live table of the tasks (rich) on a terminal; a line per improvement elsewhere."""
+
+    def __init__(self, searches: list, untuned: float, show: bool, out):
+        self.searches, self.untuned, self.out = searches, untuned, out
+        self.live = None
+        self.best = {id(s): math.inf for s in searches}
+        if show:
+            from rich.console import Console
+            from rich.live import Live
+
+            self.live = Live(self._table(0.0), console=Console(file=out), refresh_per_second=2, transient=False)
+            self.live.start()
+
+    def _table(self, elapsed: float):
+        from rich.table import Table
+
+        est = _estimate(self.searches, self.untuned)
+        t = Table(title=f"ember tune: {elapsed:.0f} s, estimated latency {self.untuned * 1e3:.2f} -> {est * 1e3:.2f} ms")
+        for col in ("task", "share", "default us", "best us", "speedup", "trials"):
+            t.add_column(col, justify="left" if col == "task" else "right")
+        for s in sorted(self.searches, key=lambda s: -s.task.weight)[:20]:
+            d = s.default_time
+            t.add_row(s.task.description[:48], f"{100 * s.task.weight / max(self.untuned, 1e-12):.1f}%",
+                      f"{d * 1e6:.1f}" if d else "-", f"{s.best_time * 1e6:.1f}" if math.isfinite(s.best_time) else "-",
+                      f"{s.speedup:.2f}x", str(s.trials))
+        return t
+
+    def update(self, elapsed: float) -> None:
+        if self.live is not None:
+            self.live.update(self._table(elapsed))
+            return
+        for s in self.searches:
+            if s.best_time < self.best[id(s)] and s.default_time:
+                self.best[id(s)] = s.best_time
+                print(f"[{elapsed:5.0f} s] {s.task.description[:48]}: {s.default_time * 1e6:.1f} -> "
+                      f"{s.best_time * 1e6:.1f} us ({s.speedup:.2f}x, {s.trials} trials); estimated latency "
+                      f"{_estimate(self.searches, self.untuned) * 1e3:.2f} ms", file=self.out, flush=True)
+
+    def close(self) -> None:
+        if self.live is not None:
+            self.live.stop()
