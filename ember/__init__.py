@@ -22,6 +22,15 @@ def compile(model, target=None, opt_level: int = 3, **kwargs):
     return compile_model(model, target, opt_level, **kwargs)
 
 
+def from_torch(model, example_args=(), dynamic_shapes=None, **kwargs):
+    """Compile a PyTorch module through ``torch.export`` (no ONNX) and return a model called
+    like the module: ``m = ember.from_torch(model.eval(), (x,)); y = m(x)``. See
+    :func:`ember.frontend.torch.from_torch` for the options (torch is imported only here)."""
+    from .frontend.torch import from_torch as _from_torch
+
+    return _from_torch(model, example_args, dynamic_shapes, **kwargs)
+
+
 def load(path):
     """Load a model exported with ``exe.export(path)`` (needs only ctypes and numpy)."""
     from .runtime.load import load as _load
@@ -35,3 +44,20 @@ def c_include_dir() -> str:
     import os
 
     return os.path.join(os.path.dirname(__file__), "runtime", "c")
+
+
+def _register_torch_backend() -> None:
+    """``torch.compile(m, backend="ember")``: torch finds the backend through the
+    ``torch_dynamo_backends`` entry point; where Dynamo is already loaded (or the package was
+    installed without its entry points) it is registered now, which costs nothing more."""
+    import sys
+
+    if "torch._dynamo" in sys.modules:
+        try:
+            from .frontend.torch.dynamo import register
+        except ImportError:  # (a torch without Dynamo)
+            return
+        register()
+
+
+_register_torch_backend()

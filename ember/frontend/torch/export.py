@@ -1,0 +1,121 @@
+"""A PyTorch module -> an exported program in core ATen, with the names of its dynamic sizes.
+
+``torch.export.export`` traces the module (non-strict: the user's Python runs on fake tensors),
+then the core-ATen decompositions lower every op to the ~190 operators torch documents as
+core ATen, except the ops Ember converts whole (:func:`decompose` says which and why).
+"""
+from __future__ import annotations
+
+import inspect
+from typing import Any, Mapping, Optional, Sequence
+
+from ...errors import ModelError
+
+
+def _keep() -> list:
+    import torch
+
+    # scaled_dot_product_attention: torch's decomposition returns other strides than eager's, so a
+    # model that views the result (GPT-2) fails to re-trace; Ember converts it whole anyway
+    return [torch.ops.aten.scaled_dot_product_attention.default]
+
+
+def decompose(ep):
+    """``ep`` lowered to core ATen (but the ops Ember keeps whole)."""
+    import torch
+
+    table = torch.export.default_decompositions()
+    for op in _keep():
+        table.pop(op, None)
+    return ep.run_decompositions(table)
+
+
+def export_program(model, example_args: Sequence = (), example_kwargs: Optional[Mapping] = None,
+                   dynamic_shapes: Any = None, *, strict: bool = False):
+    """``(exported program in core ATen, {torch symbol name: dim name})`` for ``model`` called
+    as ``model(*example_args, **example_kwargs)``; ``dynamic_shapes`` as torch.export takes it
+    (``{"x": {0: torch.export.Dim("batch")}}``, or per position). A model that is already an
+    ``ExportedProgram`` is only decomposed."""
+    import torch
+
+    if isinstance(model, torch.export.ExportedProgram):
+        return decompose(model), {}
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"from_torch takes a torch.nn.Module or an ExportedProgram, got {type(model).__name__}")
+    args = tuple(example_args) if isinstance(example_args, (list, tuple)) else (example_args,)
+    kwargs = dict(example_kwargs or {})
+    try:
+        with torch.no_grad():
+            ep = torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict)
+            ep = decompose(ep)
+    except Exception as e:  # torch's own errors (data-dependent control flow, constraint violations, ...)
+        if isinstance(e, (TypeError, ValueError)) and "dynamic_shapes" in str(e):
+            raise
+        raise ModelError(f"torch.export could not export {type(model).__name__}: {type(e).__name__}: "
+                         f"{_first_lines(str(e))}") from e
+    return ep, dim_names(ep, model, args, kwargs, dynamic_shapes)
+
+
+def _first_lines(text: str, n: int = 12) -> str:
+    lines = text.strip().splitlines()
+    return "\n".join(lines[:n]) + (f"\n... ({len(lines) - n} more lines)" if len(lines) > n else "")
+
+
+def _top_level(model, args: tuple, kwargs: dict, dynamic_shapes) -> list:
+    """``[(value, spec)]`` for the top-level arguments, in the order torch flattens them."""
+    values = list(args) + list(kwargs.values())
+    if dynamic_shapes is None:
+        return [(v, None) for v in values]
+    if isinstance(dynamic_shapes, dict):
+        try:
+            bound = inspect.signature(model.forward).bind(*args, **kwargs)
+            names = list(bound.arguments)
+        except (TypeError, ValueError):
+            names = [f"arg{i}" for i in range(len(args))] + list(kwargs)
+        flat_names = names[:len(args)] + list(kwargs)
+        return [(v, dynamic_shapes.get(n)) for v, n in zip(values, flat_names)]
+    specs = list(dynamic_shapes) + [None] * (len(values) - len(dynamic_shapes))
+    return list(zip(values, specs))
+
+
+def _leaf_specs(value, spec, out: list) -> None:
+    """Each tensor's (or other leaf's) spec of ``value``'s pytree, in flatten order."""
+    import torch
+
+    if isinstance(value, torch.Tensor) or not isinstance(value, (list, tuple, dict)):
+        out.append(spec if isinstance(value, torch.Tensor) else None)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _leaf_specs(v, spec.get(k) if isinstance(spec, dict) else None, out)
+    else:
+        for i, v in enumerate(value):
+            _leaf_specs(v, spec[i] if isinstance(spec, (list, tuple)) and i < len(spec) else None, out)
+
+
+def dim_names(ep, model, args: tuple, kwargs: dict, dynamic_shapes) -> dict:
+    """``{torch symbol: the name of the torch.export.Dim the user gave that axis}``."""
+    import sympy
+    from torch.export.graph_signature import InputKind
+
+    specs: list = []
+    for value, spec in _top_level(model, args, kwargs, dynamic_shapes):
+        _leaf_specs(value, spec, specs)
+    nodes = [n for n in ep.graph.nodes if n.op == "placeholder"]
+    user = [n for n, s in zip(nodes, ep.graph_signature.input_specs) if s.kind == InputKind.USER_INPUT]
+    names: dict = {}
+    for n, spec in zip(user, specs):
+        val = n.meta.get("val")
+        if spec is None or not hasattr(val, "shape"):
+            continue
+        items = spec.items() if isinstance(spec, dict) else enumerate(spec)
+        for axis, d in items:
+            name = getattr(d, "__name__", None)
+            if name is None or axis >= len(val.shape):
+                continue
+            expr = getattr(getattr(val.shape[axis], "node", None), "expr", None)
+            if isinstance(expr, sympy.Symbol):
+                names.setdefault(expr.name, name)
+    return names
+
+
+__all__ = ["decompose", "dim_names", "export_program"]

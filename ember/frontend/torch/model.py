@@ -1,0 +1,89 @@
+"""A compiled PyTorch model: called like the module, with torch tensors (or numpy arrays), it
+returns the module's output structure (tuples, dicts, Hugging Face ``ModelOutput``) with torch
+tensors, and no copies on the way in or out (see :mod:`.dtypes`)."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...errors import ArgumentError
+from .dtypes import numpy_to_tensor, tensor_to_numpy
+from .importer import ImportedProgram
+
+
+def as_array(x, what: str) -> np.ndarray:
+    """``x`` (a torch tensor or anything numpy takes) as a numpy array over the same memory."""
+    if isinstance(x, np.ndarray):
+        return x
+    if type(x).__module__.startswith("torch") and hasattr(x, "detach"):
+        return tensor_to_numpy(x)
+    try:
+        return np.asarray(x)
+    except Exception as e:  # noqa: BLE001 - anything numpy cannot read
+        raise ArgumentError(f"{what} is a {type(x).__name__}, not a tensor ({e})") from None
+
+
+class TorchModel:
+    """An :class:`~ember.runtime.executable.Executable` compiled from a PyTorch module, called
+    the way the module is: ``model(x)``, ``model(input_ids=ids, attention_mask=mask)``.
+
+    ``exe`` is the executable (numpy in, numpy out), ``graph`` the imported graph Module.
+    Inputs the export specialized (ints, flags) must be passed with the same values.
+    """
+
+    def __init__(self, exe, program: ImportedProgram, name: str = "model"):
+        self.exe = exe
+        self.graph = program.module
+        self.name = name
+        self._inputs = program.inputs
+        self._outputs = program.outputs
+        self._in_spec = program.in_spec
+        self._out_spec = program.out_spec
+        self.dim_names = dict(program.dim_names)
+
+    @property
+    def input_info(self) -> list:
+        return self.exe.input_info
+
+    @property
+    def output_info(self) -> list:
+        return self.exe.output_info
+
+    def _flatten(self, args: tuple, kwargs: dict) -> list:
+        from torch.utils import _pytree as pytree
+
+        flat, spec = pytree.tree_flatten((args, kwargs))
+        if spec != self._in_spec and kwargs:
+            # the same keyword arguments in another order: the export's order
+            keys = list(self._in_spec.children_specs[1].context) if self._in_spec.num_children == 2 else []
+            if sorted(keys) == sorted(kwargs):
+                flat, spec = pytree.tree_flatten((args, {k: kwargs[k] for k in keys}))
+        if spec != self._in_spec:
+            raise ArgumentError(f"{self.name} was exported for arguments structured as {self._in_spec}, "
+                                f"got {spec}")
+        return flat
+
+    def run_flat(self, flat: list) -> list:
+        """The flat outputs (torch tensors and exported values) of the flat inputs."""
+        arrays = []
+        for k, ((kind, v), x) in enumerate(zip(self._inputs, flat)):
+            if kind == "tensor":
+                arrays.append(as_array(x, f"input {v!r}"))
+            elif x != v:
+                raise ArgumentError(f"input {k} of {self.name} was {v!r} when the model was exported and is "
+                                    f"{x!r} now: export again with this value (Ember compiled it in)")
+        outs = self.exe.run(*arrays)
+        return [numpy_to_tensor(outs[v]) if kind == "tensor" else v for kind, v in self._outputs]
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from torch.utils import _pytree as pytree
+
+        return pytree.tree_unflatten(self.run_flat(self._flatten(args, kwargs)), self._out_spec)
+
+    def __repr__(self) -> str:
+        ins = ", ".join(f"{i.name}: {i.shape} {i.dtype}" for i in self.exe.input_info)
+        return f"<ember.TorchModel {self.name}({ins})>"
+
+
+__all__ = ["TorchModel", "as_array"]
