@@ -1,0 +1,106 @@
+"""Tune a model and measure what it gained end to end.
+
+    python bench/tune.py                                  # EfficientNet-B0 of the zoo, 8 minutes
+    python bench/tune.py MODEL.onnx --minutes 8 --plot curve.png
+
+1. ``ember tune`` into a fresh SQLite database (a local Dask cluster measures);
+2. the untuned and the tuned model, each alone in a fresh process, alternating, ``--rounds``
+   times (``ember.bench.isolated``; the tuned one compiles with ``EMBER_TUNING_DB``), beside
+   ONNX Runtime in the same run;
+3. their outputs on one random input (they must match: rtol 1e-3);
+4. the tuning curve (estimated latency over time) and the per-task table; trials per minute
+   beside TVM MetaSchedule's ~14 (the issue's anchor).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+
+import numpy as np
+
+
+def _time(path: str, inputs: str, db, runtime: str = "ember") -> float:
+    from ember.bench.isolated import measure
+
+    old = os.environ.pop("EMBER_TUNING_DB", None)
+    if db:
+        os.environ["EMBER_TUNING_DB"] = db
+    try:
+        res = measure(runtime, path, inputs, threads=os.cpu_count() or 2, repeat=30)
+    finally:
+        os.environ.pop("EMBER_TUNING_DB", None)
+        if old is not None:
+            os.environ["EMBER_TUNING_DB"] = old
+    if "median" not in res:
+        raise SystemExit(f"{runtime} failed: {res}")
+    return res["median"]
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("model", nargs="?", help="an ONNX file (default: the zoo's EfficientNet-B0)")
+    p.add_argument("--minutes", type=float, default=8.0)
+    p.add_argument("--db", help="the records database (default: a fresh one in a temporary folder)")
+    p.add_argument("--rounds", type=int, default=5, help="alternating timing rounds (default 5)")
+    p.add_argument("--cluster", default=None, help="as ember tune --cluster (default: a local Dask cluster)")
+    p.add_argument("--no-transfer", action="store_true")
+    p.add_argument("--plot", metavar="FILE.png")
+    p.add_argument("--skip-tune", action="store_true", help="only time and check an existing --db")
+    a = p.parse_args(argv)
+    import ember
+    from ember.tune.tuner import tune
+
+    path = a.model
+    if path is None:
+        from ember.bench.zoo import export
+
+        path = export("efficientnet_b0", os.path.join(os.path.expanduser("~"), ".cache", "ember", "zoo"))
+    tmp = tempfile.mkdtemp(prefix="ember-tune-")
+    db = a.db or os.path.join(tmp, "tuning.db")
+    if not a.skip_tune:
+        report = tune(path, db, minutes=a.minutes, cluster=a.cluster, transfer=not a.no_transfer, progress=False)
+        print(report.table())
+        print(f"\ntrials per minute: {report.trials_per_minute:.0f} (TVM MetaSchedule, the issue's anchor: ~14)")
+        print("\ntuning curve (estimated latency from the tasks' measured bests):")
+        marks = [m * 60 for m in (0, 0.5, 1, 2, 4, 6, 8, 12, 16, 30, 60) if m <= a.minutes + 0.01]
+        for m in marks:
+            lat = [lat for t, lat in report.curve if t <= m + 1e-9][-1]
+            print(f"  {m / 60:5.1f} min  {lat * 1e3:7.2f} ms")
+        if a.plot:
+            from ember.tune.plot import plot_curve
+
+            plot_curve(report, a.plot)
+            print(f"wrote {a.plot}")
+    rng = np.random.default_rng(0)
+    exe = ember.compile(path, cache=False)
+    feeds = {i.name: rng.standard_normal(i.shape).astype(i.dtype) for i in exe.input_info}
+    inputs = os.path.join(tmp, "inputs.npz")
+    np.savez(inputs, **feeds)
+    tuned_exe = ember.compile(path, tuning_db=db)
+    ref, got = exe.run(**feeds)[0], tuned_exe.run(**feeds)[0]
+    diff = float(np.max(np.abs(ref - got)))
+    scale = float(np.max(np.abs(ref)))
+    print(f"\noutputs: max difference {diff:.3g} (outputs up to {scale:.3g}); "
+          f"{len(tuned_exe.tuned_kernels)} of {len(exe.groups)} kernels tuned")
+    del exe, tuned_exe
+    times = {"untuned": [], "tuned": [], "onnxruntime": []}
+    for _ in range(a.rounds):
+        times["untuned"].append(_time(path, inputs, None))
+        times["tuned"].append(_time(path, inputs, db))
+        times["onnxruntime"].append(_time(path, inputs, None, "onnxruntime"))
+    med = {k: statistics.median(v) for k, v in times.items()}
+    print(f"\nend to end, each alone in its process, median of {a.rounds} alternating rounds:")
+    for k, v in med.items():
+        print(f"  {k:12} {v * 1e3:8.2f} ms   " + " ".join(f"{x * 1e3:.2f}" for x in times[k]))
+    print(f"  tuned vs untuned: {med['untuned'] / med['tuned']:.2f}x faster; "
+          f"tuned / ONNX Runtime: {med['tuned'] / med['onnxruntime']:.2f}")
+    ok = diff <= 1e-3 * max(1.0, scale)
+    print("outputs match" if ok else "OUTPUTS DIFFER")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

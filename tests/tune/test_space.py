@@ -1,0 +1,82 @@
+"""Knobs: defaults outside tuning, the tuner's values inside; any decisions of the conv and
+GEMM schedules compute what the default computes (property-based, against numpy)."""
+import json
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import ember
+from ember.kernels.common import host
+from ember.kernels.conv_nchwc import conv2d_nchwc_nd
+from ember.kernels.matmul import matmul
+from ember.tune.space import decisions, knob
+
+
+def test_knob_is_its_default_outside_tuning():
+    assert knob("x", (1, 2, 3), 2) == 2
+
+
+def test_knob_takes_the_decision_and_records_the_space():
+    with decisions({"x": 3, "y": 99}) as d:
+        assert knob("x", (1, 2, 3), 2) == 3
+        assert knob("y", (1, 2), 1) == 1  # not a choice: the default
+        assert knob("z", (5,), 4) == 4  # the default joins the choices
+    assert d.seen["x"].choices == (1, 2, 3) and d.seen["z"].choices == (4, 5)
+    assert json.loads(d.to_json()) == {"x": 3, "y": 1, "z": 4}
+
+
+def _conv_ref(x, w, stride, pad):
+    n, c, h, wd = x.shape
+    f, _, kh, kw = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    oh, ow = (h + 2 * pad - kh) // stride + 1, (wd + 2 * pad - kw) // stride + 1
+    out = np.zeros((n, f, oh, ow), np.float64)
+    for i in range(kh):
+        for j in range(kw):
+            patch = xp[:, :, i:i + stride * oh:stride, j:j + stride * ow:stride]
+            out += np.einsum("nchw,fc->nfhw", patch, w[:, :, i, j])
+    return out
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_conv_decisions_compute_the_convolution(data):
+    target = host()
+    lanes = target.fp32_lanes
+    fb = 2 * lanes
+    C, F, H, k, stride = 8, 2 * fb, 10, 3, data.draw(st.sampled_from([1, 2]))
+    with decisions({}) as d:
+        conv2d_nchwc_nd((1, C, H, H), (F // fb, C, k, k, fb), (stride, stride), (1, 1, 1, 1), target=target)
+    values = {name: data.draw(st.sampled_from(kn.choices), label=name) for name, kn in d.seen.items()}
+    with decisions(values):
+        s, args = conv2d_nchwc_nd((1, C, H, H), (F // fb, C, k, k, fb), (stride, stride), (1, 1, 1, 1),
+                                  target=target)
+    mod = ember.build(s, args, "conv")
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, C, H, H)).astype(np.float32)
+    w = rng.standard_normal((F, C, k, k)).astype(np.float32)
+    packed = np.ascontiguousarray(w.reshape(F // fb, fb, C, k, k).transpose(0, 2, 3, 4, 1))
+    oh = (H + 2 - k) // stride + 1
+    out = np.zeros((1, F // fb, oh, oh, fb), np.float32)
+    mod["conv"](x, packed, out)
+    got = out.transpose(0, 1, 4, 2, 3).reshape(1, F, oh, oh)
+    np.testing.assert_allclose(got, _conv_ref(x, w, stride, 1), rtol=1e-4, atol=1e-4)
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_gemm_decisions_compute_the_product(data):
+    M, N, K = 37, 70, 29
+    with decisions({}) as d:
+        matmul(M, N, K)
+    values = {name: data.draw(st.sampled_from(kn.choices), label=name) for name, kn in d.seen.items()}
+    with decisions(values):
+        s, args = matmul(M, N, K)
+    mod = ember.build(s, args, "mm")
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((M, K)).astype(np.float32)
+    b = rng.standard_normal((K, N)).astype(np.float32)
+    c = np.zeros((M, N), np.float32)
+    mod["mm"](a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)

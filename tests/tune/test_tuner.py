@@ -1,0 +1,107 @@
+"""ember tune end to end on a small model: records in the database, a compile applies them
+(same outputs), a second run resumes; the cost model's transfer; Dask with two workers."""
+import json
+import math
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import ember
+from ember.tune.cost_model import CostModel
+from ember.tune.database import open_database
+from ember.tune.tuner import tune
+
+
+@pytest.fixture(scope="module")
+def small_model(tmp_path_factory):
+    rng = np.random.default_rng(0)
+    w1 = numpy_helper.from_array(rng.standard_normal((32, 16, 3, 3)).astype(np.float32) * 0.1, "w1")
+    w2 = numpy_helper.from_array(rng.standard_normal((32, 32, 1, 1)).astype(np.float32) * 0.1, "w2")
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2"], ["c2"]),
+             helper.make_node("Add", ["c2", "r1"], ["y"])]
+    g = helper.make_graph(nodes, "small", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 28, 28])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32, 28, 28])], [w1, w2])
+    path = tmp_path_factory.mktemp("tune") / "small.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return str(path)
+
+
+def _pairs(db):
+    """(workload, trace) of each record but the default's re-measurements (one per batch)."""
+    seen, out = set(), []
+    for r in db.records():
+        if r.decisions in seen and r.trace == _default_trace(db, r.workload):
+            continue
+        seen.add(r.decisions)
+        out.append((r.workload, r.trace))
+    return out
+
+
+def _default_trace(db, workload):
+    return db.records(workload=workload)[0].trace  # (the first measured of a task is its default)
+
+
+def test_tune_records_apply_and_resume(small_model, tmp_path):
+    dbpath = str(tmp_path / "t.db")
+    rep = tune(small_model, dbpath, minutes=0.12, cluster="none", batch=4, progress=False)
+    assert rep.trials >= 4 and rep.tasks
+    assert all(math.isfinite(t.default) for t in rep.tasks if t.trials)
+    with open_database(dbpath) as db:
+        first = _pairs(db)
+        assert len(first) == rep.trials
+        assert len(set(first)) == len(first)  # never the same schedule twice
+        best = db.best_per_workload(db.records()[0].target)
+        assert best and set(best) <= {t.workload for t in rep.tasks}
+    x = np.random.default_rng(1).standard_normal((1, 16, 28, 28)).astype(np.float32)
+    ref = ember.compile(small_model, cache=False).run(x)[0]
+    exe = ember.compile(small_model, tuning_db=dbpath)
+    assert exe.tuned_kernels
+    np.testing.assert_allclose(exe.run(x)[0], ref, rtol=1e-4, atol=1e-5)
+    # a second run resumes: what was measured is not measured again
+    rep2 = tune(small_model, dbpath, minutes=0.08, cluster="none", batch=4, progress=False)
+    with open_database(dbpath) as db:
+        pairs = _pairs(db)
+    assert len(pairs) == len(first) + rep2.trials
+    assert len(set(pairs)) == len(pairs)
+    report = json.loads(json.dumps(rep2.as_dict()))
+    assert report["tasks"] and "trials_per_minute" in report
+
+
+def test_cost_model_transfers_across_workloads():
+    rng = np.random.default_rng(0)
+    m = CostModel()
+    # workload A: the time grows with feature 0 (say, a spilled register block), not feature 1
+    for i in range(40):
+        f = [float(rng.integers(0, 8)), float(rng.normal())]
+        m.add("A", f"t{i}", f, 1e-4 * (1 + f[0]))
+    m.add("A", "bad", [3.0, 0.0], math.inf)
+    assert m.fit()
+    scores = m.predict([[0.0, 5.0], [7.0, -5.0]])  # workload B, never measured
+    assert scores[0] > scores[1]
+    assert CostModel().predict([[0.0, 0.0]]) is None  # untrained: no opinion
+
+
+def test_dask_two_workers_never_time_together():
+    from ember.testing.tune_faults import FaultyBuilder
+    from ember.tune.runners import DaskRunner
+
+    runner = DaskRunner(n_workers=2, timeout=20, repeat=3)
+    try:
+        assert runner.workers == 2
+        futs = [runner.submit(FaultyBuilder(), "llvm", [{"split": s}, {"split": 8}]) for s in (4, 16)]
+        out = [f.result(timeout=120) for f in futs]
+    finally:
+        runner.close()
+    (h1, a0, a1, r1), (h2, b0, b1, r2) = out
+    assert all(r.ok for r in r1 + r2)
+    assert h1 == h2 and (a1 <= b0 or b1 <= a0)  # one machine: one measurement at a time
+
+
+def test_tune_on_a_local_dask_cluster(small_model, tmp_path):
+    rep = tune(small_model, str(tmp_path / "d.db"), minutes=0.1, cluster="local", workers=2, batch=4,
+               progress=False)
+    assert rep.trials >= 4 and "Dask" in rep.where
