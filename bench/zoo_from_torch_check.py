@@ -68,17 +68,24 @@ def check(name: str, compile_too: bool) -> bool:
               f"{'ok' if ok else 'MISMATCH'}", flush=True)
     print(f"{'':24s} (one compile, {took:.1f} s, inputs {dims})", flush=True)
     if compile_too:
+        from ember.frontend.torch.dynamo import STATS
+
         torch._dynamo.reset()
+        before = dict(STATS)
         fn = torch.compile(model, backend="ember")
-        for batch, seq in SHAPES[spec.kind][:1]:
+        for batch, seq in SHAPES[spec.kind]:  # (the second shape: Dynamo recompiles with dynamic sizes)
             args = _inputs(spec, batch, seq)
             with torch.no_grad():
                 ref = model(*args)
                 got = fn(*args)
             ok, err, scale = _compare(got, ref)
             ok_all &= ok
-            print(f"{name:24s} torch.compile(backend='ember') {tuple(args[0].shape)} max abs diff {err:.2e}: "
-                  f"{'ok' if ok else 'MISMATCH'}", flush=True)
+            print(f"{name:24s} torch.compile(backend='ember') {str(tuple(args[0].shape)):18s} max abs diff "
+                  f"{err:.2e}: {'ok' if ok else 'MISMATCH'}", flush=True)
+        compiled_graphs = STATS["compiled"] - before["compiled"]
+        eager = STATS["fallbacks"] - before["fallbacks"]
+        ok_all &= eager == 0 and compiled_graphs > 0
+        print(f"{'':24s} ({compiled_graphs} graph(s) compiled by Ember, {eager} left to eager)", flush=True)
     return ok_all
 
 

@@ -117,8 +117,9 @@ class _Graph:
 
         return Frozen().eval()
 
-    def dynamic_shapes(self) -> tuple:
-        """Dim.AUTO on each axis Dynamo made dynamic (export names and relates them)."""
+    def dynamic_shapes(self):
+        """Dim.AUTO on each axis Dynamo made dynamic (export names and relates them), for
+        ``Frozen.forward(*user)``; None when every size is static."""
         import torch
 
         specs = []
@@ -127,7 +128,7 @@ class _Graph:
             axes = {a: torch.export.Dim.AUTO for a, d in enumerate(getattr(val, "shape", ()))
                     if not isinstance(d, int)}
             specs.append(axes or None)
-        return tuple(specs)
+        return {"user": tuple(specs)} if any(specs) else None
 
 
 class _Compiled:
@@ -145,9 +146,14 @@ class _Compiled:
         g = self.graph
         weights = {i: args[i] for i in g.weights}
         user = [args[i] for i in g.user]
-        self.model = from_torch(g.module(weights), tuple(user), dynamic_shapes=g.dynamic_shapes() or None,
-                                name=self.options.get("name", "dynamo_graph"),
-                                **{k: v for k, v in self.options.items() if k != "name"})
+        import torch._guards
+
+        # (outside Dynamo's tracing context: torch.export traces with its own, and guards it
+        # added to Dynamo's would fail on the frame being compiled)
+        with torch._guards.tracing(None):
+            self.model = from_torch(g.module(weights), tuple(user), dynamic_shapes=g.dynamic_shapes(),
+                                    name=self.options.get("name", "dynamo_graph"),
+                                    **{k: v for k, v in self.options.items() if k != "name"})
         self._sig = g.signature(args)
 
     def __call__(self, *args):

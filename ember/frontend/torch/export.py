@@ -62,20 +62,37 @@ def _first_lines(text: str, n: int = 12) -> str:
 
 
 def _top_level(model, args: tuple, kwargs: dict, dynamic_shapes) -> list:
-    """``[(value, spec)]`` for the top-level arguments, in the order torch flattens them."""
+    """``[(value, spec)]`` for the top-level arguments, in the order torch flattens them (the
+    positional arguments, then the keyword arguments as given). torch matches a tuple of specs
+    with the forward's parameters in signature order (``*args`` as one entry), a dict by name."""
     values = list(args) + list(kwargs.values())
     if dynamic_shapes is None:
         return [(v, None) for v in values]
-    if isinstance(dynamic_shapes, dict):
-        try:
-            bound = inspect.signature(model.forward).bind(*args, **kwargs)
-            names = list(bound.arguments)
-        except (TypeError, ValueError):
-            names = [f"arg{i}" for i in range(len(args))] + list(kwargs)
-        flat_names = names[:len(args)] + list(kwargs)
-        return [(v, dynamic_shapes.get(n)) for v, n in zip(values, flat_names)]
-    specs = list(dynamic_shapes) + [None] * (len(values) - len(dynamic_shapes))
-    return list(zip(values, specs))
+    kinds = inspect.Parameter
+    try:
+        sig = inspect.signature(model.forward)
+        combined = list(sig.bind(*args, **kwargs).arguments)
+    except (TypeError, ValueError):
+        return list(zip(values, list(dynamic_shapes) + [None] * len(values)))
+    by_name = dict(dynamic_shapes) if isinstance(dynamic_shapes, dict) else dict(zip(combined, dynamic_shapes))
+    params = sig.parameters
+    positional = [n for n, p in params.items() if p.kind in (kinds.POSITIONAL_ONLY, kinds.POSITIONAL_OR_KEYWORD)]
+    var = next((n for n, p in params.items() if p.kind == kinds.VAR_POSITIONAL), None)
+    varkw = next((n for n, p in params.items() if p.kind == kinds.VAR_KEYWORD), None)
+    out = []
+    for i, a in enumerate(args):
+        if i < len(positional):
+            out.append((a, by_name.get(positional[i])))
+        else:
+            vs = by_name.get(var)
+            out.append((a, vs[i - len(positional)] if isinstance(vs, (list, tuple)) else None))
+    for k, v in kwargs.items():
+        if k in params and params[k].kind != kinds.VAR_KEYWORD:
+            out.append((v, by_name.get(k)))
+        else:
+            vk = by_name.get(varkw)
+            out.append((v, vk.get(k) if isinstance(vk, dict) else None))
+    return out
 
 
 def _leaf_specs(value, spec, out: list) -> None:
