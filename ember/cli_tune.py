@@ -49,6 +49,9 @@ def tune_main(argv) -> int:
     p.add_argument("--no-transfer", action="store_true",
                    help="do not train the cost model on other workloads' records before measuring")
     p.add_argument("--max-tasks", type=int, default=None, metavar="N", help="tune only the N heaviest tasks")
+    p.add_argument("--only", action="append", metavar="TEXT",
+                   help="tune only the tasks whose description (ops and output shape, as the table shows "
+                        "them) contains TEXT; repeatable")
     p.add_argument("--input-shape", action="append", metavar="NAME=D1,D2,...",
                    help="fix a symbolic input shape (tuning is for one size)")
     p.add_argument("--target", default=None, help="the target (default: this machine's CPU)")
@@ -75,7 +78,8 @@ def tune_main(argv) -> int:
     path = model_path(args, "ember tune")
     report = tune(path, args.db, minutes=args.minutes, cluster=args.cluster, target=args.target,
                   batch=args.batch, workers=args.workers, timeout=args.timeout, transfer=not args.no_transfer,
-                  max_tasks=args.max_tasks, input_shapes=_shapes(args.input_shape))
+                  max_tasks=args.max_tasks, input_shapes=_shapes(args.input_shape),
+                  only=(lambda t: any(x in t.description for x in args.only)) if args.only else None)
     print(report.table())
     if args.curve:
         with open(args.curve, "w") as fh:

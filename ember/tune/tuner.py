@@ -127,12 +127,14 @@ def _resume(search: TaskSearch, records: list) -> None:
 
 def tune(model, db, *, minutes: float = 8.0, cluster: Optional[str] = None, target=None, batch: int = 8,
          workers: int = 1, timeout: float = 30.0, transfer: bool = True, progress: Optional[bool] = None,
-         max_tasks: Optional[int] = None, input_shapes=None, seed: int = 0, log=None) -> TuneReport:
+         max_tasks: Optional[int] = None, input_shapes=None, seed: int = 0, log=None,
+         only=None) -> TuneReport:
     """Tune ``model``'s kernels for ``minutes`` into the records database ``db`` (a path or
     URL, or an open Database); returns a :class:`TuneReport`. ``cluster``: a Dask scheduler's
     address, ``None`` for a LocalCluster of ``workers``, ``"none"`` for child processes of this
     machine without Dask. ``transfer``: train the cost model on the database's records of
-    other workloads before the first measurement."""
+    other workloads before the first measurement. ``only``: keep the tasks for which
+    ``only(task)`` is true (``ember tune --only conv2d`` keeps descriptions containing it)."""
     from ..kernels.common import host
     from .database import Database, open_database
     from .runners import make_runner
@@ -148,6 +150,10 @@ def tune(model, db, *, minutes: float = 8.0, cluster: Optional[str] = None, targ
     tasks, exe = extract_tasks(model, target, input_shapes=input_shapes)
     if not tasks:
         raise TuneError("this model has no kernel with schedule decisions to tune")
+    if only is not None:
+        tasks = [t for t in tasks if only(t)]
+        if not tasks:
+            raise TuneError("no task of this model is left by the filter (only=...)")
     if max_tasks:
         tasks = tasks[:max_tasks]
     untuned = getattr(exe, "tune_latency", 0.0) or sum(exe.tune_seconds.values())
@@ -188,7 +194,7 @@ def tune(model, db, *, minutes: float = 8.0, cluster: Optional[str] = None, targ
                     values = [c.values for c in cands]
                     # the default again with every later batch: the least of its times is the
                     # baseline (on a shared machine noise only ever adds time)
-                    default = s.candidate({}) if s.default_time is not None else None
+                    default = s.candidate({})
                     if default is not None:
                         values.append(default.values)
                     fut = runner.submit(s.task.builder, spec, values)
@@ -210,15 +216,7 @@ def tune(model, db, *, minutes: float = 8.0, cluster: Optional[str] = None, targ
                     results = [None] * len(cands)
                     print(f"{s.task.name}: a measurement batch was lost ({type(e).__name__}: {e})", file=out)
                 records = []
-                if len(results) > len(cands):  # the default, measured again: a record too
-                    again, default = results.pop(), s.candidate({})
-                    if again is not None and again.ok and s.default_time is not None:
-                        s.default_time = min(s.default_time, again.median)
-                        if again.median < s.best_time:
-                            s.best_time, s.best = again.median, default.trace
-                        records.append(Record(s.task.workload, tname, again.trace or default.trace, again.decisions,
-                                              tuple(again.times), "", s.task.description,
-                                              json.dumps(default.features)))
+                again = results.pop() if len(results) > len(cands) else None
                 for c, r in zip(cands, results):
                     median = r.median if r is not None else math.inf
                     trace = r.trace if r is not None and r.trace else c.trace
@@ -229,6 +227,15 @@ def tune(model, db, *, minutes: float = 8.0, cluster: Optional[str] = None, targ
                     records.append(Record(s.task.workload, tname, trace, r.decisions if r else c.decisions,
                                           tuple(r.times) if r else (), (r.error if r else "lost") or "",
                                           s.task.description, json.dumps(c.features)))
+                if again is not None:  # the default, measured again: a record too
+                    default = s.candidate({})
+                    if again.ok and s.default_time is not None:
+                        s.default_time = min(s.default_time, again.median)
+                        if again.median < s.best_time:
+                            s.best_time, s.best = again.median, default.trace
+                        records.append(Record(s.task.workload, tname, again.trace or default.trace, again.decisions,
+                                              tuple(again.times), "", s.task.description,
+                                              json.dumps(default.features)))
                 database.add_all(records)
                 since_fit += len(cands)
                 if since_fit >= 16:
