@@ -16,8 +16,6 @@ import subprocess
 import sys
 import tempfile
 
-import numpy as np
-
 
 def matmul_model(path: str, n: int = 1024) -> str:
     import onnx

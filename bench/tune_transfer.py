@@ -48,7 +48,7 @@ def main(argv=None) -> int:
     for t_with, t_without in zip(runs["with transfer"].tasks, runs["without"].tasks):
         for k, t in (("with transfer", t_with), ("without", t_without)):
             firsts[k][t.workload] = t.first_improvement
-        f = lambda x: "-" if x is None else str(x)  # noqa: E731
+        f = lambda x: "-" if x is None else str(x)
         print(f"{t_with.description[:44]:44} {f(t_with.first_improvement):>16} {f(t_without.first_improvement):>10} "
               f"{t_with.speedup:11.2f}x {t_without.speedup:9.2f}x")
     for k, rep in runs.items():

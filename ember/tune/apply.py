@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from typing import Iterator, Optional
+from collections.abc import Iterator
 
 from .workload import target_name, workload_key
 
@@ -46,7 +46,7 @@ def active() -> bool:
     return bool(_ACTIVE.get() and _ACTIVE.get()[0])
 
 
-def tuned_schedule(fn) -> Optional[tuple]:
+def tuned_schedule(fn) -> tuple | None:
     """``(decisions JSON, trace JSON)`` of the best record for group ``fn``, or None."""
     cur = _ACTIVE.get()
     if not cur or not cur[0]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -79,7 +79,7 @@ class CostModel:
     def trained(self) -> bool:
         return self._booster is not None
 
-    def predict(self, features: Sequence[Sequence[float]]) -> Optional[np.ndarray]:
+    def predict(self, features: Sequence[Sequence[float]]) -> np.ndarray | None:
         """Scores of candidates (higher: faster), or None before the first training."""
         if self._booster is None or not len(features):
             return None

@@ -25,7 +25,7 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 __all__ = ["Measurer", "Result", "measure_in_process", "quiet", "timing"]
 
@@ -130,7 +130,7 @@ class Measurer:
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
         proc.stdin.write(job)
         proc.stdin.close()
-        current: Optional[int] = None
+        current: int | None = None
         deadline = time.monotonic() + self.timeout * 2  # (the reference: imports and a build)
         buf = b""
         err_tail = b""

@@ -13,7 +13,6 @@ import concurrent.futures
 import socket
 import threading
 import time
-from typing import Optional
 
 from .measure import Measurer
 
@@ -53,7 +52,7 @@ class DaskRunner:
     """Measurements on the workers of a Dask cluster: ``address`` (``tcp://host:8786``), or a
     LocalCluster of ``n_workers`` started here."""
 
-    def __init__(self, address: Optional[str] = None, n_workers: int = 1, timeout: float = 30.0, repeat: int = 7):
+    def __init__(self, address: str | None = None, n_workers: int = 1, timeout: float = 30.0, repeat: int = 7):
         from distributed import Client, LocalCluster
 
         from ..errors import TuneError
@@ -89,7 +88,7 @@ class DaskRunner:
             self._cluster.close()
 
 
-def make_runner(cluster: Optional[str], timeout: float = 30.0, repeat: int = 7, workers: int = 1):
+def make_runner(cluster: str | None, timeout: float = 30.0, repeat: int = 7, workers: int = 1):
     """``None``/``"local"``: a LocalCluster of ``workers``; ``"none"``: child processes here
     without Dask; an address: that cluster."""
     if cluster == "none":

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import math
 import random
-from typing import Optional
 
 from ..errors import EmberError
 from .features import loop_features
@@ -24,7 +23,7 @@ __all__ = ["Candidate", "TaskSearch"]
 
 
 class Candidate:
-    __slots__ = ("values", "decisions", "trace", "features")
+    __slots__ = ("decisions", "features", "trace", "values")
 
     def __init__(self, values: dict, decisions_json: str, trace: str, features: list):
         self.values = values
@@ -44,9 +43,9 @@ class TaskSearch:
         self.seen: set = set()  # traces proposed
         self.measured: dict = {}  # trace -> median seconds (inf: failed)
         self.values_of: dict = {}  # trace -> the values that made it
-        self.default_time: Optional[float] = None
+        self.default_time: float | None = None
         self.best_time = math.inf
-        self.best: Optional[str] = None  # the best trace
+        self.best: str | None = None  # the best trace
         self.trials = 0
         self.failures = 0
         self.rounds = 0
@@ -54,7 +53,7 @@ class TaskSearch:
         self._cache: dict = {}  # decisions key -> Candidate or None
 
     # -- candidates ---------------------------------------------------------------------------
-    def candidate(self, values: dict) -> Optional[Candidate]:
+    def candidate(self, values: dict) -> Candidate | None:
         """The schedule ``values`` make (None when it does not schedule)."""
         from ..loop.lower import lower
 

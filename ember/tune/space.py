@@ -19,7 +19,8 @@ import contextlib
 import contextvars
 import dataclasses
 import json
-from typing import Any, Iterator, Optional, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 __all__ = ["Decisions", "Knob", "decisions", "knob"]
 
@@ -37,7 +38,7 @@ class Decisions:
     """The values chosen for knobs (``values``) and the knobs the schedule asked for
     (``seen``, filled as the schedule runs)."""
 
-    def __init__(self, values: Optional[dict] = None):
+    def __init__(self, values: dict | None = None):
         self.values = dict(values or {})
         self.seen: dict = {}
 
@@ -51,7 +52,7 @@ _ACTIVE: contextvars.ContextVar = contextvars.ContextVar("ember_tune_decisions",
 
 
 @contextlib.contextmanager
-def decisions(values: Optional[dict] = None) -> Iterator[Decisions]:
+def decisions(values: dict | None = None) -> Iterator[Decisions]:
     """Schedules made inside take their knobs from ``values`` (the default for a knob not in
     it, or a value that is not one of its choices now) and record the knobs they ask for."""
     d = Decisions(values)

@@ -12,7 +12,6 @@ candidate's schedule.
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
 
 import numpy as np
 
@@ -75,7 +74,7 @@ class Task:
         return self.builder.fn
 
 
-def _tunable(fn, name: str, target) -> Optional[dict]:
+def _tunable(fn, name: str, target) -> dict | None:
     """The knobs of ``fn``'s default schedule, or None when it is not a tuning task (no
     decisions, a loop program written directly, symbolic or non-float tensors)."""
     b = GroupBuilder(fn, name)

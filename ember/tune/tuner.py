@@ -18,7 +18,6 @@ import json
 import math
 import sys
 import time
-from typing import Optional
 
 from ..errors import TuneError
 from .cost_model import CostModel
@@ -40,7 +39,7 @@ class TaskReport:
     best: float
     trials: int
     failures: int
-    first_improvement: Optional[int]  # trials until the first candidate beat the default
+    first_improvement: int | None  # trials until the first candidate beat the default
     history: list  # (trial, best seconds)
 
     @property
@@ -125,9 +124,9 @@ def _resume(search: TaskSearch, records: list) -> None:
         search.trials = 0
 
 
-def tune(model, db, *, minutes: float = 8.0, cluster: Optional[str] = None, target=None, batch: int = 8,
-         workers: int = 1, timeout: float = 30.0, transfer: bool = True, progress: Optional[bool] = None,
-         max_tasks: Optional[int] = None, input_shapes=None, seed: int = 0, log=None,
+def tune(model, db, *, minutes: float = 8.0, cluster: str | None = None, target=None, batch: int = 8,
+         workers: int = 1, timeout: float = 30.0, transfer: bool = True, progress: bool | None = None,
+         max_tasks: int | None = None, input_shapes=None, seed: int = 0, log=None,
          only=None) -> TuneReport:
     """Tune ``model``'s kernels for ``minutes`` into the records database ``db`` (a path or
     URL, or an open Database); returns a :class:`TuneReport`. ``cluster``: a Dask scheduler's
@@ -260,7 +259,7 @@ def _exhausted(s: TaskSearch) -> bool:
     return s.rounds >= 1000
 
 
-def _first_improvement(s: TaskSearch) -> Optional[int]:
+def _first_improvement(s: TaskSearch) -> int | None:
     """Trials of this run until a candidate first beat the default schedule (the default
     itself is the first trial)."""
     if s.default_time is None:
