@@ -106,7 +106,9 @@ def compile_main(argv) -> int:
         if args.profile_json:
             exe.compile_profile.to_json(args.profile_json)
     print(f"compiled {path} in {time.perf_counter() - t0:.2f} s: {len(exe.kernel_calls)} kernel calls, "
-          f"{len(exe.module.kernel_names) if exe.module else 0} distinct kernels; {exe.memory_summary()}")
+          f"{len(exe.module.kernel_names) if exe.module else 0} distinct kernels"
+          + (f" ({len(exe.tuned_kernels)} scheduled by tuning records)" if getattr(exe, "tuned_kernels", None) else "")
+          + f"; {exe.memory_summary()}")
     for i in exe.input_info:
         print(f"  input  {i.name}: {i.shape} {i.dtype}")
     for o in exe.output_info:
