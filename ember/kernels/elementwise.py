@@ -7,6 +7,7 @@ from ..errors import ShapeError
 from ..loop import compute as te
 from ..loop.expr import IntImm
 from ..loop.schedule import Schedule
+from ..tune.space import knob
 from .common import host, parallel_outer, vectorize_inner, vector_lanes
 
 
@@ -39,9 +40,12 @@ def schedule_elementwise(s: Schedule, out: te.Tensor, target=None):
     lanes = vector_lanes(target, out.dtype)
     if not axes:
         return
-    outer, inner = vectorize_inner(st, axes[-1], lanes * 4 if len(axes) == 1 else lanes)
+    # (tuner's decisions: vectors per inner step; parallel, or serial where a kernel is too
+    # small to pay for waking the other cores)
+    vectors = knob("ew.vectors", (1, 2, 4), 4 if len(axes) == 1 else 1)
+    outer, inner = vectorize_inner(st, axes[-1], lanes * vectors)
     par = axes[:-1] + ([outer] if outer is not None and len(axes) == 1 else [])
-    if par:
+    if par and knob("ew.parallel", (True, False), True):
         parallel_outer(st, par)
 
 

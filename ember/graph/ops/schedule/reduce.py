@@ -11,6 +11,7 @@ from __future__ import annotations
 from ....kernels.common import const_int, parallel_outer, vector_lanes
 from ....loop import compute as te
 from ....loop.schedule import Schedule
+from ....tune.space import knob
 from ..reduce import _REDUCTIONS
 from ..registry import set_schedule
 
@@ -40,7 +41,9 @@ def schedule_reduction(s: Schedule, anchor: te.Tensor, out: te.Tensor, target=No
     local = s.cache_write(acc, "local") if out is acc else acc  # (out then copies it back)
     so = s[out]
     *outer, x = so.leaf
-    task = parallel_outer(so, outer) if outer else None
+    parallel = knob("reduce.parallel", (True, False), True)  # (a tuner's decision: small ones serial)
+    task = (parallel_outer(so, outer) if parallel else so.fuse(*outer) if len(outer) > 1 else outer[0]) \
+        if outer else None
     if last > lanes:
         x, _ = so.split(x, factor=lanes)
         so.vectorize(so.leaf[-1])
