@@ -252,6 +252,12 @@ def make_program(mod: Module, shared: Shared, output_names: Optional[Sequence[st
         for a in c["args"] + ([c["cond"]] if "cond" in c else []):
             b = prog.slots[a].get("base", a)
             last_use[b] = max(last_use.get(b, -1), c["after"])
+    # outputs are copied after the last call: a view's base (a squeeze of an intermediate) must
+    # not share its bytes with a value made after it
+    for o in outputs:
+        if o["copy"]:
+            b = prog.slots[o["slot"]].get("base", o["slot"])
+            last_use[b] = max(last_use.get(b, -1), len(prog.calls) - 1)
     values = []
     for s, info in enumerate(prog.slots):
         if info["kind"] == "arena":
