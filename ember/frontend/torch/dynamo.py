@@ -28,8 +28,9 @@ from .errors import TrainingGraphError
 log = logging.getLogger(__name__)
 
 # figures of this process's compiles, for tests and the curious: graphs compiled, graphs
-# that fell back to eager, recompiles after a weight changed
-STATS = {"compiled": 0, "fallbacks": 0, "recompiles": 0}
+# that fell back to eager, recompiles after a weight changed, and the kernels those compiles
+# built and took from Ember's kernel cache
+STATS = {"compiled": 0, "fallbacks": 0, "recompiles": 0, "kernels_built": 0, "kernels_cached": 0}
 
 
 def _is_weight(node, example) -> bool:
@@ -155,6 +156,9 @@ class _Compiled:
                                     name=self.options.get("name", "dynamo_graph"),
                                     **{k: v for k, v in self.options.items() if k != "name"})
         self._sig = g.signature(args)
+        kernels = self.model.exe.compile_profile.kernels
+        STATS["kernels_cached"] += sum(k.cached for k in kernels)
+        STATS["kernels_built"] += sum(not k.cached for k in kernels)
 
     def __call__(self, *args):
         g = self.graph

@@ -37,7 +37,6 @@ from .table import lookup, target_name
 # ops that only exist in training graphs, and why
 TRAINING_OPS = {
     "aten._native_batch_norm_legit.default": "batch norm on batch statistics (a module in training mode)",
-    "aten._native_batch_norm_legit.no_stats": "batch norm on batch statistics (a module in training mode)",
     "aten._native_batch_norm_legit_functional.default": "batch norm on batch statistics (a module in training mode)",
     "aten.native_batch_norm.default": "batch norm on batch statistics (a module in training mode)",
     "aten.native_dropout.default": "dropout (a module in training mode)",

@@ -24,6 +24,11 @@ def as_array(x, what: str) -> np.ndarray:
         raise ArgumentError(f"{what} is a {type(x).__name__}, not a tensor ({e})") from None
 
 
+def _child(spec, i: int):
+    """Child ``i`` of a pytree spec (``child()`` in newer torch, ``children_specs`` before)."""
+    return spec.child(i) if hasattr(spec, "child") else spec.children_specs[i]
+
+
 class TorchModel:
     """An :class:`~ember.runtime.executable.Executable` compiled from a PyTorch module, called
     the way the module is: ``model(x)``, ``model(input_ids=ids, attention_mask=mask)``.
@@ -56,7 +61,8 @@ class TorchModel:
         flat, spec = pytree.tree_flatten((args, kwargs))
         if spec != self._in_spec and kwargs:
             # the same keyword arguments in another order: the export's order
-            keys = list(self._in_spec.children_specs[1].context) if self._in_spec.num_children == 2 else []
+            spec_kw = _child(self._in_spec, 1) if self._in_spec.num_children == 2 else None
+            keys = list(spec_kw.context or ()) if spec_kw is not None else []
             if sorted(keys) == sorted(kwargs):
                 flat, spec = pytree.tree_flatten((args, {k: kwargs[k] for k in keys}))
         if spec != self._in_spec:

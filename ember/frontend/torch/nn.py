@@ -131,6 +131,25 @@ def _batch_norm(node):
     return out, Missing("the saved mean (training only)"), Missing("the saved inverse std (training only)")
 
 
+@converter("aten._native_batch_norm_legit.no_stats")
+def _batch_statistics_norm(node):
+    """Normalization by the input's own statistics over every axis but the channels (instance
+    norm, or a batch norm without running statistics): nothing is updated, so inference too."""
+    x = node.tensor("input")
+    eps = float(node.arg("eps"))
+    axes = tuple(a for a in range(x.type.ndim) if a != 1)
+    mean, rstd = _statistics(node, x, axes, eps)
+    y = node.call("multiply", node.call("subtract", x, mean), rstd)
+    per_channel = (x.type.shape[1],) + (1,) * (x.type.ndim - 2)
+    w, b = node.arg("weight", None), node.arg("bias", None)
+    if w is not None:
+        y = node.call("multiply", y, node.call("reshape", w, newshape=per_channel))
+    if b is not None:
+        y = node.call("add", y, node.call("reshape", b, newshape=per_channel))
+    flat = (x.type.shape[1],)
+    return y, node.call("reshape", mean, newshape=flat), node.call("reshape", rstd, newshape=flat)
+
+
 def _statistics(node, x, axes, eps):
     """(mean, 1/sqrt(var + eps)) over ``axes``, kept as size 1 (what torch's norms return)."""
     mean = node.call("mean", x, axis=axes, keepdims=True)

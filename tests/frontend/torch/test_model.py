@@ -1,0 +1,95 @@
+"""The compiled model as users call it: the module's output structure with torch tensors,
+keyword arguments, numpy inputs, and no copies of inputs or outputs."""
+import dataclasses
+
+import numpy as np
+import torch
+from torch.utils import _pytree as pytree
+
+import ember
+
+from .helpers import assert_close
+
+
+@dataclasses.dataclass
+class Output:
+    """An output class like Hugging Face's ModelOutput, registered with torch's pytree."""
+
+    logits: torch.Tensor
+    hidden: tuple
+
+
+pytree.register_dataclass(Output)
+
+
+class Structured(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 3)
+
+    def forward(self, x, *, scale=None, mask=None):
+        h = self.fc(x)
+        if mask is not None:
+            h = h * mask
+        return {"out": Output(logits=h * scale, hidden=(h, h.relu())), "count": 3, "none": None,
+                "list": [x.sum(), x]}
+
+
+def test_outputs_keep_the_modules_structure():
+    torch.manual_seed(0)
+    m = Structured().eval()
+    x, scale, mask = torch.randn(2, 4), torch.tensor(2.0), torch.ones(2, 3)
+    compiled = ember.from_torch(m, (x,), example_kwargs={"scale": scale, "mask": mask})
+    got = compiled(x, mask=mask, scale=scale)  # (keywords in another order)
+    assert isinstance(got["out"], Output) and isinstance(got["out"].hidden, tuple)
+    assert got["count"] == 3 and got["none"] is None
+    with torch.no_grad():
+        assert_close(got, m(x, scale=scale, mask=mask))
+
+
+def test_numpy_inputs():
+    m = Structured().eval()
+    x, scale, mask = torch.randn(2, 4), torch.tensor(2.0), torch.ones(2, 3)
+    compiled = ember.from_torch(m, (x,), example_kwargs={"scale": scale, "mask": mask})
+    got = compiled(x.numpy(), scale=scale.numpy(), mask=mask.numpy())
+    with torch.no_grad():
+        assert_close(got, m(x, scale=scale, mask=mask))
+
+
+def test_no_copies_in_or_out():
+    class Two(torch.nn.Module):
+        def forward(self, x):
+            return x * 2, x.exp()
+
+    x = torch.randn(64, 64)
+    compiled = ember.from_torch(Two(), (x,))
+    seen = {}
+    run = compiled.exe.run
+
+    def spy(*arrays):
+        seen["in"] = arrays
+        seen["out"] = run(*arrays)
+        return seen["out"]
+
+    compiled.exe.run = spy
+    a, b = compiled(x)
+    assert seen["in"][0].ctypes.data == x.data_ptr()  # the executable reads the tensor's memory
+    assert a.data_ptr() == seen["out"][0].ctypes.data and b.data_ptr() == seen["out"][1].ctypes.data
+    np.testing.assert_allclose(a.numpy(), x.numpy() * 2)
+
+
+def test_a_non_contiguous_input_is_read_correctly():
+    class Id(torch.nn.Module):
+        def forward(self, x):
+            return x + 1
+
+    compiled = ember.from_torch(Id(), (torch.randn(4, 6),))
+    x = torch.randn(6, 4).t()  # (strides (1, 4))
+    assert torch.equal(compiled(x), x + 1)
+
+
+def test_repr_and_infos():
+    compiled = ember.from_torch(Structured().eval(), (torch.randn(2, 4),),
+                                example_kwargs={"scale": torch.tensor(1.0)})
+    assert "Structured" in repr(compiled) and compiled.input_info[0].name == "x"
+    assert [i.name for i in compiled.input_info] == ["x", "scale"]
