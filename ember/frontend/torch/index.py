@@ -5,6 +5,7 @@ from __future__ import annotations
 from ...errors import UnsupportedOpError
 from ...graph import TupleGetItem
 from ...graph.ops import dims as D
+from ...graph.ops.dims import data_dim
 from ...graph.ops.registry import norm_axis
 from .table import converter
 
@@ -44,9 +45,16 @@ def _index(node):
     where = [k for k, i in enumerate(indices) if i is not None]
     if not where:
         return x
+    if len(where) == 1 and indices[where[0]].type.dtype == "bool":
+        # x[mask]: the positions of the mask's true elements (a count known when the model runs)
+        k, mask = where[0], indices[where[0]]
+        if k != 0:
+            raise UnsupportedOpError("a boolean mask is supported on the leading axes only (x[mask])")
+        positions = node.call("transpose", nonzero(node, mask), axes=(1, 0))  # (count, mask rank)
+        return node.call("gather_nd", x, positions)
     for k in where:
         if indices[k].type.dtype == "bool":
-            raise UnsupportedOpError("indexing with a boolean mask gives a data-dependent shape; use torch.where")
+            raise UnsupportedOpError("a boolean mask among other index tensors is not supported")
     if len(where) == 1:  # one index tensor: take along that axis
         k = where[0]
         return node.call("gather", x, node.as_tensor(indices[k], "int64") if indices[k].type.dtype not in
@@ -62,6 +70,23 @@ def _index(node):
         perm = tuple(range(b, b + first)) + tuple(range(b)) + tuple(range(b + first, y.type.ndim))
         y = node.call("transpose", y, axes=perm)
     return y
+
+
+def nonzero(node, x):
+    """The positions of ``x``'s nonzero elements as Ember's op gives them, ``(rank, count)``:
+    a kernel counts them, ``bind_size`` makes the count a data size the program binds when the
+    model runs, and ``nonzero`` fills the positions (:mod:`ember.graph.ops.dynamic`)."""
+    axes = tuple(range(x.type.ndim))
+    flags = node.call("cast", node.call("not_equal", x, node.scalar(0, x.type.dtype)), dtype="int64")
+    count = node.call("sum", flags, axis=axes, keepdims=False) if axes else flags
+    size = data_dim(f"{node.name}.n")
+    count = node.call("bind_size", count, symbols=(size,))
+    return node.call("nonzero", x, count, size=size)
+
+
+@converter("aten.nonzero.default")
+def _nonzero(node):
+    return node.call("transpose", nonzero(node, node.tensor(0)), axes=(1, 0))  # torch: (count, rank)
 
 
 @converter("aten.index_put.default", "aten._unsafe_index_put.default")

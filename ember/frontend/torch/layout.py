@@ -344,3 +344,23 @@ def _pixel_unshuffle(node):
     y = node.call("reshape", x, newshape=(n, c, D.dim_floordiv(h, r), r, D.dim_floordiv(w, r), r))
     y = node.call("transpose", y, axes=(0, 1, 3, 5, 2, 4))
     return node.call("reshape", y, newshape=(n, D.dim_mul(c, r * r), D.dim_floordiv(h, r), D.dim_floordiv(w, r)))
+
+
+@converter("aten.diagonal.default", "aten.diagonal_copy.default")
+def _diagonal(node):
+    """The diagonal (``offset`` above the main one) of axes ``dim1``, ``dim2``, as the last axis:
+    the two axes moved last and flattened, then every ``(n2 + 1)``-th element from the start."""
+    x = node.tensor(0)
+    nd = x.type.ndim
+    offset = int(node.arg("offset", 0))
+    a, b = norm_axis(node.arg("dim1", 0), nd), norm_axis(node.arg("dim2", 1), nd)
+    n1, n2 = x.type.shape[a], x.type.shape[b]
+    if not (isinstance(n1, int) and isinstance(n2, int)):
+        raise UnsupportedOpError(f"the diagonal of symbolic axes ({x.type})")
+    rest = [k for k in range(nd) if k not in (a, b)]
+    y = node.call("transpose", x, axes=tuple(rest) + (a, b)) if (a, b) != (nd - 2, nd - 1) else x
+    y = node.call("reshape", y, newshape=tuple(x.type.shape[k] for k in rest) + (n1 * n2,))
+    start = offset if offset >= 0 else -offset * n2
+    count = max(0, min(n1, n2 - offset) if offset >= 0 else min(n1 + offset, n2))
+    return node.call("strided_slice", y, begin=(start,), end=(start + count * (n2 + 1) - n2 if count else start,),
+                     axes=(y.type.ndim - 1,), strides=(n2 + 1,))

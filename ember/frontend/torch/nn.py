@@ -274,7 +274,8 @@ def _adaptive(kind: str, n: int):
     return convert
 
 
-for _n in (1, 2, 3):
+converter("aten.adaptive_avg_pool1d.default")(_adaptive("avg", 1))
+for _n in (2, 3):
     converter(f"aten._adaptive_avg_pool{_n}d.default", f"aten.adaptive_avg_pool{_n}d.default")(_adaptive("avg", _n))
 converter("aten.adaptive_max_pool2d.default")(lambda node: (_adaptive("max", 2)(node),
                                                             Missing("the indices of the maxima")))
@@ -311,3 +312,47 @@ for _n, _name in ((1, "linear1d"), (2, "bilinear2d"), (3, "trilinear3d")):
     converter(f"aten.upsample_{_name}.vec", f"aten.upsample_{_name}.default")(_upsample("linear", _n))
 for _n in (1, 2, 3):
     converter(f"aten.upsample_nearest{_n}d.vec", f"aten.upsample_nearest{_n}d.default")(_upsample("nearest", _n))
+
+
+# -- distances ------------------------------------------------------------------------------------
+
+def _norm(node, diff, p: float, axis: int):
+    """The p-norm of ``diff`` along ``axis`` (p = 0 counts the nonzeros, p = inf the largest)."""
+    d = diff.type.dtype
+    a = node.call("abs", diff)
+    if p == 1:
+        return node.call("sum", a, axis=(axis,))
+    if p == 2:
+        return node.call("sqrt", node.call("sum", node.call("multiply", diff, diff), axis=(axis,)))
+    if p == float("inf"):
+        return node.call("max", a, axis=(axis,))
+    if p == 0:
+        return node.call("sum", node.call("cast", node.call("not_equal", a, node.scalar(0, d)), dtype=d), axis=(axis,))
+    total = node.call("sum", node.call("power", a, node.scalar(p, d)), axis=(axis,))
+    return node.call("power", total, node.scalar(1.0 / p, d))
+
+
+@converter("aten._cdist_forward.default")
+def _cdist(node):
+    """Distances between the rows of x1 (..., P, M) and x2 (..., R, M): (..., P, R)."""
+    x1, x2 = node.tensor(0), node.tensor(1)
+    a = node.call("unsqueeze", x1, axes=(x1.type.ndim - 1,))  # (..., P, 1, M)
+    b = node.call("unsqueeze", x2, axes=(x2.type.ndim - 2,))  # (..., 1, R, M)
+    return _norm(node, node.call("subtract", a, b), float(node.arg("p")), -1)
+
+
+@converter("aten._pdist_forward.default")
+def _pdist(node):
+    """Distances between every pair i < j of the rows of x (N, M), in row-major pair order."""
+    import numpy as np
+
+    from ...graph import Constant
+
+    x = node.tensor(0)
+    n = x.type.shape[0]
+    if not isinstance(n, int):
+        raise UnsupportedOpError(f"pdist of a symbolic number of rows ({x.type})")
+    i, j = np.triu_indices(n, 1)
+    a = node.call("gather", x, Constant(i.astype(np.int64)), axis=0)
+    b = node.call("gather", x, Constant(j.astype(np.int64)), axis=0)
+    return _norm(node, node.call("subtract", a, b), float(node.arg("p")), -1)

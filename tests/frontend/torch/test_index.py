@@ -53,3 +53,14 @@ def test_topk_sort_argsort():
     x = _x(3, 7)
     check(Fn(lambda x: (*x.topk(3), *x.topk(2, dim=0, largest=False), *x.sort(-1), *x.sort(0, descending=True),
                         x.argsort(-1), x.max(-1).values, x.max(-1).indices, x.min(0).indices)), x)
+
+
+def test_data_dependent_sizes():
+    """nonzero and boolean masks: the count is a size the program binds while it runs."""
+    class Masked(torch.nn.Module):
+        def forward(self, x, m):
+            return x[m], torch.nonzero(m), x[m].sum(0), x[m[:, 0]]
+
+    x = _x(6, 4)
+    compiled = check(Masked(), x, x > 0, more=[(x, x > 1), (x, x > 9)])  # (an empty selection too)
+    assert compiled.exe is not None

@@ -41,6 +41,12 @@ def test_pads_flip_repeat_roll():
                         F.pixel_unshuffle(x[:, :, :4, :6], 2))), x)
 
 
+def test_diagonals():
+    x = _x(2, 5, 4)
+    check(Fn(lambda x: (x[0].diagonal(), x[0].diagonal(1), x[0].diagonal(-2), x.diagonal(0, 1, 2),
+                        x.diagonal(2, -1, 1), torch.diag(x[0]))), x)
+
+
 def test_writes_into_slices_become_values():
     x, y = _x(3, 6), _x(3, 2, seed=1)
 

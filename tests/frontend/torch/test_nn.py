@@ -78,3 +78,9 @@ def test_upsampling(align):
                         F.interpolate(x, size=(8, 3), mode="bilinear", align_corners=align),
                         F.interpolate(x, scale_factor=2, mode="nearest"),
                         F.interpolate(x, size=(9, 14), mode="nearest"))), x)
+
+
+def test_distances():
+    x, y = _x(5, 4), _x(3, 4, seed=1)
+    check(Fn(lambda x, y: (torch.cdist(x, y), torch.cdist(x[None], y[None], p=1), torch.cdist(x, y, p=float("inf")),
+                           torch.pdist(x), torch.pdist(x, p=3))), x, y)
