@@ -62,7 +62,9 @@ def compile_main(argv) -> int:
         epilog="examples:\n"
                "  ember compile resnet50.onnx -o resnet50.so && ember run resnet50.so --input data=x.npy --output-dir out/\n"
                "  ember compile --light resnet50 --profile-compile   where compile time goes, slowest kernels\n"
-               "  ember compile model.onnx --target 'llvm -mcpu=skylake-avx512'   for another x86 CPU")
+               "  ember compile model.onnx --target 'llvm -mcpu=skylake-avx512'   for another x86 CPU\n"
+               "  ember compile --torch nets:resnet -o resnet.so   a PyTorch model: nets.resnet() returns it "
+               "and example inputs")
     add_model_arg(p)
     p.add_argument("-o", "--output", help="the shared library to write (default: MODEL with .so; "
                                           "for --light NAME, light_NAME.so here)")
@@ -85,12 +87,19 @@ def compile_main(argv) -> int:
                    help="with --profile-compile: name each kernel whose LLVM time exceeds this, with its "
                         "schedule (default 2)")
     p.add_argument("--profile-json", metavar="FILE", help="with --profile-compile: also write it as JSON")
+    p.add_argument("--torch", metavar="MODULE:FACTORY",
+                   help="a PyTorch model instead of a file: FACTORY() in MODULE returns (model, example_args"
+                        "[, dynamic_shapes]); compiled through torch.export, no ONNX (needs torch)")
     p.add_argument("--tuning-db", metavar="DB", default=None,
                    help="apply the best record per kernel of this tuning database (an SQLite file or a "
                         "postgresql:// URL that `ember tune` wrote; default: $EMBER_TUNING_DB if set)")
     args = p.parse_args(argv)
     import ember
 
+    if args.torch:
+        from .frontend.torch.cli import compile_torch
+
+        return compile_torch(args)
     path = model_path(args, "ember compile")
     name = os.path.splitext(os.path.basename(path))[0]
     # a light model lives in site-packages: its library goes to the working directory instead
