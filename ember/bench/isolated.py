@@ -24,7 +24,7 @@ from typing import Dict, Sequence
 
 import numpy as np
 
-RUNTIMES = ("ember", "onnxruntime", "openvino", "tvm")
+RUNTIMES = ("ember", "onnxruntime", "openvino", "tvm", "from_torch", "inductor")
 
 
 def _runner(runtime: str, path: str, threads: int, feeds: dict):

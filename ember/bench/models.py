@@ -160,7 +160,8 @@ def main(argv=None) -> int:
     p.add_argument("--light", action="append", default=[], metavar="NAME",
                    help=f"a model from the onnx package: {', '.join(LIGHT)}")
     p.add_argument("--all-light", action="store_true", help="all nine light models")
-    p.add_argument("--vs", action="append", default=None, choices=["onnxruntime", "openvino", "tvm"],
+    p.add_argument("--vs", action="append", default=None,
+                   choices=["onnxruntime", "openvino", "tvm", "from_torch", "inductor"],
                    help="peer runtime(s) to compare with, repeatable (default: onnxruntime); one that "
                         "is not installed is skipped with a note")
     p.add_argument("--threads", type=int, default=None, help="threads for the peers (default: Ember's cores)")

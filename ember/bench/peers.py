@@ -14,7 +14,9 @@ from typing import Callable, Optional
 import numpy as np
 
 INSTALL = {"onnxruntime": "pip install onnxruntime", "openvino": "pip install openvino",
-           "tvm": "pip install apache-tvm (0.27: the Relax frontend)"}
+           "tvm": "pip install apache-tvm (0.27: the Relax frontend)",
+           "from_torch": "needs torch, and a zoo model (ember bench --zoo)",
+           "inductor": "needs torch, and a zoo model (ember bench --zoo)"}
 
 
 def onnxruntime(path: str, threads: int, inputs) -> Optional[Callable]:
@@ -76,4 +78,19 @@ def _host_cpu() -> str:
     return Target.host().cpu
 
 
-PEERS = {"onnxruntime": onnxruntime, "openvino": openvino, "tvm": tvm}
+def from_torch(path: str, threads: int, inputs) -> Optional[Callable]:
+    """Ember through ``ember.from_torch`` on the zoo model's PyTorch source (:mod:`.torch_peers`)."""
+    from .torch_peers import from_torch as peer
+
+    return peer(path, threads, inputs)
+
+
+def inductor(path: str, threads: int, inputs) -> Optional[Callable]:
+    """``torch.compile`` with Inductor on the zoo model's PyTorch source (:mod:`.torch_peers`)."""
+    from .torch_peers import inductor as peer
+
+    return peer(path, threads, inputs)
+
+
+PEERS = {"onnxruntime": onnxruntime, "openvino": openvino, "tvm": tvm, "from_torch": from_torch,
+         "inductor": inductor}

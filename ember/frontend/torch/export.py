@@ -16,8 +16,11 @@ def _keep() -> list:
     import torch
 
     # scaled_dot_product_attention: torch's decomposition returns other strides than eager's, so a
-    # model that views the result (GPT-2) fails to re-trace; Ember converts it whole anyway
-    return [torch.ops.aten.scaled_dot_product_attention.default]
+    # model that views the result (GPT-2) fails to re-trace; Ember converts it whole anyway.
+    # hardswish, hardsigmoid: one op each (as the ONNX path has them), not x * clamp(x + 3, 0, 6) / 6,
+    # whose clamp keeps MobileNetV3's squeeze-excitation out of the blocked channel layout
+    aten = torch.ops.aten
+    return [aten.scaled_dot_product_attention.default, aten.hardswish.default, aten.hardsigmoid.default]
 
 
 def decompose(ep):
