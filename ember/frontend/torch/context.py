@@ -175,9 +175,6 @@ class NodeContext:
         """A typed Ember call (type errors are raised here and name the node)."""
         return typed_call(op, *args, **attrs)
 
-    def size(self, x: Expr, axis: int):
-        return x.type.shape[axis]
-
 
 def _result_type(probes: list):
     """torch.result_type over tensors and scalars, pairwise the way torch folds them: a

@@ -17,7 +17,10 @@ def as_array(x, what: str) -> np.ndarray:
     if isinstance(x, np.ndarray):
         return x
     if type(x).__module__.startswith("torch") and hasattr(x, "detach"):
-        return tensor_to_numpy(x)
+        try:  # the common case, a CPU tensor numpy can hold, in one call
+            return x.numpy()
+        except (RuntimeError, TypeError):  # (requires grad, bfloat16, another device, a conjugate view)
+            return tensor_to_numpy(x)
     try:
         return np.asarray(x)
     except Exception as e:  # noqa: BLE001 - anything numpy cannot read
@@ -46,6 +49,18 @@ class TorchModel:
         self._in_spec = program.in_spec
         self._out_spec = program.out_spec
         self.dim_names = dict(program.dim_names)
+        # positional tensors in, one tensor or a flat tuple out (most models): no pytree walk per call
+        from torch.utils import _pytree as pytree
+
+        n = len(self._inputs)
+        self._plain_in = self._in_spec == pytree.tree_structure((tuple(range(n)), {})) and \
+            all(kind == "tensor" for kind, _ in self._inputs)
+        self._plain_out = None
+        if all(kind == "tensor" for kind, _ in self._outputs):
+            if self._out_spec == pytree.tree_structure(0):
+                self._plain_out = "one"
+            elif self._out_spec == pytree.tree_structure(tuple(range(len(self._outputs)))):
+                self._plain_out = "tuple"
 
     @property
     def input_info(self) -> list:
@@ -85,7 +100,16 @@ class TorchModel:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         from torch.utils import _pytree as pytree
 
-        return pytree.tree_unflatten(self.run_flat(self._flatten(args, kwargs)), self._out_spec)
+        if self._plain_in and not kwargs and len(args) == len(self._inputs):
+            flat = list(args)
+        else:
+            flat = self._flatten(args, kwargs)
+        out = self.run_flat(flat)
+        if self._plain_out == "one":
+            return out[0]
+        if self._plain_out == "tuple":
+            return tuple(out)
+        return pytree.tree_unflatten(out, self._out_spec)
 
     def __repr__(self) -> str:
         ins = ", ".join(f"{i.name}: {i.shape} {i.dtype}" for i in self.exe.input_info)

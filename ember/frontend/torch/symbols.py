@@ -56,12 +56,8 @@ def symint_to_dim(v, names: Mapping[str, str]) -> DimT:
     """A python int or a torch SymInt as an Ember dim."""
     if isinstance(v, int):
         return v
-    node = getattr(v, "node", None)
-    if node is not None and hasattr(node, "expr"):
-        if node.is_constant() if hasattr(node, "is_constant") else False:
-            return int(v)
-        return sympy_to_dim(node.expr, names)
-    return int(v)
+    expr = getattr(getattr(v, "node", None), "expr", None)
+    return int(v) if expr is None else sympy_to_dim(expr, names)
 
 
 __all__ = ["symint_to_dim", "sympy_to_dim"]

@@ -93,3 +93,29 @@ def test_repr_and_infos():
                                 example_kwargs={"scale": torch.tensor(1.0)})
     assert "Structured" in repr(compiled) and compiled.input_info[0].name == "x"
     assert [i.name for i in compiled.input_info] == ["x", "scale"]
+
+
+def test_a_team_torch_left_on_the_calling_thread_is_freed_before_a_run():
+    """torch's parallel ops leave a libgomp team on the calling thread (torch's libgomp serves the
+    process); its threads would make libgomp throttle the lane that runs the model, so a run
+    frees it first (ember.runtime.lanes)."""
+    import os
+
+    class Two(torch.nn.Module):
+        def forward(self, x):
+            return x * 2
+
+    x = torch.randn(8, 8)
+    compiled = ember.from_torch(Two(), (x,))
+    compiled(x)  # (the lane exists)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        big = torch.randn(1 << 21)
+        (big + 1).sum()  # a parallel region on this thread: a team with a worker
+        before = len(os.listdir("/proc/self/task"))
+        compiled(x)
+        after = len(os.listdir("/proc/self/task"))
+    finally:
+        torch.set_num_threads(threads)
+    assert after == before - 1
