@@ -25,7 +25,7 @@ import numpy as np
 
 from ..errors import ArgumentError, CompileError, DTypeError, EmberError, ShapeError
 from .call import data_pointer
-from .ndarray import numpy_dtype
+from .ndarray import _aligned_empty, numpy_dtype
 from .lanes import LANES
 from .layout import SYMBOL_MAX, Layouts, bind_symbols
 from .pool import MemoryInfo, RunPool, RunState
@@ -59,6 +59,19 @@ def explicit_sizes(kernel, scalars: tuple) -> tuple:
         return ()
     named = dict(zip((n for n, _, _ in kernel._scalars), scalars))
     return tuple(named[n] for n in kernel._explicit)
+
+
+def _new_output(shape, dtype) -> np.ndarray:
+    """A new output array in 64-byte-aligned memory (numpy gives 16): the constant-folding
+    program's outputs become a model's weights, which kernels then read with aligned vectors."""
+    return _aligned_empty(tuple(shape), dtype, 64)
+
+
+def _copied(a: np.ndarray) -> np.ndarray:
+    """A copy of ``a`` in a new output array."""
+    out = _aligned_empty(a.shape, a.dtype, 64)
+    out[...] = a
+    return out
 
 
 def _contiguous(a) -> np.ndarray:
@@ -204,14 +217,14 @@ class Executable:
         for slot, a in zip(self._input_slots, inputs):
             vals[slot] = a
         for slot, shape, dtype in layout.out_new:
-            vals[slot] = np.empty(shape, dtype)
+            vals[slot] = _new_output(shape, dtype)
         shapes = layout.shapes
         for k, base in self._views:
             vals[k] = vals[base].reshape(shapes[k])
         return vals
 
     def _outputs(self, vals: list) -> list:
-        outs = [np.array(vals[slot]) if copy else vals[slot] for slot, copy in self._out_take]
+        outs = [_copied(vals[slot]) if copy else vals[slot] for slot, copy in self._out_take]
         return [o if v is None else o.view(v) for o, v in zip(outs, self._out_views)]
 
     def run(self, *arrays: Any, **named: Any) -> list:
@@ -269,7 +282,7 @@ class Executable:
                 if fixed[k] is not None:
                     vals[k] = fixed[k]
             for slot, shape, dtype in lay.out_new:
-                vals[slot] = np.empty(shape, dtype)
+                vals[slot] = _new_output(shape, dtype)
             for k, base in self._views:
                 if vals[k] is None and vals[base] is not None and lay.shapes[k] is not None:
                     vals[k] = vals[base].reshape(lay.shapes[k])

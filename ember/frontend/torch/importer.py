@@ -147,6 +147,14 @@ def check_signature(ep, source: str) -> None:
         raise TrainingGraphError(f"{source} is not an inference graph: " + "; ".join(found) + ". " + _FIX + ".")
 
 
+def weight(t) -> Constant:
+    """A parameter or buffer as a Constant: a copy (later changes to the module stay there) in
+    64-byte-aligned memory, which kernels that read it unpacked load with aligned vectors."""
+    from ...runtime.ndarray import array
+
+    return Constant.adopt(array(tensor_to_numpy(t), align=64).numpy())
+
+
 class _Importer:
     def __init__(self, ep, dim_names: Mapping[str, str], source: str):
         self.ep = ep
@@ -185,7 +193,7 @@ class _Importer:
         for n, spec in zip(nodes, specs):
             if spec.kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
                 t = self._state(spec)
-                self.env[n] = Constant(tensor_to_numpy(t))  # (a copy: later changes to the module stay there)
+                self.env[n] = weight(t)
             elif spec.kind == InputKind.USER_INPUT:
                 val = n.meta.get("val")
                 if hasattr(val, "shape") and hasattr(val, "dtype"):
@@ -210,7 +218,7 @@ class _Importer:
         if not isinstance(v, torch.Tensor):
             raise UnsupportedOpError(f"{self.source}: attribute {n.target!r} is a {type(v).__name__} "
                                      "(a submodule of a control-flow operator?), not a tensor")
-        self.env[n] = Constant(tensor_to_numpy(v))
+        self.env[n] = weight(v)
 
     def _convert(self, n) -> None:
         name = target_name(n.target)
