@@ -9,7 +9,8 @@ retrain the cost model as results come in.
 
 Expected gain of a task: the time it still costs the model (its share, scaled by its best
 over its default) times a chance of improvement that shrinks with the rounds spent on it and
-grows with its recent improvements. Every task first gets one round.
+grows with its recent improvements. A first round counts as half the task's time: heavy
+tasks start first, and a kernel of 0.1% of the model waits until the big ones flatten out.
 """
 from __future__ import annotations
 
@@ -97,8 +98,8 @@ def _estimate(searches: list, untuned: float) -> float:
 
 
 def _priority(s: TaskSearch) -> float:
-    if s.rounds == 0:
-        return math.inf
+    if s.rounds == 0:  # (a first round is worth most, but a tiny kernel's is worth little)
+        return s.task.weight * 0.5
     cost = s.task.weight * (s.best_time / s.default_time if s.default_time and math.isfinite(s.best_time) else 1.0)
     recent = sum(1 for trial, _ in s.history if trial > s.trials - 16 and trial > 1)
     return cost * (0.25 / math.sqrt(s.rounds) + 0.1 * recent)
