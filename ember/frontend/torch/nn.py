@@ -85,18 +85,45 @@ def _mm(node):
     return _product(node, node.tensor(0), node.tensor(1))
 
 
+def _by_matrix(node, a, w):
+    """``a`` (..., M, K) @ ``w`` (K, N) as one (rows, K) @ (K, N) product, not a batch of small
+    ones (and a dense product by the weight when ``w`` is a transposed Linear weight)."""
+    lead, k = tuple(a.type.shape[:-1]), a.type.shape[-1]
+    y = _product(node, node.call("reshape", a, newshape=(D.prod(lead), k)), w)
+    return node.call("reshape", y, newshape=lead + (w.type.shape[-1],))
+
+
+def _one_matrix(b):
+    """``W`` (2-D) when ``b`` is ``expand(W)`` over batch axes: torch's matmul of a 3-D input
+    whose rows it cannot flatten (a transposed activation with a symbolic batch) multiplies by
+    the weight copied per batch; the copy would be a constant the size of the batch."""
+    if isinstance(b, Call) and b.op == "expand":
+        w = b.args[0]
+        shape = tuple(w.type.shape)
+        if len(shape) >= 2 and all(d == 1 for d in shape[:-2]) and tuple(shape[-2:]) == tuple(b.type.shape[-2:]):
+            return w if len(shape) == 2 else _matrix(w)
+    return None
+
+
+def _matrix(w):
+    """``w`` of shape (1, ..., 1, K, N) as (K, N)."""
+    from ...graph.ops import call
+
+    return call("reshape", w, newshape=tuple(w.type.shape[-2:]))
+
+
 @converter("aten.bmm.default")
 def _bmm(node):
-    return node.call("nn.matmul", node.tensor(0), node.tensor(1))
+    a, b = node.tensor(0), node.tensor(1)
+    w = _one_matrix(b)
+    return _by_matrix(node, a, w) if w is not None else node.call("nn.matmul", a, b)
 
 
 @converter("aten.matmul.default")
 def _matmul(node):
     a, b = node.tensor(0), node.tensor(1)
-    if b.type.ndim == 2 and a.type.ndim > 2:  # one (rows, K) @ (K, N) product, not a batch of small ones
-        lead, k = tuple(a.type.shape[:-1]), a.type.shape[-1]
-        y = _product(node, node.call("reshape", a, newshape=(D.prod(lead), k)), b)
-        return node.call("reshape", y, newshape=lead + (b.type.shape[1],))
+    if b.type.ndim == 2 and a.type.ndim > 2:
+        return _by_matrix(node, a, b)
     return node.call("nn.matmul", a, b)
 
 

@@ -105,3 +105,24 @@ def test_causal_self_attention_dynamic_sequence():
     compiled = check(CausalSelfAttention(), torch.randn(1, 7, 32), dynamic_shapes={"x": {1: seq}},
                      more=[(torch.randn(1, 30, 32),), (torch.randn(1, 2, 32),)])
     assert compiled.input_info[0].shape == (1, "seq", 32)
+
+
+class MultiheadBlock(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attn = torch.nn.MultiheadAttention(32, 4, batch_first=True)
+
+    def forward(self, x):
+        return self.attn(x, x, x, need_weights=False)[0]
+
+
+def test_projections_of_a_transposed_input_with_a_dynamic_batch_are_dense_products():
+    """torch's matmul of a (seq, batch, E) activation it cannot flatten multiplies by the weight
+    expanded over seq; the frontend multiplies by the weight itself (ViT-B's 12 such copies would
+    be 15.6 GiB of constants)."""
+    torch.manual_seed(0)
+    batch = torch.export.Dim("batch", min=1, max=16)
+    compiled = check(MultiheadBlock(), torch.randn(2, 7, 32), dynamic_shapes={"x": {0: batch}},
+                     more=[(torch.randn(5, 7, 32),)])
+    ops = ops_of(compiled)
+    assert ops.count("nn.dense") == 2 and "expand" not in ops
