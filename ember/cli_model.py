@@ -114,16 +114,22 @@ def compile_main(argv) -> int:
         print(exe.compile_profile.table(budget=args.compile_budget))
         if args.profile_json:
             exe.compile_profile.to_json(args.profile_json)
-    print(f"compiled {path} in {time.perf_counter() - t0:.2f} s: {len(exe.kernel_calls)} kernel calls, "
+    print_compiled(exe, f"compiled {path} in {time.perf_counter() - t0:.2f} s", out)
+    return 0
+
+
+def print_compiled(exe, headline: str, out: str) -> None:
+    """What a compile made: kernels (and how many tuning records scheduled), memory, the
+    inputs and outputs, and the file written."""
+    tuned = getattr(exe, "tuned_kernels", None)
+    print(f"{headline}: {len(exe.kernel_calls)} kernel calls, "
           f"{len(exe.module.kernel_names) if exe.module else 0} distinct kernels"
-          + (f" ({len(exe.tuned_kernels)} scheduled by tuning records)" if getattr(exe, "tuned_kernels", None) else "")
-          + f"; {exe.memory_summary()}")
+          + (f" ({len(tuned)} scheduled by tuning records)" if tuned else "") + f"; {exe.memory_summary()}")
     for i in exe.input_info:
         print(f"  input  {i.name}: {i.shape} {i.dtype}")
     for o in exe.output_info:
         print(f"  output {o.name}: {o.shape} {o.dtype}")
     print(f"wrote {out}")
-    return 0
 
 
 def _safe(name: str) -> str:

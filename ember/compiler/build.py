@@ -43,6 +43,7 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
     # kernels (after the checks: no lowering for a model that cannot run); a warm compile finds
     # the library by the groups alone: no computes, schedules or lowering
     t0 = time.perf_counter()
+    tuned = _tuned(groups)  # (kernel name -> a tuning record's schedule, when a compile applies records)
     key = groups_key(groups, target) if groups else None
     cached = index_lookup(key) if key else None
     if cached is not None:
@@ -54,7 +55,7 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
     elif groups:
         # each group's whole back end (computes, schedule, lowering, loop passes, LLVM) is one
         # job for the compile workers, on every core
-        module = build_groups(groups, target, name, stats, tuned=_tuned(groups))
+        module = build_groups(groups, target, name, stats, tuned=tuned)
         index_store(key, module.path)
     else:
         module = None
@@ -65,7 +66,6 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
     exe = Executable(module, program, shared.constants)
     # what a profiler needs to rebuild the kernels differently (loop instrumentation): the
     # groups are scheduled here again only when it asks
-    tuned = _tuned(groups)
     exe.kernel_sources_thunk = lambda: [_source(lower_group(fn, g, target, tuned.get(g))) for g, fn in groups]
     exe.target = target
     exe.groups = list(groups)  # (kernel name, group Function): what the tuner extracts as tasks

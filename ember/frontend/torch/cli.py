@@ -61,13 +61,10 @@ def compile_torch(args) -> int:
     exe.export(out)
     if args.profile_compile:
         print(exe.compile_profile.table(budget=args.compile_budget))
-    print(f"compiled {args.torch} ({type(model).__name__}) through torch.export in {time.perf_counter() - t0:.2f} s: "
-          f"{len(exe.kernel_calls)} kernel calls; {exe.memory_summary()}")
-    for i in exe.input_info:
-        print(f"  input  {i.name}: {i.shape} {i.dtype}")
-    for o in exe.output_info:
-        print(f"  output {o.name}: {o.shape} {o.dtype}")
-    print(f"wrote {out}")
+    from ...cli_model import print_compiled
+
+    print_compiled(exe, f"compiled {args.torch} ({type(model).__name__}) through torch.export in "
+                        f"{time.perf_counter() - t0:.2f} s", out)
     return 0
 
 
