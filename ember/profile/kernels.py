@@ -20,6 +20,7 @@ from typing import Optional, Sequence
 
 from ..errors import ProfileError
 from ..runtime.executable import explicit_sizes
+from ..runtime.lanes import LANES
 from ..runtime.shapes import evaluate
 
 def _short(op: str) -> str:
@@ -216,7 +217,8 @@ def profile_kernels(exe, inputs: Sequence = (), *, warmup: int = 3, repeat: int 
     if not exe._single:
         return _profile_phases(exe, inputs, named, warmup, repeat, peak_gflops, peak_gbps, model)
     layout = exe._layout(bound)
-    for r in range(repeat):
+
+    def timed_run(r: int) -> None:
         total = 0.0
         with exe._pool.run() as state:  # an arena of its own: other threads may be running exe
             vals = exe._values(state, bound, layout)
@@ -230,6 +232,12 @@ def profile_kernels(exe, inputs: Sequence = (), *, warmup: int = 3, repeat: int 
                 events.append((r, i, t0 - origin, dt))
                 total += dt
         sums.append(total)
+
+    for r in range(repeat):
+        # on a lane, as exe.run runs: kernels called from this thread would make it a second
+        # OpenMP team, and with more team threads than cores libgomp puts its workers to sleep
+        # after every parallel region (EfficientNet-B0: every kernel timed ~2x slow)
+        LANES.execute(exe._pool.threads_per_run, lambda: timed_run(r))
         t0 = clock()
         exe.run(*inputs, **named)
         plain.append(clock() - t0)

@@ -64,6 +64,30 @@ def test_first_call_is_never_in_the_statistics(conv_net_exe, x):
     assert prof.rows[0].calls == 4 and prof.rows[0].max < 0.3
 
 
+def test_kernels_are_timed_on_the_threads_runs_use(conv_net_exe, x):
+    # called from this thread, each kernel's parallel loops would make a second OpenMP team
+    # beside the run lane's, and libgomp then sleeps its workers after every region: every
+    # kernel of EfficientNet-B0 was timed ~2x slow
+    import threading
+
+    kernel, args = conv_net_exe._calls[0]
+    seen = []
+
+    def record(*a):
+        seen.append(threading.get_ident())
+        return kernel(*a)
+
+    conv_net_exe._calls[0] = (record, args)
+    native, conv_net_exe.native = conv_net_exe.native, False
+    try:
+        profile_kernels(conv_net_exe, [x], warmup=1, repeat=3, **PEAKS)
+    finally:
+        conv_net_exe._calls[0] = (kernel, args)
+        conv_net_exe.native = native
+    assert len(seen) == 1 + 3 + 3 and threading.get_ident() not in seen
+    assert len(set(seen)) == 1  # the timed calls ran where the plain runs did
+
+
 def test_no_warmup_is_allowed_and_flagged(conv_net_exe, x):
     with _slow_first_call(conv_net_exe, 0, 0.3):
         prof = profile_kernels(conv_net_exe, [x], warmup=0, repeat=2, **PEAKS)
