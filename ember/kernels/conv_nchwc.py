@@ -291,6 +291,16 @@ def _schedule_grouped(s: Schedule, conv: te.Tensor, out: te.Tensor, acc: te.Tens
     so.reorder(*((n, fo, y) if order == "channels" else (n, y, fo)), *inner, xo, xi, fi)
     row = parallel_outer(so, [n, fo, y] if order == "channels" else [n, y, fo])
     _whole_reduction(so, s[acc], xo, xi, fi, lanes)
+    # the window's taps unrolled: a block of XB columns then reads XB + kw - 1 input vectors
+    # per window row, each shared by the taps that overlap it, instead of one load per FMA
+    # (a depthwise conv issues a load per FMA otherwise), and the tap weights stay in registers
+    unroll = knob("dw.unroll", ("none", "columns", "window"), "none")
+    if unroll != "none":
+        st = s[acc]
+        *_, ry, rx = st.leaf[:len(conv.op.reduce_axis)]
+        st.unroll(rx)
+        if unroll == "window":
+            st.unroll(ry)
     pad = conv.op.attrs["pad"]
     if pad is not None and knob("dw.pad", ("task", "whole"), "task") == "task":
         sp = s[pad]

@@ -64,6 +64,42 @@ def test_conv_decisions_compute_the_convolution(data):
     np.testing.assert_allclose(got, _conv_ref(x, w, stride, 1), rtol=1e-4, atol=1e-4)
 
 
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_depthwise_decisions_compute_the_convolution(data):
+    # every decision of the depthwise schedule (rows per task, loop order, padding, columns,
+    # the window's taps unrolled) against numpy, blocked input and output
+    target = host()
+    fb = target.fp32_lanes
+    blocks, H, W = 2, data.draw(st.sampled_from([7, 10]), label="H"), 9
+    k, stride = data.draw(st.sampled_from([3, 5]), label="k"), data.draw(st.sampled_from([1, 2]), label="stride")
+    pad = k // 2
+    shapes = ((1, blocks, H, W, fb), (blocks, 1, k, k, fb), (stride, stride), (pad, pad, pad, pad))
+    with decisions({}) as d:
+        conv2d_nchwc_nd(*shapes, target=target, grouped=True)
+    assert "dw.unroll" in d.seen
+    values = {name: data.draw(st.sampled_from(kn.choices), label=name) for name, kn in d.seen.items()}
+    with decisions(values):
+        s, args = conv2d_nchwc_nd(*shapes, target=target, grouped=True)
+    mod = ember.build(s, args, "dw")
+    rng = np.random.default_rng(1)
+    C = blocks * fb
+    x = rng.standard_normal((1, C, H, W)).astype(np.float32)
+    w = rng.standard_normal((C, 1, k, k)).astype(np.float32)
+    xb = np.ascontiguousarray(x.reshape(1, blocks, fb, H, W).transpose(0, 1, 3, 4, 2))
+    packed = np.ascontiguousarray(w.reshape(blocks, fb, k, k).transpose(0, 2, 3, 1)[:, None])
+    oh, ow = (H + 2 * pad - k) // stride + 1, (W + 2 * pad - k) // stride + 1
+    out = np.zeros((1, blocks, oh, ow, fb), np.float32)
+    mod["dw"](xb, packed, out)
+    got = out.transpose(0, 1, 4, 2, 3).reshape(1, C, oh, ow)
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    ref = np.zeros((1, C, oh, ow))
+    for i in range(k):
+        for j in range(k):
+            ref += xp[:, :, i:i + stride * oh:stride, j:j + stride * ow:stride] * w[None, :, 0, i, j, None, None]
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
 @settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_gemm_decisions_compute_the_product(data):
