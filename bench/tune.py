@@ -8,7 +8,9 @@
    times (``ember.bench.isolated``; the tuned one compiles with ``EMBER_TUNING_DB``), beside
    ONNX Runtime in the same run;
 3. their outputs on one random input (they must match: rtol 1e-3);
-4. the tuning curve (estimated latency over time) and the per-task table; trials per minute
+4. the kernels of both timed in place (one process, alternating profiles, least times): the
+   figure the tuner's estimate predicts, free of the swings between separate processes;
+5. the tuning curve (estimated latency over time) and the per-task table; trials per minute
    beside TVM MetaSchedule's ~14 (the issue's anchor).
 """
 from __future__ import annotations
@@ -37,6 +39,24 @@ def _time(path: str, inputs: str, db, runtime: str = "ember") -> float:
     if "median" not in res:
         raise SystemExit(f"{runtime} failed: {res}")
     return res["median"]
+
+
+def _in_model(exe, tuned_exe, feeds: dict, tuned: set, rounds: int = 4) -> None:
+    """The untuned and the tuned model's kernels timed in place (one process, both Ember, so no
+    other runtime's threads: profiles alternate), each call's least time: what the tuner's
+    estimate predicts, without the run-to-run swings of separate processes."""
+    least: dict = {"untuned": {}, "tuned": {}}
+    names: dict = {}
+    for _ in range(rounds):
+        for key, e in (("untuned", exe), ("tuned", tuned_exe)):
+            for row in e.profile(**feeds, warmup=2, repeat=15).rows:
+                least[key][row.index] = min(least[key].get(row.index, float("inf")), row.min)
+                names[(key, row.index)] = row.kernel
+    u, t = sum(least["untuned"].values()), sum(least["tuned"].values())
+    lost = [i for i in least["tuned"] if names[("tuned", i)] in tuned and least["tuned"][i] > least["untuned"][i] * 1.02]
+    print(f"\nin the model (kernels timed in place, {rounds} alternating profiles, least times): "
+          f"untuned {u * 1e3:.2f} ms, tuned {t * 1e3:.2f} ms ({u / t:.3f}x); "
+          f"{len(lost)} tuned kernel call(s) slower in place than the default by > 2%")
 
 
 def main(argv=None) -> int:
@@ -85,6 +105,7 @@ def main(argv=None) -> int:
     scale = float(np.max(np.abs(ref)))
     print(f"\noutputs: max difference {diff:.3g} (outputs up to {scale:.3g}); "
           f"{len(tuned_exe.tuned_kernels)} of {len(exe.groups)} kernels tuned")
+    _in_model(exe, tuned_exe, feeds, set(tuned_exe.tuned_kernels))
     del exe, tuned_exe
     times = {"untuned": [], "tuned": [], "onnxruntime": []}
     for _ in range(a.rounds):
