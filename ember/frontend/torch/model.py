@@ -61,6 +61,16 @@ class TorchModel:
                 self._plain_out = "one"
             elif self._out_spec == pytree.tree_structure(tuple(range(len(self._outputs)))):
                 self._plain_out = "tuple"
+        # the common call, tensors in and float tensors out, in as few Python steps as possible:
+        # a run's caches are cold after the kernels, where each step costs several times its
+        # hot price (MobileNetV3-small: 40-60 us a call through the general path, 4% of a run)
+        import torch
+
+        self._from_numpy = torch.from_numpy
+        self._fast = all(kind == "tensor" for kind, _ in self._inputs) and \
+            all(kind == "tensor" for kind, _ in self._outputs) and \
+            all(i.dtype != "bfloat16" for i in exe.output_info)
+        self._out_index = [v for _, v in self._outputs]
 
     @property
     def input_info(self) -> list:
@@ -87,6 +97,15 @@ class TorchModel:
 
     def run_flat(self, flat: list) -> list:
         """The flat outputs (torch tensors and exported values) of the flat inputs."""
+        if self._fast:
+            try:  # CPU tensors numpy can hold (else the general path below says what is wrong)
+                arrays = [x.numpy() for x in flat]
+            except (AttributeError, RuntimeError, TypeError):
+                arrays = None
+            if arrays is not None:
+                outs = self.exe.run(*arrays)
+                wrap = self._from_numpy
+                return [wrap(o if o.flags.writeable else o.copy()) for o in (outs[v] for v in self._out_index)]
         arrays = []
         for k, ((kind, v), x) in enumerate(zip(self._inputs, flat)):
             if kind == "tensor":

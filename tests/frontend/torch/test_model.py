@@ -78,6 +78,22 @@ def test_no_copies_in_or_out():
     np.testing.assert_allclose(a.numpy(), x.numpy() * 2)
 
 
+def test_plain_calls_take_numpy_and_tensors_that_need_grad_too():
+    # the one-step call path (tensors in, tensors out) hands anything else to the general one
+    class Two(torch.nn.Module):
+        def forward(self, x):
+            return x * 2, x.exp()
+
+    x = torch.randn(8, 8)
+    compiled = ember.from_torch(Two(), (x,))
+    assert compiled._fast
+    for arg in (x, x.numpy(), x.clone().requires_grad_()):
+        a, b = compiled(arg)
+        assert isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
+        np.testing.assert_allclose(a.numpy(), x.numpy() * 2)
+        np.testing.assert_allclose(b.numpy(), np.exp(x.numpy()), rtol=1e-5)
+
+
 def test_a_non_contiguous_input_is_read_correctly():
     class Id(torch.nn.Module):
         def forward(self, x):
