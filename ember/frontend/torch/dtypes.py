@@ -54,7 +54,7 @@ def numpy_to_tensor(a: np.ndarray):
     """A torch tensor over ``a``'s memory (bfloat16 through its bit pattern)."""
     import torch
 
-    if a.dtype.name == "bfloat16":
+    if a.dtype.kind == "V" and a.dtype.name == "bfloat16":  # (kind first: a name is built per call)
         return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
     if not a.flags.writeable:  # torch warns on read-only memory; outputs are fresh, inputs may not be
         a = a.copy()

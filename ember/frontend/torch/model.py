@@ -61,16 +61,9 @@ class TorchModel:
                 self._plain_out = "one"
             elif self._out_spec == pytree.tree_structure(tuple(range(len(self._outputs)))):
                 self._plain_out = "tuple"
-        # the common call, tensors in and float tensors out, in as few Python steps as possible:
-        # a run's caches are cold after the kernels, where each step costs several times its
-        # hot price (MobileNetV3-small: 40-60 us a call through the general path, 4% of a run)
-        import torch
-
-        self._from_numpy = torch.from_numpy
-        self._fast = all(kind == "tensor" for kind, _ in self._inputs) and \
-            all(kind == "tensor" for kind, _ in self._outputs) and \
-            all(i.dtype != "bfloat16" for i in exe.output_info)
-        self._out_index = [v for _, v in self._outputs]
+        # what a call's error would name, made once: a run's caches are cold after its kernels,
+        # where every step of the call costs several times its hot price
+        self._labels = [f"input {v!r}" for _, v in self._inputs]
 
     @property
     def input_info(self) -> list:
@@ -97,19 +90,10 @@ class TorchModel:
 
     def run_flat(self, flat: list) -> list:
         """The flat outputs (torch tensors and exported values) of the flat inputs."""
-        if self._fast:
-            try:  # CPU tensors numpy can hold (else the general path below says what is wrong)
-                arrays = [x.numpy() for x in flat]
-            except (AttributeError, RuntimeError, TypeError):
-                arrays = None
-            if arrays is not None:
-                outs = self.exe.run(*arrays)
-                wrap = self._from_numpy
-                return [wrap(o if o.flags.writeable else o.copy()) for o in (outs[v] for v in self._out_index)]
         arrays = []
-        for k, ((kind, v), x) in enumerate(zip(self._inputs, flat)):
+        for k, ((kind, v), x, label) in enumerate(zip(self._inputs, flat, self._labels)):
             if kind == "tensor":
-                arrays.append(as_array(x, f"input {v!r}"))
+                arrays.append(as_array(x, label))
             elif x != v:
                 raise ArgumentError(f"input {k} of {self.name} was {v!r} when the model was exported and is "
                                     f"{x!r} now: export again with this value (Ember compiled it in)")
@@ -117,8 +101,6 @@ class TorchModel:
         return [numpy_to_tensor(outs[v]) if kind == "tensor" else v for kind, v in self._outputs]
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        from torch.utils import _pytree as pytree
-
         if self._plain_in and not kwargs and len(args) == len(self._inputs):
             flat = list(args)
         else:
@@ -128,6 +110,8 @@ class TorchModel:
             return out[0]
         if self._plain_out == "tuple":
             return tuple(out)
+        from torch.utils import _pytree as pytree
+
         return pytree.tree_unflatten(out, self._out_spec)
 
     def __repr__(self) -> str:
