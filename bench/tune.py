@@ -45,16 +45,12 @@ def _in_model(exe, tuned_exe, feeds: dict, tuned: set, rounds: int = 4) -> None:
     """The untuned and the tuned model's kernels timed in place (one process, both Ember, so no
     other runtime's threads: profiles alternate), each call's least time: what the tuner's
     estimate predicts, without the run-to-run swings of separate processes."""
-    least: dict = {"untuned": {}, "tuned": {}}
-    kernel_of: dict = {}  # the tuned program's kernel per call
-    for _ in range(rounds):
-        for key, e in (("untuned", exe), ("tuned", tuned_exe)):
-            for row in e.profile(**feeds, warmup=2, repeat=15).rows:
-                least[key][row.index] = min(least[key].get(row.index, float("inf")), row.min)
-                if key == "tuned":
-                    kernel_of[row.index] = row.kernel
-    u, t = sum(least["untuned"].values()), sum(least["tuned"].values())
-    lost = [i for i, k in kernel_of.items() if k in tuned and least["tuned"][i] > least["untuned"][i] * 1.02]
+    from ember.tune.in_model import time_in_place
+
+    untuned, tuned_calls = time_in_place([exe, tuned_exe], [feeds[i.name] for i in exe.input_info], rounds)
+    u = sum(t for _, t in untuned.values())
+    t = sum(t for _, t in tuned_calls.values())
+    lost = [i for i, (k, x) in tuned_calls.items() if k in tuned and x > untuned[i][1] * 1.02]
     print(f"\nin the model (kernels timed in place, {rounds} alternating profiles, least times): "
           f"untuned {u * 1e3:.2f} ms, tuned {t * 1e3:.2f} ms ({u / t:.3f}x); "
           f"{len(lost)} tuned kernel call(s) slower in place than the default by > 2%")

@@ -16,7 +16,10 @@ how it works:
   (trained on the database's records, other models' included) ranks them, and the best are
   built and timed in isolated worker processes (a candidate that crashes, hangs or computes a
   wrong answer is recorded as failed). Every measurement is a record in the database; tuning
-  again resumes from it, and a compile applies the best record of each kernel.
+  again resumes from it, and a compile applies the best record of each kernel. At the end the
+  tuned kernels are timed in the model beside the others (a kernel that won alone can lose in
+  place, its caches filled by the kernel before it): those slower there than their default are
+  set aside, and compiles keep the default for them until tuning finds better.
 
 examples:
   ember tune model.onnx --minutes 8 --db tuning.db
@@ -48,6 +51,8 @@ def tune_main(argv) -> int:
                    help="a candidate's build and measurement past this count as hung (default 30)")
     p.add_argument("--no-transfer", action="store_true",
                    help="do not train the cost model on other workloads' records before measuring")
+    p.add_argument("--no-check", action="store_true",
+                   help="skip timing the tuned kernels in the model at the end (and setting aside the slower)")
     p.add_argument("--max-tasks", type=int, default=None, metavar="N", help="tune only the N heaviest tasks")
     p.add_argument("--only", action="append", metavar="TEXT",
                    help="tune only the tasks whose description (ops and output shape, as the table shows "
@@ -78,7 +83,7 @@ def tune_main(argv) -> int:
     path = model_path(args, "ember tune")
     report = tune(path, args.db, minutes=args.minutes, cluster=args.cluster, target=args.target,
                   batch=args.batch, workers=args.workers, timeout=args.timeout, transfer=not args.no_transfer,
-                  max_tasks=args.max_tasks, input_shapes=_shapes(args.input_shape),
+                  max_tasks=args.max_tasks, input_shapes=_shapes(args.input_shape), validate=not args.no_check,
                   only=(lambda t: any(x in t.description for x in args.only)) if args.only else None)
     print(report.table())
     if args.curve:

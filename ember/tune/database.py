@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterable, Iterator
 
 from ..errors import TuneError
-from .records import Record
+from .records import SET_ASIDE, Record
 
 SCHEMA_VERSION = 1
 RECORDS_TABLE = "ember_tuning_records"
@@ -282,12 +282,29 @@ class Database:
             q = q.where(t.c.median.is_not(None))
         return q
 
+    def _applicable(self, q, target: str):
+        """``q`` (a select of the records table) narrowed to the records a compile may apply: ok,
+        and, for a workload with a set-aside trace (:mod:`ember.tune.in_model`: slower in the
+        model than the default), measured faster than that trace was."""
+        from sqlalchemy import and_, func, or_, select
+
+        t = _tables()[1]
+        aside = t.alias("aside")
+        cut = (select(t.c.workload, func.min(t.c.median).label("cut"))
+               .join(aside, and_(aside.c.workload == t.c.workload, aside.c.target == t.c.target,
+                                 aside.c.trace == t.c.trace))
+               .where(t.c.target == target, t.c.median.is_not(None), aside.c.error.like(f"{SET_ASIDE}%"))
+               .group_by(t.c.workload)).subquery()
+        return (q.outerjoin(cut, cut.c.workload == t.c.workload)
+                .where(t.c.median.is_not(None), or_(cut.c.cut.is_(None), t.c.median < cut.c.cut)))
+
     def best(self, workload: str, target: str) -> Record | None:
-        """The ok record of lowest median for ``workload`` on ``target``; None if there is none."""
+        """The applicable record (:meth:`best_per_workload`) of lowest median for ``workload`` on
+        ``target``; None if there is none."""
         from sqlalchemy import select
 
         t = _tables()[1]
-        q = self._where(select(t), workload, target, ok_only=True).order_by(t.c.median, t.c.id).limit(1)
+        q = self._applicable(self._where(select(t), workload, target), target).order_by(t.c.median, t.c.id).limit(1)
         with self._begin() as conn:
             row = conn.execute(q).first()
         return None if row is None else _record_of(row)
@@ -322,13 +339,14 @@ class Database:
             return int(conn.execute(q).scalar())
 
     def best_per_workload(self, target: str) -> dict[str, Record]:
-        """``{workload: best record}`` for every workload with an ok record on ``target``, in one
-        query (what a compile applies)."""
+        """``{workload: best record}`` for every workload with an applicable record on ``target``,
+        in one query (what a compile applies): the ok record of lowest median, among those
+        faster than any of the workload's traces set aside as slower in the model."""
         from sqlalchemy import func, select
 
         t = _tables()[1]
         rank = func.row_number().over(partition_by=t.c.workload, order_by=(t.c.median, t.c.id)).label("rank")
-        ranked = self._where(select(t, rank), target=target, ok_only=True).subquery()
+        ranked = self._applicable(self._where(select(t, rank), target=target), target).subquery()
         q = select(*[ranked.c[c.name] for c in t.columns]).where(ranked.c.rank == 1).order_by(ranked.c.id)
         with self._begin() as conn:
             return {row.workload: _record_of(row) for row in conn.execute(q)}

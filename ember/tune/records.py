@@ -13,6 +13,9 @@ import statistics
 
 from ..errors import TuneError
 
+# the error text of a record that sets its trace aside: slower in the model than the default
+# schedule, though it won alone (ember.tune.in_model)
+SET_ASIDE = "slower in the model"
 _TEXT_FIELDS = ("workload", "target", "trace", "decisions", "error", "task", "features", "ember_version")
 _REQUIRED = ("workload", "target", "trace")
 

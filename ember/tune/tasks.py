@@ -19,7 +19,7 @@ from ..errors import TuneError
 from .space import decisions
 from .workload import describe, workload_key, workload_text
 
-__all__ = ["GroupBuilder", "Task", "extract_tasks"]
+__all__ = ["GroupBuilder", "Task", "extract_tasks", "random_inputs"]
 
 
 @dataclasses.dataclass
@@ -87,6 +87,20 @@ def _tunable(fn, name: str, target) -> dict | None:
     return dict(d.seen) or None
 
 
+def random_inputs(exe, seed: int = 0) -> list:
+    """Inputs for timing ``exe``: normal floats, zero integers (indices stay in range)."""
+    rng = np.random.default_rng(seed)
+    inputs = []
+    for info in exe.input_info:
+        if not all(isinstance(d, int) for d in info.shape):
+            raise TuneError(f"input {info.name!r} has a symbolic shape {info.shape}: give input_shapes "
+                            f"(ember tune --input-shape {info.name}=...) to tune for one size")
+        dt = np.dtype(info.dtype)
+        inputs.append(rng.standard_normal(info.shape).astype(dt) if np.issubdtype(dt, np.floating)
+                      else np.zeros(info.shape, dt))
+    return inputs
+
+
 def extract_tasks(model, target, *, profile: bool = True, repeat: int = 10, input_shapes=None) -> tuple:
     """``(tasks, executable)``: the tuning tasks of ``model`` (ONNX path or bytes, or a graph
     Module), heaviest first, and its untuned executable (static kernels)."""
@@ -98,16 +112,7 @@ def extract_tasks(model, target, *, profile: bool = True, repeat: int = 10, inpu
     seconds: dict = {}
     calls: dict = {}
     if profile:
-        rng = np.random.default_rng(0)
-        inputs = []
-        for info in exe.input_info:
-            if not all(isinstance(d, int) for d in info.shape):
-                raise TuneError(f"input {info.name!r} has a symbolic shape {info.shape}: give input_shapes "
-                                f"(ember tune --input-shape {info.name}=...) to tune for one size")
-            dt = np.dtype(info.dtype)
-            inputs.append(rng.standard_normal(info.shape).astype(dt) if np.issubdtype(dt, np.floating)
-                          else np.zeros(info.shape, dt))
-        prof = exe.profile(*inputs, warmup=2, repeat=repeat)
+        prof = exe.profile(*random_inputs(exe), warmup=2, repeat=repeat)
         for row in prof.rows:
             # each call's least time over the runs: on a shared machine noise only adds time
             seconds[row.kernel] = seconds.get(row.kernel, 0.0) + row.min

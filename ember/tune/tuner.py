@@ -59,6 +59,14 @@ class TuneReport:
     latency_untuned: float
     transfer_samples: int
     where: str
+    in_model: list = dataclasses.field(default_factory=list)  # InModel rows: tuned kernels timed in place
+    in_model_untuned: float = math.nan  # the kernels of one run, timed in place (seconds)
+    in_model_tuned: float = math.nan  # the same with the tuned kernels, before any was set aside
+
+    @property
+    def in_model_kept(self) -> float:
+        """The tuned model's kernels in place, the set-aside kernels back at their default."""
+        return self.in_model_tuned - sum(r.tuned - r.untuned for r in self.in_model if not r.kept)
 
     @property
     def trials_per_minute(self) -> float:
@@ -70,7 +78,10 @@ class TuneReport:
 
     def as_dict(self) -> dict:
         d = dataclasses.asdict(self)
-        d.update(trials_per_minute=self.trials_per_minute, latency_estimate=self.latency_estimate)
+        d.update(trials_per_minute=self.trials_per_minute, latency_estimate=self.latency_estimate,
+                 in_model_kept=self.in_model_kept)
+        for k in ("in_model_untuned", "in_model_tuned", "in_model_kept"):
+            d[k] = d[k] if math.isfinite(d[k]) else None
         for t, r in zip(d["tasks"], self.tasks):
             t["speedup"] = r.speedup
             for k in ("default", "best"):
@@ -86,6 +97,14 @@ class TuneReport:
         lines.append(f"{self.trials} trials in {self.seconds:.0f} s ({self.trials_per_minute:.0f} per minute, "
                      f"{self.failures} failed) on {self.where}; estimated latency "
                      f"{self.latency_untuned * 1e3:.2f} -> {self.latency_estimate * 1e3:.2f} ms")
+        if self.in_model:
+            aside = [r for r in self.in_model if not r.kept]
+            lines.append(f"in the model (kernels timed in place, least times): {self.in_model_untuned * 1e3:.2f} -> "
+                         f"{self.in_model_kept * 1e3:.2f} ms ({self.in_model_untuned / self.in_model_kept:.2f}x); "
+                         f"{len(self.in_model) - len(aside)} tuned kernel(s) kept"
+                         + (f", {len(aside)} set aside, slower there than their default: "
+                            + ", ".join(f"{r.name} {r.tuned * 1e6:.1f} vs {r.untuned * 1e6:.1f} us" for r in aside)
+                            if aside else ""))
         return "\n".join(lines)
 
 
@@ -128,13 +147,15 @@ def _resume(search: TaskSearch, records: list) -> None:
 def tune(model, db, *, minutes: float = 8.0, cluster: str | None = None, target=None, batch: int = 8,
          workers: int = 1, timeout: float = 30.0, transfer: bool = True, progress: bool | None = None,
          max_tasks: int | None = None, input_shapes=None, seed: int = 0, log=None,
-         only=None) -> TuneReport:
+         only=None, validate: bool = True) -> TuneReport:
     """Tune ``model``'s kernels for ``minutes`` into the records database ``db`` (a path or
     URL, or an open Database); returns a :class:`TuneReport`. ``cluster``: a Dask scheduler's
     address, ``None`` for a LocalCluster of ``workers``, ``"none"`` for child processes of this
     machine without Dask. ``transfer``: train the cost model on the database's records of
     other workloads before the first measurement. ``only``: keep the tasks for which
-    ``only(task)`` is true (``ember tune --only conv2d`` keeps descriptions containing it)."""
+    ``only(task)`` is true (``ember tune --only conv2d`` keeps descriptions containing it).
+    ``validate``: after the budget, time the tuned kernels in the model against the defaults
+    and set aside the records of those slower there (:mod:`.in_model`)."""
     from ..kernels.common import host
     from .database import Database, open_database
     from .runners import make_runner
@@ -247,13 +268,25 @@ def tune(model, db, *, minutes: float = 8.0, cluster: str | None = None, target=
     finally:
         display.close()
         runner.close()
-        if not isinstance(db, Database):
+        if not validate and not isinstance(db, Database):
             database.close()
+    in_model, in_model_untuned, in_model_tuned = [], math.nan, math.nan
+    if validate:
+        try:
+            if trials:
+                from .in_model import check_in_model
+
+                print("checking the tuned kernels in the model ...", file=out, flush=True)
+                in_model, in_model_untuned, in_model_tuned = check_in_model(model, database, exe, target,
+                                                                            input_shapes=input_shapes)
+        finally:
+            if not isinstance(db, Database):
+                database.close()
     reports = [TaskReport(s.task.name, s.task.workload, s.task.description, s.task.weight, s.default_time or math.inf,
                           s.best_time, s.trials, s.failures, _first_improvement(s), list(s.history))
                for s in searches]
     return TuneReport(str(model), time.monotonic() - t_start, trials, failures, reports, curve, untuned,
-                      transfer_samples, runner.where)
+                      transfer_samples, runner.where, in_model, in_model_untuned, in_model_tuned)
 
 
 def _exhausted(s: TaskSearch) -> bool:

@@ -12,7 +12,7 @@ import pytest
 import ember
 from ember.errors import EmberError, TuneError
 from ember.tune.database import Database, open_database
-from ember.tune.records import Record
+from ember.tune.records import SET_ASIDE, Record
 
 T = "llvm -mcpu=znver3"
 
@@ -131,6 +131,23 @@ def test_workloads_and_best_per_workload(db):
     assert best["wd"].median == 0.0
     assert {w: r.trace for w, r in best.items()} == {w: db.best(w, T).trace for w in best}
     assert list(db.best_per_workload("cuda")) == ["wc"] and db.best_per_workload("none") == {}
+
+
+def test_set_aside_traces_and_slower_ones_are_not_applied(db):
+    """A trace set aside (slower in the model than the default) is not applied, nor anything
+    measured slower than it was: the default is, until tuning finds better."""
+    db.add_all([rec("wa", trace="[1]", times=(1.0,)), rec("wa", trace="[2]", times=(2.0,)),
+                rec("wa", trace="[3]", times=(3.0,)), rec("wb", trace="[1]", times=(1.0,)),
+                rec("wa", trace="[1]", times=(1.0,), target="cuda")])
+    db.add(rec("wa", trace="[2]", times=(), error=f"{SET_ASIDE}: 12.0 us a run against 10.0 us untuned"))
+    assert {w: r.trace for w, r in db.best_per_workload(T).items()} == {"wa": "[1]", "wb": "[1]"}
+    db.add(rec("wa", trace="[1]", times=(), error=f"{SET_ASIDE}: 11.0 us a run against 10.0 us untuned"))
+    assert sorted(db.best_per_workload(T)) == ["wb"]      # nothing faster than [1]: the default
+    assert db.best("wa", T) is None and db.best("wb", T).trace == "[1]"
+    assert db.best_per_workload("cuda")["wa"].trace == "[1]"   # another target's verdict
+    db.add(rec("wa", trace="[4]", times=(0.5,)))           # later tuning found better
+    assert db.best_per_workload(T)["wa"].trace == "[4]" and db.best("wa", T).trace == "[4]"
+    assert db.count("wa", T, ok_only=True) == 4
 
 
 def test_export_import_round_trip(db, tmp_path):

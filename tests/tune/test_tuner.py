@@ -47,8 +47,9 @@ def _default_trace(db, workload):
 
 def test_tune_records_apply_and_resume(small_model, tmp_path):
     dbpath = str(tmp_path / "t.db")
-    rep = tune(small_model, dbpath, minutes=0.12, cluster="none", batch=4, progress=False)
-    assert rep.trials >= 4 and rep.tasks
+    # (validate=False: a kernel no faster than its default in the model could be set aside)
+    rep = tune(small_model, dbpath, minutes=0.12, cluster="none", batch=4, progress=False, validate=False)
+    assert rep.trials >= 4 and rep.tasks and not rep.in_model
     assert all(math.isfinite(t.default) for t in rep.tasks if t.trials)
     with open_database(dbpath) as db:
         first = _pairs(db)
@@ -69,6 +70,27 @@ def test_tune_records_apply_and_resume(small_model, tmp_path):
     assert len(set(pairs)) == len(pairs)
     report = json.loads(json.dumps(rep2.as_dict()))
     assert report["tasks"] and "trials_per_minute" in report
+
+
+def test_tuned_kernels_are_checked_in_the_model(small_model, tmp_path):
+    """After the budget the tuned kernels are timed in place against the defaults; those
+    slower there (here: every one, with a margin below -100%) are set aside, and a compile then
+    applies none of them."""
+    from ember.kernels.common import host
+    from ember.tune.in_model import check_in_model
+    from ember.tune.tasks import extract_tasks
+
+    dbpath = str(tmp_path / "t.db")
+    rep = tune(small_model, dbpath, minutes=0.1, cluster="none", batch=4, progress=False)
+    assert rep.in_model and all(r.untuned > 0 and r.tuned > 0 for r in rep.in_model)
+    assert rep.in_model_untuned >= sum(r.untuned for r in rep.in_model)
+    assert "in the model" in rep.table() and json.loads(json.dumps(rep.as_dict()))["in_model"]
+    _, exe = extract_tasks(small_model, host(), profile=False)
+    with open_database(dbpath) as db:
+        rows, untuned, tuned = check_in_model(small_model, db, exe, host(), rounds=1, margin=-2.0)
+        assert rows and not any(r.kept for r in rows) and untuned > 0 and tuned > 0
+        assert db.best_per_workload(db.records()[0].target) == {}
+    assert ember.compile(small_model, tuning_db=dbpath).tuned_kernels == []
 
 
 def test_cost_model_transfers_across_workloads():

@@ -1,0 +1,86 @@
+"""Tuned kernels checked where they run: in the model, beside the rest of its kernels.
+
+A candidate is timed alone, its inputs hot in the caches and the machine to itself. In the
+model the kernel before it has just filled the caches with other data, so a schedule that won
+alone can lose in place (last seen: three tiny squeeze-excitation kernels of EfficientNet-B0,
+12-15 us each, 3-5 us slower in the model though faster alone). After a tuning run the
+untuned and the tuned model are profiled in one process, alternately, each kernel call's least
+time kept; a tuned kernel slower in place than its default by more than ``margin`` gets a
+*set-aside* record for its trace. A compile then applies only records measured faster than
+the set-aside one (:meth:`~ember.tune.database.Database.best_per_workload`): the default,
+unless later tuning finds better.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Sequence
+
+from .records import SET_ASIDE, Record
+from .workload import target_name, workload_key
+
+__all__ = ["SET_ASIDE", "InModel", "check_in_model", "time_in_place"]
+
+
+@dataclasses.dataclass(frozen=True)
+class InModel:
+    """One tuned kernel timed in place: its calls' least times in one run, untuned and tuned."""
+
+    name: str
+    workload: str
+    untuned: float  # seconds
+    tuned: float
+    kept: bool
+
+
+def time_in_place(exes: Sequence, inputs: list, rounds: int = 4, repeat: int = 15) -> list:
+    """Per executable (same program, other kernels): ``{call index: (kernel, least seconds)}``
+    over ``rounds`` profiles taken alternately (one process: no other runtime's threads, and
+    machine noise, which only ever adds time, hits all alike)."""
+    least: list = [{} for _ in exes]
+    for _ in range(rounds):
+        for k, e in enumerate(exes):
+            for row in e.profile(*inputs, warmup=2, repeat=repeat).rows:
+                old = least[k].get(row.index)
+                if old is None or row.min < old[1]:
+                    least[k][row.index] = (row.kernel, row.min)
+    return least
+
+
+def check_in_model(model, database, untuned_exe, target, *, input_shapes=None, rounds: int = 4,
+                   margin: float = 0.03) -> tuple:
+    """``(in-model rows, untuned seconds, tuned seconds)``: the kernels that ``database``'s best
+    records schedule, timed in place in ``model`` against ``untuned_exe`` (static kernels); the
+    records of those slower than their default by more than ``margin`` are set aside."""
+    from ..compiler.compile import compile_model
+    from ..compiler.generic import generic_kernels
+    from .tasks import random_inputs
+
+    tname = target_name(target)
+    best = database.best_per_workload(tname)
+    with generic_kernels("none"):
+        tuned_exe = compile_model(model, target, input_shapes=input_shapes, tuning_db=best)
+    names = set(getattr(tuned_exe, "tuned_kernels", ()))
+    if not names or len(tuned_exe.kernel_calls) != len(untuned_exe.kernel_calls):
+        return [], math.nan, math.nan
+    workload_of = {g: workload_key(fn, target) for g, fn in tuned_exe.groups if g in names}
+    untuned, tuned = time_in_place([untuned_exe, tuned_exe], random_inputs(untuned_exe), rounds)
+    per: dict = {}  # workload -> [name, untuned s, tuned s]
+    for i, (name, t) in tuned.items():
+        if name in workload_of and i in untuned:
+            acc = per.setdefault(workload_of[name], [name, 0.0, 0.0])
+            acc[1] += untuned[i][1]
+            acc[2] += t
+    rows, set_aside = [], []
+    for w, (name, u, t) in per.items():
+        kept = t <= u * (1 + margin)
+        rows.append(InModel(name, w, u, t, kept))
+        rec = best.get(w)
+        if not kept and rec is not None:
+            set_aside.append(Record(w, tname, rec.trace, rec.decisions, (),
+                                    f"{SET_ASIDE}: {t * 1e6:.1f} us a run against {u * 1e6:.1f} us untuned",
+                                    rec.task))
+    database.add_all(set_aside)
+    total_u = sum(v[1] for v in untuned.values())
+    total_t = sum(v[1] for v in tuned.values())
+    return sorted(rows, key=lambda r: -r.untuned), total_u, total_t
