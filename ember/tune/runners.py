@@ -10,6 +10,8 @@ measures one candidate per machine at a time, while the search runs on the clien
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
+import os
 import socket
 import threading
 import time
@@ -48,6 +50,33 @@ class LocalRunner:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
 
+# What a Dask nanny sets to 1 in *its own* process's environment before it spawns a worker
+# (``distributed.nanny.pre-spawn-environ``) and never restores: with a LocalCluster the nanny is
+# this process, and Ember's runs take their default team size from OMP_NUM_THREADS -- after a
+# tuning run every model in the process ran on one thread (EfficientNet-B0: 13.7 ms, not 7.8).
+# The measurements set the team size of their own children (``measure.py``), so the workers do
+# not need these either.
+_NANNY_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+@contextlib.contextmanager
+def _environment_kept():
+    """Start a LocalCluster inside: its nannies leave this process's environment as it was, at
+    the start and at every worker restart."""
+    import dask
+
+    before = {k: os.environ.get(k) for k in _NANNY_ENV}
+    try:
+        with dask.config.set({f"distributed.nanny.pre-spawn-environ.{k}": None for k in _NANNY_ENV}):
+            yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 class DaskRunner:
     """Measurements on the workers of a Dask cluster: ``address`` (``tcp://host:8786``), or a
     LocalCluster of ``n_workers`` started here."""
@@ -64,8 +93,9 @@ class DaskRunner:
                 self.client = Client(address, timeout=20)
                 self.where = address
             else:
-                self._cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
-                                             dashboard_address=None, silence_logs=40)
+                with _environment_kept():
+                    self._cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
+                                                 dashboard_address=None, silence_logs=40)
                 self.client = Client(self._cluster)
                 self.where = f"a local Dask cluster of {n_workers} worker(s)"
         except RuntimeError as e:
