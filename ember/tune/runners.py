@@ -53,7 +53,7 @@ class LocalRunner:
 # What a Dask nanny sets to 1 in *its own* process's environment before it spawns a worker
 # (``distributed.nanny.pre-spawn-environ``) and never restores: with a LocalCluster the nanny is
 # this process, and Ember's runs take their default team size from OMP_NUM_THREADS -- after a
-# tuning run every model in the process ran on one thread (EfficientNet-B0: 13.7 ms, not 7.8).
+# tuning run every model in the process ran on one thread (EfficientNet-B0: 13.7 ms, not 7.2).
 # The measurements set the team size of their own children (``measure.py``), so the workers do
 # not need these either.
 _NANNY_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
