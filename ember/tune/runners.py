@@ -61,19 +61,20 @@ _NANNY_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 @contextlib.contextmanager
 def _environment_kept():
-    """Start a LocalCluster inside: its nannies leave this process's environment as it was, at
-    the start and at every worker restart."""
+    """Start a LocalCluster inside: its nannies never set the team-size variables, and whatever
+    else they set here for their first workers (``MALLOC_TRIM_THRESHOLD_``, which every later
+    child of this process would inherit) is undone."""
     import dask
 
-    before = {k: os.environ.get(k) for k in _NANNY_ENV}
+    before = dict(os.environ)
     try:
         with dask.config.set({f"distributed.nanny.pre-spawn-environ.{k}": None for k in _NANNY_ENV}):
             yield
     finally:
+        for k in [k for k in os.environ if k not in before]:
+            del os.environ[k]
         for k, v in before.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
+            if os.environ.get(k) != v:
                 os.environ[k] = v
 
 
