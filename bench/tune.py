@@ -9,7 +9,9 @@
    ONNX Runtime in the same run;
 3. their outputs on one random input (they must match: rtol 1e-3);
 4. the kernels of both timed in place (one process, alternating profiles, least times): the
-   figure the tuner's estimate predicts, free of the swings between separate processes;
+   figure the tuner's estimate predicts, free of the swings between separate processes; and
+   whole runs of both in one process, alternating blocks (per-block ratios: the machine's
+   state changes between blocks, both sides of a block see the same);
 5. the tuning curve (estimated latency over time) and the per-task table; trials per minute
    beside TVM MetaSchedule's ~14 (the issue's anchor).
 """
@@ -54,6 +56,30 @@ def _in_model(exe, tuned_exe, feeds: dict, tuned: set, rounds: int = 4) -> None:
     print(f"\nin the model (kernels timed in place, {rounds} alternating profiles, least times): "
           f"untuned {u * 1e3:.2f} ms, tuned {t * 1e3:.2f} ms ({u / t:.3f}x); "
           f"{len(lost)} tuned kernel call(s) slower in place than the default by > 2%")
+
+
+def _runs_in_one_process(exe, tuned_exe, feeds: dict, blocks: int = 8, runs: int = 40) -> None:
+    """Whole runs (the native runner, not the profiler) of both executables in one process,
+    alternating blocks: each block pair sees the same state of the machine, so the per-block
+    ratios show whether tuning wins in all of them (a shared VM moves between speeds for seconds
+    at a time, and a schedule can win in one and lose in another)."""
+    import time
+
+    med: dict = {"untuned": [], "tuned": []}
+    for _ in range(blocks):
+        for key, e in (("untuned", exe), ("tuned", tuned_exe)):
+            for _ in range(3):
+                e.run(**feeds)
+            ts = []
+            for _ in range(runs):
+                t0 = time.perf_counter()
+                e.run(**feeds)
+                ts.append(time.perf_counter() - t0)
+            med[key].append(statistics.median(ts))
+    u, t = statistics.median(med["untuned"]), statistics.median(med["tuned"])
+    print(f"\nwhole runs in one process ({blocks} alternating blocks of {runs}, medians): untuned "
+          f"{u * 1e3:.2f} ms, tuned {t * 1e3:.2f} ms ({u / t:.3f}x); per block: "
+          + " ".join(f"{a / b:.2f}" for a, b in zip(med["untuned"], med["tuned"])))
 
 
 def main(argv=None) -> int:
@@ -103,6 +129,7 @@ def main(argv=None) -> int:
     print(f"\noutputs: max difference {diff:.3g} (outputs up to {scale:.3g}); "
           f"{len(tuned_exe.tuned_kernels)} of {len(exe.groups)} kernels tuned")
     _in_model(exe, tuned_exe, feeds, set(tuned_exe.tuned_kernels))
+    _runs_in_one_process(exe, tuned_exe, feeds)
     del exe, tuned_exe
     times = {"untuned": [], "tuned": [], "onnxruntime": []}
     for _ in range(a.rounds):
