@@ -19,11 +19,14 @@ how it works:
   again resumes from it, and a compile applies the best record of each kernel. At the end the
   tuned kernels are timed in the model beside the others (a kernel that won alone can lose in
   place, its caches filled by the kernel before it): those slower there than their default are
-  set aside, and compiles keep the default for them until tuning finds better.
+  set aside, and compiles keep the default for them until tuning finds better. (Unless the
+  untuned kernels run more than 10% off their time when tuning began: a shared machine then
+  is in another state, and nothing is set aside.)
 
 examples:
   ember tune model.onnx --minutes 8 --db tuning.db
   ember compile model.onnx --tuning-db tuning.db          # the tuned kernels
+  ember tune model.onnx --minutes 0 --db tuning.db         # only check the database's kernels in the model
   ember tune model.onnx --minutes 30 --db postgresql://me@dbhost/ember --cluster tcp://sched:8786
   ember tune --db tuning.db --export records.jsonl         # share records as JSON lines
   ember tune --db team.db --import records.jsonl

@@ -48,10 +48,15 @@ def time_in_place(exes: Sequence, inputs: list, rounds: int = 4, repeat: int = 1
 
 
 def check_in_model(model, database, untuned_exe, target, *, input_shapes=None, rounds: int = 4,
-                   margin: float = 0.03) -> tuple:
-    """``(in-model rows, untuned seconds, tuned seconds)``: the kernels that ``database``'s best
-    records schedule, timed in place in ``model`` against ``untuned_exe`` (static kernels); the
-    records of those slower than their default by more than ``margin`` are set aside."""
+                   margin: float = 0.03, baseline: float | None = None, tolerance: float = 0.1) -> tuple:
+    """``(in-model rows, untuned seconds, tuned seconds, note)``: the kernels that ``database``'s
+    best records schedule, timed in place in ``model`` against ``untuned_exe`` (static kernels);
+    the records of those slower than their default by more than ``margin`` are set aside.
+
+    ``baseline``: the untuned kernels' seconds when tuning began. A shared machine can run a
+    third slower for minutes (another tenant on the same cores), and schedules that won in one
+    state can lose in the other: when the check's untuned time is off the baseline by more than
+    ``tolerance``, nothing is set aside and ``note`` says why (``""`` otherwise)."""
     from ..compiler.compile import compile_model
     from ..compiler.generic import generic_kernels
     from .tasks import random_inputs
@@ -62,7 +67,7 @@ def check_in_model(model, database, untuned_exe, target, *, input_shapes=None, r
         tuned_exe = compile_model(model, target, input_shapes=input_shapes, tuning_db=best)
     names = set(getattr(tuned_exe, "tuned_kernels", ()))
     if not names or len(tuned_exe.kernel_calls) != len(untuned_exe.kernel_calls):
-        return [], math.nan, math.nan
+        return [], math.nan, math.nan, ""
     workload_of = {g: workload_key(fn, target) for g, fn in tuned_exe.groups if g in names}
     untuned, tuned = time_in_place([untuned_exe, tuned_exe], random_inputs(untuned_exe), rounds)
     per: dict = {}  # workload -> [name, untuned s, tuned s]
@@ -80,7 +85,14 @@ def check_in_model(model, database, untuned_exe, target, *, input_shapes=None, r
             set_aside.append(Record(w, tname, rec.trace, rec.decisions, (),
                                     f"{SET_ASIDE}: {t * 1e6:.1f} us a run against {u * 1e6:.1f} us untuned",
                                     rec.task))
-    database.add_all(set_aside)
     total_u = sum(v[1] for v in untuned.values())
     total_t = sum(v[1] for v in tuned.values())
-    return sorted(rows, key=lambda r: -r.untuned), total_u, total_t
+    note = ""
+    if baseline and abs(total_u / baseline - 1) > tolerance:
+        note = (f"the untuned kernels took {total_u * 1e3:.2f} ms here against {baseline * 1e3:.2f} ms when "
+                f"tuning began: the machine is in another state, so nothing was set aside (check again "
+                f"later: ember tune ... --minutes 0)")
+        rows = [dataclasses.replace(r, kept=True) for r in rows]
+    else:
+        database.add_all(set_aside)
+    return sorted(rows, key=lambda r: -r.untuned), total_u, total_t, note

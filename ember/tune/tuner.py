@@ -62,6 +62,7 @@ class TuneReport:
     in_model: list = dataclasses.field(default_factory=list)  # InModel rows: tuned kernels timed in place
     in_model_untuned: float = math.nan  # the kernels of one run, timed in place (seconds)
     in_model_tuned: float = math.nan  # the same with the tuned kernels, before any was set aside
+    in_model_note: str = ""  # why nothing was set aside, when the machine's state had changed
 
     @property
     def in_model_kept(self) -> float:
@@ -105,6 +106,8 @@ class TuneReport:
                          + (f", {len(aside)} set aside, slower there than their default: "
                             + ", ".join(f"{r.name} {r.tuned * 1e6:.1f} vs {r.untuned * 1e6:.1f} us" for r in aside)
                             if aside else ""))
+        if self.in_model_note:
+            lines.append(self.in_model_note)
         return "\n".join(lines)
 
 
@@ -270,15 +273,16 @@ def tune(model, db, *, minutes: float = 8.0, cluster: str | None = None, target=
         runner.close()
         if not validate and not isinstance(db, Database):
             database.close()
-    in_model, in_model_untuned, in_model_tuned = [], math.nan, math.nan
+    in_model, in_model_untuned, in_model_tuned, in_model_note = [], math.nan, math.nan, ""
     if validate:
         try:
-            if trials:
+            # (with --minutes 0, what the database already holds for this model is checked)
+            if trials or any(s.best is not None for s in searches):
                 from .in_model import check_in_model
 
                 print("checking the tuned kernels in the model ...", file=out, flush=True)
-                in_model, in_model_untuned, in_model_tuned = check_in_model(model, database, exe, target,
-                                                                            input_shapes=input_shapes)
+                in_model, in_model_untuned, in_model_tuned, in_model_note = check_in_model(
+                    model, database, exe, target, input_shapes=input_shapes, baseline=untuned or None)
         finally:
             if not isinstance(db, Database):
                 database.close()
@@ -286,7 +290,7 @@ def tune(model, db, *, minutes: float = 8.0, cluster: str | None = None, target=
                           s.best_time, s.trials, s.failures, _first_improvement(s), list(s.history))
                for s in searches]
     return TuneReport(str(model), time.monotonic() - t_start, trials, failures, reports, curve, untuned,
-                      transfer_samples, runner.where, in_model, in_model_untuned, in_model_tuned)
+                      transfer_samples, runner.where, in_model, in_model_untuned, in_model_tuned, in_model_note)
 
 
 def _exhausted(s: TaskSearch) -> bool:
