@@ -202,6 +202,7 @@ def tune(model, db, *, minutes: float = 8.0, cluster: str | None = None, target=
     inflight: list = []  # (future, search, candidates)
     trials = failures = 0
     since_fit = 0
+    finished = False  # (the loop's end: a failure closes the database here, a finish after the check)
     try:
         while True:
             now = time.monotonic()
@@ -268,10 +269,11 @@ def tune(model, db, *, minutes: float = 8.0, cluster: str | None = None, target=
                     since_fit = 0
                 curve.append((time.monotonic() - t_start, _estimate(searches, untuned)))
                 display.update(time.monotonic() - t_start)
+        finished = True
     finally:
         display.close()
         runner.close()
-        if not validate and not isinstance(db, Database):
+        if not (validate and finished) and not isinstance(db, Database):
             database.close()
     in_model, in_model_untuned, in_model_tuned, in_model_note = [], math.nan, math.nan, ""
     if validate:
