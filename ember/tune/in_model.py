@@ -20,7 +20,7 @@ from typing import Sequence
 from .records import SET_ASIDE, Record
 from .workload import target_name, workload_key
 
-__all__ = ["SET_ASIDE", "InModel", "check_in_model", "time_in_place"]
+__all__ = ["SET_ASIDE", "InModel", "InModelCheck", "check_in_model", "time_in_place"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,6 +32,34 @@ class InModel:
     untuned: float  # seconds
     tuned: float
     kept: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class InModelCheck:
+    """What :func:`check_in_model` found: the tuned kernels' rows and the whole model's kernel
+    seconds in place, untuned and tuned (before any was set aside); ``note`` says why nothing
+    was set aside, when the machine had changed state (``""`` otherwise)."""
+
+    rows: tuple = ()
+    untuned: float = math.nan
+    tuned: float = math.nan
+    note: str = ""
+
+    @property
+    def kept(self) -> float:
+        """The tuned model's kernels in place, the set-aside kernels back at their default."""
+        return self.tuned - sum(r.tuned - r.untuned for r in self.rows if not r.kept)
+
+    def summary(self) -> str:
+        """The report's lines."""
+        aside = [r for r in self.rows if not r.kept]
+        line = (f"in the model (kernels timed in place, least times): {self.untuned * 1e3:.2f} -> "
+                f"{self.kept * 1e3:.2f} ms ({self.untuned / self.kept:.2f}x); "
+                f"{len(self.rows) - len(aside)} tuned kernel(s) kept")
+        if aside:
+            line += (f", {len(aside)} set aside, slower there than their default: "
+                     + ", ".join(f"{r.name} {r.tuned * 1e6:.1f} vs {r.untuned * 1e6:.1f} us" for r in aside))
+        return line + (f"\n{self.note}" if self.note else "")
 
 
 def time_in_place(exes: Sequence, inputs: list, rounds: int = 4, repeat: int = 15) -> list:
@@ -49,10 +77,10 @@ def time_in_place(exes: Sequence, inputs: list, rounds: int = 4, repeat: int = 1
 
 
 def check_in_model(model, database, untuned_exe, target, *, input_shapes=None, rounds: int = 4,
-                   margin: float = 0.03, baseline: float | None = None, tolerance: float = 0.1) -> tuple:
-    """``(in-model rows, untuned seconds, tuned seconds, note)``: the kernels that ``database``'s
-    best records schedule, timed in place in ``model`` against ``untuned_exe`` (static kernels);
-    the records of those slower than their default by more than ``margin`` are set aside.
+                   margin: float = 0.03, baseline: float | None = None, tolerance: float = 0.1) -> InModelCheck:
+    """The kernels that ``database``'s best records schedule, timed in place in ``model`` against
+    ``untuned_exe`` (static kernels); the records of those slower than their default by more
+    than ``margin`` are set aside.
 
     ``baseline``: the untuned kernels' seconds when tuning began. A shared machine can run a
     quarter slower for minutes (the 2-core VM these figures come from: EfficientNet-B0 at 7.0 or
@@ -68,7 +96,7 @@ def check_in_model(model, database, untuned_exe, target, *, input_shapes=None, r
         tuned_exe = compile_model(model, target, input_shapes=input_shapes, tuning_db=best)
     names = set(getattr(tuned_exe, "tuned_kernels", ()))
     if not names or len(tuned_exe.kernel_calls) != len(untuned_exe.kernel_calls):
-        return [], math.nan, math.nan, ""
+        return InModelCheck()
     workload_of = {g: workload_key(fn, target) for g, fn in tuned_exe.groups if g in names}
     untuned, tuned = time_in_place([untuned_exe, tuned_exe], random_inputs(untuned_exe), rounds)
     per: dict = {}  # workload -> [name, untuned s, tuned s]
@@ -96,4 +124,4 @@ def check_in_model(model, database, untuned_exe, target, *, input_shapes=None, r
         rows = [dataclasses.replace(r, kept=True) for r in rows]
     else:
         database.add_all(set_aside)
-    return sorted(rows, key=lambda r: -r.untuned), total_u, total_t, note
+    return InModelCheck(tuple(sorted(rows, key=lambda r: -r.untuned)), total_u, total_t, note)

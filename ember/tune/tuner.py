@@ -14,6 +14,7 @@ tasks start first, and a kernel of 0.1% of the model waits until the big ones fl
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -59,15 +60,7 @@ class TuneReport:
     latency_untuned: float
     transfer_samples: int
     where: str
-    in_model: list = dataclasses.field(default_factory=list)  # InModel rows: tuned kernels timed in place
-    in_model_untuned: float = math.nan  # the kernels of one run, timed in place (seconds)
-    in_model_tuned: float = math.nan  # the same with the tuned kernels, before any was set aside
-    in_model_note: str = ""  # why nothing was set aside, when the machine's state had changed
-
-    @property
-    def in_model_kept(self) -> float:
-        """The tuned model's kernels in place, the set-aside kernels back at their default."""
-        return self.in_model_tuned - sum(r.tuned - r.untuned for r in self.in_model if not r.kept)
+    in_model: object = None  # the InModelCheck after the budget (ember.tune.in_model), or None
 
     @property
     def trials_per_minute(self) -> float:
@@ -79,10 +72,11 @@ class TuneReport:
 
     def as_dict(self) -> dict:
         d = dataclasses.asdict(self)
-        d.update(trials_per_minute=self.trials_per_minute, latency_estimate=self.latency_estimate,
-                 in_model_kept=self.in_model_kept)
-        for k in ("in_model_untuned", "in_model_tuned", "in_model_kept"):
-            d[k] = d[k] if math.isfinite(d[k]) else None
+        d.update(trials_per_minute=self.trials_per_minute, latency_estimate=self.latency_estimate)
+        if self.in_model is not None:
+            d["in_model"]["kept"] = self.in_model.kept
+            for k in ("untuned", "tuned", "kept"):
+                d["in_model"][k] = d["in_model"][k] if math.isfinite(d["in_model"][k]) else None
         for t, r in zip(d["tasks"], self.tasks):
             t["speedup"] = r.speedup
             for k in ("default", "best"):
@@ -98,16 +92,8 @@ class TuneReport:
         lines.append(f"{self.trials} trials in {self.seconds:.0f} s ({self.trials_per_minute:.0f} per minute, "
                      f"{self.failures} failed) on {self.where}; estimated latency "
                      f"{self.latency_untuned * 1e3:.2f} -> {self.latency_estimate * 1e3:.2f} ms")
-        if self.in_model:
-            aside = [r for r in self.in_model if not r.kept]
-            lines.append(f"in the model (kernels timed in place, least times): {self.in_model_untuned * 1e3:.2f} -> "
-                         f"{self.in_model_kept * 1e3:.2f} ms ({self.in_model_untuned / self.in_model_kept:.2f}x); "
-                         f"{len(self.in_model) - len(aside)} tuned kernel(s) kept"
-                         + (f", {len(aside)} set aside, slower there than their default: "
-                            + ", ".join(f"{r.name} {r.tuned * 1e6:.1f} vs {r.untuned * 1e6:.1f} us" for r in aside)
-                            if aside else ""))
-        if self.in_model_note:
-            lines.append(self.in_model_note)
+        if self.in_model is not None and self.in_model.rows:
+            lines.append(self.in_model.summary())
         return "\n".join(lines)
 
 
@@ -182,117 +168,110 @@ def tune(model, db, *, minutes: float = 8.0, cluster: str | None = None, target=
         tasks = tasks[:max_tasks]
     untuned = getattr(exe, "tune_latency", 0.0) or sum(exe.tune_seconds.values())
     database = db if isinstance(db, Database) else open_database(db)
-    cost = CostModel()
-    searches = [TaskSearch(t, target, seed + i) for i, t in enumerate(tasks)]
-    known = {t.workload for t in tasks}
-    for s in searches:
-        _resume(s, database.records(workload=s.task.workload, target=tname))
-    transfer_samples = 0
-    if transfer:
-        transfer_samples = cost.add_records(r for r in database.records(target=tname) if r.workload not in known)
-    cost.add_records(r for w in known for r in database.records(workload=w, target=tname))
-    cost.fit()
-    deadline = t_start + minutes * 60
-    runner = make_runner(cluster, timeout=timeout, workers=workers)
-    print(f"tuning {len(tasks)} task(s) for {minutes:g} min on {runner.where}"
-          + (f"; cost model pre-trained on {transfer_samples} record(s) of other workloads" if transfer_samples else ""),
-          file=out, flush=True)
-    display = _Display(searches, untuned, show, out)
-    curve = [(0.0, _estimate(searches, untuned))]
-    inflight: list = []  # (future, search, candidates)
-    trials = failures = 0
-    since_fit = 0
-    finished = False  # (the loop's end: a failure closes the database here, a finish after the check)
-    try:
-        while True:
-            now = time.monotonic()
-            if now < deadline:
-                while len(inflight) < runner.workers + 1:
-                    ready = [s for s in searches if not _exhausted(s)]
-                    if not ready:
-                        break
-                    s = max(ready, key=_priority)
-                    cands = s.propose(cost if cost.trained else None, batch)
-                    if not cands:
-                        s.rounds += 1000  # (nothing new: the space is exhausted)
-                        continue
-                    values = [c.values for c in cands]
-                    # the default again with every later batch: the least of its times is the
-                    # baseline (on a shared machine noise only ever adds time)
-                    default = s.candidate({})
-                    if default is not None:
-                        values.append(default.values)
-                    fut = runner.submit(s.task.builder, spec, values)
-                    inflight.append((fut, s, cands))
-            if not inflight:
-                break
-            done = [x for x in inflight if x[0].done()]
-            if not done:
-                time.sleep(0.05)
-                if time.monotonic() > deadline + 2 * timeout:
-                    break
-                continue
-            for item in done:
-                inflight.remove(item)
-                fut, s, cands = item
-                try:
-                    _, _, _, results = fut.result()
-                except Exception as e:  # noqa: BLE001  (a lost worker: the batch fails, tuning goes on)
-                    results = [None] * len(cands)
-                    print(f"{s.task.name}: a measurement batch was lost ({type(e).__name__}: {e})", file=out)
-                records = []
-                again = results.pop() if len(results) > len(cands) else None
-                for c, r in zip(cands, results):
-                    median = r.median if r is not None else math.inf
-                    trace = r.trace if r is not None and r.trace else c.trace
-                    s.record(c, median)
-                    trials += 1
-                    failures += r is None or not r.ok
-                    cost.add(s.task.workload, trace, c.features, median)
-                    records.append(Record(s.task.workload, tname, trace, r.decisions if r else c.decisions,
-                                          tuple(r.times) if r else (), (r.error if r else "lost") or "",
-                                          s.task.description, json.dumps(c.features)))
-                if again is not None:  # the default, measured again: a record too
-                    default = s.candidate({})
-                    if again.ok and s.default_time is not None:
-                        s.default_time = min(s.default_time, again.median)
-                        if again.median < s.best_time:
-                            s.best_time, s.best = again.median, default.trace
-                        records.append(Record(s.task.workload, tname, again.trace or default.trace, again.decisions,
-                                              tuple(again.times), "", s.task.description,
-                                              json.dumps(default.features)))
-                database.add_all(records)
-                since_fit += len(cands)
-                if since_fit >= 16:
-                    with quiet():
-                        cost.fit()
-                    since_fit = 0
-                curve.append((time.monotonic() - t_start, _estimate(searches, untuned)))
-                display.update(time.monotonic() - t_start)
-        finished = True
-    finally:
-        display.close()
-        runner.close()
-        if not (validate and finished) and not isinstance(db, Database):
-            database.close()
-    in_model, in_model_untuned, in_model_tuned, in_model_note = [], math.nan, math.nan, ""
-    if validate:
+    # (closed here whatever happens, when opened here: a Database passed in is the caller's)
+    with contextlib.nullcontext() if database is db else contextlib.closing(database):
+        cost = CostModel()
+        searches = [TaskSearch(t, target, seed + i) for i, t in enumerate(tasks)]
+        known = {t.workload for t in tasks}
+        for s in searches:
+            _resume(s, database.records(workload=s.task.workload, target=tname))
+        transfer_samples = 0
+        if transfer:
+            transfer_samples = cost.add_records(r for r in database.records(target=tname) if r.workload not in known)
+        cost.add_records(r for w in known for r in database.records(workload=w, target=tname))
+        cost.fit()
+        deadline = t_start + minutes * 60
+        runner = make_runner(cluster, timeout=timeout, workers=workers)
+        print(f"tuning {len(tasks)} task(s) for {minutes:g} min on {runner.where}"
+              + (f"; cost model pre-trained on {transfer_samples} record(s) of other workloads" if transfer_samples else ""),
+              file=out, flush=True)
+        display = _Display(searches, untuned, show, out)
+        curve = [(0.0, _estimate(searches, untuned))]
+        inflight: list = []  # (future, search, candidates)
+        trials = failures = 0
+        since_fit = 0
         try:
-            # (with --minutes 0, what the database already holds for this model is checked)
-            if trials or any(s.best is not None for s in searches):
-                from .in_model import check_in_model
-
-                print("checking the tuned kernels in the model ...", file=out, flush=True)
-                in_model, in_model_untuned, in_model_tuned, in_model_note = check_in_model(
-                    model, database, exe, target, input_shapes=input_shapes, baseline=untuned or None)
+            while True:
+                now = time.monotonic()
+                if now < deadline:
+                    while len(inflight) < runner.workers + 1:
+                        ready = [s for s in searches if not _exhausted(s)]
+                        if not ready:
+                            break
+                        s = max(ready, key=_priority)
+                        cands = s.propose(cost if cost.trained else None, batch)
+                        if not cands:
+                            s.rounds += 1000  # (nothing new: the space is exhausted)
+                            continue
+                        values = [c.values for c in cands]
+                        # the default again with every later batch: the least of its times is the
+                        # baseline (on a shared machine noise only ever adds time)
+                        default = s.candidate({})
+                        if default is not None:
+                            values.append(default.values)
+                        fut = runner.submit(s.task.builder, spec, values)
+                        inflight.append((fut, s, cands))
+                if not inflight:
+                    break
+                done = [x for x in inflight if x[0].done()]
+                if not done:
+                    time.sleep(0.05)
+                    if time.monotonic() > deadline + 2 * timeout:
+                        break
+                    continue
+                for item in done:
+                    inflight.remove(item)
+                    fut, s, cands = item
+                    try:
+                        _, _, _, results = fut.result()
+                    except Exception as e:  # noqa: BLE001  (a lost worker: the batch fails, tuning goes on)
+                        results = [None] * len(cands)
+                        print(f"{s.task.name}: a measurement batch was lost ({type(e).__name__}: {e})", file=out)
+                    records = []
+                    again = results.pop() if len(results) > len(cands) else None
+                    for c, r in zip(cands, results):
+                        median = r.median if r is not None else math.inf
+                        trace = r.trace if r is not None and r.trace else c.trace
+                        s.record(c, median)
+                        trials += 1
+                        failures += r is None or not r.ok
+                        cost.add(s.task.workload, trace, c.features, median)
+                        records.append(Record(s.task.workload, tname, trace, r.decisions if r else c.decisions,
+                                              tuple(r.times) if r else (), (r.error if r else "lost") or "",
+                                              s.task.description, json.dumps(c.features)))
+                    if again is not None:  # the default, measured again: a record too
+                        default = s.candidate({})
+                        if again.ok and s.default_time is not None:
+                            s.default_time = min(s.default_time, again.median)
+                            if again.median < s.best_time:
+                                s.best_time, s.best = again.median, default.trace
+                            records.append(Record(s.task.workload, tname, again.trace or default.trace, again.decisions,
+                                                  tuple(again.times), "", s.task.description,
+                                                  json.dumps(default.features)))
+                    database.add_all(records)
+                    since_fit += len(cands)
+                    if since_fit >= 16:
+                        with quiet():
+                            cost.fit()
+                        since_fit = 0
+                    curve.append((time.monotonic() - t_start, _estimate(searches, untuned)))
+                    display.update(time.monotonic() - t_start)
         finally:
-            if not isinstance(db, Database):
-                database.close()
+            display.close()
+            runner.close()
+        check = None
+        # (with --minutes 0, what the database already holds for this model is checked)
+        if validate and (trials or any(s.best is not None for s in searches)):
+            from .in_model import check_in_model
+
+            print("checking the tuned kernels in the model ...", file=out, flush=True)
+            check = check_in_model(model, database, exe, target, input_shapes=input_shapes,
+                                   baseline=untuned or None)
     reports = [TaskReport(s.task.name, s.task.workload, s.task.description, s.task.weight, s.default_time or math.inf,
                           s.best_time, s.trials, s.failures, _first_improvement(s), list(s.history))
                for s in searches]
     return TuneReport(str(model), time.monotonic() - t_start, trials, failures, reports, curve, untuned,
-                      transfer_samples, runner.where, in_model, in_model_untuned, in_model_tuned, in_model_note)
+                      transfer_samples, runner.where, check)
 
 
 def _exhausted(s: TaskSearch) -> bool:

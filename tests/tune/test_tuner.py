@@ -50,7 +50,7 @@ def test_tune_records_apply_and_resume(small_model, tmp_path):
     dbpath = str(tmp_path / "t.db")
     # (validate=False: a kernel no faster than its default in the model could be set aside)
     rep = tune(small_model, dbpath, minutes=0.12, cluster="none", batch=4, progress=False, validate=False)
-    assert rep.trials >= 4 and rep.tasks and not rep.in_model
+    assert rep.trials >= 4 and rep.tasks and rep.in_model is None
     assert all(math.isfinite(t.default) for t in rep.tasks if t.trials)
     with open_database(dbpath) as db:
         first = _pairs(db)
@@ -83,19 +83,19 @@ def test_tuned_kernels_are_checked_in_the_model(small_model, tmp_path):
 
     dbpath = str(tmp_path / "t.db")
     rep = tune(small_model, dbpath, minutes=0.1, cluster="none", batch=4, progress=False)
-    assert rep.in_model and all(r.untuned > 0 and r.tuned > 0 for r in rep.in_model)
-    assert rep.in_model_untuned >= sum(r.untuned for r in rep.in_model)
-    assert "in the model" in rep.table() and json.loads(json.dumps(rep.as_dict()))["in_model"]
+    assert rep.in_model.rows and all(r.untuned > 0 and r.tuned > 0 for r in rep.in_model.rows)
+    assert rep.in_model.untuned >= sum(r.untuned for r in rep.in_model.rows)
+    assert "in the model" in rep.table() and json.loads(json.dumps(rep.as_dict()))["in_model"]["rows"]
     _, exe = extract_tasks(small_model, host(), profile=False)
     with open_database(dbpath) as db:
         # the machine in another state than when tuning began (the untuned kernels 10x off the
         # baseline): nothing is set aside, and the note says why
-        rows, untuned, tuned, note = check_in_model(small_model, db, exe, host(), rounds=1, margin=-2.0,
-                                                    baseline=1e3)
-        assert rows and all(r.kept for r in rows) and "another state" in note
+        check = check_in_model(small_model, db, exe, host(), rounds=1, margin=-2.0, baseline=1e3)
+        assert check.rows and all(r.kept for r in check.rows) and "another state" in check.note
         assert db.best_per_workload(db.records()[0].target)
-        rows, untuned, tuned, note = check_in_model(small_model, db, exe, host(), rounds=1, margin=-2.0)
-        assert rows and not any(r.kept for r in rows) and untuned > 0 and tuned > 0 and note == ""
+        check = check_in_model(small_model, db, exe, host(), rounds=1, margin=-2.0)
+        assert check.rows and not any(r.kept for r in check.rows) and check.note == ""
+        assert check.untuned > 0 and check.tuned > 0
         assert db.best_per_workload(db.records()[0].target) == {}
     assert ember.compile(small_model, tuning_db=dbpath).tuned_kernels == []
 
