@@ -7,6 +7,10 @@ model on the inputs (an ``.npz`` the parent writes), warms up and reports the me
 timed runs as JSON. The parent alternates the runtimes' children for a few rounds and takes
 the median of their medians.
 
+Each child also measures the round trip of a cache line between its two cores before and after
+timing (:mod:`.placement`): on a shared VM the cores move between placements that change every
+runtime's speed by ~30%, and a round is only comparable with rounds in the same placement.
+
     from ember.bench.isolated import time_isolated
     times = time_isolated("model.onnx", feeds, ["ember", "onnxruntime", "openvino"], threads=2)
 """
@@ -44,6 +48,7 @@ def _runner(runtime: str, path: str, threads: int, feeds: dict):
 
 
 def child(runtime: str, path: str, inputs: str, threads: int, repeat: int) -> dict:
+    from .placement import core_round_trip_ns
     from .timing import median_time
 
     with np.load(inputs) as z:
@@ -55,7 +60,10 @@ def child(runtime: str, path: str, inputs: str, threads: int, repeat: int) -> di
     setup = time.perf_counter() - t0
     out = run()
     first = np.asarray(out[0])
-    return {"median": median_time(run, warmup=3, repeat=repeat), "setup": setup,
+    before = core_round_trip_ns() if threads > 1 else None
+    median = median_time(run, warmup=3, repeat=repeat)
+    after = core_round_trip_ns() if threads > 1 else None
+    return {"median": median, "setup": setup, "round_trips": [before, after],
             "checksum": float(np.abs(first.astype(np.float64)).sum()), "shape": list(first.shape)}
 
 
@@ -72,8 +80,10 @@ def measure(runtime: str, path: str, inputs: str, threads: int, repeat: int) -> 
 
 def time_isolated(path: str, feeds: dict, runtimes: Sequence[str], threads: int, rounds: int = 3,
                   repeat: int = 20) -> Dict[str, dict]:
-    """Per runtime: ``{"median": seconds, "setup": seconds, "checksum": ...}`` (medians over
-    ``rounds`` children, alternating runtimes), or ``{"error"/"skipped": why}``."""
+    """Per runtime: ``{"median": seconds, "setup": seconds, "checksum": ..., "rounds": [...]}``
+    (medians over ``rounds`` children, alternating runtimes; each round's ``{"median",
+    "round_trips", "placement"}``, its placement ``"near"``, ``"far"`` or None where the cores
+    moved while it ran, see :func:`by_placement`), or ``{"error"/"skipped": why}``."""
     with tempfile.TemporaryDirectory(prefix="ember-iso-") as tmp:
         inputs = os.path.join(tmp, "inputs.npz")
         np.savez(inputs, **feeds)
@@ -88,14 +98,35 @@ def time_isolated(path: str, feeds: dict, runtimes: Sequence[str], threads: int,
                     got[r].append(res)
                 else:
                     notes[r] = res
+    from .placement import placements
+
+    trips = [t for r in runtimes for x in got[r] for t in x.get("round_trips", [])]
+    where = iter(placements(trips))
+    for r in runtimes:
+        for x in got[r]:
+            seen = {next(where) for _ in x.get("round_trips", [])}
+            x["placement"] = seen.pop() if len(seen) == 1 else None
     out: dict = {}
     for r in runtimes:
         if got[r]:
             out[r] = {"median": statistics.median(x["median"] for x in got[r]),
                       "setup": statistics.median(x["setup"] for x in got[r]),
-                      "checksum": got[r][0]["checksum"], "shape": got[r][0]["shape"]}
+                      "checksum": got[r][0]["checksum"], "shape": got[r][0]["shape"],
+                      "rounds": [{k: x[k] for k in ("median", "round_trips", "placement") if k in x}
+                                 for x in got[r]]}
         else:
             out[r] = notes.get(r, {"error": "no run"})
+    return out
+
+
+def by_placement(res: Dict[str, dict]) -> Dict[str, Dict[str, list]]:
+    """``{placement: {runtime: [round medians]}}`` over the runtimes of a :func:`time_isolated`
+    result that ran, for the placements (``"near"``, ``"far"``) some round ran wholly in."""
+    out: Dict[str, Dict[str, list]] = {}
+    for runtime, v in res.items():
+        for x in v.get("rounds", []):
+            if x.get("placement"):
+                out.setdefault(x["placement"], {}).setdefault(runtime, []).append(x["median"])
     return out
 
 

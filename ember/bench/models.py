@@ -19,6 +19,7 @@ import argparse
 import functools
 import json
 import os
+import statistics
 import sys
 import time
 
@@ -132,6 +133,9 @@ def bench_model(path: str, peers: list, threads: int, repeat: int, out=print, is
         res = time_isolated(path, feeds, ran, threads, rounds=rounds, repeat=repeat)
         times = {k: v["median"] for k, v in res.items() if "median" in v}
         notes += [f"{k}: {v.get('error') or v.get('skipped')}" for k, v in res.items() if "median" not in v]
+        split = _placement_note(res)
+        if split:
+            notes.append(split)
         if "ember" not in times:
             out(f"{name or os.path.basename(path):<28} ember failed: {res['ember']}")
             return {"model": name or os.path.basename(path), "error": str(res["ember"])}
@@ -140,6 +144,8 @@ def bench_model(path: str, peers: list, threads: int, repeat: int, out=print, is
     row = {"model": name or os.path.basename(path), "compile_s": compile_s, "warm_compile_s": warm_s,
            "kernel_calls": len(exe.kernel_calls),
            "median_ms": {k: v * 1e3 for k, v in times.items()}}
+    if isolated:  # each round's median and where the cores were (see ember.bench.placement)
+        row["rounds"] = {k: v["rounds"] for k, v in res.items() if "rounds" in v}
     line = f"{row['model']:<28} ember {times['ember'] * 1e3:9.2f} ms"
     for k, v in times.items():
         if k != "ember":
@@ -150,6 +156,32 @@ def bench_model(path: str, peers: list, threads: int, repeat: int, out=print, is
     for n in notes:
         out(f"  {n}")
     return row
+
+
+def _placement_note(res: dict) -> str:
+    """A note giving each placement's figures apart, when the rounds ran in more than one (a
+    shared VM whose cores moved: the overall medians then mix two machines)."""
+    from .isolated import by_placement
+    from .placement import describe
+
+    split = by_placement(res)
+    mixed = [x for v in res.values() for x in v.get("rounds", []) if not x.get("placement")]
+    if len(split) < 2 and not mixed:
+        return ""
+    trips = [t for v in res.values() for x in v.get("rounds", []) for t in x.get("round_trips", [])]
+    parts = []
+    for where in ("near", "far"):
+        got = split.get(where, {})
+        if not got:
+            continue
+        med = {k: statistics.median(v) for k, v in got.items()}
+        text = ", ".join(f"{k} {m * 1e3:.2f} ms ({len(got[k])})" for k, m in med.items())
+        if "ember" in med:
+            text += "".join(f", ember/{k} {med['ember'] / m:.2f}x" for k, m in med.items() if k != "ember")
+        parts.append(f"{where}: {text}")
+    moved = f"; {len(mixed)} round(s) moved while timing" if mixed else ""
+    return (f"the cores moved between placements during the rounds ({describe(trips)}; near: sharing "
+            f"an L3, far: not{moved}); by placement, medians (rounds): " + "; ".join(parts))
 
 
 def main(argv=None) -> int:

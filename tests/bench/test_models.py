@@ -55,6 +55,9 @@ def test_a_runtime_alone_in_a_child_process(tmp_path):
     feeds = {"x": np.random.default_rng(1).standard_normal((1, 3, 8, 8)).astype(np.float32)}
     res = time_isolated(model, feeds, ["ember", "onnxruntime"], threads=2, rounds=1, repeat=3)
     assert res["ember"]["median"] > 0 and res["ember"]["shape"] == [1, 16, 8, 8]
+    # each round knows where the cores were (2 cores in CI: a round trip was measured)
+    (rnd,) = res["ember"]["rounds"]
+    assert len(rnd["round_trips"]) == 2 and rnd["placement"] in ("near", "far", None)
     if "skipped" in res["onnxruntime"]:  # (CI installs the test extra only)
         assert "not installed" in res["onnxruntime"]["skipped"]
         return
