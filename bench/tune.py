@@ -26,7 +26,7 @@ import tempfile
 import numpy as np
 
 
-def _time(path: str, inputs: str, db, runtime: str = "ember") -> float:
+def _time(path: str, inputs: str, db, runtime: str = "ember") -> dict:
     from ember.bench.isolated import measure
 
     old = os.environ.pop("EMBER_TUNING_DB", None)
@@ -40,7 +40,7 @@ def _time(path: str, inputs: str, db, runtime: str = "ember") -> float:
             os.environ["EMBER_TUNING_DB"] = old
     if "median" not in res:
         raise SystemExit(f"{runtime} failed: {res}")
-    return res["median"]
+    return res  # its median and the cores' round trips before and after (ember.runtime.placement)
 
 
 def _in_model(exe, tuned_exe, feeds: dict, tuned: set, rounds: int = 4) -> None:
@@ -65,8 +65,12 @@ def _runs_in_one_process(exe, tuned_exe, feeds: dict, blocks: int = 8, runs: int
     at a time, and a schedule can win in one and lose in another)."""
     import time
 
+    from ember.runtime.placement import core_round_trip_ns, placements
+
     med: dict = {"untuned": [], "tuned": []}
+    trips = []
     for _ in range(blocks):
+        trips.append(core_round_trip_ns())
         for key, e in (("untuned", exe), ("tuned", tuned_exe)):
             for _ in range(3):
                 e.run(**feeds)
@@ -80,6 +84,24 @@ def _runs_in_one_process(exe, tuned_exe, feeds: dict, blocks: int = 8, runs: int
     print(f"\nwhole runs in one process ({blocks} alternating blocks of {runs}, medians): untuned "
           f"{u * 1e3:.2f} ms, tuned {t * 1e3:.2f} ms ({u / t:.3f}x); per block: "
           + " ".join(f"{a / b:.2f}" for a, b in zip(med["untuned"], med["tuned"])))
+    _by_placement_line(placements(trips), med)
+
+
+def _by_placement_line(where: list, med: dict) -> None:
+    """Untuned against tuned apart for each placement of the cores the blocks or rounds ran in
+    (``where[i]``: the i-th one's, None where it moved or is unknown), when there were two."""
+    if len({w for w in where if w}) < 2:
+        return
+    parts = []
+    for w in ("near", "far"):
+        idx = [i for i, x in enumerate(where) if x == w]
+        if idx:
+            u = statistics.median(med["untuned"][i] for i in idx)
+            t = statistics.median(med["tuned"][i] for i in idx)
+            extra = "".join(f", {k} {statistics.median(v[i] for i in idx) * 1e3:.2f} ms"
+                            for k, v in med.items() if k not in ("untuned", "tuned"))
+            parts.append(f"{w} ({len(idx)}): untuned {u * 1e3:.2f} ms, tuned {t * 1e3:.2f} ms ({u / t:.3f}x){extra}")
+    print("  the cores moved between placements (near: sharing an L3, far: not); by placement: " + "; ".join(parts))
 
 
 def main(argv=None) -> int:
@@ -132,16 +154,29 @@ def main(argv=None) -> int:
     _runs_in_one_process(exe, tuned_exe, feeds)
     del exe, tuned_exe
     times = {"untuned": [], "tuned": [], "onnxruntime": []}
+    trips: list = []  # per round: every child's round trips before and after
     for _ in range(a.rounds):
-        times["untuned"].append(_time(path, inputs, None))
-        times["tuned"].append(_time(path, inputs, db))
-        times["onnxruntime"].append(_time(path, inputs, None, "onnxruntime"))
+        got = {"untuned": _time(path, inputs, None), "tuned": _time(path, inputs, db),
+               "onnxruntime": _time(path, inputs, None, "onnxruntime")}
+        for k, res in got.items():
+            times[k].append(res["median"])
+        trips.append([t for res in got.values() for t in res.get("round_trips", [])])
     med = {k: statistics.median(v) for k, v in times.items()}
     print(f"\nend to end, each alone in its process, median of {a.rounds} alternating rounds:")
     for k, v in med.items():
         print(f"  {k:12} {v * 1e3:8.2f} ms   " + " ".join(f"{x * 1e3:.2f}" for x in times[k]))
     print(f"  tuned vs untuned: {med['untuned'] / med['tuned']:.2f}x faster; "
           f"tuned / ONNX Runtime: {med['tuned'] / med['onnxruntime']:.2f}")
+    from ember.runtime.placement import placements
+
+    flat = placements([t for r in trips for t in r])
+    where, k = [], 0
+    for r in trips:  # a round counts in a placement where all three children ran wholly in it
+        seen = set(flat[k:k + len(r)])
+        k += len(r)
+        where.append(seen.pop() if len(seen) == 1 else None)
+    print("  placement per round: " + " ".join(w or "moved" for w in where))
+    _by_placement_line(where, times)
     ok = diff <= 1e-3 * max(1.0, scale)
     print("outputs match" if ok else "OUTPUTS DIFFER")
     return 0 if ok else 1

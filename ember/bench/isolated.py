@@ -48,7 +48,7 @@ def _runner(runtime: str, path: str, threads: int, feeds: dict):
 
 
 def child(runtime: str, path: str, inputs: str, threads: int, repeat: int) -> dict:
-    from .placement import core_round_trip_ns
+    from ..runtime.placement import core_round_trip_ns
     from .timing import median_time
 
     with np.load(inputs) as z:
@@ -98,7 +98,7 @@ def time_isolated(path: str, feeds: dict, runtimes: Sequence[str], threads: int,
                     got[r].append(res)
                 else:
                     notes[r] = res
-    from .placement import placements
+    from ..runtime.placement import placements
 
     trips = [t for r in runtimes for x in got[r] for t in x.get("round_trips", [])]
     where = iter(placements(trips))

@@ -162,7 +162,7 @@ def _placement_note(res: dict) -> str:
     """A note giving each placement's figures apart, when the rounds ran in more than one (a
     shared VM whose cores moved: the overall medians then mix two machines)."""
     from .isolated import by_placement
-    from .placement import describe
+    from ..runtime.placement import describe
 
     split = by_placement(res)
     mixed = [x for v in res.values() for x in v.get("rounds", []) if not x.get("placement")]

@@ -167,6 +167,9 @@ def tune(model, db, *, minutes: float = 8.0, cluster: str | None = None, target=
     if max_tasks:
         tasks = tasks[:max_tasks]
     untuned = getattr(exe, "tune_latency", 0.0) or sum(exe.tune_seconds.values())
+    from ..runtime.placement import core_round_trip_ns
+
+    start_trip = core_round_trip_ns()  # where the cores were for that baseline (see the check)
     database = db if isinstance(db, Database) else open_database(db)
     # (closed here whatever happens, when opened here: a Database passed in is the caller's)
     with contextlib.nullcontext() if database is db else contextlib.closing(database):
@@ -266,7 +269,7 @@ def tune(model, db, *, minutes: float = 8.0, cluster: str | None = None, target=
 
             print("checking the tuned kernels in the model ...", file=out, flush=True)
             check = check_in_model(model, database, exe, target, input_shapes=input_shapes,
-                                   baseline=untuned or None)
+                                   baseline=untuned or None, round_trip=start_trip)
     reports = [TaskReport(s.task.name, s.task.workload, s.task.description, s.task.weight, s.default_time or math.inf,
                           s.best_time, s.trials, s.failures, _first_improvement(s), list(s.history))
                for s in searches]

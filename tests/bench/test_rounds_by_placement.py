@@ -1,29 +1,7 @@
-"""The core-placement probe and how the benchmark sorts its rounds by it."""
-import os
-
-import pytest
-
+"""How the benchmark sorts its rounds by where the cores were (ember.runtime.placement)."""
 from ember.bench.isolated import by_placement
 from ember.bench.models import _placement_note
-from ember.bench.placement import core_round_trip_ns, describe, placements
-
-
-@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the probe needs two cores")
-def test_a_cache_line_goes_between_two_cores_and_back():
-    ns = core_round_trip_ns(trips=2000, repeat=2)
-    # between ~20 ns (two hyperthreads of one core) and a few microseconds (a loaded VM)
-    assert ns is not None and 5 < ns < 50_000
-
-
-def test_one_core_has_no_round_trip():
-    assert core_round_trip_ns(cores=[0]) is None
-
-
-def test_rounds_are_far_where_the_round_trip_is_over_twice_the_least():
-    assert placements([62.0, 340.0, 75.0, None, 118.0]) == ["near", "far", "near", None, "near"]
-    assert placements([None]) == [None]
-    assert describe([62.0, 340.0, None]) == "core round trip 62-340 ns"
-    assert describe([70.0, 71.0]) == "core round trip 70 ns"
+from ember.runtime.placement import placements
 
 
 def _res():

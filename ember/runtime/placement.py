@@ -7,7 +7,7 @@ and back in ~60-80 ns) or on two (~330-370 ns), and every multi-threaded model r
 slower in the second (EfficientNet-B0: 7.0 vs 9.1 ms, ONNX Runtime alike), while one core's
 FMA throughput and memory bandwidth do not move. A benchmark round that lands in the other
 placement measures the machine, not the runtime; :func:`core_round_trip_ns` lets the
-benchmark and the tuner see which placement each measurement ran in and compare like with
+benchmark (:mod:`ember.bench.isolated`) and the tuner (:mod:`ember.tune.in_model`) see which placement each measurement ran in and compare like with
 like.
 
 The probe is a native ping-pong (LLVM IR, JIT-compiled with llvmlite): two threads, pinned to
