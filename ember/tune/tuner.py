@@ -74,9 +74,11 @@ class TuneReport:
         d = dataclasses.asdict(self)
         d.update(trials_per_minute=self.trials_per_minute, latency_estimate=self.latency_estimate)
         if self.in_model is not None:
-            d["in_model"]["kept"] = self.in_model.kept
-            for k in ("untuned", "tuned", "kept"):
-                d["in_model"][k] = d["in_model"][k] if math.isfinite(d["in_model"][k]) else None
+            m = self.in_model
+            for k, v in (("untuned", m.untuned), ("tuned", m.tuned), ("kept", m.kept)):
+                d["in_model"][k] = v if math.isfinite(v) else None
+            for row, r in zip(d["in_model"]["rows"], m.rows):
+                row.update(untuned=r.untuned, tuned=r.tuned, where=r.where)
         for t, r in zip(d["tasks"], self.tasks):
             t["speedup"] = r.speedup
             for k in ("default", "best"):

@@ -96,12 +96,16 @@ def test_tuned_kernels_are_checked_in_the_model(small_model, tmp_path):
         assert db.best_per_workload(db.records()[0].target)
         if core_round_trip_ns() is not None:  # (two cores: where they are can be seen)
             # the cores placed otherwise than when tuning began (a round trip there of 0.5 ns:
-            # every one measured now is "far" from it): nothing is set aside either
-            check = check_in_model(small_model, db, exe, host(), rounds=1, margin=-2.0, round_trip=0.5)
-            assert all(r.kept for r in check.rows) and "the cores moved since tuning began" in check.note
-            assert db.best_per_workload(db.records()[0].target)
-        check = check_in_model(small_model, db, exe, host(), rounds=1, margin=-2.0)
-        assert check.rows and not any(r.kept for r in check.rows) and check.note == ""
+            # every one measured now is "far" from it): the baseline of that placement says
+            # nothing about this one, so the check goes on, and its rounds are the far ones
+            check = check_in_model(small_model, db, exe, host(), rounds=1, margin=-2.0, round_trip=0.5,
+                                   baseline=1e3)
+            assert check.note == "" and check.placed[0][0] == "far" and check.rows
+            assert all(not r.kept and r.where == "far" for r in check.rows)
+            assert any("(cores far)" in r.error for r in db.records())
+        else:
+            check = check_in_model(small_model, db, exe, host(), rounds=1, margin=-2.0)
+            assert check.rows and not any(r.kept for r in check.rows) and check.note == ""
         assert check.untuned > 0 and check.tuned > 0
         assert db.best_per_workload(db.records()[0].target) == {}
     assert ember.compile(small_model, tuning_db=dbpath).tuned_kernels == []
@@ -145,3 +149,21 @@ def test_tune_on_a_local_dask_cluster(small_model, tmp_path):
     rep = tune(small_model, str(tmp_path / "d.db"), minutes=0.1, cluster="local", workers=2, batch=4,
                progress=False)
     assert rep.trials >= 4 and "Dask" in rep.where
+
+
+def test_the_in_model_figures_per_placement_of_the_cores():
+    """A tuned kernel's figures in each placement the check saw; its row shows the placement
+    where it fared worst, and each placement's kept figure puts the set-aside ones back."""
+    from ember.tune.in_model import InModel, InModelCheck
+
+    a = InModel("conv_a", "wa", (("near", 100e-6, 90e-6), ("far", 120e-6, 150e-6)), kept=False)
+    b = InModel("conv_b", "wb", (("near", 50e-6, 40e-6), ("far", 60e-6, 55e-6)), kept=True)
+    assert (a.where, a.untuned, a.tuned) == ("far", 120e-6, 150e-6)
+    assert (b.where, b.untuned, b.tuned) == ("far", 60e-6, 55e-6)  # (0.92 of its default there, 0.80 near)
+    check = InModelCheck((a, b), (("near", 3, 1e-3, 0.98e-3), ("far", 1, 1.3e-3, 1.33e-3)))
+    assert (check.untuned, check.tuned) == (1e-3, 0.98e-3)
+    assert abs(check.kept_in("near") - 0.99e-3) < 1e-12  # conv_a back at its default there
+    assert abs(check.kept_in("far") - 1.30e-3) < 1e-12
+    text = check.summary()
+    assert "near (3 rounds): 1.00 -> 0.99 ms (1.01x); far (1 rounds): 1.30 -> 1.30 ms (1.00x)" in text
+    assert "1 set aside, slower there than their default: conv_a 150.0 vs 120.0 us (far)" in text
