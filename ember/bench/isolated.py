@@ -119,6 +119,17 @@ def time_isolated(path: str, feeds: dict, runtimes: Sequence[str], threads: int,
     return out
 
 
+def paired_ratio(res: Dict[str, dict], a: str, b: str) -> float | None:
+    """The median over rounds of ``a``'s time / ``b``'s in the same round (both children in
+    one placement, or with it unknown): neighbours in time share more of a shared machine's
+    state than the whole run's medians do, so the pairs cancel its slow swings. None without
+    such a round."""
+    ra, rb = res.get(a, {}).get("rounds", []), res.get(b, {}).get("rounds", [])
+    pairs = [x["median"] / y["median"] for x, y in zip(ra, rb)
+             if x.get("placement") == y.get("placement") and y["median"] > 0]
+    return statistics.median(pairs) if pairs else None
+
+
 def by_placement(res: Dict[str, dict]) -> Dict[str, Dict[str, list]]:
     """``{placement: {runtime: [round medians]}}`` over the runtimes of a :func:`time_isolated`
     result that ran, for the placements (``"near"``, ``"far"``) some round ran wholly in."""

@@ -126,7 +126,7 @@ def bench_model(path: str, peers: list, threads: int, repeat: int, out=print, is
         err = max(float(np.max(np.abs(a - b))) for a, b in zip(got, ref))
         notes.append(f"max abs difference to {peer}: {err:.3g}")
     if isolated:  # each runtime alone in its own process (the peers here only checked the outputs)
-        from .isolated import time_isolated
+        from .isolated import paired_ratio, time_isolated
 
         ran = list(fns)
         del fns
@@ -151,6 +151,10 @@ def bench_model(path: str, peers: list, threads: int, repeat: int, out=print, is
         if k != "ember":
             line += f"   {k} {v * 1e3:9.2f} ms   ember/{k} {times['ember'] / v:5.2f}x"
             row[f"ratio_{k}"] = times["ember"] / v
+            paired = paired_ratio(res, "ember", k) if isolated else None
+            if paired is not None and len(res["ember"]["rounds"]) > 1:
+                line += f" (paired {paired:.2f}x)"
+                row[f"paired_ratio_{k}"] = paired
     out(line + f"   (compile {compile_s:.1f} s cold, {warm_s:.1f} s warm; "
                f"{len(exe.kernel_calls)} kernel calls)")
     for n in notes:
@@ -244,7 +248,9 @@ def main(argv=None) -> int:
     for peer in peers:
         ratios = [r[f"ratio_{peer}"] for r in rows if f"ratio_{peer}" in r]
         if len(ratios) > 1:
-            print(f"geometric mean ember/{peer}: {float(np.exp(np.mean(np.log(ratios)))):.2f}x")
+            paired = [r[f"paired_ratio_{peer}"] for r in rows if f"paired_ratio_{peer}" in r]
+            print(f"geometric mean ember/{peer}: {float(np.exp(np.mean(np.log(ratios)))):.2f}x"
+                  + (f" (paired rounds: {float(np.exp(np.mean(np.log(paired)))):.2f}x)" if len(paired) == len(ratios) else ""))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

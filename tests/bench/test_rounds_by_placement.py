@@ -33,3 +33,12 @@ def test_no_note_when_every_round_ran_in_one_placement():
     for v in res.values():
         v["rounds"] = [x for x in v["rounds"] if x["placement"] == "near"]
     assert _placement_note(res) == ""
+
+
+def test_paired_ratios_take_each_round_against_its_neighbour():
+    from ember.bench.isolated import paired_ratio
+
+    res = _res()
+    # round 1: 7.0 vs 6.8 (both near); round 2: ember far, onnxruntime moved: not a pair
+    assert abs(paired_ratio(res, "ember", "onnxruntime") - 7.0 / 6.8) < 1e-12
+    assert paired_ratio(res, "ember", "openvino") is None
