@@ -123,7 +123,7 @@ def bench_model(path: str, peers: list, threads: int, repeat: int, out=print, is
         fns[peer] = functools.partial(run, feeds)
         ref = run(feeds)
         got = exe.run(**feeds)
-        err = max(float(np.max(np.abs(a - b))) for a, b in zip(got, ref))
+        err = max(float(np.max(np.abs(a - np.asarray(b)))) for a, b in zip(got, ref))  # (torch peers: tensors)
         notes.append(f"max abs difference to {peer}: {err:.3g}")
     if isolated:  # each runtime alone in its own process (the peers here only checked the outputs)
         from .isolated import paired_ratio, time_isolated
