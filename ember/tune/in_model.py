@@ -116,13 +116,12 @@ def time_in_place(exes: Sequence, inputs: list, rounds: int = 4, repeat: int = 1
     return least
 
 
-def _rounds_by_placement(exes: Sequence, inputs: list, rounds: int, start: float | None) -> tuple:
-    """``({where: (per-executable least times as time_in_place gives them, rounds)}, where the
-    cores were at ``start``)``: ``rounds``
-    alternating profiles, each sorted by where the cores were before and after it (a round they
-    moved in is dropped and run again, up to twice as many in all). ``where`` is relative to
-    the least round trip seen, ``start`` (the one when tuning began) among them; ``""`` when
-    the cores cannot be seen (one core)."""
+def _rounds_by_placement(exes: Sequence, inputs: list, rounds: int, start: float | None) -> dict:
+    """``{where: (per-executable least times as time_in_place gives them, rounds)}``: ``rounds``
+    alternating profiles, each sorted by where the cores were before and after it (a round
+    they moved in is dropped, and another run, up to twice as many in all). ``where`` is
+    relative to the least round trip seen, ``start`` (the one when tuning began) among them;
+    ``""`` where the cores cannot be seen (one core)."""
     from ..runtime.placement import core_round_trip_ns, placements
 
     got: list = []  # (trip before, trip after, least times)
@@ -130,23 +129,20 @@ def _rounds_by_placement(exes: Sequence, inputs: list, rounds: int, start: float
         before = core_round_trip_ns()
         least = time_in_place(exes, inputs, rounds=1)
         got.append((before, core_round_trip_ns(), least))
-        where_all = placements([start] + [t for b, a, _ in got for t in (b, a)])
-        where = where_all[1:]
-        if sum(1 for i in range(len(got)) if where[2 * i] == where[2 * i + 1]) >= rounds:
+        where = placements([start] + [t for b, a, _ in got for t in (b, a)])[1:]
+        if sum(where[2 * i] == where[2 * i + 1] for i in range(len(got))) >= rounds:
             break
     out: dict = {}
     for i, (_, _, least) in enumerate(got):
-        a, b = where[2 * i], where[2 * i + 1]
-        if a != b:
+        if where[2 * i] != where[2 * i + 1]:
             continue  # the cores moved while it ran
-        key = a or ""
-        merged, n = out.get(key, ([{} for _ in exes], 0))
+        merged, n = out.get(where[2 * i] or "", ([{} for _ in exes], 0))
         for m, d in zip(merged, least):
             for idx, (name, t) in d.items():
                 if idx not in m or t < m[idx][1]:
                     m[idx] = (name, t)
-        out[key] = (merged, n + 1)
-    return out, where_all[0]
+        out[where[2 * i] or ""] = (merged, n + 1)
+    return out
 
 
 def check_in_model(model, database, untuned_exe, target, *, input_shapes=None, rounds: int = 4,
@@ -181,7 +177,7 @@ def check_in_model(model, database, untuned_exe, target, *, input_shapes=None, r
     if not names or len(tuned_exe.kernel_calls) != len(untuned_exe.kernel_calls):
         return InModelCheck()
     workload_of = {g: workload_key(fn, target) for g, fn in tuned_exe.groups if g in names}
-    by_where, start = _rounds_by_placement([untuned_exe, tuned_exe], random_inputs(untuned_exe), rounds, round_trip)
+    by_where = _rounds_by_placement([untuned_exe, tuned_exe], random_inputs(untuned_exe), rounds, round_trip)
     per: dict = {}  # workload -> [name, {where: [untuned s, tuned s]}]
     placed = []
     for where, ((untuned, tuned), n) in by_where.items():
@@ -208,7 +204,7 @@ def check_in_model(model, database, untuned_exe, target, *, input_shapes=None, r
         # placement, side by side; a baseline taken minutes before is the weaker witness: the
         # last run's was taken with the machine in another state the probe does not separate,
         # 8.94 ms against 7.81 in the same placement, and would have kept a set that loses 6%)
-        if baseline and start is None and abs(u / baseline - 1) > tolerance:
+        if baseline and round_trip is None and abs(u / baseline - 1) > tolerance:
             note = (f"the untuned kernels took {u * 1e3:.2f} ms here against {baseline * 1e3:.2f} ms when "
                     f"tuning began: the machine is in another state, so nothing was set aside (check again "
                     f"later: ember tune ... --minutes 0)")
