@@ -209,15 +209,19 @@ class Executable:
             self._check_host()
         return self._bind(arrays, named)
 
-    def _values(self, state: RunState, inputs: list, layout) -> list:
+    def _values(self, state: RunState, inputs: list, layout, into: Optional[dict] = None) -> list:
         """The array of every slot for one run on ``state`` (laid out for ``layout``): the checked
-        inputs, new outputs, the state's fixed values (its own arena) and views."""
+        inputs, new outputs (or ``into``'s array for a slot, where it fits), the state's fixed
+        values (its own arena) and views."""
         state.prepare(layout)
         vals = list(state.fixed)
         for slot, a in zip(self._input_slots, inputs):
             vals[slot] = a
         for slot, shape, dtype in layout.out_new:
-            vals[slot] = _new_output(shape, dtype)
+            a = into.get(slot) if into else None
+            fits = (a is not None and a.shape == tuple(shape) and a.dtype == dtype and a.flags.c_contiguous
+                    and a.flags.writeable and a.ctypes.data % 64 == 0)
+            vals[slot] = a if fits else _new_output(shape, dtype)
         shapes = layout.shapes
         for k, base in self._views:
             vals[k] = vals[base].reshape(shapes[k])
@@ -247,6 +251,26 @@ class Executable:
         env = self._env(inputs)
         with self._pool.run() as state:
             vals = LANES.execute(self._pool.threads_per_run, lambda: self._run_phases(state, inputs, env))
+            return self._outputs(vals)
+
+    def _run_into(self, out: Sequence, *arrays: Any) -> list:
+        """:meth:`run`, writing each output into ``out``'s array at its index where that array
+        fits (same shape and dtype, C-contiguous, writable, 64-byte aligned) and the program
+        makes the output itself (not a copy, not a view of another dtype); the others are new
+        arrays as in :meth:`run`. Returns the outputs: an ``out`` array where it was used.
+
+        For callers that make their output buffers themselves ahead of the run: the PyTorch
+        wrapper makes torch tensors while torch's code is still in the caches from converting
+        the inputs, where a conversion after the run would find it evicted."""
+        if not self._single:
+            return self.run(*arrays)
+        inputs = self._inputs(arrays, {})
+        into = {slot: a for (slot, copy), view, a in zip(self._out_take, self._out_views, out)
+                if a is not None and not copy and view is None}
+        layout = self._layout(inputs)
+        with self._pool.run() as state:
+            vals = self._values(state, inputs, layout, into)
+            LANES.execute(self._pool.threads_per_run, lambda: self._execute(state, vals, layout))
             return self._outputs(vals)
 
     def _execute(self, state: RunState, vals: list, layout) -> None:

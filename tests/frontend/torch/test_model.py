@@ -65,18 +65,39 @@ def test_no_copies_in_or_out():
     x = torch.randn(64, 64)
     compiled = ember.from_torch(Two(), (x,))
     seen = {}
-    run = compiled.exe.run
+    run_into = compiled.exe._run_into
 
-    def spy(*arrays):
-        seen["in"] = arrays
-        seen["out"] = run(*arrays)
+    def spy(out, *arrays):
+        seen["in"], seen["given"] = arrays, out
+        seen["out"] = run_into(out, *arrays)
         return seen["out"]
 
-    compiled.exe.run = spy
+    compiled.exe._run_into = spy
     a, b = compiled(x)
     assert seen["in"][0].ctypes.data == x.data_ptr()  # the executable reads the tensor's memory
+    # and writes the output tensors' memory, made before the run (see TorchModel)
+    assert seen["out"][0] is seen["given"][0] and seen["out"][1] is seen["given"][1]
     assert a.data_ptr() == seen["out"][0].ctypes.data and b.data_ptr() == seen["out"][1].ctypes.data
     np.testing.assert_allclose(a.numpy(), x.numpy() * 2)
+    np.testing.assert_allclose(b.numpy(), np.exp(x.numpy()), rtol=1e-5)
+    a2, _ = compiled(x)
+    assert a2.data_ptr() != a.data_ptr()  # every call its own output tensors
+
+
+def test_outputs_written_into_given_arrays_only_where_they_fit():
+    from ember.runtime.ndarray import _aligned_empty
+
+    x = np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32)
+    exe = ember.from_torch(Two(), (torch.from_numpy(x),)).exe
+    good = _aligned_empty((64, 64), np.dtype(np.float32), 64)
+    wrong = np.empty((64, 65), np.float32)  # (another shape: a new array instead)
+    a, b = exe._run_into([good, wrong], x)
+    assert a is good and b is not wrong and b.shape == (64, 64)
+    np.testing.assert_allclose(a, x * 2)
+    np.testing.assert_allclose(b, np.exp(x), rtol=1e-5)
+    unaligned = _aligned_empty((64 * 64 + 1,), np.dtype(np.float32), 64)[1:].reshape(64, 64)
+    a, _ = exe._run_into([unaligned, None], x)
+    assert a is not unaligned
 
 
 def test_calls_take_numpy_and_tensors_that_need_grad_too():
