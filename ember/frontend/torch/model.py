@@ -69,7 +69,7 @@ class TorchModel:
         # ~15 us after MobileNetV3-small, ~58 us after GPT-2, 0.6 us hot), one just after
         # another torch call does not. Static shapes and numpy's dtypes only (else: after).
         self._premade = None
-        if self._plain_out and all(all(isinstance(d, int) for d in o.shape) for o in exe.output_info):
+        if all(all(isinstance(d, int) for d in o.shape) for o in exe.output_info):
             import torch
 
             try:
@@ -116,7 +116,8 @@ class TorchModel:
             made = [torch.empty(shape, dtype=dtype) for shape, dtype in self._premade]
             views = [t.numpy() for t in made]
             outs = self.exe._run_into(views, *arrays)
-            return [made[v] if outs[v] is views[v] else numpy_to_tensor(outs[v]) for _, v in self._outputs]
+            return [(made[v] if outs[v] is views[v] else numpy_to_tensor(outs[v])) if kind == "tensor" else v
+                    for kind, v in self._outputs]
         outs = self.exe.run(*arrays)
         return [numpy_to_tensor(outs[v]) if kind == "tensor" else v for kind, v in self._outputs]
 
