@@ -243,11 +243,7 @@ class Executable:
         concurrent runs share the cores), and no output aliases another run's memory."""
         inputs = self._inputs(arrays, named)
         if self._single:
-            layout = self._layout(inputs)
-            with self._pool.run() as state:
-                vals = self._values(state, inputs, layout)
-                LANES.execute(self._pool.threads_per_run, lambda: self._execute(state, vals, layout))
-                return self._outputs(vals)
+            return self._run_single(inputs)
         env = self._env(inputs)
         with self._pool.run() as state:
             vals = LANES.execute(self._pool.threads_per_run, lambda: self._run_phases(state, inputs, env))
@@ -264,9 +260,12 @@ class Executable:
         the inputs, where a conversion after the run would find it evicted."""
         if not self._single:
             return self.run(*arrays)
-        inputs = self._inputs(arrays, {})
         into = {slot: a for (slot, copy), view, a in zip(self._out_take, self._out_views, out)
                 if a is not None and not copy and view is None}
+        return self._run_single(self._inputs(arrays, {}), into)
+
+    def _run_single(self, inputs: list, into: Optional[dict] = None) -> list:
+        """A run of a program laid out once for its inputs' shapes (one phase)."""
         layout = self._layout(inputs)
         with self._pool.run() as state:
             vals = self._values(state, inputs, layout, into)

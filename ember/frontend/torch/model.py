@@ -69,7 +69,7 @@ class TorchModel:
         # ~15 us after MobileNetV3-small, ~58 us after GPT-2, 0.6 us hot), one just after
         # another torch call does not. Static shapes and numpy's dtypes only (else: after).
         self._premade = None
-        if all(all(isinstance(d, int) for d in o.shape) for o in exe.output_info):
+        if exe._single and all(all(isinstance(d, int) for d in o.shape) for o in exe.output_info):
             import torch
 
             try:
