@@ -167,14 +167,9 @@ def main(argv=None) -> int:
         print(f"  {k:12} {v * 1e3:8.2f} ms   " + " ".join(f"{x * 1e3:.2f}" for x in times[k]))
     print(f"  tuned vs untuned: {med['untuned'] / med['tuned']:.2f}x faster; "
           f"tuned / ONNX Runtime: {med['tuned'] / med['onnxruntime']:.2f}")
-    from ember.runtime.placement import placements
+    from ember.runtime.placement import group_placements
 
-    flat = placements([t for r in trips for t in r])
-    where, k = [], 0
-    for r in trips:  # a round counts in a placement where all three children ran wholly in it
-        seen = set(flat[k:k + len(r)])
-        k += len(r)
-        where.append(seen.pop() if len(seen) == 1 else None)
+    where = group_placements(trips)  # a round counts where all three children ran wholly in one
     print("  placement per round: " + " ".join(w or "moved" for w in where))
     _by_placement_line(where, times)
     ok = diff <= 1e-3 * max(1.0, scale)

@@ -98,14 +98,11 @@ def time_isolated(path: str, feeds: dict, runtimes: Sequence[str], threads: int,
                     got[r].append(res)
                 else:
                     notes[r] = res
-    from ..runtime.placement import placements
+    from ..runtime.placement import group_placements
 
-    trips = [t for r in runtimes for x in got[r] for t in x.get("round_trips", [])]
-    where = iter(placements(trips))
-    for r in runtimes:
-        for x in got[r]:
-            seen = {next(where) for _ in x.get("round_trips", [])}
-            x["placement"] = seen.pop() if len(seen) == 1 else None
+    children = [x for r in runtimes for x in got[r]]
+    for x, where in zip(children, group_placements([x.get("round_trips", [None]) for x in children])):
+        x["placement"] = where
     out: dict = {}
     for r in runtimes:
         if got[r]:

@@ -7,8 +7,8 @@ and back in ~60-80 ns) or on two (~330-370 ns), and every multi-threaded model r
 slower in the second (EfficientNet-B0: 7.0 vs 9.1 ms, ONNX Runtime alike), while one core's
 FMA throughput and memory bandwidth do not move. A benchmark round that lands in the other
 placement measures the machine, not the runtime; :func:`core_round_trip_ns` lets the
-benchmark (:mod:`ember.bench.isolated`) and the tuner (:mod:`ember.tune.in_model`) see which placement each measurement ran in and compare like with
-like.
+benchmark (:mod:`ember.bench.isolated`) and the tuner (:mod:`ember.tune.in_model`) see which
+placement each measurement ran in and compare like with like.
 
 The probe is a native ping-pong (LLVM IR, JIT-compiled with llvmlite): two threads, pinned to
 two cores, pass one cache line back and forth with release stores and acquire loads. Each
@@ -141,6 +141,19 @@ def placements(round_trips: Sequence[Optional[float]]) -> list:
     return [None if r is None else ("far" if r > 2 * least else "near") for r in round_trips]
 
 
+def group_placements(groups: Sequence[Sequence[Optional[float]]], also: Sequence[Optional[float]] = ()) -> list:
+    """Each group's placement (a group: the round trips measured around one measurement, before
+    and after), where all of them agree; None where the cores moved during it or one is unknown.
+    ``also``: round trips measured elsewhere that count toward the least (one taken earlier)."""
+    where = placements(list(also) + [t for g in groups for t in g])[len(also):]
+    out, k = [], 0
+    for g in groups:
+        seen = set(where[k:k + len(g)])
+        k += len(g)
+        out.append(seen.pop() if len(seen) == 1 else None)
+    return out
+
+
 def describe(round_trips: Sequence[Optional[float]]) -> str:
     """``"core round trip 58-372 ns"`` for a report."""
     known = [r for r in round_trips if r is not None]
@@ -150,4 +163,4 @@ def describe(round_trips: Sequence[Optional[float]]) -> str:
     return f"core round trip {lo:.0f} ns" if hi < 1.05 * lo else f"core round trip {lo:.0f}-{hi:.0f} ns"
 
 
-__all__ = ["core_round_trip_ns", "describe", "placements"]
+__all__ = ["core_round_trip_ns", "describe", "group_placements", "placements"]

@@ -122,26 +122,28 @@ def _rounds_by_placement(exes: Sequence, inputs: list, rounds: int, start: float
     they moved in is dropped, and another run, up to twice as many in all). ``where`` is
     relative to the least round trip seen, ``start`` (the one when tuning began) among them;
     ``""`` where the cores cannot be seen (one core)."""
-    from ..runtime.placement import core_round_trip_ns, placements
+    from ..runtime.placement import core_round_trip_ns, group_placements
 
-    got: list = []  # (trip before, trip after, least times)
+    got: list = []  # ((trip before, trip after), least times)
     for _ in range(2 * rounds):
         before = core_round_trip_ns()
         least = time_in_place(exes, inputs, rounds=1)
-        got.append((before, core_round_trip_ns(), least))
-        where = placements([start] + [t for b, a, _ in got for t in (b, a)])[1:]
-        if sum(where[2 * i] == where[2 * i + 1] for i in range(len(got))) >= rounds:
+        got.append(((before, core_round_trip_ns()), least))
+        where = group_placements([trips for trips, _ in got], also=[start])
+        # a round counts in one placement, or unplaced where the cores cannot be seen at all
+        used = [w is not None or trips == (None, None) for (trips, _), w in zip(got, where)]
+        if sum(used) >= rounds:
             break
     out: dict = {}
-    for i, (_, _, least) in enumerate(got):
-        if where[2 * i] != where[2 * i + 1]:
+    for (_, least), w, ok in zip(got, where, used):
+        if not ok:
             continue  # the cores moved while it ran
-        merged, n = out.get(where[2 * i] or "", ([{} for _ in exes], 0))
+        merged, n = out.get(w or "", ([{} for _ in exes], 0))
         for m, d in zip(merged, least):
             for idx, (name, t) in d.items():
                 if idx not in m or t < m[idx][1]:
                     m[idx] = (name, t)
-        out[where[2 * i] or ""] = (merged, n + 1)
+        out[w or ""] = (merged, n + 1)
     return out
 
 

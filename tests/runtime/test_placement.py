@@ -22,3 +22,12 @@ def test_rounds_are_far_where_the_round_trip_is_over_twice_the_least():
     assert placements([None]) == [None]
     assert describe([62.0, 340.0, None]) == "core round trip 62-340 ns"
     assert describe([70.0, 71.0]) == "core round trip 70 ns"
+
+
+def test_a_group_has_a_placement_where_its_round_trips_agree():
+    from ember.runtime.placement import group_placements
+
+    assert group_placements([(60.0, 70.0), (340.0, 350.0), (65.0, 345.0), (None, None)]) == \
+        ["near", "far", None, None]
+    # a round trip measured before counts toward the least: 100 ns is far from 40
+    assert group_placements([(100.0, 110.0)], also=[40.0]) == ["far"]
