@@ -27,6 +27,50 @@ def as_array(x, what: str) -> np.ndarray:
         raise ArgumentError(f"{what} is a {type(x).__name__}, not a tensor ({e})") from None
 
 
+class InputViews:
+    """The numpy views of the tensors a model was last called with, one per input position,
+    reused while the tensor passed there has the same address, shape, strides and dtype.
+
+    A torch call right after a run finds torch's code evicted from the caches by the kernels:
+    ``Tensor.numpy()`` then takes ~65 us (a MobileNetV3-small run is ~1.1 ms; hot it is 1.5 us),
+    where the reads that key a view take ~20 us. The views hold no reference to the tensors
+    (a model keeps no input alive between calls): one is used only while a tensor with its
+    address is passed, and that tensor holds the memory. Only what ``Tensor.numpy()`` views
+    directly is kept (plain CPU tensors of real dtypes, not subclasses)."""
+
+    def __init__(self, n: int):
+        import torch
+
+        self._tensor = torch.Tensor
+        self._last: list = [None] * n  # (key, view) per position
+
+    def get(self, k: int, x, what: str) -> np.ndarray:
+        if type(x) is not self._tensor:
+            return as_array(x, what)
+        key = (x.data_ptr(), x.shape, x.stride(), x.dtype, x.is_cpu)
+        last = self._last[k]
+        if last is not None and last[0] == key:
+            return last[1]
+        a = as_array(x, what)
+        if key[4] and a.size and not x.dtype.is_complex and a.ctypes.data == key[0] and \
+                a.dtype.kind in "biuf":
+            self._last[k] = (key, _unowned(a))
+        return a
+
+
+def _unowned(a: np.ndarray) -> np.ndarray:
+    """A view of ``a``'s memory that does not keep it alive (strides >= 0, as torch's are)."""
+    import ctypes
+
+    extent = a.itemsize + sum((n - 1) * s for n, s in zip(a.shape, a.strides))
+    buf = (ctypes.c_char * extent).from_address(a.ctypes.data)
+    return np.ndarray(a.shape, a.dtype, buffer=buf, strides=a.strides)
+
+
+# how much memory a model may hold in output tensors made ahead of its calls
+SPARE_BYTES = 1 << 20
+
+
 def _child(spec, i: int):
     """Child ``i`` of a pytree spec (``child()`` in newer torch, ``children_specs`` before)."""
     return spec.child(i) if hasattr(spec, "child") else spec.children_specs[i]
@@ -64,10 +108,12 @@ class TorchModel:
         # what a call's error would name, made once: a run's caches are cold after its kernels,
         # where every step of the call costs several times its hot price
         self._labels = [f"input {v!r}" for _, v in self._inputs]
+        self._views = InputViews(len(self._inputs))
         # The output tensors are made before the run, right after the inputs' conversion: a
         # torch call after the run finds torch's code evicted by it (torch.from_numpy then takes
         # ~15 us after MobileNetV3-small, ~58 us after GPT-2, 0.6 us hot), one just after
-        # another torch call does not. Static shapes and numpy's dtypes only (else: after).
+        # another torch call does not; several calls' worth are made at once (_spare_outputs).
+        # Static shapes and numpy's dtypes only (else: after the run).
         self._premade = None
         if exe._single and all(all(isinstance(d, int) for d in o.shape) for o in exe.output_info):
             import torch
@@ -77,6 +123,23 @@ class TorchModel:
                                  for o in exe.output_info]
             except (TypeError, ValueError):  # (bfloat16 and the narrow types: not numpy dtypes)
                 self._premade = None
+        self._spares: list = []
+        self._out_bytes = max(1, sum(int(np.prod(o.shape)) * np.dtype(o.dtype).itemsize
+                                     for o in exe.output_info)) if self._premade else 1
+
+    def _spare_outputs(self) -> tuple:
+        """A set of new output tensors and their numpy views. They are made several sets at a
+        time (up to ``SPARE_BYTES`` of them, at least one): the first torch.empty after a run
+        costs ~35 us with torch's code evicted from the caches, the next ones ~1.5 us each."""
+        while True:
+            try:
+                return self._spares.pop()
+            except IndexError:  # (another thread may have taken the last one since)
+                import torch
+
+                for _ in range(max(1, min(16, SPARE_BYTES // self._out_bytes))):
+                    made = [torch.empty(shape, dtype=dtype) for shape, dtype in self._premade]
+                    self._spares.append((made, [t.numpy() for t in made]))
 
     @property
     def input_info(self) -> list:
@@ -106,15 +169,12 @@ class TorchModel:
         arrays = []
         for k, ((kind, v), x, label) in enumerate(zip(self._inputs, flat, self._labels)):
             if kind == "tensor":
-                arrays.append(as_array(x, label))
+                arrays.append(self._views.get(k, x, label))
             elif x != v:
                 raise ArgumentError(f"input {k} of {self.name} was {v!r} when the model was exported and is "
                                     f"{x!r} now: export again with this value (Ember compiled it in)")
         if self._premade is not None:
-            import torch
-
-            made = [torch.empty(shape, dtype=dtype) for shape, dtype in self._premade]
-            views = [t.numpy() for t in made]
+            made, views = self._spare_outputs()
             outs = self.exe._run_into(views, *arrays)
             return [(made[v] if outs[v] is views[v] else numpy_to_tensor(outs[v])) if kind == "tensor" else v
                     for kind, v in self._outputs]
@@ -140,4 +200,4 @@ class TorchModel:
         return f"<ember.TorchModel {self.name}({ins})>"
 
 
-__all__ = ["TorchModel", "as_array"]
+__all__ = ["InputViews", "TorchModel", "as_array"]

@@ -151,3 +151,50 @@ def test_a_team_torch_left_on_the_calling_thread_is_freed_before_a_run():
     finally:
         torch.set_num_threads(threads)
     assert after == before - 1
+
+
+class Square(torch.nn.Module):
+    def forward(self, x):
+        return x @ torch.arange(16.0).reshape(4, 4) + x.sum()
+
+
+def test_an_input_view_is_reused_only_while_it_is_the_same_memory_and_layout():
+    """The view of the last tensor at a position serves the next call while address, shape,
+    strides and dtype match: a tensor changed in place is read anew, one transposed in place
+    (same address and shape, other strides) gets a new view, and no input is kept alive."""
+    import gc
+    import weakref
+
+    m = Square().eval()
+    x = torch.randn(4, 4)
+    compiled = ember.from_torch(m, (x,))
+    views = compiled._views
+    with torch.no_grad():
+        assert_close(compiled(x), m(x))
+        first = views._last[0][1]
+        x.mul_(3)  # (the same memory, new values)
+        assert_close(compiled(x), m(x))
+        assert views._last[0][1] is first
+        x.t_()  # (the same address and shape, strides swapped)
+        assert_close(compiled(x), m(x))
+        assert views._last[0][1] is not first and views._last[0][1].strides == (4, 16)
+        y = torch.randn(4, 4)
+        assert_close(compiled(y), m(y))
+        ref = weakref.ref(y)
+        del y
+        gc.collect()
+        assert ref() is None  # (the model holds no reference to its last input)
+        z = torch.randn(4, 4, dtype=torch.float64).to(torch.float32).requires_grad_()
+        assert_close(compiled(z), m(z.detach()))  # (requires grad: read through a detached view)
+
+
+def test_outputs_made_ahead_are_new_tensors_every_call():
+    """Output tensors are made several calls' worth at a time: each call's are its own."""
+    m = Square().eval()
+    x = torch.randn(4, 4)
+    compiled = ember.from_torch(m, (x,))
+    with torch.no_grad():
+        outs = [(compiled(x * k), m(x * k)) for k in range(20)]
+    assert len({got.data_ptr() for got, _ in outs}) == 20
+    for got, want in outs:
+        assert_close(got, want)
