@@ -68,7 +68,7 @@ def _unowned(a: np.ndarray) -> np.ndarray:
 
 
 # how much memory a model may hold in output tensors made ahead of its calls
-SPARE_BYTES = 1 << 20
+SPARE_BYTES = 4 << 20
 
 
 def _child(spec, i: int):
