@@ -56,6 +56,11 @@ def tune_main(argv) -> int:
                    help="do not train the cost model on other workloads' records before measuring")
     p.add_argument("--no-check", action="store_true",
                    help="skip timing the tuned kernels in the model at the end (and setting aside the slower)")
+    p.add_argument("--any-partition", action="store_true",
+                   help="also try schedules whose threads split a kernel's output otherwise than its default "
+                        "(rows for channel blocks): off by default, as a kernel timed alone cannot show what "
+                        "reading its input from the other cores' caches costs in the model, which on chiplet "
+                        "CPUs and VMs whose cores share no L3 is often more than the schedule gains")
     p.add_argument("--max-tasks", type=int, default=None, metavar="N", help="tune only the N heaviest tasks")
     p.add_argument("--only", action="append", metavar="TEXT",
                    help="tune only the tasks whose description (ops and output shape, as the table shows "
@@ -87,7 +92,7 @@ def tune_main(argv) -> int:
     report = tune(path, args.db, minutes=args.minutes, cluster=args.cluster, target=args.target,
                   batch=args.batch, workers=args.workers, timeout=args.timeout, transfer=not args.no_transfer,
                   max_tasks=args.max_tasks, input_shapes=_shapes(args.input_shape), validate=not args.no_check,
-                  only=(lambda t: any(x in t.description for x in args.only)) if args.only else None)
+                  keep_partition=not args.any_partition, only=(lambda t: any(x in t.description for x in args.only)) if args.only else None)
     print(report.table())
     if args.curve:
         with open(args.curve, "w") as fh:

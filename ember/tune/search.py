@@ -7,6 +7,8 @@ measured or proposed are dropped, the cost model scores the rest, and the best f
 random pick (so a wrong model cannot starve the search) go to measurement.
 
 The space is discovered as it goes: knobs reached only under some decisions are seen only then.
+Candidates whose threads would write other parts of the output than the default schedule's
+are not proposed (``keep_partition``; see :mod:`.partition` for why).
 """
 from __future__ import annotations
 
@@ -17,26 +19,31 @@ import random
 from ..errors import EmberError
 from .features import loop_features
 from .measure import quiet
+from .partition import output_partition
 from .space import decisions
 
 __all__ = ["Candidate", "TaskSearch"]
 
 
 class Candidate:
-    __slots__ = ("decisions", "features", "trace", "values")
+    __slots__ = ("decisions", "features", "partition", "trace", "values")
 
-    def __init__(self, values: dict, decisions_json: str, trace: str, features: list):
+    def __init__(self, values: dict, decisions_json: str, trace: str, features: list, partition=None):
         self.values = values
         self.decisions = decisions_json
         self.trace = trace
         self.features = features
+        self.partition = partition  # which part of the output each thread writes (.partition)
 
 
 class TaskSearch:
     """The search state of one task: its space, what was measured, the best so far."""
 
-    def __init__(self, task, target, seed: int = 0):
+    def __init__(self, task, target, seed: int = 0, keep_partition: bool = True):
         self.task = task
+        # propose only schedules whose threads write the parts of the output the default's do
+        # (:mod:`.partition`: a timing alone cannot see what another split costs in the model)
+        self.keep_partition = keep_partition
         self.target = target
         self.space = dict(task.knobs)
         self.rng = random.Random(seed)
@@ -49,6 +56,7 @@ class TaskSearch:
         self.trials = 0
         self.failures = 0
         self.rounds = 0
+        self.split_otherwise = 0  # candidates not proposed: their threads split the output otherwise
         self.history: list = []  # (trial number, best seconds) after each improvement
         self._cache: dict = {}  # decisions key -> Candidate or None
 
@@ -60,18 +68,26 @@ class TaskSearch:
         key = json.dumps(values, sort_keys=True)
         if key in self._cache:
             return self._cache[key]
+        reference = self._partition() if self.keep_partition and key != "{}" else None
         try:
             with quiet(), decisions(values) as d:  # (not while a candidate is timed here)
                 sch, args, name = self.task.builder.schedule(self.target)
                 func = lower(sch, args, name)
-                features = loop_features(func, self.target.cores)
+                partition = output_partition(func, self.target.cores) if self.keep_partition else None
+                # (one that will not be proposed needs no features: a third of a candidate's time)
+                off = self.keep_partition and key != "{}" and partition != reference
+                features = None if off else loop_features(func, self.target.cores)
             for k, knob in d.seen.items():
                 self.space.setdefault(k, knob)
-            c = Candidate(dict(d.values), d.to_json(), sch.trace.to_json(), features)
+            c = Candidate(dict(d.values), d.to_json(), sch.trace.to_json(), features, partition)
         except EmberError:
             c = None
         self._cache[key] = c
         return c
+
+    def _partition(self):
+        c = self.candidate({})
+        return c.partition if c is not None else None
 
     def _random(self) -> dict:
         return {k: self.rng.choice(knob.choices) for k, knob in self.space.items()}
@@ -109,6 +125,9 @@ class TaskSearch:
                 values = self._random()
             c = self.candidate(values)
             if c is None or c.trace in self.seen or c.trace in pool:
+                continue
+            if c.features is None:  # (its threads split the output otherwise than the default's)
+                self.split_otherwise += 1
                 continue
             pool[c.trace] = c
         cands = list(pool.values())

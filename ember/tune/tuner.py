@@ -138,7 +138,7 @@ def _resume(search: TaskSearch, records: list) -> None:
 def tune(model, db, *, minutes: float = 8.0, cluster: str | None = None, target=None, batch: int = 8,
          workers: int = 1, timeout: float = 30.0, transfer: bool = True, progress: bool | None = None,
          max_tasks: int | None = None, input_shapes=None, seed: int = 0, log=None,
-         only=None, validate: bool = True) -> TuneReport:
+         only=None, validate: bool = True, keep_partition: bool = True) -> TuneReport:
     """Tune ``model``'s kernels for ``minutes`` into the records database ``db`` (a path or
     URL, or an open Database); returns a :class:`TuneReport`. ``cluster``: a Dask scheduler's
     address, ``None`` for a LocalCluster of ``workers``, ``"none"`` for child processes of this
@@ -146,7 +146,9 @@ def tune(model, db, *, minutes: float = 8.0, cluster: str | None = None, target=
     other workloads before the first measurement. ``only``: keep the tasks for which
     ``only(task)`` is true (``ember tune --only conv2d`` keeps descriptions containing it).
     ``validate``: after the budget, time the tuned kernels in the model against the defaults
-    and set aside the records of those slower there (:mod:`.in_model`)."""
+    and set aside the records of those slower there (:mod:`.in_model`). ``keep_partition``:
+    propose only schedules whose threads write the same parts of the output as the default
+    schedule's (:mod:`.partition`; ``ember tune --any-partition`` turns it off)."""
     from ..kernels.common import host
     from .database import Database, open_database
     from .runners import make_runner
@@ -176,7 +178,7 @@ def tune(model, db, *, minutes: float = 8.0, cluster: str | None = None, target=
     # (closed here whatever happens, when opened here: a Database passed in is the caller's)
     with contextlib.nullcontext() if database is db else contextlib.closing(database):
         cost = CostModel()
-        searches = [TaskSearch(t, target, seed + i) for i, t in enumerate(tasks)]
+        searches = [TaskSearch(t, target, seed + i, keep_partition) for i, t in enumerate(tasks)]
         known = {t.workload for t in tasks}
         for s in searches:
             _resume(s, database.records(workload=s.task.workload, target=tname))
