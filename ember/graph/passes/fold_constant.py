@@ -50,9 +50,18 @@ def _structural(n: Call):
     return None
 
 
+# A range over static bounds (``torch.arange(seq)`` of a static export: position ids, a causal
+# mask's rows) is a constant too; up to this many elements it folds, with whatever it feeds (a
+# position embedding's rows). A longer one stays a kernel: computed in place, not stored.
+SMALL_RANGE = 1 << 16
+
+
 def _is_constant_call(n, const: set) -> bool:
-    return (isinstance(n, Call) and _static(n.type) and n.args
-            and all(isinstance(a, Constant) or a in const for a in n.args))
+    if not (isinstance(n, Call) and _static(n.type)):
+        return False
+    if not n.args:
+        return n.op == "range" and int(np.prod(n.type.shape, dtype=np.int64)) <= SMALL_RANGE
+    return all(isinstance(a, Constant) or a in const for a in n.args)
 
 
 def fold_expr(body, ctx: PassContext):

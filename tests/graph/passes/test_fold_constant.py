@@ -79,3 +79,21 @@ def test_the_folding_executable_is_freed_before_the_pass_returns(monkeypatch):
     assert isinstance(folded, Constant)
     np.testing.assert_array_equal(folded.value, w.T)
     assert made and all(r() is None for r in made)  # no executable (with its inputs) outlives the pass
+
+
+def test_a_small_static_range_folds_with_what_it_feeds():
+    """torch.arange over a static export's sizes: position ids, a causal mask's rows."""
+    x = Var("x", T(5))
+    rng = call("range", start=0, stop=5, step=1, dtype="float32")
+    after = run(module([x], call("add", x, call("multiply", rng, const(np.full(5, 2.0, "float32"))))))
+    assert after.main.body.args[0] is x
+    np.testing.assert_array_equal(after.main.body.args[1].value, np.arange(5, dtype="float32") * 2)
+
+
+def test_a_long_range_stays_a_kernel():
+    from ember.graph.passes.fold_constant import SMALL_RANGE
+
+    n = SMALL_RANGE + 1
+    x = Var("x", T(n))
+    after = run(module([x], call("add", x, call("range", start=0, stop=n, step=1, dtype="float32"))))
+    assert after.main.body.args[1].op == "range"
