@@ -129,8 +129,8 @@ class TorchModel:
 
     def _spare_outputs(self) -> tuple:
         """A set of new output tensors and their numpy views. They are made several sets at a
-        time (up to ``SPARE_BYTES`` of them, at least one): the first torch.empty after a run
-        costs ~35 us with torch's code evicted from the caches, the next ones ~1.5 us each."""
+        time (up to 16 sets and ``SPARE_BYTES``, at least one set): the first torch.empty after
+        a run costs ~35 us with torch's code evicted from the caches, the next ones ~1.5 us."""
         while True:
             try:
                 return self._spares.pop()
