@@ -59,6 +59,7 @@ class TaskSearch:
         self.split_otherwise = 0  # candidates not proposed: their threads split the output otherwise
         self.history: list = []  # (trial number, best seconds) after each improvement
         self._cache: dict = {}  # decisions key -> Candidate or None
+        self._splits: dict = {}  # (knob, value JSON) -> [candidates, of which split otherwise]
 
     # -- candidates ---------------------------------------------------------------------------
     def candidate(self, values: dict) -> Candidate | None:
@@ -80,22 +81,49 @@ class TaskSearch:
             for k, knob in d.seen.items():
                 self.space.setdefault(k, knob)
             c = Candidate(dict(d.values), d.to_json(), sch.trace.to_json(), features, partition)
+            if self.keep_partition and key != "{}":
+                self._note_split(c)
         except EmberError:
             c = None
         self._cache[key] = c
         return c
+
+    def _note_split(self, c: Candidate) -> None:
+        """Count, per knob value other than the default's, the candidates made with it and how
+        many of those split the output otherwise (and so were lowered for nothing)."""
+        for k, v in c.values.items():
+            knob = self.space.get(k)
+            if knob is not None and v != knob.default:
+                n = self._splits.setdefault((k, json.dumps(v)), [0, 0])
+                n[0] += 1
+                n[1] += c.features is None
+
+    def _choices(self, k: str) -> list:
+        """Knob ``k``'s values, less those that split the output otherwise every time in at
+        least four candidates (``conv.weight_group`` values that change how a task's rows
+        group, ``dw.order="rows"``): most random draws would otherwise be lowered only to be
+        turned away, which halved the candidates made per second."""
+        choices = self.space[k].choices
+        if not self.keep_partition:
+            return list(choices)
+        kept = [v for v in choices if not self._splits_otherwise(k, v)]
+        return kept or list(choices)
+
+    def _splits_otherwise(self, k: str, v) -> bool:
+        n = self._splits.get((k, json.dumps(v)))
+        return n is not None and n[0] >= 4 and n[1] == n[0]
 
     def _partition(self):
         c = self.candidate({})
         return c.partition if c is not None else None
 
     def _random(self) -> dict:
-        return {k: self.rng.choice(knob.choices) for k, knob in self.space.items()}
+        return {k: self.rng.choice(self._choices(k)) for k in self.space}
 
     def _mutate(self, values: dict) -> dict:
         v = dict(values)
         k = self.rng.choice(sorted(self.space))
-        v[k] = self.rng.choice(self.space[k].choices)
+        v[k] = self.rng.choice(self._choices(k))
         return v
 
     def _cross(self, a: dict, b: dict) -> dict:

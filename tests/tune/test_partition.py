@@ -81,6 +81,9 @@ def test_the_search_proposes_only_the_defaults_split(tmp_path):
     proposed = [c for _ in range(3) for c in kept.propose(None, 8)]
     assert proposed and all(c.partition == reference for c in proposed)
     assert kept.split_otherwise > 0
+    # the knob values that always split otherwise are no longer drawn (they were lowered for nothing)
+    learned = [(k, v) for k in kept.space for v in kept.space[k].choices if kept._splits_otherwise(k, v)]
+    assert learned and all(v not in kept._choices(k) for k, v in learned)
     others = [c for _ in range(3) for c in free.propose(None, 8)]
     assert any(output_partition_of(free, c) != reference for c in others)
 
