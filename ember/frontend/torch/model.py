@@ -124,8 +124,9 @@ class TorchModel:
             except (TypeError, ValueError):  # (bfloat16 and the narrow types: not numpy dtypes)
                 self._premade = None
         self._spares: list = []
-        self._out_bytes = max(1, sum(int(np.prod(o.shape)) * np.dtype(o.dtype).itemsize
-                                     for o in exe.output_info)) if self._premade else 1
+        if self._premade is not None:  # (sets made at a time: up to 16 and SPARE_BYTES, at least one)
+            nbytes = sum(int(np.prod(o.shape)) * np.dtype(o.dtype).itemsize for o in exe.output_info)
+            self._spare_sets = max(1, min(16, SPARE_BYTES // max(1, nbytes)))
 
     def _spare_outputs(self) -> tuple:
         """A set of new output tensors and their numpy views. They are made several sets at a
@@ -137,7 +138,7 @@ class TorchModel:
             except IndexError:  # (another thread may have taken the last one since)
                 import torch
 
-                for _ in range(max(1, min(16, SPARE_BYTES // self._out_bytes))):
+                for _ in range(self._spare_sets):
                     made = [torch.empty(shape, dtype=dtype) for shape, dtype in self._premade]
                     self._spares.append((made, [t.numpy() for t in made]))
 
