@@ -28,6 +28,7 @@ from .call import data_pointer
 from .ndarray import _aligned_empty, numpy_dtype
 from .lanes import LANES
 from .layout import SYMBOL_MAX, Layouts, bind_symbols
+from .arenas import ARENAS
 from .pool import MemoryInfo, RunPool, RunState
 from .shapes import evaluate, text
 from .verify import verify_program
@@ -442,7 +443,7 @@ class Executable:
 
     @property
     def memory_info(self) -> MemoryInfo:
-        """Weights, arena per run, the pool's arenas and the peak (:class:`MemoryInfo`); for a
+        """Weights, arena per run, the arenas in use and the peak (:class:`MemoryInfo`); for a
         model with symbolic shapes, at the largest shapes run so far."""
         lay = self._static or self._layouts.largest()
         arena = lay.arena_bytes if lay is not None else 0
@@ -453,7 +454,7 @@ class Executable:
                         for o, (slot, copy) in zip(self.output_info, self._out_take) if copy)
         weights = sum(c.nbytes for c in self.constants)
         arenas, peak = self._pool.arenas, self._pool.peak_in_flight
-        return MemoryInfo(weights=weights, arena_per_run=arena, arenas=arenas, pool=arenas * arena,
+        return MemoryInfo(weights=weights, arena_per_run=arena, arenas=arenas, pool=ARENAS.free_bytes,
                           peak_arenas=peak, outputs_per_run=outs, peak=weights + peak * (arena + outs),
                           intermediates=lay.intermediate_bytes if lay is not None else 0,
                           weights_mapped=self.weights_mapped)

@@ -3,10 +3,11 @@ the cores.
 
 Each run needs the arena (the memory plan's buffer of intermediates) to itself: two runs
 writing one arena give both callers wrong answers. A :class:`RunPool` keeps a free list of
-:class:`RunState` s -- an arena, the slot values that point into it, and the native runner's
-pointer table -- and hands one to each run, so a steady state of N concurrent callers
-allocates nothing but the outputs, and the pool never holds more than the runs that were ever
-in flight at once.
+:class:`RunState` s -- the slot values that point into an arena and the native runner's
+pointer table -- and hands one to each run, which borrows an arena from the process-wide cache
+(:mod:`ember.runtime.arenas`) for as long as it runs. So a steady state of N concurrent callers
+allocates nothing but the outputs, and the arenas held are those of the runs in flight plus a
+few free ones, however many models the process has loaded.
 
 Sharing the cores. Every parallel loop opens an OpenMP region of ``threads_per_run`` threads
 (where the run executes: :mod:`ember.runtime.lanes`). Two runs
@@ -32,6 +33,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from ..errors import ArgumentError
+from .arenas import ARENAS
 from .call import data_pointer
 from .ndarray import numpy_dtype
 
@@ -64,18 +66,19 @@ def default_threads() -> int:
 
 
 class RunState:
-    """One run's private memory: an arena per phase of the program (one, unless it binds sizes
-    while running), every slot value that does not change between runs at one layout
-    (constants, arena views and views of both), and the native pointer table. A phase is laid
-    out again when a run comes with other symbol values (a new layout); its arena is kept while
-    it is large enough."""
+    """One run's private memory: every slot value that does not change between runs at one
+    layout (constants, arena views and views of both), the native pointer table, and while it
+    runs an arena per phase of the program (one, unless it binds sizes while running) borrowed
+    from the process's :data:`~ember.runtime.arenas.ARENAS`. A phase is laid out again when a
+    run comes with other symbol values (a new layout) or is lent another arena than last time."""
 
-    __slots__ = ("slots", "constants", "arenas", "fixed", "ptrs", "layouts")
+    __slots__ = ("slots", "constants", "arenas", "had", "fixed", "ptrs", "layouts")
 
     def __init__(self, slots: list, constants: list):
         self.slots = slots
         self.constants = constants
-        self.arenas: dict = {}
+        self.arenas: dict = {}  # phase -> the arena this run borrowed
+        self.had: dict = {}  # phase -> the arena its views point into
         self.fixed: list = [None] * len(slots)
         for k, s in enumerate(slots):
             if s["kind"] == "const":
@@ -89,19 +92,18 @@ class RunState:
                 self.ptrs[k] = data_pointer(v)
         self.layouts: dict = {}
 
-    @property
-    def arena(self):
-        return self.arenas.get(0)
-
     def prepare(self, layout) -> None:
-        """Lay this state out for ``layout`` (a :class:`~ember.runtime.layout.Layout` of one phase)."""
+        """Lay this state out for ``layout`` (a :class:`~ember.runtime.layout.Layout` of one
+        phase), on an arena borrowed for this run."""
         p = layout.phase.index
-        if self.layouts.get(p) is layout:
-            return
         arena = self.arenas.get(p)
-        if arena is None or arena.nbytes < layout.arena_bytes:
-            self.arenas[p] = None  # the old one goes before the new one is taken
-            arena = self.arenas[p] = layout.new_arena()
+        if arena is not None and arena.nbytes < layout.arena_bytes:
+            ARENAS.give(arena)
+            arena = None
+        if arena is None:
+            arena = self.arenas[p] = ARENAS.take(layout.arena_bytes, layout.new_arena, prefer=self.had.get(p))
+        if self.layouts.get(p) is layout and self.had.get(p) is arena:
+            return
         slots, shapes, fixed = self.slots, layout.shapes, self.fixed
         mine = layout.phase.slots
         for k in mine:
@@ -119,6 +121,13 @@ class RunState:
             if fixed[k] is not None and slots[k]["kind"] in ("arena", "view"):
                 self.ptrs[k] = data_pointer(fixed[k])
         self.layouts[p] = layout
+        self.had[p] = arena
+
+    def release(self) -> None:
+        """Give back the arenas this run borrowed (the run is over)."""
+        for arena in self.arenas.values():
+            ARENAS.give(arena)
+        self.arenas.clear()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,8 +135,10 @@ class MemoryInfo:
     """An executable's memory, in bytes (``exe.memory_info``).
 
     ``weights``: its constants (for a loaded export, pages mapped from the library);
-    ``arena_per_run``: the planned intermediates one run needs; ``arenas``/``pool``: the arenas
-    the pool holds now and their bytes; ``peak_arenas``: the most runs ever in flight at once;
+    ``arena_per_run``: the planned intermediates one run needs; ``arenas``: the arenas its runs
+    in flight hold now; ``pool``: the bytes of the free arenas the process keeps for the next runs
+    of any executable (:mod:`ember.runtime.arenas`); ``peak_arenas``: the most runs ever in
+    flight at once;
     ``outputs_per_run``: the new output arrays each run returns; ``peak``: weights plus the
     arenas and outputs of the peak number of concurrent runs; ``intermediates``: the
     intermediates' total size without the memory plan's reuse.
@@ -149,8 +160,8 @@ class MemoryInfo:
 
         where = " (mapped from the export)" if self.weights_mapped else ""
         return (f"weights {mib(self.weights)}{where}; arena {mib(self.arena_per_run)} per run "
-                f"(intermediates {mib(self.intermediates)} before reuse); pool {self.arenas} arena(s), "
-                f"{mib(self.pool)}, peak {self.peak_arenas}; outputs {mib(self.outputs_per_run)} per run; "
+                f"(intermediates {mib(self.intermediates)} before reuse); {self.arenas} in use, "
+                f"peak {self.peak_arenas}; free arenas of the process {mib(self.pool)}; outputs {mib(self.outputs_per_run)} per run; "
                 f"peak {mib(self.peak)}")
 
 
@@ -244,6 +255,7 @@ class RunPool:
             try:
                 yield state
             finally:
+                state.release()
                 with self._lock:
                     self.in_flight -= 1
                     if len(self._free) < self.max_concurrent_runs:
@@ -253,9 +265,10 @@ class RunPool:
 
     @property
     def arenas(self) -> int:
-        """Arenas held now (free ones; runs in flight hold theirs)."""
+        """Arenas this executable's runs hold now (one per run in flight; free arenas belong to
+        the process's cache)."""
         with self._lock:
-            return len(self._free) + self.in_flight
+            return self.in_flight
 
 
 def _positive(what: str, n) -> Optional[int]:
