@@ -205,6 +205,12 @@ def _expm1_r(e: _Emitter, r):
     return e.fma(e.mul(r, r), e.poly(r, EXP_P), r)
 
 
+def _exp_r(e: _Emitter, r):
+    """``exp(r)`` for ``|r| <= ln2/2`` in Horner form, ``1 + r (1 + r P(r))`` (two operations
+    fewer than ``_expm1_r(r) + 1``; within 1 ulp)."""
+    return e.fma(r, e.fma(r, e.poly(r, EXP_P), e.f(1.0)), e.f(1.0))
+
+
 def _scale(e: _Emitter, y, n_i):
     """``y * 2^n`` for ``y`` in [1/2, 2] and ``n`` in [-200, 254], rounded once (to a subnormal,
     zero or inf where that is the answer): ``y * 2^(n>>1)`` is exact, the second factor rounds."""
@@ -339,10 +345,20 @@ def tanh(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
 def sigmoid(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     e = _Emitter(b, x)
     one = e.f(1.0)
-    # exp(-|x|) never overflows; below -104 it is 0 (and so is the answer, to float32).
-    ex = _exp_finite(e, e.max_to(e.b.fneg(e.abs(x)), -104.0))
+    # exp(-|x|): -|x| clamped to [-104, 0] by one maxps that keeps a NaN (every step below then
+    # gives NaN, so no NaN fix-up at the end); below -104 the answer is 0 to float32.
+    a = e.b.fneg(e.abs(x))
+    a = e.sel(e.lt(a, e.f(-104.0)), e.f(-104.0), a)
+    t = e.fma(a, e.f(LOG2E), e.f(MAGIC))
+    n_f = e.sub(t, e.f(MAGIC))
+    r = e.fma(n_f, e.f(-LN2_C1), a)
+    r = e.fma(n_f, e.f(-LN2_C2), r)
+    # n in [-151, 0]: y 2^(n+64) is exact (a normal number), the factor 2^-64 rounds once, to
+    # a subnormal where that is the answer -- one integer add and shift, not _scale's six.
+    k = e.b.add(e.bits(t), e.i(127 + 64 - MAGIC_BITS))
+    ex = e.mul(e.mul(_exp_r(e, r), e.float_of_bits(e.b.shl(k, e.i(23)))), e.f(2.0 ** -64))
     num = e.sel(e.lt(x, e.f(0.0)), ex, one)
-    return e.keep_nan(x, e.div(num, e.add(one, ex)))
+    return e.div(num, e.add(one, ex))
 
 
 def erf(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
