@@ -26,7 +26,8 @@ module by a weighted minimax (Lawson) fit with float32 rounding of each coeffici
   ``1 + x`` added back as ``c/u`` otherwise.
 * tanh: ``x + x^3 S(x^2)`` for ``|x| < 0.625``, else ``1 - 2/(exp(2|x|) + 1)`` with the sign of x.
 * sigmoid: ``e = exp(-|x|)``; ``1/(1+e)`` for ``x >= 0`` and ``e/(1+e)`` for ``x < 0`` (no
-  overflow, subnormal results for very negative x).
+  overflow, subnormal results for very negative x). As ``n <= 0`` here, ``2^n`` is applied as
+  an exact ``2^(n+64)`` and a rounding ``2^-64``: two multiplies, no splitting of ``n``.
 * erf: ``x * (2/sqrt(pi) + x^2 E(x^2))`` for ``|x| < 1`` (the leading constant in two parts);
   ``1 - exp(-x^2) G(|x| - 2.5)`` with ``G ~ erfc(x) exp(x^2)`` for ``1 <= |x| < 4``; 1 beyond.
 
