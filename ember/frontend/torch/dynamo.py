@@ -201,12 +201,16 @@ def ember_backend(gm, example_inputs, options: Optional[dict] = None, **kwargs: 
 
 
 def register() -> None:
-    """Register ``"ember"`` with Dynamo (also found through the ``torch_dynamo_backends`` entry
-    point without importing Ember)."""
+    """Register ``"ember"`` with Dynamo, for a process where Ember is importable but not
+    installed. Where Dynamo already knows the name from the ``torch_dynamo_backends`` entry
+    point, it registers ``ember_backend`` itself right after importing this module -- a
+    registration here first made that one fail with "duplicate name: ember", so a fresh
+    ``torch.compile(model, backend="ember")`` never ran."""
     from torch._dynamo.backends import registry
 
-    if "ember" not in registry._COMPILER_FNS:
-        registry.register_backend(compiler_fn=ember_backend, name="ember")
+    if "ember" in registry._COMPILER_FNS or registry._BACKENDS.get("ember") is not None:
+        return
+    registry.register_backend(compiler_fn=ember_backend, name="ember")
 
 
 __all__ = ["STATS", "ember_backend", "register"]

@@ -35,6 +35,33 @@ def test_the_backend_is_registered():
     assert "ember" in torch._dynamo.list_backends()
 
 
+_FRESH = """
+import torch
+{before}
+m = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU()).eval()
+x = torch.randn(3, 4)
+with torch.no_grad():
+    got, want = torch.compile(m, backend="ember")(x), m(x)
+assert torch.allclose(got, want, atol=1e-6), (got, want)
+from ember.frontend.torch.dynamo import STATS
+assert STATS["compiled"] == 1, STATS
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("before", ["", "import ember", "import ember.frontend.torch",
+                                    "torch._dynamo.list_backends(); import ember.frontend.torch"])
+def test_a_fresh_process_compiles_with_the_name_alone(before):
+    # Dynamo finds "ember" through the package's entry point and registers it itself after
+    # importing Ember: a registration on import first made that fail ("duplicate name").
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, "-c", _FRESH.format(before=before)], capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0 and res.stdout.strip().endswith("ok"), res.stderr[-2000:]
+
+
 def test_compiled_graphs_match_eager_at_several_sizes():
     torch.manual_seed(0)
     m = Small().eval()
