@@ -4,6 +4,7 @@
 
     python bench/tune_kernels.py                       # 3 minutes each
     python bench/tune_kernels.py --minutes 5 --db kernels.db
+    python bench/tune_kernels.py --any-partition       # also schedules that split the output otherwise
 
 Times are the tuner's (each candidate built and timed alone in a child process, medians of
 2 ms batches); numpy's matmul is timed in a process of its own.
@@ -41,7 +42,11 @@ def main(argv=None) -> int:
     p.add_argument("--minutes", type=float, default=3.0, help="per benchmark (default 3)")
     p.add_argument("--db", help="records database (default: a fresh one)")
     p.add_argument("--cluster", default=None)
+    p.add_argument("--any-partition", action="store_true",
+                   help="also propose schedules that split a kernel's output between the cores otherwise than "
+                        "its default (ember tune --any-partition; the rule is for kernels in a model)")
     a = p.parse_args(argv)
+    keep = not a.any_partition
     from ember.bench.models import light_path
     from ember.tune.tuner import tune
 
@@ -50,7 +55,7 @@ def main(argv=None) -> int:
     n = 1024
     flops = 2 * n ** 3
     rep = tune(matmul_model(os.path.join(tmp, "matmul.onnx")), db, minutes=a.minutes, cluster=a.cluster,
-               progress=False, transfer=False)
+               progress=False, transfer=False, keep_partition=keep)
     t = rep.tasks[0]
     np_t = numpy_matmul(n)
     print(f"\n1024^3 matmul: default {t.default * 1e3:.2f} ms ({flops / t.default / 1e9:.0f} GFLOP/s), tuned "
@@ -64,7 +69,7 @@ def main(argv=None) -> int:
         d = task.description
         return d.startswith("conv2d_nchwc+add 1x") and any(d.endswith(f"x{s}x{s}x32") for s in (28, 14, 7))
     rep = tune(light_path("resnet50"), db, minutes=a.minutes, cluster=a.cluster, progress=False, only=projection,
-               transfer=False)
+               transfer=False, keep_partition=keep)
     print("\nResNet-50's strided 1x1 projections:")
     print(rep.table())
     return 0
