@@ -12,7 +12,8 @@ loads several models keeps the arenas that its concurrent runs need, not one per
 
 The cache hands a run the arena it had last time where that one is free and large enough
 (its views and pointers stay valid), else the free arena given back most recently that is
-large enough, else a new one. It keeps at most :data:`KEEP` free arenas, dropping the smallest.
+large enough, else a new one; an arena its run outgrew is dropped. It keeps at most
+:data:`KEEP` free arenas, dropping the smallest.
 """
 from __future__ import annotations
 
@@ -40,7 +41,12 @@ class ArenaCache:
         with self._lock:
             free = self._free
             pick = next((i for i, a in enumerate(free) if a is prefer), None) if prefer is not None else None
-            if pick is None or free[pick].nbytes < nbytes:
+            if pick is not None and free[pick].nbytes < nbytes:
+                # the caller outgrew its arena (a larger symbol value): drop it rather than keep
+                # one more arena per size a dynamic model has run at
+                free.pop(pick)
+                pick = None
+            if pick is None:
                 pick = next((i for i in range(len(free) - 1, -1, -1) if free[i].nbytes >= nbytes), None)
             if pick is not None:
                 return free.pop(pick)

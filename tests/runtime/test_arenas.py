@@ -26,8 +26,8 @@ def test_take_prefers_the_arena_a_state_had_then_the_last_given_back():
     assert c.take(50, make(50), prefer=a) is a  # its own, though b came back later
     assert c.take(50, make(50)) is b
     c.give(a)
-    assert c.take(150, make(150), prefer=a) is not a  # too small: a new one
-    assert c.made == 3
+    assert c.take(150, make(150), prefer=a) is not a  # too small: a new one, and a is dropped
+    assert c.made == 3 and c.free == 0
 
 
 def test_the_cache_keeps_the_largest_free_arenas():
@@ -39,7 +39,7 @@ def test_the_cache_keeps_the_largest_free_arenas():
     assert c.free == 0
 
 
-def conv_chain(path: str, width: int, seed: int) -> str:
+def conv_chain(path: str, width: int, seed: int, batch="1") -> str:
     """x -> three 3x3 convs with ReLUs: the values between them live in the arena."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
@@ -52,8 +52,9 @@ def conv_chain(path: str, width: int, seed: int) -> str:
         nodes += [helper.make_node("Conv", [h, f"w{k}"], [f"c{k}"], pads=[1, 1, 1, 1]),
                   helper.make_node("Relu", [f"c{k}"], [f"h{k}"])]
         h, c = f"h{k}", width
-    g = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 32, 32])],
-                          [helper.make_tensor_value_info(h, TensorProto.FLOAT, [1, width, 32, 32])], inits)
+    n = int(batch) if batch.isdigit() else batch
+    g = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, 3, 32, 32])],
+                          [helper.make_tensor_value_info(h, TensorProto.FLOAT, [n, width, 32, 32])], inits)
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
     return path
 
@@ -107,3 +108,14 @@ def test_different_models_running_at_once_keep_their_answers(two_models):
     finally:
         a.max_concurrent_runs = b.max_concurrent_runs = None
     assert not errors and not wrong
+
+
+def test_a_growing_dynamic_model_keeps_one_arena(tmp_path):
+    exe = ember.compile(conv_chain(str(tmp_path / "dyn.onnx"), 8, 2, batch="N"))
+    ARENAS.clear()
+    rng = np.random.default_rng(3)
+    for n in (1, 2, 4, 8, 16):
+        x = rng.standard_normal((n, 3, 32, 32)).astype(np.float32)
+        exe.run(x)
+    assert ARENAS.free == 1  # each outgrown arena was dropped, not kept beside the next
+    assert ARENAS.free_bytes >= exe.memory_info.arena_per_run
