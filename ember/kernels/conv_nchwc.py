@@ -74,7 +74,9 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
     ``grouped``: each output block reads only the same block of the input (blocked like the
     result) -- a depthwise conv, ``packed`` ``(C/FB, 1, kh, kw, FB)``: a vector holds one tap
     of ``lanes`` channels and the reduction is the window alone; or groups narrower than a
-    block, ``packed`` ``(C/FB, FB, kh, kw, FB)``, each block's weights a block-diagonal matrix
+    block, ``packed`` ``(C/FB, g, kh, kw, FB)``: filter lane ``f`` reads input lanes
+    ``(f // g) g + c`` of its block (``g`` a multiple of the vector lanes, so a vector's
+    filters share one group), or with ``g = FB`` each block's weights a block-diagonal matrix
     (zero between groups: ``FB / group width`` times the FLOPs, all in registers)."""
     target = host(target)
     blocked = data.ndim == 5
@@ -115,8 +117,11 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
     elif grouped:
         rci = te.reduce_axis(C, "rci")
 
+        def lane(fi):  # the input lane of filter lane fi: its group's channel rci
+            return rci.var if C == FB else (fi // C) * C + rci.var
+
         def body(n, fo, y, x, fi):
-            v = padded[n, fo, y * sh + ry.var * dh, column(x, rx.var), rci.var]
+            v = padded[n, fo, y * sh + ry.var * dh, column(x, rx.var), lane(fi)]
             return te.sum(v * packed[fo, rci.var, ry.var, rx.var, fi], axis=(rci, ry, rx))
     elif blocked:
         cb = const_int(data.shape[-1])

@@ -156,11 +156,12 @@ def _infer_conv2d_nchwc(args, attrs):
     spatial = _window(x.shape[2:4], w.shape[2:4], attrs, 2)
     if attrs["groups"] != 1:
         # each channel block of the (blocked) data is filtered by its own block of weights:
-        # depthwise (C/FB, 1, kh, kw, FB) or block-diagonal (C/FB, FB, kh, kw, FB)
-        if x.ndim != 5 or w.shape[1] not in (1, w.shape[4]) or x.shape[4] != w.shape[4] \
-                or x.shape[1] != w.shape[0]:
+        # depthwise (C/FB, 1, kh, kw, FB), groups of g channels (C/FB, g, kh, kw, FB) or
+        # block-diagonal (C/FB, FB, kh, kw, FB)
+        if x.ndim != 5 or w.shape[4] % w.shape[1] or x.shape[4] != w.shape[4] or x.shape[1] != w.shape[0]:
             raise ShapeError(f"a grouped nn.conv2d_nchwc needs blocked data N C/b H W b and weights "
-                             f"(C/b, 1 or b, kh, kw, b) with the same block, got data {x} and weight {w}")
+                             f"(C/b, g, kh, kw, b), g dividing b, with the same block, got data {x} and "
+                             f"weight {w}")
         return TensorType((x.shape[0], w.shape[0]) + spatial + (w.shape[4],), x.dtype)
     cin = D.dim_mul(x.shape[1], x.shape[4]) if x.ndim == 5 else x.shape[1]
     if isinstance(cin, int) and cin != w.shape[1]:
@@ -173,7 +174,7 @@ register_op("nn.conv2d_nchwc", infer=_infer_conv2d_nchwc, pattern=Pattern.OUT_EL
             doc="2-D convolution in the blocked channel layout: data N C H W or N C/b H W b, weight packed "
                 "by nn.pack_conv_weight (F/FB, C, kh, kw, FB), result N F/FB OH OW FB; with groups > 1 "
                 "each block reads its own: blocked data and weights (C/b, 1, kh, kw, b) (depthwise) or "
-                "(C/b, b, kh, kw, b) (block-diagonal)")
+                "(C/b, g, kh, kw, b) (groups of g channels; g = b: block-diagonal)")
 
 
 register_op("nn.pack_conv_weight", infer=_infer_pack_conv_weight, pattern=Pattern.INJECTIVE,

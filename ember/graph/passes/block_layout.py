@@ -114,7 +114,7 @@ def _conv(n: Call, target):
     attrs = {k: n.attr(k, None) for k in ("strides", "padding", "dilation")}
     groups = n.attr("groups", 1)
     if groups != 1:
-        return _grouped(n, x, w, fb, attrs)
+        return _grouped(n, x, w, fb, attrs, target)
     if w.type.shape[0] < fb:
         return None  # mostly padding
     src = _blocked(x)
@@ -129,11 +129,14 @@ def _conv(n: Call, target):
     return _unblock(conv, n.type, n.span)
 
 
-def _grouped(n: Call, x, w, fb: int, attrs: dict):
+def _grouped(n: Call, x, w, fb: int, attrs: dict, target=None):
     """A grouped conv whose groups lie within blocks runs on the blocks, each output block
-    reading its own input block: depthwise (one filter per channel), or groups narrower than
-    a block (RegNet's, 8 channels wide) with each block's weights made block-diagonal -- when
+    reading its own input block: depthwise (one filter per channel), groups of whole vectors
+    (RegNetX's, 16 channels wide) with each filter reading its own group's channels, or
+    narrower groups (RegNetY's, 8 wide) with each block's weights made block-diagonal -- when
     its input is already blocked, or its window is large enough to pay for blocking it."""
+    from ...kernels.common import vector_lanes
+
     C, F, groups = x.type.shape[1], n.type.shape[1], n.attr("groups")
     cg, fg = w.type.shape[1], F // groups
     if F != C or C < fb or cg != fg or fb % cg:
@@ -148,7 +151,9 @@ def _grouped(n: Call, x, w, fb: int, attrs: dict):
         if w.type.shape[2] * w.type.shape[3] < 25:
             return None
         src = _call("block_channels", [x], {"block": fb}, n.span)
-    if cg > 1:
+    if cg > 1 and cg % vector_lanes(target, n.type.dtype):
+        # (zero weights between groups: fb / cg times the FLOPs; a group of whole vectors
+        # reads its own channels instead, the kernel's input lane (lane // cg) cg + c)
         w = _block_diagonal(w, fb, n.span)
     packed = _call("nn.pack_conv_weight", [w], {"block": fb}, n.span)
     conv = _call("nn.conv2d_nchwc", [src, packed], {**attrs, "groups": groups}, n.span)
