@@ -68,9 +68,11 @@ def _new_output(shape, dtype) -> np.ndarray:
     return _aligned_empty(tuple(shape), dtype, 64)
 
 
-def _copied(a: np.ndarray) -> np.ndarray:
-    """A copy of ``a`` in a new output array."""
-    out = _aligned_empty(a.shape, a.dtype, 64)
+def _copied(a: np.ndarray, into: Optional[np.ndarray] = None) -> np.ndarray:
+    """A copy of ``a``: in ``into`` where it fits (same shape and dtype, writable), else in a new
+    output array."""
+    fits = into is not None and into.shape == a.shape and into.dtype == a.dtype and into.flags.writeable
+    out = into if fits else _aligned_empty(a.shape, a.dtype, 64)
     out[...] = a
     return out
 
@@ -228,8 +230,11 @@ class Executable:
             vals[k] = vals[base].reshape(shapes[k])
         return vals
 
-    def _outputs(self, vals: list) -> list:
-        outs = [_copied(vals[slot]) if copy else vals[slot] for slot, copy in self._out_take]
+    def _outputs(self, vals: list, dest: Optional[dict] = None) -> list:
+        """The outputs of a run: the arrays kernels wrote, or copies (into ``dest``'s array for
+        an output's index, where the caller gave one that fits)."""
+        outs = [(_copied(vals[slot], dest.get(k) if dest else None) if copy else vals[slot])
+                for k, (slot, copy) in enumerate(self._out_take)]
         return [o if v is None else o.view(v) for o, v in zip(outs, self._out_views)]
 
     def run(self, *arrays: Any, **named: Any) -> list:
@@ -252,26 +257,33 @@ class Executable:
 
     def _run_into(self, out: Sequence, *arrays: Any) -> list:
         """:meth:`run`, writing each output into ``out``'s array at its index where that array
-        fits (same shape and dtype, C-contiguous, writable, 64-byte aligned) and the program
-        makes the output itself (not a copy, not a view of another dtype); the others are new
-        arrays as in :meth:`run`. Returns the outputs: an ``out`` array where it was used.
+        fits (same shape and dtype, C-contiguous, writable, 64-byte aligned for an output the
+        kernels write; an output copied at the end -- a view of an intermediate, an input, a
+        constant -- needs the shape, dtype and writability) and the output is not a view of
+        another dtype; the others are new arrays as in :meth:`run`. Returns the outputs: an
+        ``out`` array where it was used.
 
         For callers that make their output buffers themselves ahead of the run: the PyTorch
         wrapper makes torch tensors while torch's code is still in the caches from converting
         the inputs, where a conversion after the run would find it evicted."""
         if not self._single:
             return self.run(*arrays)
-        into = {slot: a for (slot, copy), view, a in zip(self._out_take, self._out_views, out)
-                if a is not None and not copy and view is None}
-        return self._run_single(self._inputs(arrays, {}), into)
+        into, dest = {}, {}
+        for k, ((slot, copy), view, a) in enumerate(zip(self._out_take, self._out_views, out)):
+            if a is not None and view is None:
+                if copy:
+                    dest[k] = a
+                else:
+                    into[slot] = a
+        return self._run_single(self._inputs(arrays, {}), into, dest)
 
-    def _run_single(self, inputs: list, into: Optional[dict] = None) -> list:
+    def _run_single(self, inputs: list, into: Optional[dict] = None, dest: Optional[dict] = None) -> list:
         """A run of a program laid out once for its inputs' shapes (one phase)."""
         layout = self._layout(inputs)
         with self._pool.run() as state:
             vals = self._values(state, inputs, layout, into)
             LANES.execute(self._pool.threads_per_run, lambda: self._execute(state, vals, layout))
-            return self._outputs(vals)
+            return self._outputs(vals, dest)
 
     def _execute(self, state: RunState, vals: list, layout) -> None:
         if self._timer is not None:  # profiling: each call timed on its own (its arguments gathered first)

@@ -100,6 +100,30 @@ def test_outputs_written_into_given_arrays_only_where_they_fit():
     assert a is not unaligned
 
 
+class Copied(torch.nn.Module):
+    """Outputs the program copies at the end: a reshape of an intermediate (GPT-2's logits),
+    and the input itself."""
+
+    def forward(self, x):
+        return torch.relu(x @ x).reshape(1, 32, 32), x
+
+
+def test_copied_outputs_go_into_the_given_arrays_too():
+    x = np.random.default_rng(1).standard_normal((32, 32)).astype(np.float32)
+    compiled = ember.from_torch(Copied(), (torch.from_numpy(x),))
+    exe = compiled.exe
+    assert all(copy for _, copy in exe._out_take)  # (what this test is about)
+    given = [np.empty((1, 32, 32), np.float32), np.empty((32, 32), np.float32)]
+    a, b = exe._run_into(given, x)
+    assert a is given[0] and b is given[1]  # copied into them, no new arrays
+    np.testing.assert_allclose(a[0], np.maximum(x @ x, 0), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(b, x)
+    a, _ = exe._run_into([np.empty((32, 32), np.float32), None], x)  # another shape: a new array
+    assert a.shape == (1, 32, 32)
+    with torch.no_grad():
+        assert_close(compiled(torch.from_numpy(x)), Copied()(torch.from_numpy(x)), rtol=1e-5, atol=1e-5)
+
+
 def test_calls_take_numpy_and_tensors_that_need_grad_too():
     x = torch.randn(8, 8)
     compiled = ember.from_torch(Two(), (x,))
