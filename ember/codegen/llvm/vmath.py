@@ -350,14 +350,10 @@ def sigmoid(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     # gives NaN, so no NaN fix-up at the end); below -104 the answer is 0 to float32.
     a = e.b.fneg(e.abs(x))
     a = e.sel(e.lt(a, e.f(-104.0)), e.f(-104.0), a)
-    t = e.fma(a, e.f(LOG2E), e.f(MAGIC))
-    n_f = e.sub(t, e.f(MAGIC))
-    r = e.fma(n_f, e.f(-LN2_C1), a)
-    r = e.fma(n_f, e.f(-LN2_C2), r)
+    n_i, r = _exp_reduce(e, a)
     # n in [-151, 0]: y 2^(n+64) is exact (a normal number), the factor 2^-64 rounds once, to
     # a subnormal where that is the answer -- one integer add and shift, not _scale's six.
-    k = e.b.add(e.bits(t), e.i(127 + 64 - MAGIC_BITS))
-    ex = e.mul(e.mul(_exp_r(e, r), e.float_of_bits(e.b.shl(k, e.i(23)))), e.f(2.0 ** -64))
+    ex = e.mul(e.mul(_exp_r(e, r), e.pow2(e.b.add(n_i, e.i(64)))), e.f(2.0 ** -64))
     num = e.sel(e.lt(x, e.f(0.0)), ex, one)
     return e.div(num, e.add(one, ex))
 
