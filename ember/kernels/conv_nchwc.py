@@ -300,12 +300,17 @@ def _schedule_grouped(s: Schedule, conv: te.Tensor, out: te.Tensor, acc: te.Tens
     # per window row, each shared by the taps that overlap it, instead of one load per FMA
     # (a depthwise conv issues a load per FMA otherwise), and the tap weights stay in registers
     unroll = knob("dw.unroll", ("none", "columns", "window"), "none")
+    st = s[acc]
+    red = {iv.var.name: iv for iv in st.leaf if iv.var.name in ("rci", "ry", "rx")}
     if unroll != "none":
-        st = s[acc]
-        *_, ry, rx = st.leaf[:len(conv.op.reduce_axis)]
-        st.unroll(rx)
+        st.unroll(red["rx"])
         if unroll == "window":
-            st.unroll(ry)
+            st.unroll(red["ry"])
+    if "rci" in red and const_int(red["rci"].extent) % lanes:
+        # groups narrower than a vector: a lane reads channel (lane // g) g + c of its
+        # block, one shuffle of the pixel's vector per channel c when c is a constant
+        # (unrolled; a gather otherwise, 4x slower)
+        st.unroll(red["rci"])
     pad = conv.op.attrs["pad"]
     if pad is not None and knob("dw.pad", ("task", "whole"), "task") == "task":
         sp = s[pad]

@@ -170,6 +170,34 @@ def test_unsimplified_indices(mod):
     assert "<8 x float>" in text and "gather" not in text and "scatter" not in text
 
 
+def _grouped_lanes(g: int, step: int, c: int, extent: int, rows: int = 3):
+    """Lane k of row i reads A[i, (k // g) step + c]: with step g, a narrow grouped conv's
+    input lanes."""
+    i = Var("i")
+    A, C = Buffer("A", (rows, extent)), Buffer("C", (rows * L,))
+    lane = Ramp(IntImm(0), IntImm(1), L) // Broadcast(IntImm(g), L) * Broadcast(IntImm(step), L) \
+        + Broadcast(IntImm(c), L)
+    return PrimFunc(f"grouped_{g}_{step}_{c}_{extent}", (A, C), For(i, 0, rows, "serial",
+                                                                   Store(C, A[i, lane], (ramp(i * L),))))
+
+
+@pytest.mark.parametrize("g, step, c, extent", [(4, 4, 0, L), (4, 4, 3, L), (2, 2, 1, L), (4, 4, 3, L + 3),
+                                                (2, 4, 1, 2 * L)])
+def test_lanes_reading_constants_of_one_vector_shuffle_it(g, step, c, extent):
+    """Lanes whose innermost indices are constants within one vector of the row load that
+    vector once and shuffle it (in a row longer than a vector too: the window then ends with
+    the row); spread over more than a vector they gather."""
+    f = _grouped_lanes(g, step, c, extent)
+    text = emit_llvm(f)
+    spread = (L - 1) // g * step >= L
+    assert ("masked.gather" in text) == spread
+    a = np.arange(3 * extent, dtype=np.float32).reshape(3, extent)
+    out = rt.zeros(3 * L)
+    build(f)[f.name](arr(a), out)
+    k = np.arange(L)
+    np.testing.assert_array_equal(out.numpy().reshape(3, L), a[:, (k // g) * step + c])
+
+
 @pytest.mark.parametrize("n", [0, 3, 13, 16, 32])
 def test_masked(mod, n):
     a = np.arange(32, dtype=np.float32)

@@ -4,7 +4,9 @@ A multi-dimensional index is flattened with ``Buffer.row_strides()`` (strides ma
 An access whose flattened offset is ``base + lane`` (a unit-stride Ramp in some dimension, possibly
 inside sums and constant multiples) becomes one vector load or store; one whose lanes all hit
 the same element becomes a scalar load and a splat; any other vector offset becomes
-``llvm.masked.gather``/``scatter``; a predicate becomes a masked
+``llvm.masked.gather``/``scatter`` -- unless only the innermost index varies, by constants per
+lane that fit one vector (a grouped conv's lanes reading their group's channel,
+``(lane // g) g + c``): then one vector load and a shuffle; a predicate becomes a masked
 load/store (vector) or a branch (scalar).
 """
 from __future__ import annotations
@@ -13,7 +15,8 @@ from llvmlite import ir
 
 from ...errors import CompileError
 from ...loop import dtype as dt
-from ...loop.expr import Add, Broadcast, Cast, IntImm, Mul, Ramp, Sub, as_expr, cast, const
+from ...loop.expr import (Add, Broadcast, Cast, FloorDiv, FloorMod, IntImm, Mul, Ramp, Sub, as_expr, cast,
+                          const)
 from . import types as T
 from .intrinsics import declare, llvm_intrinsic, type_suffix
 
@@ -64,6 +67,47 @@ def _linear(e):
             if lx is not None:
                 return Mul(*_same(lx[0], const(c, dt.element(y.dtype)))), lx[1] * c
     return None
+
+
+_LANEWISE = {Add: lambda x, y: x + y, Sub: lambda x, y: x - y, Mul: lambda x, y: x * y,
+             FloorDiv: lambda x, y: x // y, FloorMod: lambda x, y: x % y}
+
+
+def _lane_constants(e, lanes: int):
+    """Each lane's value of the integer index ``e`` when all are constants, else None."""
+    if isinstance(e, Ramp):
+        base, step = _const_int(e.base), _const_int(e.stride)
+        return None if base is None or step is None else tuple(base + k * step for k in range(lanes))
+    c = _const_int(e)
+    if c is not None:
+        return (c,) * lanes
+    if isinstance(e, Cast) and dt.is_int(e.dtype) and dt.is_int(e.value.dtype):
+        return _lane_constants(e.value, lanes)
+    fn = _LANEWISE.get(type(e))
+    if fn is None:
+        return None
+    a, b = _lane_constants(e.a, lanes), _lane_constants(e.b, lanes)
+    if a is None or b is None or (type(e) in (FloorDiv, FloorMod) and 0 in b):
+        return None
+    return tuple(fn(x, y) for x, y in zip(a, b))
+
+
+def _shuffled_window(buf, indices, lanes: int):
+    """``(row indices, start, mask)`` when lane ``k`` reads ``buf[row..., start + mask[k]]``:
+    the outer indices the same for every lane and the innermost constant per lane, all within
+    one vector of the row -- else None."""
+    *outer, last = indices
+    if any(dt.lanes(i.dtype) > 1 and not isinstance(i, Broadcast) for i in outer):
+        return None
+    offsets = _lane_constants(last, lanes)
+    extent = _const_int(buf.shape[-1]) if buf.shape else None
+    if offsets is None or extent is None or extent < lanes or buf.strides is not None:
+        return None
+    start = min(min(offsets), extent - lanes)
+    if min(offsets) < 0 or max(offsets) >= start + lanes:
+        return None
+    rows = [i.value if isinstance(i, Broadcast) else i for i in outer]
+    return rows, start, [o - start for o in offsets]
 
 
 def _same(a, b):
@@ -146,6 +190,13 @@ def load(e, node) -> ir.Value:
             v = llvm_intrinsic(b, "masked.load", [addr, ir.Constant(T.I32, ealign), mask,
                                                    ir.Constant(mt, None)],
                                ret=mt, overload=[mt, T.PTR])
+        return _from_mem(b, v, dtype)
+    window = _shuffled_window(buf, node.indices, lanes) if node.predicate is None else None
+    if window is not None:
+        rows, start, mask = window
+        addr = b.gep(ptr, [_flat_offset(e, buf, [*rows, IntImm(start)])], source_etype=T.mem_type(buf.dtype))
+        v = b.load(addr, typ=mt, align=ealign)
+        v = b.shuffle_vector(v, ir.Constant(mt, ir.Undefined), ir.Constant(ir.VectorType(T.I32, lanes), mask))
         return _from_mem(b, v, dtype)
     # A gather: a vector of addresses.
     offs = _flat_offset(e, buf, node.indices)

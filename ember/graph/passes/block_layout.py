@@ -18,7 +18,7 @@ bottom-up, the layout change moves past what works as well on blocks:
   the blocks, and an elementwise op may broadcast such a ``N C/b 1 1 b`` result back over the
   plane;
 - a depthwise conv, or a grouped one whose groups lie within blocks, filters each block on
-  its own (``groups``; a group narrower than a block with block-diagonal weights).
+  its own (``groups``; each filter reads only its group's channels).
 
 So a ResNet's convolutions, biases, activations and residual adds, and a MobileNet's or an
 EfficientNet's depthwise convs and squeeze-excitations, all stay blocked, and the layout
@@ -131,12 +131,12 @@ def _conv(n: Call, target):
 
 def _grouped(n: Call, x, w, fb: int, attrs: dict, target=None):
     """A grouped conv whose groups lie within blocks runs on the blocks, each output block
-    reading its own input block: depthwise (one filter per channel), groups of whole vectors
-    (RegNetX's, 16 channels wide) with each filter reading its own group's channels, or
-    narrower groups (RegNetY's, 8 wide) with each block's weights made block-diagonal -- when
-    its input is already blocked, or its window is large enough to pay for blocking it."""
-    from ...kernels.common import vector_lanes
-
+    reading its own input block: depthwise (one filter per channel), or groups of ``g``
+    channels (RegNetX's 16, RegNetY's 8, ResNeXt's 4-32) with each filter reading its own
+    group's channels, the kernel's input lane ``(lane // g) g + c`` (a shuffle of the pixel's
+    vector where groups are narrower than one; block-diagonal weights, zero between groups,
+    would do ``block / g`` times the FLOPs) -- when its input is already blocked, or its
+    window is large enough to pay for blocking it."""
     C, F, groups = x.type.shape[1], n.type.shape[1], n.attr("groups")
     cg, fg = w.type.shape[1], F // groups
     if F != C or C < fb or cg != fg or fb % cg:
@@ -151,32 +151,9 @@ def _grouped(n: Call, x, w, fb: int, attrs: dict, target=None):
         if w.type.shape[2] * w.type.shape[3] < 25:
             return None
         src = _call("block_channels", [x], {"block": fb}, n.span)
-    if cg > 1 and cg % vector_lanes(target, n.type.dtype):
-        # (zero weights between groups: fb / cg times the FLOPs; a group of whole vectors
-        # reads its own channels instead, the kernel's input lane (lane // cg) cg + c)
-        w = _block_diagonal(w, fb, n.span)
     packed = _call("nn.pack_conv_weight", [w], {"block": fb}, n.span)
     conv = _call("nn.conv2d_nchwc", [src, packed], {**attrs, "groups": groups}, n.span)
     return _unblock(conv, n.type, n.span)
-
-
-def _block_diagonal(w, fb: int, span):
-    """Grouped weights ``(F, g, kh, kw)`` (groups of ``g`` channels in and out) as ``(F', fb,
-    kh, kw)``, F' = F rounded up to blocks: filter ``f`` reads the ``fb`` channels of its
-    block, zero outside its own group."""
-    import numpy as np
-
-    from ..ir import const
-
-    F, g, kh, kw = w.type.shape
-    Fp, per = -(-F // fb) * fb, fb // g
-    if Fp != F:
-        w = _call("pad", [w], {"pad_width": (0, 0, 0, 0, Fp - F, 0, 0, 0)}, span)
-    # (blocks, group in block, filter in group, 1, channel in group, kh, kw) x one-hot of the group
-    w = _call("reshape", [w], {"newshape": (Fp // fb, per, g, 1, g, kh, kw)}, span)
-    mask = np.eye(per, dtype=np.float32).reshape(1, per, 1, per, 1, 1, 1)
-    w = _call("multiply", [w, const(mask)], {}, span)
-    return _call("reshape", [w], {"newshape": (Fp, fb, kh, kw)}, span)
 
 
 def _as_blocked(a, out: TensorType, block: int, span):

@@ -77,13 +77,14 @@ def unblock_ref(x):
 
 
 def per_block_ref(x, w, **kw):
-    """A grouped nn.conv2d_nchwc: blocked x (N, C/b, H, W, b), weights (C/b, 1 or b, kh, kw, b);
-    each output block the conv of its own input block (depthwise when the weights have 1)."""
+    """A grouped nn.conv2d_nchwc: blocked x (N, C/b, H, W, b), weights (C/b, g, kh, kw, b);
+    each output block the conv of its own input block in groups of g channels (depthwise when
+    g is 1, the whole block when it is b)."""
     outs = []
     for bo in range(x.shape[1]):
         xb = np.moveaxis(x[:, bo], -1, 1)
         wb = np.moveaxis(w[bo], -1, 0)  # (b out, 1 or b in, kh, kw)
-        outs.append(conv_ref(xb, wb, groups=xb.shape[1] if wb.shape[1] == 1 else 1, **kw))
+        outs.append(conv_ref(xb, wb, groups=xb.shape[1] // wb.shape[1], **kw))
     return np.stack([np.moveaxis(o, 1, -1) for o in outs], axis=1)
 
 
@@ -266,6 +267,14 @@ CASES = [
      lambda x, w: per_block_ref(x, w, strides=(2, 2), padding=(2, 2, 2, 2)), None, 1e-4),
     ("nn.conv2d_nchwc", {"padding": (1, 1, 1, 1), "groups": 8}, [(1, 2, 7, 8, 16), (2, 16, 3, 3, 16)],
      lambda x, w: per_block_ref(x, w, padding=(1, 1, 1, 1)), "residual", 1e-4),
+    # groups narrower than a vector (RegNetY's 8, ResNeXt's 4): each lane reads its group's
+    # channels, a shuffle of the pixel's vector per channel
+    ("nn.conv2d_nchwc", {"padding": (1, 1, 1, 1), "groups": 8}, [(1, 2, 7, 8, 16), (2, 4, 3, 3, 16)],
+     lambda x, w: per_block_ref(x, w, padding=(1, 1, 1, 1)), "bias_relu", 1e-4),
+    ("nn.conv2d_nchwc", {"strides": (2, 2), "padding": (1, 1, 1, 1), "groups": 4}, [(1, 2, 9, 11, 16), (2, 8, 3, 3, 16)],
+     lambda x, w: per_block_ref(x, w, strides=(2, 2), padding=(1, 1, 1, 1)), "residual", 1e-4),
+    ("nn.conv2d_nchwc", {"groups": 12}, [(1, 3, 5, 6, 8), (3, 2, 1, 1, 8)],
+     lambda x, w: per_block_ref(x, w), None, 1e-4),
     # conv1d, conv3d
     ("nn.conv1d", {"strides": (2,), "padding": (1, 2), "dilation": (2,)}, [(2, 3, 17), (5, 3, 3)],
      lambda x, w: conv_ref(x, w, (2,), (1, 2), (2,)), "bias_relu", 1e-4),

@@ -1,6 +1,7 @@
 """block_layout: convolutional regions in the blocked channel layout, layout changes only at
 the region's edges, the same results as the plain layout."""
 import numpy as np
+import pytest
 
 import ember
 from ember.graph import Tuple as Tuple_
@@ -207,26 +208,12 @@ def test_a_mobile_block_stays_blocked_through_depthwise_and_squeeze_excitation()
     _same_as_plain(mod, (1, c, 12, 12))
 
 
-def test_groups_narrower_than_a_vector_run_block_diagonal():
-    """RegNetY: 3x3 convs in groups of 8 channels (half a vector on AVX-512); each block holds
-    whole groups, its weights block-diagonal."""
-    g = FB // 4  # a block is two vectors: a quarter block is half a vector
-    c = 3 * FB
-    x = Var("x", T(1, c, 9, 9))
-    y = call("nn.relu", _conv(x, rand(c, c, 1, 1) * 0.2, padding=(0, 0, 0, 0)))
-    z = call("nn.relu", _conv(y, rand(c, g, 3, 3) * 0.2, groups=c // g))
-    mod = module([x], z)
-    after = run(mod)
-    (grouped,) = [n for n in topo_calls(after) if n.op == "nn.conv2d_nchwc" and n.attr("groups", 1) > 1]
-    assert grouped.args[0].op == "nn.relu" and grouped.args[1].type.shape[1] == FB
-    _same_as_plain(mod, (1, c, 9, 9))
-
-
-def test_groups_of_whole_vectors_read_their_own_channels():
-    """RegNetX: groups of 16 channels, one vector on AVX-512, two per block: each filter reads
-    its own group's channels (weights (C/FB, 16, kh, kw, FB)), not a block-diagonal matrix
-    with zeros between the groups (twice the FLOPs). Strided too, and a padded last block."""
-    g = FB // 2
+@pytest.mark.parametrize("g", [FB // 2, FB // 4, FB // 8])
+def test_grouped_convs_read_their_own_groups_channels(g):
+    """RegNetX's groups of 16 channels (a vector on AVX-512, half a block), RegNetY's 8 (half a
+    vector), ResNeXt's 4: each filter reads its own group's channels (weights (C/FB, g, kh,
+    kw, FB)), not a block-diagonal matrix with zeros between the groups (FB / g times the
+    FLOPs). Strided too, and a padded last block."""
     for c, strides, hw in ((3 * FB, (1, 1), 9), (2 * FB, (2, 2), 12), (FB + g, (1, 1), 7)):
         x = Var("x", T(1, c, hw, hw))
         y = call("nn.relu", _conv(x, rand(c, c, 1, 1) * 0.2, padding=(0, 0, 0, 0)))
