@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from typing import Optional, Sequence
 
+from ..errors import ShapeError
 from ..loop import compute as te
 from ..loop import dtype as dt
 from ..loop.expr import as_expr, min_
@@ -65,7 +66,8 @@ def width_block(width, fb: int, lanes: int, registers: int = 16) -> int:
 
 def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1, 1),
                  padding: Sequence[int] = (0, 0, 0, 0), dilation: Sequence[int] = (1, 1),
-                 target=None, name: str = "conv_nchwc", grouped: bool = False) -> te.Tensor:
+                 target=None, name: str = "conv_nchwc", grouped: bool = False,
+                 scale: Optional[te.Tensor] = None) -> te.Tensor:
     """The convolution of ``data`` (``N C H W`` or ``N C/cb H W cb``) with weights ``packed``
     (``F/FB, C, kh, kw, FB``): the ``N F/FB OH OW FB`` result. ``padding`` is
     (top, left, bottom, right). The stage's ``attrs`` hold its parts for
@@ -77,9 +79,17 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
     block, ``packed`` ``(C/FB, g, kh, kw, FB)``: filter lane ``f`` reads input lanes
     ``(f // g) g + c`` of its block (``g`` a multiple of the vector lanes, so a vector's
     filters share one group), or with ``g = FB`` each block's weights a block-diagonal matrix
-    (zero between groups: ``FB / group width`` times the FLOPs, all in registers)."""
+    (zero between groups: ``FB / group width`` times the FLOPs, all in registers).
+
+    ``scale`` (blocked data only): a factor per input channel, ``N|1 C/cb 1 1 cb`` (a
+    squeeze-excitation's), by which the data is multiplied before the convolution. It scales
+    the weights instead, ``x (s w)``: a product per weight vector and block of columns (the
+    columns are unrolled: one product serves them all), not per input element."""
     target = host(target)
     blocked = data.ndim == 5
+    if scale is not None and (grouped or not blocked):
+        raise ShapeError(f"{name}: a per-channel scale needs blocked data and groups = 1, got data "
+                         f"{tuple(data.shape)}{' (grouped)' if grouped else ''}")
     FO, C, kh, kw, FB = [const_int(d) for d in packed.shape]
     sh, sw = strides
     dh, dw = dilation
@@ -133,7 +143,10 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
 
         def body(n, fo, y, x, fi):
             v = padded[n, rco.var, y * sh + ry.var * dh, column(x, rx.var), rci.var]
-            return te.sum(v * packed[fo, rco.var * cb + rci.var, ry.var, rx.var, fi], axis=axes)
+            w = packed[fo, rco.var * cb + rci.var, ry.var, rx.var, fi]
+            if scale is not None:
+                w = scale[n if const_int(scale.shape[0]) != 1 else 0, rco.var, 0, 0, rci.var] * w
+            return te.sum(v * w, axis=axes)
     else:
         rc = te.reduce_axis(C, "rc")
 

@@ -162,19 +162,29 @@ def _infer_conv2d_nchwc(args, attrs):
             raise ShapeError(f"a grouped nn.conv2d_nchwc needs blocked data N C/b H W b and weights "
                              f"(C/b, g, kh, kw, b), g dividing b, with the same block, got data {x} and "
                              f"weight {w}")
+        if len(args) > 2:
+            raise ShapeError("a grouped nn.conv2d_nchwc takes no per-channel scale")
         return TensorType((x.shape[0], w.shape[0]) + spatial + (w.shape[4],), x.dtype)
+    if len(args) > 2:  # a per-channel scale of the data: N|1 C/b 1 1 b
+        sc = tensor(args[2], "the scale")
+        same_dtype([x, sc], "the data and the scale")
+        if x.ndim != 5 or sc.ndim != 5 or tuple(sc.shape[1:]) != (x.shape[1], 1, 1, x.shape[4]) \
+                or sc.shape[0] not in (1, x.shape[0]):
+            raise ShapeError(f"the scale of nn.conv2d_nchwc must be N|1 C/b 1 1 b against blocked data "
+                             f"N C/b H W b, got data {x} and scale {sc}")
     cin = D.dim_mul(x.shape[1], x.shape[4]) if x.ndim == 5 else x.shape[1]
     if isinstance(cin, int) and cin != w.shape[1]:
         raise ShapeError(f"the data has {cin} channels but the weight expects {w.shape[1]} (data {x}, weight {w})")
     return TensorType((x.shape[0], w.shape[0]) + spatial + (w.shape[4],), x.dtype)
 
 
-register_op("nn.conv2d_nchwc", infer=_infer_conv2d_nchwc, pattern=Pattern.OUT_ELEMWISE_FUSABLE, num_args=2,
+register_op("nn.conv2d_nchwc", infer=_infer_conv2d_nchwc, pattern=Pattern.OUT_ELEMWISE_FUSABLE, num_args=(2, 3),
             attrs_schema={**_WINDOW, "groups": attr("int", 1)},
             doc="2-D convolution in the blocked channel layout: data N C H W or N C/b H W b, weight packed "
                 "by nn.pack_conv_weight (F/FB, C, kh, kw, FB), result N F/FB OH OW FB; with groups > 1 "
                 "each block reads its own: blocked data and weights (C/b, 1, kh, kw, b) (depthwise) or "
-                "(C/b, g, kh, kw, b) (groups of g channels; g = b: block-diagonal)")
+                "(C/b, g, kh, kw, b) (groups of g channels; g = b: block-diagonal); an optional third "
+                "argument N|1 C/b 1 1 b scales the blocked data per channel first (folded into the weights)")
 
 
 register_op("nn.pack_conv_weight", infer=_infer_pack_conv_weight, pattern=Pattern.INJECTIVE,

@@ -7,6 +7,7 @@ from .context import (Instrument, Pass, PassContext, PassError, PassTimer, Print
                       VerifyAfterPass, graph_pass)
 from .cse import cse
 from .dce import dce
+from .fold_channel_scale import fold_channel_scale
 from .fold_constant import fold_constant
 from .fuse_ops import fuse_ops
 from .pack_conv_weights import pack_conv_weights
@@ -23,14 +24,15 @@ def default_pipeline() -> list:
     constants (weights made by ConstantOfShape, shape chains), fold batch norms into convs,
     move reshapes below elementwise ops (a product's epilogue then follows it), drop the
     convolution taps that read only padding, run convolutional regions in the
-    blocked channel layout, pack the other constant convolution weights and the constant
+    blocked channel layout (a squeeze-excitation's per-channel scale folded into the conv
+    after it), pack the other constant convolution weights and the constant
     matrix-product weights for their micro-kernels, fold the new scale/shift expressions and
     the packing, merge and prune, then fuse into kernels. First, half-precision accumulating
     ops are given float32 accumulation."""
-    return [promote_half, fold_constant, simplify_inference, sink_reshapes, trim_conv_taps, block_layout, pack_conv_weights,
-            pack_matmul_weights, fold_constant, cse, dce, fuse_ops]
+    return [promote_half, fold_constant, simplify_inference, sink_reshapes, trim_conv_taps, block_layout,
+            fold_channel_scale, pack_conv_weights, pack_matmul_weights, fold_constant, cse, dce, fuse_ops]
 
 
-__all__ = ["block_layout", "cse", "dce", "fold_constant", "pack_conv_weights", "pack_matmul_weights", "promote_half",
+__all__ = ["block_layout", "cse", "dce", "fold_channel_scale", "fold_constant", "pack_conv_weights", "pack_matmul_weights", "promote_half",
            "simplify_inference", "sink_reshapes", "trim_conv_taps", "Instrument", "Pass", "PassContext", "PassError", "PassTimer",
            "PrintAfterPass", "VerifyAfterPass", "default_pipeline", "fuse_ops", "graph_pass", "verify"]
