@@ -22,6 +22,7 @@ import os
 import statistics
 import sys
 import time
+from typing import Optional
 
 import numpy as np
 
@@ -77,17 +78,29 @@ def random_weights(path: str, out_dir: str, seed: int = 0) -> str:
     return out
 
 
-def _inputs(exe, seed: int = 0) -> dict:
+def _inputs(exe, seed: int = 0, shapes: Optional[dict] = None) -> tuple:
+    """Random inputs for ``exe`` (zeros for integer ones: token ids), at ``shapes`` where given,
+    else with every symbolic dim 1; and a note naming the dims so bound (or "")."""
     rng = np.random.default_rng(seed)
-    return {i.name: rng.random(i.shape, dtype=np.float32) if i.dtype == "float32" else np.zeros(i.shape, i.dtype)
-            for i in exe.input_info}
+    feeds, bound = {}, []
+    for i in exe.input_info:
+        shape = (shapes or {}).get(i.name)
+        if shape is None:
+            shape = tuple(d if isinstance(d, int) else 1 for d in i.shape)
+            if shape != tuple(i.shape):
+                bound.append(f"{i.name} {tuple(i.shape)} -> {shape}")
+        feeds[i.name] = rng.random(shape, dtype=np.float32) if i.dtype == "float32" else np.zeros(shape, i.dtype)
+    note = (f"symbolic dims set to 1: {'; '.join(bound)} (--input-shape NAME=D1,D2,... to choose)"
+            if bound else "")
+    return feeds, note
 
 
 def bench_model(path: str, peers: list, threads: int, repeat: int, out=print, isolated: bool = True,
-                feeds: dict = None, rounds: int = 3, name: str = None) -> dict:
+                feeds: dict = None, rounds: int = 3, name: str = None, input_shapes: Optional[dict] = None) -> dict:
     """Compile ``path`` (cold and warm) and time it against ``peers``: each runtime alone in a
     process of its own, alternating, ``rounds`` times (``isolated``, the default: as users run
-    it), or all in this process, alternating turns."""
+    it), or all in this process, alternating turns. Without ``feeds``, random inputs at
+    ``input_shapes`` (per input name; symbolic dims not given there are 1)."""
     import ember
     from ember.bench.timing import interleaved
 
@@ -110,9 +123,11 @@ def bench_model(path: str, peers: list, threads: int, repeat: int, out=print, is
     t0 = time.perf_counter()
     exe = ember.compile(path)  # again: every kernel now comes from the cache
     warm_s = time.perf_counter() - t0
-    feeds = feeds if feeds is not None else _inputs(exe)
-    fns = {"ember": lambda: exe.run(**feeds)}
     notes = []
+    if feeds is None:
+        feeds, bound = _inputs(exe, shapes=input_shapes)
+        notes += [bound] if bound else []
+    fns = {"ember": lambda: exe.run(**feeds)}
     from .peers import INSTALL, PEERS
 
     for peer in peers:
@@ -214,7 +229,11 @@ def main(argv=None) -> int:
                         "in a process of its own, as users run it; in one process a runtime's spinning "
                         "threads slow the next one's parallel regions)")
     p.add_argument("--rounds", type=int, default=3, help="alternating rounds of processes (default 3)")
+    p.add_argument("--input-shape", action="append", metavar="NAME=D1,D2,...",
+                   help="the shape of an input with symbolic dims, e.g. --input-shape input_ids=1,128 "
+                        "(without it every symbolic dim is 1)")
     args = p.parse_args(argv)
+    from ember.cli_model import _shapes
     from ember.target import Target
 
     paths = list(args.models) + [light_path(n) for n in (LIGHT if args.all_light else args.light)]
@@ -243,8 +262,9 @@ def main(argv=None) -> int:
 
         tmp = tempfile.mkdtemp(prefix="ember-bench-")
         paths = [random_weights(p_, tmp) for p_ in paths]
+    shapes = _shapes(args.input_shape)
     rows = [bench_model(path, peers, threads, args.repeat, isolated=not args.in_process, feeds=zoo_feeds.get(path),
-                        rounds=args.rounds) for path in paths]
+                        rounds=args.rounds, input_shapes=shapes) for path in paths]
     for peer in peers:
         ratios = [r[f"ratio_{peer}"] for r in rows if f"ratio_{peer}" in r]
         if len(ratios) > 1:

@@ -10,11 +10,11 @@ from ember.bench import peers
 from ember.bench.models import main
 
 
-def _conv_model(path):
+def _conv_model(path, batch=1):
     w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((16, 3, 3, 3)).astype(np.float32), "w")
     nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["y"])]
-    graph = helper.make_graph(nodes, "small", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 8, 8])], [w])
+    graph = helper.make_graph(nodes, "small", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 16, 8, 8])], [w])
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
     return str(path)
 
@@ -34,6 +34,15 @@ def test_every_peer_is_timed_or_skipped_with_a_note(tmp_path, capsys):
             assert row[f"ratio_{peer}"] > 0
         else:
             assert f"{peer} is not installed: skipped ({peers.INSTALL[peer]})" in text
+
+
+def test_a_model_with_a_symbolic_batch_runs_at_one_or_the_shape_given(tmp_path, capsys):
+    model = _conv_model(tmp_path / "dynamic.onnx", batch="batch")
+    assert main([model, "--in-process", "--repeat", "2"]) == 0
+    assert "symbolic dims set to 1: x ('batch', 3, 8, 8) -> (1, 3, 8, 8)" in capsys.readouterr().out
+    out = tmp_path / "figures.json"
+    assert main([model, "--in-process", "--repeat", "2", "--input-shape", "x=3,3,8,8", "--json", str(out)]) == 0
+    assert "symbolic dims" not in capsys.readouterr().out and json.loads(out.read_text())[0]["median_ms"]["ember"] > 0
 
 
 def test_in_process_timing_and_a_zoo_name_that_does_not_exist(tmp_path, capsys):
