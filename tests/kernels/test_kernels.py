@@ -158,3 +158,23 @@ def test_reduce(axis, combiner):
     x = _r(6, 5, 19) if combiner != "prod" else (1 + 0.01 * _r(6, 5, 19))
     want = getattr(np, combiner)(x, axis=axis)
     np.testing.assert_allclose(_run(K.reduce(x.shape, axis, combiner), x), want, rtol=1e-5, atol=1e-5)
+
+
+
+def test_a_product_over_a_symbolic_row_count_packs_its_rows():
+    """Rows read in place with a symbolic count M would clamp every row's address (the last
+    block's rows past M): such a product packs A (zero rows past M) and its micro-kernel reads
+    the panels. Exact at row counts that do and do not fill the last block."""
+    from ember.graph import Call, Function, Module, Var, const
+    from ember.graph.infer import infer_types
+    from ember.graph.types import Dim, TensorType
+
+    w = _r(96, 80)
+    x = Var("x", TensorType((Dim("rows"), 96), "float32"))
+    mod = infer_types(Module({"main": Function([x], Call("nn.matmul", [x, const(w)], {}))}))
+    exe = ember.compile(mod)
+    (sched, args, name), = [k for k in exe.kernel_sources if "matmul" in k[2]]
+    assert any(st.tensor.name.endswith("_Ap") for st in sched.stages)
+    for rows in (1, 14, 37, 300):
+        a = _r(rows, 96)
+        np.testing.assert_allclose(exe.run(a)[0], a @ w, rtol=1e-4, atol=1e-4)

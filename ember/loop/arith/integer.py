@@ -13,7 +13,7 @@ from ..expr import (Add, BitAnd, BitOr, BitXor, Div, EQ, Expr, FloorDiv, FloorMo
 from . import poly as P
 from .common import FLIP, INDEX, INT64_MAX, dtype_of, is_index, same_block
 from .fold import bool_const, fold_binary, imm, wrap, wrap_signed
-from .poly import order_key, poly_of, to_expr
+from .poly import order_key, poly_of, to_expr, vars_of
 
 
 class IntegerMixin:
@@ -153,7 +153,7 @@ class IntegerMixin:
         if q.terms or q.const:
             rest = self._floordiv(to_expr(r), imm(c, INDEX), ctx) if r.terms else imm(0, INDEX)
             return self._arith(Add, to_expr(q), rest, ctx)
-        k = same_block(self.iv_poly(p, ctx), c)
+        k = self._same_block_poly(p, c, ctx)
         if k is not None:
             return imm(k, INDEX)
         return FloorDiv(to_expr(p), imm(c, INDEX))
@@ -231,10 +231,23 @@ class IntegerMixin:
             inner = self._floormod_index(to_expr(P.make({m: k // g for m, k in p.terms.items()},
                                                         p.const // g, INDEX)), c // g, ctx)
             return self._arith(Mul, inner, imm(g, INDEX), ctx)
-        k = same_block(self.iv_poly(p, ctx), c)
+        k = self._same_block_poly(p, c, ctx)
         if k is not None:
             return to_expr(P.add(p, P.constant(k * c, INDEX), -1))
         return FloorMod(to_expr(p), imm(c, INDEX))
+
+    def _same_block_poly(self, p: P.Poly, c: int, ctx):
+        """``k`` when the index polynomial ``p`` lies in ``[k c, k c + c)`` wherever ``ctx``
+        allows, else None: by constant intervals, then by symbolic bounds where a range is
+        symbolic -- with a dynamic batch, ``i // 192 // (batch * 49)`` over ``i`` in ``[0,
+        batch * 28224)`` is in [0, 2] though no constant interval says so (a window
+        partition's vector of 16 channels then stays one load, not a gather)."""
+        k = same_block(self.iv_poly(p, ctx), c)
+        if k is None and ctx.symbolic and ctx.has_sym and ctx.sym.keys() & vars_of(to_expr(p)):
+            lo, hi = self.sym_bounds(to_expr(p), ctx)
+            if lo is not None and hi is not None:
+                k = same_block((self.iv(lo, ctx)[0], self.iv(hi, ctx)[1]), c)
+        return k
 
     def _truncdivmod(self, cls, a, b, ctx):
         dtype = dtype_of(a)

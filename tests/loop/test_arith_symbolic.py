@@ -1,0 +1,58 @@
+"""Divisions by a constant whose dividend stays in one block only by symbolic reasoning: a
+window partition with a dynamic batch (Swin), where the constant intervals know nothing."""
+import itertools
+
+from ember.loop import Broadcast, FloorDiv, FloorMod, IntImm, Ramp, Var
+from ember.loop.arith import simplify
+from ember.loop.arith.analyzer import Param
+
+B, I, O = Var("batch"), Var("i"), Var("o")
+
+
+def C(v: int) -> IntImm:
+    return IntImm(v, "int64")
+
+
+def _window_base(per: int = 28224):
+    """The first channel a vector of 16 reads in Swin's fused window partition: the q/k/v
+    third (``i // 192 // (batch * 49)``, in [0, 2]), the head, the half."""
+    return FloorDiv(FloorDiv(I, C(192)), B * 49) * 96 + FloorMod(FloorDiv(I, C(64)), C(3)) * 32 + O * 16
+
+
+def _ranges(per: int = 28224) -> dict:
+    return {B: Param((1, 1 << 40)), I: (C(0), B * per - 1), O: (C(0), C(1))}
+
+
+def test_a_vector_within_one_row_under_a_symbolic_range_is_one_row():
+    lanes = Ramp(_window_base(), C(1), 16)
+    assert simplify(FloorDiv(lanes, Broadcast(C(288), 16)), _ranges()) == Broadcast(C(0), 16)
+    assert simplify(FloorMod(lanes, Broadcast(C(288), 16)), _ranges()) == simplify(lanes, _ranges())
+
+
+def test_the_simplified_index_keeps_every_value():
+    e = FloorDiv(_window_base() + Var("lane"), C(288)) * 1000 + FloorMod(_window_base() + Var("lane"), C(288))
+    r = {**_ranges(), Var("lane"): (C(0), C(15))}
+    s = simplify(e, r)
+    for batch in (1, 2, 5):
+        for i, o, lane in itertools.product(range(0, batch * 28224, 997), (0, 1), (0, 15)):
+            env = {B: batch, I: i, O: o, Var("lane"): lane}
+            want = ((i // 192 // (batch * 49)) * 96 + (i // 64 % 3) * 32 + o * 16 + lane)
+            assert _eval(s, env) == (want // 288) * 1000 + want % 288
+
+
+def test_a_range_that_reaches_the_next_block_is_left_alone():
+    # i up to batch * 37632 - 1: the third is in [0, 3], the channel up to 383, past one row
+    lanes = Ramp(_window_base(), C(1), 16)
+    assert simplify(FloorDiv(lanes, Broadcast(C(288), 16)), _ranges(37632)) != Broadcast(C(0), 16)
+
+
+def _eval(e, env: dict) -> int:
+    from ember.loop.expr import Add, Mul, Sub
+
+    if isinstance(e, IntImm):
+        return e.value
+    if isinstance(e, Var):
+        return env[e]
+    a, b = _eval(e.a, env), _eval(e.b, env)
+    return {Add: a + b, Sub: a - b, Mul: a * b, FloorDiv: a // b if b else 0,
+            FloorMod: a % b if b else 0}[type(e)]
