@@ -77,9 +77,9 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
     result) -- a depthwise conv, ``packed`` ``(C/FB, 1, kh, kw, FB)``: a vector holds one tap
     of ``lanes`` channels and the reduction is the window alone; or groups narrower than a
     block, ``packed`` ``(C/FB, g, kh, kw, FB)``: filter lane ``f`` reads input lanes
-    ``(f // g) g + c`` of its block (``g`` a multiple of the vector lanes, so a vector's
-    filters share one group), or with ``g = FB`` each block's weights a block-diagonal matrix
-    (zero between groups: ``FB / group width`` times the FLOPs, all in registers).
+    ``(f // g) g + c`` of its block -- a broadcast where ``g`` is a multiple of the vector
+    lanes (a vector's filters share one group), a shuffle of the pixel's vector where groups
+    are narrower (the schedule unrolls ``c``); ``g = FB`` is a whole block.
 
     ``scale`` (blocked data only): a factor per input channel, ``N|1 C/cb 1 1 cb`` (a
     squeeze-excitation's), by which the data is multiplied before the convolution. It scales
@@ -289,7 +289,7 @@ def _schedule_pad(s: Schedule, conv: te.Tensor, lanes: int, at=None) -> Schedule
 
 def _schedule_grouped(s: Schedule, conv: te.Tensor, out: te.Tensor, acc: te.Tensor, lanes: int,
                       xb: int) -> Schedule:
-    """A depthwise or block-diagonal conv: one task per output row of one channel block,
+    """A depthwise or grouped conv: one task per output row of one channel block,
     which first pads the ``kh`` input rows it reads (a few KiB, in L1) -- a padded copy of
     the whole input would go through memory once more, the most this memory-bound kernel
     pays -- then runs blocks of ``XB`` columns, the whole reduction in registers."""
