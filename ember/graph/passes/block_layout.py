@@ -114,7 +114,7 @@ def _conv(n: Call, target):
     attrs = {k: n.attr(k, None) for k in ("strides", "padding", "dilation")}
     groups = n.attr("groups", 1)
     if groups != 1:
-        return _grouped(n, x, w, fb, attrs, target)
+        return _grouped(n, x, w, fb, attrs)
     if w.type.shape[0] < fb:
         return None  # mostly padding
     src = _blocked(x)
@@ -129,7 +129,7 @@ def _conv(n: Call, target):
     return _unblock(conv, n.type, n.span)
 
 
-def _grouped(n: Call, x, w, fb: int, attrs: dict, target=None):
+def _grouped(n: Call, x, w, fb: int, attrs: dict):
     """A grouped conv whose groups lie within blocks runs on the blocks, each output block
     reading its own input block: depthwise (one filter per channel), or groups of ``g``
     channels (RegNetX's 16, RegNetY's 8, ResNeXt's 4-32) with each filter reading its own
