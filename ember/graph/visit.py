@@ -88,7 +88,7 @@ def rebuild(n: Expr, new: Callable[[Expr], Expr]) -> Expr:
     return n.replace(params=nk[:-1], body=nk[-1])  # Function
 
 
-def rewrite(root: Root, fn: Callable[[Expr], Optional[Expr]]):
+def rewrite(root: Root, fn: Callable[..., Optional[Expr]], original: bool = False):
     """Rebuild ``root`` bottom-up. ``fn`` gets each node with its operands already rewritten and
     returns a replacement, or None to keep it. ``fn`` runs once per distinct node (a shared
     subexpression is rewritten once and stays shared); unchanged subtrees are returned as is.
@@ -97,13 +97,17 @@ def rewrite(root: Root, fn: Callable[[Expr], Optional[Expr]]):
     >>> rewrite(e, lambda n: None) is e
     True
 
+    With ``original``, ``fn(new, node, get)`` also gets the node as it was and ``get``, which
+    maps a node of ``root`` to what it was rewritten to: for a pass that decides on the graph
+    as it was (use counts taken before any rewrite: a rewrite rebuilds every node above it).
+
     A Module is rewritten function by function (with one memo) into a new Module.
     """
     memo: dict[int, Expr] = {}
     get = lambda c: memo[id(c)]  # noqa: E731 - operands are always rewritten first
     for n in post_order(root):
         m = rebuild(n, get)
-        out = fn(m)
+        out = fn(m, n, get) if original else fn(m)
         if out is not None and not isinstance(out, Expr):
             raise TypeError(f"rewrite: the function returned {out!r} ({type(out).__name__}) for "
                             f"{type(n).__name__}; expected a graph expression or None")

@@ -44,14 +44,15 @@ def graph_pass(name: str, opt_level: int = 0) -> Callable[[Callable], Pass]:
     return wrap
 
 
-def rewrite_main(mod, fn: Callable):
+def rewrite_main(mod, fn: Callable, original: bool = False):
     """``mod`` with its ``main`` body rewritten by :func:`ember.graph.visit.rewrite` with
-    ``fn`` (a node with rewritten operands -> its replacement or None); ``mod`` itself when
-    nothing changed. The shape of most graph passes."""
+    ``fn`` (a node with rewritten operands -> its replacement or None; with ``original``,
+    ``fn(new, node, get)``); ``mod`` itself when nothing changed. The shape of most graph
+    passes."""
     from ..visit import rewrite
 
     main = mod.main
-    body = rewrite(main.body, fn)
+    body = rewrite(main.body, fn, original)
     return mod if body is main.body else mod.with_function("main", main.replace(body=body))
 
 

@@ -24,8 +24,8 @@ from typing import Optional
 
 from ..ir import Call, Module
 from ..ops import infer_type
-from ..visit import post_order, rebuild, use_counts
-from .context import PassContext, graph_pass
+from ..visit import use_counts
+from .context import PassContext, graph_pass, rewrite_main
 
 
 def _per_channel(s, x) -> bool:
@@ -60,20 +60,16 @@ def _operands(n: Call, uses: dict) -> Optional[tuple]:
 def fold_channel_scale(mod: Module, ctx: PassContext) -> Module:
     """Fold ``nn.conv2d_nchwc(x * s, W)``, ``s`` per channel, into the conv (see the module
     docstring)."""
-    main = mod.main
-    uses = use_counts(main.body)  # (decided on the graph as it was: a fold upstream rebuilds the nodes below it)
-    memo: dict = {}
-    get = lambda c: memo[id(c)]  # noqa: E731 - operands are rewritten first
-    changed = False
-    for n in post_order(main.body):
-        new = rebuild(n, get)
+    uses = use_counts(mod.main.body)  # (of the graph as it was: a fold rebuilds the nodes above it)
+
+    def fold(new, n, get):
         found = _operands(n, uses) if isinstance(n, Call) else None
-        if found is not None:
-            args = [get(found[0]), new.args[1], get(found[1])]
-            new = Call(n.op, args, n.attrs, infer_type(n.op, [a.type for a in args], n.attrs), span=n.span)
-            changed = True
-        memo[id(n)] = new
-    return mod.with_function("main", main.replace(body=memo[id(main.body)])) if changed else mod
+        if found is None:
+            return None
+        args = [get(found[0]), new.args[1], get(found[1])]
+        return Call(n.op, args, n.attrs, infer_type(n.op, [a.type for a in args], n.attrs), span=n.span)
+
+    return rewrite_main(mod, fold, original=True)
 
 
 __all__ = ["fold_channel_scale"]

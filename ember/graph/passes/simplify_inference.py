@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from ..ir import Call, Constant, Module, const, merge_spans, source_span
 from ..types import TensorType
-from ..visit import post_order, rebuild, use_counts
-from .context import PassContext, graph_pass
+from ..visit import use_counts
+from .context import PassContext, graph_pass, rewrite_main
 
 _CONVS = ("nn.conv1d", "nn.conv2d", "nn.conv3d")
 
@@ -82,29 +82,25 @@ def _power(n: Call):
 def simplify_inference(mod: Module, ctx: PassContext) -> Module:
     """Batch norm into scale/shift (into the preceding conv when possible); drop ``copy``;
     small constant powers as products."""
-    main = mod.main
-    uses = use_counts(main.body)
-    memo: dict = {}
+    uses = use_counts(mod.main.body)
 
-    def get(orig):
-        return memo[id(orig)]
-
-    for n in post_order(main.body):
-        m = rebuild(n, get)
-        if isinstance(n, Call) and n.op == "copy":
-            m = m.args[0]
-        elif isinstance(n, Call) and n.op == "power":
+    def simplify(m, n, get):
+        if not isinstance(n, Call):
+            return None
+        if n.op == "copy":
+            return m.args[0]
+        if n.op == "power":
             with source_span(*merge_spans(n)):
-                m = _power(m) or m
-        elif isinstance(n, Call) and n.op == "nn.batch_norm":
+                return _power(m)
+        if n.op == "nn.batch_norm":
             # the new calls stand for the conv, its bias and the batch norm together
             x = n.args[0]
             inner = [x, *(x.args[:1] if isinstance(x, Call) and x.op == "nn.bias_add" else [])]
             with source_span(*merge_spans(*reversed(inner), n)):
-                m = _fold_bn(n, get, uses) or m
-        memo[id(n)] = m
-    body = memo[id(main.body)]
-    return mod if body is main.body else mod.with_function("main", main.replace(body=body))
+                return _fold_bn(n, get, uses)
+        return None
+
+    return rewrite_main(mod, simplify, original=True)
 
 
 __all__ = ["simplify_inference"]
