@@ -83,7 +83,8 @@ def _tuned(groups: list) -> dict:
 
 def _source(k) -> tuple:
     """``(schedule or PrimFunc, args, name)``: what a profiler rebuilds a kernel from."""
-    return (k.func, None, k.name) if k.func is not None else (k.schedule, k.inputs + k.outputs, k.name)
+    src = k.source
+    return (src, None, k.name) if not isinstance(src, tuple) else src
 
 
 def _ops(call: dict) -> str:

@@ -47,11 +47,33 @@ class GroupKernel:
     outputs: list
     anchor: Optional[str]  # the anchor op's name, if any
     func: Optional[object] = None  # a PrimFunc
+    # kernels of the same group for the calls whose sizes meet a condition, tried in order
+    # before this one: ((condition on the size parameters, GroupKernel), ...)
+    variants: tuple = ()
 
     @property
     def source(self):
         """What ``ember.driver.build`` takes: ``(schedule, args, name)``, or the PrimFunc."""
-        return self.func if self.func is not None else (self.schedule, self.inputs + self.outputs, self.name)
+        if self.func is None and not self.variants:
+            return (self.schedule, self.inputs + self.outputs, self.name)
+        return self.lowered()
+
+    def lowered(self):
+        """The kernel's PrimFunc (before the loop passes): the schedule lowered, and with
+        variants one function that branches on its sizes to each variant's loops."""
+        if self.func is not None:
+            return self.func
+        from ..loop.lower import lower
+        from ..loop.stmt import IfThenElse, PrimFunc
+
+        f = lower(self.schedule, self.inputs + self.outputs, self.name)
+        body = f.body
+        for cond, k in reversed(self.variants):
+            v = k.lowered()
+            if v.params != f.params:  # (the same group: the same parameters, or no variant)
+                continue
+            body = IfThenElse(cond, v.body, body)
+        return PrimFunc(f.name, f.params, body, f.attrs)
 
 
 def _te_shape(t: TensorType, what: str) -> tuple:
@@ -174,7 +196,7 @@ def lower_group(fn: Function, name: str, target, tuned: Optional[tuple] = None) 
     return _lower_group(fn, name, target)
 
 
-def _lower_group(fn: Function, name: str, target, schedule: bool = True) -> GroupKernel:
+def _lower_group(fn: Function, name: str, target, schedule: bool = True, variants: bool = True) -> GroupKernel:
     """The group's computes and (with ``schedule``) its default schedule; else a fresh one."""
     b = fn.body
     if isinstance(b, Call) and get_op(b.op).kernel is not None:  # a loop program written directly
@@ -204,9 +226,11 @@ def _lower_group(fn: Function, name: str, target, schedule: bool = True) -> Grou
                 s[t].compute_inline()
     anchor_t = env[anchor] if anchor is not None else None
     sched = get_op(anchor.op).schedule.get("llvm") if anchor is not None else None
+    found: tuple = ()
     if (sched is not None and isinstance(anchor_t, te.Tensor) and len(outputs) == 1
             and tuple(outputs[0].shape) == tuple(anchor_t.shape)):
         sched(s, anchor_t, outputs[0], target)
+        found = _variants(fn, name, target, anchor_t) if variants else ()
     else:
         for t in anchor_stages:
             if t not in out_set and _inlinable(t):
@@ -216,7 +240,24 @@ def _lower_group(fn: Function, name: str, target, schedule: bool = True) -> Grou
                 continue
             if st.tensor in anchor_stages or st.tensor in out_set:
                 schedule_root(s, st.tensor)
-    return GroupKernel(name, s, inputs, outputs, anchor.op if anchor is not None else None)
+    return GroupKernel(name, s, inputs, outputs, anchor.op if anchor is not None else None,
+                       variants=found)
+
+
+def _variants(fn: Function, name: str, target, anchor_t: te.Tensor) -> tuple:
+    """The group's kernels for the sizes its default kernel serves badly (a product over a
+    symbolic row count called with fewer rows than its block), each the group lowered under
+    the decisions that suit those sizes."""
+    from ..kernels.matmul import few_rows_variant
+    from ..tune.space import decisions
+
+    found = few_rows_variant(anchor_t)
+    if found is None:
+        return ()
+    cond, chosen = found
+    with decisions(chosen):
+        k = _lower_group(fn, name, target, variants=False)
+    return ((cond, k),)
 
 
 __all__ = ["GroupKernel", "compute_group", "group_anchor", "lower_group", "schedule_root"]

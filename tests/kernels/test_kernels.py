@@ -161,10 +161,9 @@ def test_reduce(axis, combiner):
 
 
 
-def test_a_product_over_a_symbolic_row_count_packs_its_rows():
-    """Rows read in place with a symbolic count M would clamp every row's address (the last
-    block's rows past M): such a product packs A (zero rows past M) and its micro-kernel reads
-    the panels. Exact at row counts that do and do not fill the last block."""
+def _symbolic_rows_product():
+    """An executable of ``x @ w`` with x's row count symbolic, its product kernel's PrimFunc
+    (before the loop passes) and ``w``."""
     from ember.graph import Call, Function, Module, Var, const
     from ember.graph.infer import infer_types
     from ember.graph.types import Dim, TensorType
@@ -173,8 +172,44 @@ def test_a_product_over_a_symbolic_row_count_packs_its_rows():
     x = Var("x", TensorType((Dim("rows"), 96), "float32"))
     mod = infer_types(Module({"main": Function([x], Call("nn.matmul", [x, const(w)], {}))}))
     exe = ember.compile(mod)
-    (sched, args, name), = [k for k in exe.kernel_sources if "matmul" in k[2]]
-    assert any(st.tensor.name.endswith("_Ap") for st in sched.stages)
+    (func, _, _), = [k for k in exe.kernel_sources if "matmul" in k[2]]
+    return exe, func, w
+
+
+def _allocated(stmt) -> set:
+    from ember.loop.stmt import Allocate
+    from ember.loop.visit import walk
+
+    return {n.buffer.name for n in walk(stmt) if isinstance(n, Allocate)}
+
+
+def test_a_product_over_a_symbolic_row_count_packs_its_rows():
+    """Rows read in place with a symbolic count M would clamp every row's address (the last
+    block's rows past M): such a product packs A (zero rows past M) and its micro-kernel reads
+    the panels. Exact at row counts that do and do not fill the last block."""
+    from ember.loop.stmt import IfThenElse
+
+    exe, func, w = _symbolic_rows_product()
+    assert isinstance(func.body, IfThenElse)  # (the few-rows variant first: the next test)
+    assert any(name.endswith("_Ap") for name in _allocated(func.body.else_case))
     for rows in (1, 14, 37, 300):
+        a = _r(rows, 96)
+        np.testing.assert_allclose(exe.run(a)[0], a @ w, rtol=1e-4, atol=1e-4)
+
+
+def test_a_product_over_a_symbolic_row_count_runs_few_rows_one_at_a_time():
+    """A decoding step's product has one row: the generic kernel's MR-row block would compute
+    MR rows for it. The kernel branches on its row count: below FEW_ROWS (and MR) one row at a
+    time, read in place (no packed A); exact on both sides of the branch."""
+    from ember.kernels.matmul import FEW_ROWS, micro_tile
+    from ember.loop.expr import LT, IntImm, Var
+    from ember.loop.stmt import IfThenElse
+
+    exe, func, w = _symbolic_rows_product()
+    assert isinstance(func.body, IfThenElse)
+    few = min(FEW_ROWS, micro_tile(None)[0])
+    assert func.body.condition == LT(Var("rows"), IntImm(few))
+    assert not any(name.endswith("_Ap") for name in _allocated(func.body.then_case))
+    for rows in (1, 2, few - 1, few, few + 1):
         a = _r(rows, 96)
         np.testing.assert_allclose(exe.run(a)[0], a @ w, rtol=1e-4, atol=1e-4)

@@ -115,13 +115,12 @@ def _compile_job(job: tuple, func=None) -> tuple:
         from ...compiler.group import lower_group
         from ...driver import loop_nest
         from ...graph.ops import compute as _computes  # noqa: F401  (registers the computes)
-        from ...loop.lower import lower
 
         t0 = time.perf_counter()
         group, tuned = pickle.loads(data) if func is None else func
         k = lower_group(group, arg, target, tuned)
         t1 = time.perf_counter()
-        func = k.func if k.func is not None else lower(k.schedule, k.inputs + k.outputs, arg)
+        func = k.lowered()
         stats.update(schedule=t1 - t0, lower=time.perf_counter() - t1, **loop_nest(func),
                      trace=k.schedule.trace.text() if k.func is None else "(a loop program written directly)")
         passes = True
