@@ -189,6 +189,7 @@ def lower_group(fn: Function, name: str, target, tuned: Optional[tuple] = None) 
             with decisions(json.loads(tuned[0])):
                 k = _lower_group(fn, name, target, schedule=False)
             Trace.from_json(tuned[1]).apply(k.schedule)
+            k.variants = _variants(fn, name, target, k.schedule)
             return k
         except (EmberError, ValueError, KeyError, TypeError, IndexError) as e:
             warnings.warn(f"{name}: its tuning record does not apply ({e}); the default schedule is used",
@@ -230,7 +231,7 @@ def _lower_group(fn: Function, name: str, target, schedule: bool = True, variant
     if (sched is not None and isinstance(anchor_t, te.Tensor) and len(outputs) == 1
             and tuple(outputs[0].shape) == tuple(anchor_t.shape)):
         sched(s, anchor_t, outputs[0], target)
-        found = _variants(fn, name, target, anchor_t) if variants else ()
+        found = _variants(fn, name, target, s) if variants else ()
     else:
         for t in anchor_stages:
             if t not in out_set and _inlinable(t):
@@ -244,14 +245,15 @@ def _lower_group(fn: Function, name: str, target, schedule: bool = True, variant
                        variants=found)
 
 
-def _variants(fn: Function, name: str, target, anchor_t: te.Tensor) -> tuple:
-    """The group's kernels for the sizes its default kernel serves badly (a product over a
+def _variants(fn: Function, name: str, target, s: Schedule) -> tuple:
+    """The group's kernels for the sizes its kernel ``s`` serves badly (a product over a
     symbolic row count called with fewer rows than its block), each the group lowered under
-    the decisions that suit those sizes."""
+    the default decisions but those that suit these sizes."""
     from ..kernels.matmul import few_rows_variant
     from ..tune.space import decisions
 
-    found = few_rows_variant(anchor_t)
+    found = next((v for v in map(few_rows_variant, (st.tensor for st in s.stages if not st.is_placeholder))
+                  if v is not None), None)
     if found is None:
         return ()
     cond, chosen = found

@@ -150,8 +150,8 @@ def few_rows_variant(C: te.Tensor) -> tuple | None:
     for the calls with only a few rows: a decoding step (one token) runs products of one row,
     and the generic kernel's ``MR``-row block would do ``MR`` times their FMAs on padding. One
     row at a time, reading A in place, does only the rows' work. None when the rows are static
-    or the block is one row already."""
-    parts = C.op.attrs
+    or the block is one row already (or ``C`` is no packed product)."""
+    parts = getattr(C.op, "attrs", None) or {}
     if parts.get("kind") != "gemm" or const_int(C.shape[-2]) is not None or parts["mr"] == 1:
         return None
     M = C.shape[-2]

@@ -213,3 +213,16 @@ def test_a_product_over_a_symbolic_row_count_runs_few_rows_one_at_a_time():
     for rows in (1, 2, few - 1, few, few + 1):
         a = _r(rows, 96)
         np.testing.assert_allclose(exe.run(a)[0], a @ w, rtol=1e-4, atol=1e-4)
+
+
+def test_a_tuned_product_over_a_symbolic_row_count_keeps_its_few_rows_variant():
+    """A tuning record replaces the generic kernel's schedule, not the few-rows branch."""
+    from ember.compiler.group import lower_group
+    from ember.loop.stmt import IfThenElse
+
+    exe, _, _ = _symbolic_rows_product()
+    (name, fn), = [(g, fn) for g, fn in exe.groups if "matmul" in g]
+    k = lower_group(fn, name, exe.target)
+    tuned = lower_group(fn, name, exe.target, tuned=("{}", k.schedule.trace.to_json()))
+    assert len(tuned.variants) == 1
+    assert isinstance(tuned.lowered().body, IfThenElse)
