@@ -155,6 +155,28 @@ def test_a_concat_of_blocked_branches_stays_blocked():
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("axis", [2, -1])
+def test_bands_concatenated_along_a_spatial_axis_stay_blocked(axis):
+    """trim_conv_taps cuts a dilated conv's output into bands of rows or columns, each its own
+    conv, concatenated along H or W: the bands concatenate blocked (padded channels too),
+    read by the next conv without leaving the blocks."""
+    c = FB + FB // 2  # (the last block padded)
+    x = Var("x", T(1, FB, 6, 6))
+    a = _conv(x, rand(c, FB, 3, 3) * 0.1)
+    b = _conv(x, rand(c, FB, 1, 1) * 0.1, padding=(0, 0, 0, 0))
+    band = call("nn.relu", call("concat", a, b, axis=axis))
+    body = _conv(band, rand(FB, c, 3, 3) * 0.1)
+    after = run(module([x], body))
+    ops = _ops(after)
+    assert ops.count("unblock_channels") == 1 and ops[-1] == "unblock_channels"
+    cat, = [n for n in topo_calls(after) if n.op == "concat"]
+    assert cat.type.ndim == 5 and cat.attr("axis") == axis % 4
+    xv = rand(1, FB, 6, 6)
+    got = ember.compile(module([x], body)).run(xv)[0]
+    want = ember.compile(module([x], body), disabled_passes=["block_layout"]).run(xv)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+
+
 def test_pools_of_blocked_operands_pool_the_blocks():
     x = Var("x", T(1, 3, 12, 12))
     y = call("nn.max_pool2d", call("nn.relu", _conv(x, rand(FB, 3, 3, 3))), pool_size=(3, 3), strides=(2, 2),
