@@ -6,19 +6,20 @@ from .guard_loads import guard_select_loads
 from .instrument import LoopSite, instrument_loops, mark_sites
 from .partition import partition_tails
 from .unroll import unroll_loops
+from .unswitch import unswitch_ranges
 from .vectorize import vectorize_loops
 
 
 def default_pipeline(func: PrimFunc) -> PrimFunc:
-    """simplify -> guard select loads -> unroll -> simplify -> vectorize -> partition tails
-    (symbolic extents) -> simplify."""
+    """simplify -> guard select loads -> unswitch by ranges -> unroll -> simplify -> vectorize
+    -> partition tails (symbolic extents) -> simplify."""
     from ..arith import simplify
 
-    func = guard_select_loads(simplify(func))
+    func = unswitch_ranges(guard_select_loads(simplify(func)))
     func = simplify(unroll_loops(func))
     func = simplify(partition_tails(vectorize_loops(func)))
     return func
 
 
 __all__ = ["LoopSite", "default_pipeline", "guard_select_loads", "instrument_loops", "mark_sites",
-           "partition_tails", "unroll_loops", "vectorize_loops"]
+           "partition_tails", "unroll_loops", "unswitch_ranges", "vectorize_loops"]
