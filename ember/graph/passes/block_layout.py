@@ -28,9 +28,9 @@ with zero filters; ``unblock_channels(y, channels=F)`` keeps the first F. Elemen
 pools and reductions carry the padding along lane by lane, and a conv reads it against zero
 weights -- where the padding is finite (:func:`_finite_padding`: it came from zero filters
 or zero fill through ops that keep finite values finite); otherwise the conv reads the plain
-layout. A concat along the channels stops padding. Convolutions that do not qualify (groups across blocks,
-1-D/3-D, runtime weights, fewer channels than a vector, not float32) keep the plain layout;
-a conv of fewer channels than a block (two vectors) is blocked by one vector.
+layout. A concat along the channels stops padding. Convolutions that do not qualify (groups
+across blocks, 1-D/3-D, runtime weights, fewer channels than a vector, not float32) keep the
+plain layout; a conv of fewer channels than a block (two vectors) is blocked by one vector.
 """
 from __future__ import annotations
 
