@@ -83,12 +83,30 @@ def test_fewer_channels_than_a_block_take_a_block_of_one_vector():
     np.testing.assert_allclose(blocked.run(xv)[0], plain.run(xv)[0], rtol=1e-4, atol=1e-4)
 
 
+def test_the_block_is_the_one_that_pads_the_channels_least():
+    """Two vectors where they pad no more than one (64 channels, or 60: both pad to 64), one
+    where they would (EfficientNet's 40 or 144: 48 or 144 against 64 or 160), and one under
+    two vectors."""
+    lanes = FB // 2
+    assert channel_block(channels=4 * lanes) == FB and channel_block(channels=4 * lanes - 4) == FB
+    assert channel_block(channels=3 * lanes) == lanes and channel_block(channels=2 * lanes + 8) == lanes
+    assert channel_block(channels=lanes + 8) == lanes
+    x = Var("x", T(1, 8, 9, 9))
+    c = 3 * lanes - 4
+    mod = module([x], call("nn.relu", _conv(call("nn.relu", _conv(x, rand(c, 8, 3, 3) * 0.1)), rand(c, c, 1, 1) * 0.1)))
+    after = run(mod)
+    assert [n.type.shape[-1] for n in topo_calls(after) if n.op == "nn.conv2d_nchwc"] == [lanes, lanes]
+    xv = rand(1, 8, 9, 9)
+    np.testing.assert_allclose(ember.compile(mod).run(xv)[0],
+                               ember.compile(mod, disabled_passes=["block_layout"]).run(xv)[0], rtol=1e-4, atol=1e-5)
+
+
 def test_channels_past_the_last_whole_block_pad_it():
-    """F = FB + 4 filters: the last block is padded with zero filters and cropped when the
+    """F = 2 FB - 4 filters: the last block is padded with zero filters and cropped when the
     region ends; ops in between carry the padding (finite: zeros through add, relu and a
     pool), the next conv reads the padded blocks against zero weights, and a concat stops the
     region. The results are the plain layout's."""
-    c = FB + 4
+    c = 2 * FB - 4
     x = Var("x", T(1, 8, 9, 9))
     y = call("nn.relu", call("add", _conv(x, rand(c, 8, 3, 3) * 0.1), const(rand(c, 1, 1))))
     p = call("nn.max_pool2d", y, pool_size=(2, 2), strides=(2, 2))
@@ -244,7 +262,8 @@ def test_grouped_convs_read_their_own_groups_channels(g):
         (grouped,) = [n for n in topo_calls(run(mod)) if n.op == "nn.conv2d_nchwc" and n.attr("groups", 1) > 1]
         assert grouped.args[1].type.shape[1] == g
         out = (hw + 2 - 3) // strides[0] + 1
-        true = 2 * (-(-c // FB) * FB) * g * 9 * out * out  # (over the padded last block's lanes)
+        b = channel_block(channels=c)
+        true = 2 * (-(-c // b) * b) * g * 9 * out * out  # (over the padded last block's lanes)
         calls = ember.compile(mod).program["calls"]
         flops = max(k["flops"] for k in calls if "nn.conv2d_nchwc" in k["ops"] and k["group"] != calls[0]["group"])
         assert true <= flops < 1.1 * true  # the grouped conv's (with its ReLU): not twice
