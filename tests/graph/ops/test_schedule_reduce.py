@@ -22,6 +22,8 @@ def _call(op, *args, **attrs):
     ((4, 3, 5), (1,), False, "mean"),
     ((3, 1, 8), (1,), True, "min"),
     ((1, 3, 7, 7), (2, 3), True, "mean"),           # the last axis reduced: the generic schedule
+    ((1, 14, 14, 384), (1, 2), True, "sum"),         # ConvNeXt-V2's norm over the plane, channels
+    ((2, 7, 7, 100), (1, 2), True, "max"),           # last: past the 64 lanes one vector may hold
 ])
 def test_reductions_keeping_the_last_axis_match_numpy(shape, axes, keepdims, op):
     x = Var("x", T(*shape))
@@ -36,3 +38,12 @@ def test_an_epilogue_runs_on_the_reduced_vectors():
     exe = ember.compile(Module({"main": Function([x], y)}))
     xv = np.random.default_rng(1).standard_normal((2, 9, 24)).astype(np.float32)
     np.testing.assert_allclose(exe.run(xv)[0], 1 / (1 + np.exp(-xv.mean(axis=1, keepdims=True))), rtol=1e-5)
+
+
+def test_a_norm_over_the_plane_of_wide_channels_matches_numpy():
+    """ConvNeXt-V2's global response norm: the L2 norm over H and W of N H W C, 384 channels
+    (its scheduling once refused to vectorize a 384-wide axis)."""
+    x = Var("x", T(1, 14, 14, 384))
+    exe = ember.compile(Module({"main": Function([x], _call("l2_norm", x, axis=(1, 2), keepdims=True))}))
+    xv = np.random.default_rng(2).standard_normal((1, 14, 14, 384)).astype(np.float32)
+    np.testing.assert_allclose(exe.run(xv)[0], np.sqrt((xv * xv).sum(axis=(1, 2), keepdims=True)), rtol=1e-5)
