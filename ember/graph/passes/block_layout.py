@@ -83,22 +83,36 @@ def _finite_padding(y) -> bool:
     """The padding lanes of blocked ``y`` hold finite values: they come from zero filters (a
     blocked conv's), zero fill (``block_channels``) or an unpadded region, through ops that
     keep finite values finite. A conv may then read them against zero weights."""
-    seen: dict = {}
-
-    def finite(e) -> bool:
-        if id(e) in seen:
-            return seen[id(e)]
-        ok = False
+    def sources(e):
+        """The blocked operands ``e``'s padding comes from, or whether it is finite outright."""
         if isinstance(e, Call):
-            if e.op in ("nn.conv2d_nchwc", "block_channels"):
-                ok = e.op == "block_channels" or all(finite(a) for a in e.args[:1] if a.type.ndim == 5)
-            elif e.op in _FINITE or e.op in _POOLS or e.op in _REDUCE or e.op in ("concat", "reshape"):
-                ok = all(finite(a) for a in e.args if a.type.ndim == 5)
-        elif e.type.ndim != 5:
-            ok = True  # a plain or constant operand: broadcast lanes hold real values
-        seen[id(e)] = ok
-        return ok
-    return finite(y)
+            if e.op == "block_channels":
+                return True
+            if e.op == "nn.conv2d_nchwc":
+                return [a for a in e.args[:1] if a.type.ndim == 5]
+            if e.op in _FINITE or e.op in _POOLS or e.op in _REDUCE or e.op in ("concat", "reshape"):
+                return [a for a in e.args if a.type.ndim == 5]
+            return False
+        return e.type.ndim != 5  # a plain or constant operand: broadcast lanes hold real values
+
+    # (an explicit stack: a region runs through hundreds of convs, past Python's recursion limit)
+    seen: dict = {}
+    stack = [y]
+    while stack:
+        e = stack[-1]
+        if id(e) in seen:
+            stack.pop()
+            continue
+        src = sources(e)
+        if isinstance(src, bool):
+            seen[id(e)] = src
+        elif any(id(a) not in seen for a in src):
+            stack.extend(a for a in src if id(a) not in seen)
+            continue
+        else:
+            seen[id(e)] = all(seen[id(a)] for a in src)
+        stack.pop()
+    return seen[id(y)]
 
 
 def _conv(n: Call, target):

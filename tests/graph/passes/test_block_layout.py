@@ -126,6 +126,19 @@ def test_channels_past_the_last_whole_block_pad_it():
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
 
 
+def test_a_region_hundreds_of_convs_deep_reads_its_padded_blocks():
+    """Whether padding is finite is traced back through the whole region: 400 convs of
+    padded blocks in a row (EfficientNet-B3's depth) once hit Python's recursion limit."""
+    c = 2 * FB - 4
+    x = Var("x", T(1, c, 4, 4))
+    y = x
+    for _ in range(400):
+        y = call("nn.relu", _conv(y, rand(c, c, 1, 1) * 0.1, padding=(0, 0, 0, 0)))
+    after = run(module([x], y))
+    convs = [n for n in topo_calls(after) if n.op == "nn.conv2d_nchwc"]
+    assert len(convs) == 400 and convs[-1].args[0].op == "nn.relu"  # the padded blocks themselves
+
+
 def test_padding_that_may_not_be_finite_is_not_read_by_a_conv():
     """1 / x makes the zero padding infinite: zero weights would not cancel it (0 * inf), so
     the next conv reads the plain layout."""
