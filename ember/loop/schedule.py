@@ -245,10 +245,15 @@ class Stage:
             raise ScheduleError(
                 f"cannot {what} {self.name}.{iv.name}: it is a reduction loop, and its iterations all "
                 f"update the same outputs (a race/carried dependence); {what} a spatial loop instead")
-        if kind in ("vectorized", "unrolled") and not isinstance(_fold(iv.extent), IntImm):
+        # a stage computed at a consumer's loop runs the region that loop needs, whose extents
+        # bound inference knows only when lowering (a conv's columns over a symbolic length
+        # are a block of 16 there): the lowering passes check those
+        bounded_later = self.attach[0] == "at"
+        if kind in ("vectorized", "unrolled") and not isinstance(_fold(iv.extent), IntImm) and not bounded_later:
             raise ScheduleError(f"cannot make {self.name}.{iv.name} {kind}: its extent {iv.extent} is not "
                                 f"a constant (split it by a constant factor first)")
-        if kind == "vectorized" and _fold(iv.extent).value > 64:
+        if kind == "vectorized" and isinstance(_fold(iv.extent), IntImm) and _fold(iv.extent).value > 64 \
+                and not bounded_later:
             raise ScheduleError(f"cannot vectorize {self.name}.{iv.name}: extent {iv.extent} is over 64 "
                                 f"lanes; split it by the vector width first")
         if self.kinds.get(iv, "serial") != "serial":

@@ -5,7 +5,7 @@ from hypothesis import given, settings, strategies as st
 
 import ember
 from ember.driver import lower_kernel
-from ember.errors import ScheduleError
+from ember.errors import LoweringError, ScheduleError
 from ember.loop import compute as te
 from ember.loop import parse
 from ember.loop.expr import max_
@@ -207,6 +207,44 @@ def test_schedule_errors_name_loop_and_reason():
     sb = Schedule(Cb)
     with pytest.raises(ScheduleError, match="not a constant"):
         sb[Cb].vectorize(sb[Cb].leaf[0])
+
+
+def test_a_stage_computed_at_a_block_may_vectorize_an_axis_wider_or_unknown_until_then():
+    """A stage computed at a consumer's block runs the region that block needs: its axis of
+    200 (over 64 lanes) or of a symbolic n is a vector there, which only lowering knows --
+    the annotation waits for it, and lowering refuses what stays too wide or unknown."""
+    A = te.placeholder((7, 200), "float32", "A")
+    B = te.compute(A.shape, lambda i, j: A[i, j] * 2.0, "B")
+    C = te.compute(A.shape, lambda i, j: B[i, j] + 1.0, "C")
+    s = Schedule(C)
+    jo, ji = s[C].split(s[C].leaf[1], factor=16)
+    s[C].vectorize(ji)
+    s[B].compute_at(s[C], jo)
+    s[B].vectorize(s[B].leaf[1])
+    a = RNG.standard_normal((7, 200), np.float32)
+    np.testing.assert_allclose(_run(s, [A, C], a), a * 2 + 1, rtol=1e-6)
+
+    An = te.placeholder(("n",), "float32", "A")
+    Bn = te.compute(An.shape, lambda i: An[i] * 2.0, "B")
+    Cn = te.compute(An.shape, lambda i: Bn[i] + 1.0, "C")
+    s = Schedule(Cn)
+    io, ii = s[Cn].split(s[Cn].leaf[0], factor=16)
+    s[Bn].compute_at(s[Cn], io)
+    s[Bn].unroll(s[Bn].leaf[0])
+    assert "B[15] = A[i_o * 16 + 15]" in lower_kernel(s, [An, Cn], "k").script()  # 16 copies
+
+    s = Schedule(Cn)
+    s[Bn].compute_at(s[Cn], s[Cn].leaf[0])
+    s[Bn].vectorize(s[Bn].leaf[0])  # one element per iteration: a vector of 1
+    lower_kernel(s, [An, Cn], "k")
+    wide = te.placeholder((3, "n"), "float32", "A")
+    Bw = te.compute(wide.shape, lambda i, j: wide[i, j] * 2.0, "B")
+    Cw = te.compute(wide.shape, lambda i, j: Bw[i, j] + 1.0, "C")
+    s = Schedule(Cw)
+    s[Bw].compute_at(s[Cw], s[Cw].leaf[0])  # a whole row of n per iteration
+    s[Bw].vectorize(s[Bw].leaf[1])
+    with pytest.raises(LoweringError, match="non-constant"):
+        lower_kernel(s, [wide, Cw], "k")
 
 
 # --- property test: random schedules compute the same as numpy and replay identically ------

@@ -150,6 +150,9 @@ def vectorize_loops(func: PrimFunc) -> PrimFunc:
             if not isinstance(n.extent, IntImm):
                 raise LoweringError(f"{func.name}: vectorized loop {n.var.name} has non-constant "
                                     f"extent {n.extent}")
+            if n.extent.value > 64:
+                raise LoweringError(f"{func.name}: vectorized loop {n.var.name} has {n.extent.value} "
+                                    f"lanes, over 64; split it by the vector width first")
             if n.extent.value == 1:
                 return substitute(n.body, {n.var: n.min})
             return _Vectorizer(n.var, n.extent.value, n.min).stmt(n.body)

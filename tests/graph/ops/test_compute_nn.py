@@ -553,6 +553,10 @@ def test_symbolic_sizes():
         ("nn.conv2d", {"padding": (1, 1, 1, 1)}, [("n", 3, 6, 7), (4, 3, 3, 3)],
          lambda x, w: conv_ref(x, w, padding=(1, 1, 1, 1))),
         ("nn.dense", {}, [("n", 20), (9, 20)], lambda x, w: x @ w.T),
+        # a sequence of symbolic length (SqueezeBERT's 1x1 convs, a speech model's frames)
+        ("nn.conv1d", {}, [(1, 8, "n"), (16, 8, 1)], conv_ref),
+        ("nn.conv1d", {"padding": (1, 1), "groups": 2}, [(2, 8, "n"), (8, 4, 3)],
+         lambda x, w: conv_ref(x, w, padding=(1, 1), groups=2)),
         ("nn.matmul", {}, [("n", 5, 20), (20, 9)], np.matmul),
         ("nn.max_pool2d", {"pool_size": (2, 2), "strides": (2, 2)}, [("n", 3, 6, 7)],
          lambda x: pool_ref(x, "max", (2, 2), (2, 2))),
@@ -566,7 +570,7 @@ def test_symbolic_sizes():
         s, args, *_ = fused_kernel(op, attrs, types)
         kernels.append((s, args, f"s{i}"))
     mod = ember.build(kernels, name="nn_symbolic")
-    for n in (1, 3):
+    for n in (1, 3, 37):
         for i, (op, attrs, shapes, ref) in enumerate(cases):
             arrays = [RNG.standard_normal(tuple(n if d == "n" else d for d in sh)).astype(np.float32) for sh in shapes]
             want = np.asarray(ref(*arrays))

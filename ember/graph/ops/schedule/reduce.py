@@ -58,12 +58,7 @@ def schedule_reduction(s: Schedule, anchor: te.Tensor, out: te.Tensor, target=No
     spatial, red = st.leaf[:n], st.leaf[n:]
     st.reorder(*spatial[:-1], *red, spatial[-1])
     if (const_int(spatial[-1].extent) or 0) > 1:
-        v = spatial[-1]
-        if last > lanes:
-            # a vector of it per task once compute_at bounds it, but annotated on the whole
-            # axis: split so the annotation sees a vector (a 384-wide axis is over the limit)
-            _, v = st.split(v, factor=lanes)
-        st.vectorize(v)
+        st.vectorize(spatial[-1])
 
 
 for _op in _REDUCTIONS:
