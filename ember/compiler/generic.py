@@ -45,6 +45,9 @@ _PATTERNS = {"elementwise": (Pattern.ELEMWISE, Pattern.BROADCAST),
 _AFFINE = ("strided_slice", "concat", "pad", "transpose", "expand", "squeeze", "unsqueeze")
 _ALSO = {"elementwise": _AFFINE, "all": ("scatter_nd", "scatter_elements")}
 _SHAPE_ATTRS = {"reshape": "newshape", "expand": "shape"}
+# injective ops whose computes need static sizes: resize's taps and weights are per position
+# of a resized axis (YOLOS's constant-folded position embeddings, resized 14x14 -> 14x14)
+_STATIC = ("resize",)
 _END = 2 ** 63 - 1  # a slice's end past every axis (ONNX's INT64_MAX)
 _SMALL = 1 << 15  # elements of a model's group below which it keeps its static kernel (MobileNetV3's
                   # squeeze-excitation ops ran 3% slower generic)
@@ -91,7 +94,8 @@ def generalize(fn: Function) -> Optional[tuple]:
     if which == "none":
         return None
     calls = [n for n in post_order(fn.body) if isinstance(n, Call)]
-    if not calls or any(get_op(c.op).pattern not in _PATTERNS[which] and c.op not in _ALSO[which] for c in calls):
+    if not calls or any(get_op(c.op).pattern not in _PATTERNS[which] and c.op not in _ALSO[which]
+                        or c.op in _STATIC for c in calls):
         return None
     if which == "elementwise" and any(isinstance(t, TensorType) and t.is_static and math.prod(t.shape) < _SMALL
                                       for t in _results(fn.body.type)):

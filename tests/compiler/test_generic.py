@@ -109,3 +109,20 @@ def test_constant_folding_packs_every_weight_with_one_kernel():
     plain = ember.compile(mod, disabled_passes=["block_layout", "pack_conv_weights"])
     xv = rng.standard_normal((1, 8, 12, 12)).astype("float32")
     np.testing.assert_allclose(exe.run(xv)[0], plain.run(xv)[0], rtol=1e-4, atol=1e-5)
+
+
+def test_a_resize_keeps_its_static_kernel():
+    """resize's compute needs the sizes it resizes static (its taps are per position): a
+    constant resized in the constant-folding program (YOLOS's position embeddings) keeps its
+    sizes, and the model compiles and matches numpy."""
+    x = Var("p0", T(1, 192, 14, 14))
+    attrs = {"sizes": (1, 192, 14, 14), "scales": None, "roi": None, "method": "cubic",
+             "coordinate_transformation_mode": "half_pixel", "cubic_coeff_a": -0.75, "exclude_outside": False,
+             "extrapolation_value": 0.0, "nearest_mode": "floor"}
+    with generic_kernels("all"):
+        assert generalize(infer_types(Function([x], Call("resize", [x], attrs)))) is None
+    emb = np.random.default_rng(0).standard_normal((1, 192, 14, 14)).astype("float32")
+    v = Var("v", T(1, 192, 14, 14))
+    exe = ember.compile(mod_of([v], Call("add", [v, Call("resize", [const(emb)], attrs)])))
+    vv = np.random.default_rng(1).standard_normal((1, 192, 14, 14)).astype("float32")
+    np.testing.assert_allclose(exe.run(vv)[0], vv + emb, rtol=1e-5, atol=1e-5)
