@@ -16,7 +16,7 @@ import numpy as np
 from ..loop import compute as te
 from ..loop import dtype as dt
 from ..loop import intrinsics as intr
-from ..loop.expr import as_expr, select
+from ..loop.expr import as_expr, cast, select
 from ..loop.schedule import Schedule
 from ..loop.expr import const
 from .common import const_int, host, vector_lanes, vectorize_inner
@@ -199,10 +199,12 @@ def _moments(X: te.Tensor, axis: int, lanes: int, name: str):
     """Mean and variance (two passes: the squares of the centered values) over axes
     ``axis..``, as keep-dims statistics with their partials."""
     shape = tuple(X.shape)
-    n = 1
+    n = as_expr(1)
     for d in shape[axis:]:
-        n *= d.value
-    inv = const(1.0 / n, X.dtype)
+        n = n * d
+    # (a symbolic count -- an instance norm over a sequence of any length -- divides at run time)
+    count = const_int(n)
+    inv = const(1.0 / count, X.dtype) if count is not None else const(1.0, X.dtype) / cast(X.dtype, n)
     S1 = axis_stat(lambda *i: X[i], shape, axis, True, "sum", lanes, f"{name}_sum", X.dtype)
     s1 = S1[0]
 

@@ -563,6 +563,9 @@ def test_symbolic_sizes():
         ("nn.global_avg_pool2d", {}, [("n", 3, 5, 5)], lambda x: x.mean((2, 3), keepdims=True)),
         ("nn.softmax", {}, [("n", 13)], softmax_ref),
         ("nn.layer_norm", {}, [("n", 12), (12,), (12,)], lambda x, g, b: normalize_ref(x, (1,), 1e-5, g, b)),
+        # the normalized axis itself symbolic (wav2vec2's group norm over its frames)
+        ("nn.instance_norm", {}, [(2, 3, "n"), (3,), (3,)],
+         lambda x, g, b: normalize_ref(x, (2,), 1e-5, _channel(g, 3), _channel(b, 3))),
     ]
     kernels = []
     for i, (op, attrs, shapes, _) in enumerate(cases):
