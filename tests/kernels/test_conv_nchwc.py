@@ -8,6 +8,7 @@ import ember
 from ember.kernels.conv_nchwc import SMALL_PLANE, conv2d_nchwc, conv2d_nchwc_nd, reduction_chunks, width_block
 from ember.loop import compute as te
 from ember.target import Target
+from ember.tune.space import decisions
 
 RNG = np.random.default_rng(3)
 
@@ -88,16 +89,25 @@ def test_rows_run_outer_over_groups_of_channel_blocks_that_fit_the_l2():
                                rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("c,h,w,k,s,d,fb", [
-    (32, 14, 14, 3, 1, 1, 16),   # MobileNet's 3x3 depthwise
-    (48, 15, 13, 5, 2, 1, 16),   # 5x5 stride 2 (EfficientNet), odd planes: column tails
-    (16, 9, 9, 3, 1, 2, 8),      # dilated
-    (64, 7, 7, 3, 1, 1, 32),     # a late, small plane; two vectors per block where lanes are 16
+@pytest.mark.parametrize("c,h,w,k,s,d,fb,rows", [
+    (32, 14, 14, 3, 1, 1, 16, 1),   # MobileNet's 3x3 depthwise (8 tasks of 4 rows: too few)
+    (48, 15, 13, 5, 2, 1, 16, 1),   # 5x5 stride 2 (EfficientNet), odd planes: column tails
+    (16, 9, 9, 3, 1, 2, 8, 1),      # dilated
+    (64, 7, 7, 3, 1, 1, 32, 1),     # a late, small plane; two vectors per block where lanes are 16
+    (64, 28, 28, 3, 1, 1, 16, 4),   # enough tasks: 4 output rows per task
+    (96, 30, 27, 5, 2, 1, 16, 4),   # 4 rows per task, strided, 15 output rows: a short last task
+    (32, 28, 27, 3, 1, 1, 16, 2),   # 2 blocks: 14 tasks of 4 rows too few, 28 of 2
 ])
-def test_depthwise_conv2d_nchwc_matches_numpy(c, h, w, k, s, d, fb):
-    """A depthwise conv in the blocked layout: each block's channels filtered by their own windows."""
+def test_depthwise_conv2d_nchwc_matches_numpy(c, h, w, k, s, d, fb, rows):
+    """A depthwise conv in the blocked layout: each block's channels filtered by their own
+    windows, a task's rows reading the input rows it padded once (4 output rows per task where
+    that leaves 8 tasks per core)."""
     p = (d * (k // 2),) * 4
-    sch, args = conv2d_nchwc_nd((1, c // fb, h, w, fb), (c // fb, 1, k, k, fb), (s, s), p, (d, d), grouped=True)
+    with decisions() as chosen:
+        sch, args = conv2d_nchwc_nd((1, c // fb, h, w, fb), (c // fb, 1, k, k, fb), (s, s), p, (d, d),
+                                    grouped=True, target=Target("x86_64-unknown-linux-gnu", "znver3",
+                                                                vector_bits=512, cores=2))
+    assert chosen.seen["dw.rows"].default == rows
     x, wt = RNG.standard_normal((1, c, h, w)).astype(np.float32), RNG.standard_normal((c, 1, k, k)).astype(np.float32)
     xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (p[0], p[2]), (p[1], p[3])))
     oh, ow = (xp.shape[2] - d * (k - 1) - 1) // s + 1, (xp.shape[3] - d * (k - 1) - 1) // s + 1
