@@ -1,0 +1,259 @@
+"""Correctness sweep over architectures beyond the zoo: torchvision and transformers classes built
+with random weights (small configs for the transformers), exported as users export them
+(``torch.onnx.export(..., dynamo=True)`` with a dynamic batch, and sequence or samples), compiled
+once by Ember and run at two shapes against PyTorch eager (rtol 1e-3, atol 1e-4 of the output's
+scale). Each model runs in its own process under a time limit, so one that crashes or hangs is
+reported and the sweep goes on. The zoo extra (torchvision, transformers).
+
+    python bench/arch_sweep.py                       # every architecture, through ONNX
+    python bench/arch_sweep.py --via torch           # through ember.from_torch instead
+    python bench/arch_sweep.py efficientnet_b3 hf_wav2vec2
+    python bench/arch_sweep.py --list
+
+A line per model: OK (both shapes match), DIFF (a mismatch), ERROR (Ember's error, or the
+exporter's: torch.export fails on some classes, which is not Ember's), TIMEOUT. Exits 1 if any
+model is DIFF, TIMEOUT, or fails in Ember.
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+# name: (kind, constructor source evaluated with tv(fn, **kw) and hf(config, class, **kw))
+_SMALL_LM = "hidden_size=256, intermediate_size=688, num_hidden_layers=2, num_attention_heads=4, vocab_size=1000"
+_SMALL_VIT = "hidden_size=192, num_hidden_layers=3, num_attention_heads=3, intermediate_size=768"
+ARCHS = {
+    # torchvision
+    "efficientnet_b1": ("vision", 'tv("efficientnet_b1")'),
+    "efficientnet_b3": ("vision", 'tv("efficientnet_b3")'),
+    "mnasnet0_5": ("vision", 'tv("mnasnet0_5")'),
+    "shufflenet_v2_x0_5": ("vision", 'tv("shufflenet_v2_x0_5")'),
+    "regnet_y_800mf": ("vision", 'tv("regnet_y_800mf")'),
+    "regnet_x_3_2gf": ("vision", 'tv("regnet_x_3_2gf")'),
+    "mobilenet_v3_large_075": ("vision", 'tv("mobilenet_v3_large", width_mult=0.75)'),
+    "wide_resnet50_2": ("vision", 'tv("wide_resnet50_2")'),
+    "googlenet": ("vision", 'tv("googlenet", aux_logits=False, init_weights=True)'),
+    "inception_v3": ("vision299", 'tv("inception_v3", aux_logits=False, init_weights=True)'),
+    "lraspp_mobilenet_v3": ("vision", 'tvseg("lraspp_mobilenet_v3_large")'),
+    "fcn_resnet50": ("vision", 'tvseg("fcn_resnet50", aux_loss=False)'),
+    "maxvit_t": ("vision", 'tv("maxvit_t")'),
+    "swin_v2_t": ("vision", 'tv("swin_v2_t")'),
+    # transformers, vision
+    "hf_convnextv2": ("vision", 'hf("ConvNextV2Config", "ConvNextV2Model", depths=[1, 1, 2, 1])'),
+    "hf_efficientnet": ("vision", 'hf("EfficientNetConfig", "EfficientNetModel")'),
+    "hf_levit": ("vision", 'hf("LevitConfig", "LevitModel")'),
+    "hf_poolformer": ("vision", 'hf("PoolFormerConfig", "PoolFormerModel")'),
+    "hf_focalnet": ("vision", 'hf("FocalNetConfig", "FocalNetModel", depths=[1, 1, 2, 1])'),
+    "hf_pvt_v2": ("vision", 'hf("PvtV2Config", "PvtV2Model")'),
+    "hf_swinv2": ("vision", 'hf("Swinv2Config", "Swinv2Model", depths=[1, 1, 2, 1])'),
+    "hf_hiera": ("vision", 'hf("HieraConfig", "HieraModel")'),
+    "hf_swiftformer": ("vision", 'hf("SwiftFormerConfig", "SwiftFormerModel")'),
+    "hf_glpn": ("vision", 'hf("GLPNConfig", "GLPNModel")'),
+    "hf_bit": ("vision", 'hf("BitConfig", "BitModel", depths=[1, 1, 1, 1])'),
+    "hf_mobilevit": ("vision256", 'hf("MobileViTConfig", "MobileViTModel")'),
+    "hf_segformer": ("vision", 'hf("SegformerConfig", "SegformerModel")'),
+    "hf_yolos": ("vision", f'hf("YolosConfig", "YolosModel", image_size=[224, 224], {_SMALL_VIT})'),
+    "hf_dpt": ("vision", f'hf("DPTConfig", "DPTModel", image_size=224, backbone_out_indices=[0, 1, 2, 3], '
+                         f'hidden_size=192, num_hidden_layers=4, num_attention_heads=3, intermediate_size=768)'),
+    "hf_vitdet": ("vision", f'hf("VitDetConfig", "VitDetModel", image_size=224, pretrain_image_size=224, '
+                            f'hidden_size=192, num_hidden_layers=3, num_attention_heads=3)'),
+    "hf_siglip_vision": ("vision", f'hf("SiglipVisionConfig", "SiglipVisionModel", {_SMALL_VIT})'),
+    "hf_data2vec_vision": ("vision", f'hf("Data2VecVisionConfig", "Data2VecVisionModel", {_SMALL_VIT})'),
+    # transformers, text
+    "hf_llama": ("text", f'hf("LlamaConfig", "LlamaForCausalLM", num_key_value_heads=2, {_SMALL_LM})'),
+    "hf_phi3": ("text", f'hf("Phi3Config", "Phi3ForCausalLM", num_key_value_heads=2, pad_token_id=0, {_SMALL_LM})'),
+    "hf_gemma2": ("text", f'hf("Gemma2Config", "Gemma2ForCausalLM", num_key_value_heads=2, head_dim=64, '
+                          f'sliding_window=16, {_SMALL_LM})'),
+    "hf_starcoder2": ("text", f'hf("Starcoder2Config", "Starcoder2ForCausalLM", num_key_value_heads=2, {_SMALL_LM})'),
+    "hf_granite": ("text", f'hf("GraniteConfig", "GraniteForCausalLM", num_key_value_heads=2, {_SMALL_LM})'),
+    "hf_stablelm": ("text", f'hf("StableLmConfig", "StableLmForCausalLM", num_key_value_heads=2, {_SMALL_LM})'),
+    "hf_olmo": ("text", f'hf("OlmoConfig", "OlmoForCausalLM", {_SMALL_LM})'),
+    "hf_gptj": ("text", 'hf("GPTJConfig", "GPTJForCausalLM", n_embd=256, n_layer=2, n_head=4, rotary_dim=32, '
+                        'vocab_size=1000)'),
+    "hf_codegen": ("text", 'hf("CodeGenConfig", "CodeGenForCausalLM", n_embd=256, n_layer=2, n_head=4, '
+                           'rotary_dim=32, vocab_size=1000)'),
+    "hf_gpt_bigcode": ("text", 'hf("GPTBigCodeConfig", "GPTBigCodeForCausalLM", n_embd=256, n_layer=2, n_head=4, '
+                               'vocab_size=1000)'),
+    "hf_bart": ("text", 'hf("BartConfig", "BartModel", d_model=256, encoder_layers=2, decoder_layers=2, '
+                        'encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=688, '
+                        'decoder_ffn_dim=688, vocab_size=1000)'),
+    "hf_mobilebert": ("text", 'hf("MobileBertConfig", "MobileBertModel", num_hidden_layers=2, vocab_size=1000)'),
+    "hf_deberta_v2": ("text", f'hf("DebertaV2Config", "DebertaV2Model", {_SMALL_LM})'),
+    "hf_xlm_roberta": ("text", f'hf("XLMRobertaConfig", "XLMRobertaModel", {_SMALL_LM})'),
+    "hf_mpnet": ("text", f'hf("MPNetConfig", "MPNetModel", {_SMALL_LM})'),
+    "hf_squeezebert": ("text", f'hf("SqueezeBertConfig", "SqueezeBertModel", embedding_size=256, {_SMALL_LM})'),
+    "hf_xlnet": ("text", 'hf("XLNetConfig", "XLNetModel", d_model=256, n_layer=2, n_head=4, d_inner=688, '
+                         'vocab_size=1000)'),
+    "hf_esm": ("protein", 'hf("EsmConfig", "EsmModel", hidden_size=256, num_hidden_layers=2, num_attention_heads=4, '
+                          'intermediate_size=688, vocab_size=33, pad_token_id=1, position_embedding_type="rotary")'),
+    # transformers, speech
+    "hf_wav2vec2": ("audio", f'hf("Wav2Vec2Config", "Wav2Vec2Model", hidden_size=192, num_hidden_layers=2, '
+                             f'num_attention_heads=3, intermediate_size=768)'),
+    "hf_hubert": ("audio", 'hf("HubertConfig", "HubertModel", hidden_size=192, num_hidden_layers=2, '
+                           'num_attention_heads=3, intermediate_size=768)'),
+    "hf_whisper_encoder": ("mel", 'hf("WhisperConfig", "WhisperModel", d_model=192, encoder_layers=2, '
+                                  'decoder_layers=2, encoder_attention_heads=3, decoder_attention_heads=3, '
+                                  'encoder_ffn_dim=768, decoder_ffn_dim=768, vocab_size=1000, pad_token_id=0, '
+                                  'bos_token_id=1, eos_token_id=2, decoder_start_token_id=1).encoder'),
+}
+SHAPES = [(1, 32), (2, 48)]  # (batch, sequence) -- a vision model uses the batch only
+
+
+def _inputs(kind: str, batch: int, seq: int, seed: int):
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    if kind.startswith("vision"):
+        size = int(kind[6:] or 224)
+        return (torch.randn(batch, 3, size, size, generator=g),)
+    if kind == "audio":  # raw samples: 400 per position
+        return (torch.randn(batch, seq * 400, generator=g),)
+    if kind == "mel":  # Whisper's 30 s of 80 mel bins
+        return (torch.randn(batch, 80, 3000, generator=g),)
+    return (torch.randint(0, 33 if kind == "protein" else 1000, (batch, seq), generator=g),)
+
+
+def _dynamic(kind: str):
+    import torch
+
+    batch = torch.export.Dim("batch", min=1, max=64)
+    if kind.startswith("vision") or kind == "mel":
+        return ({0: batch},)
+    if kind == "audio":
+        return ({0: batch, 1: torch.export.Dim("samples", min=2000, max=64000)},)
+    return ({0: batch, 1: torch.export.Dim("seq", min=2, max=256)},)
+
+
+def _build(source: str):
+    import torch
+
+    from ember.bench.zoo import torchvision
+
+    def tv(fn, **kw):
+        return getattr(torchvision().models, fn)(weights=None, **kw)
+
+    def tvseg(fn, **kw):
+        return getattr(torchvision().models.segmentation, fn)(weights=None, weights_backbone=None, **kw)
+
+    def hf(config, cls, **kw):
+        import transformers
+
+        return getattr(transformers, cls)(getattr(transformers, config)(**kw))
+
+    class Main(torch.nn.Module):
+        """The model's main output as one tensor."""
+
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, x):
+            o = self.m(x)
+            if isinstance(o, dict) and "out" in o:
+                return o["out"]
+            for key in ("logits", "last_hidden_state"):
+                if hasattr(o, key):
+                    return getattr(o, key)
+            return o[0] if isinstance(o, (tuple, list)) else o
+
+    torch.manual_seed(0)
+    model = Main(eval(source, {"tv": tv, "tvseg": tvseg, "hf": hf})).eval()
+    with torch.no_grad():
+        for p in model.parameters():  # random, never a splat constant
+            if p.numel() > 1 and float(p.std()) == 0:
+                p.normal_(0, 0.02)
+    return model
+
+
+def check_one(name: str, via: str, out_dir: str) -> None:
+    """Run in a child process: export, compile, compare; print one RESULT line."""
+    import numpy as np
+    import torch
+
+    import ember
+
+    kind, source = ARCHS[name]
+    model = _build(source)
+    example = _inputs(kind, 2, 32, 0)
+    t0 = time.perf_counter()
+    try:
+        with torch.no_grad():
+            if via == "onnx":
+                path = os.path.join(out_dir, f"{name}.onnx")
+                torch.onnx.export(model, example, path, dynamo=True, dynamic_shapes=_dynamic(kind),
+                                  input_names=["x"], output_names=["y"])
+    except Exception as e:  # the exporter's failure, not Ember's
+        print(f"RESULT {name} EXPORT {type(e).__name__}: {str(e).splitlines()[0][:200]}", flush=True)
+        return
+    try:
+        if via == "onnx":
+            exe = ember.compile(path)
+
+            def run(args):
+                return exe.run(*[a.numpy() for a in args])[0]
+        else:
+            compiled = ember.from_torch(model, example, dynamic_shapes=_dynamic(kind))
+
+            def run(args):
+                return compiled(*args).detach().numpy()
+        took = time.perf_counter() - t0
+        worst, ok = 0.0, True
+        for batch, seq in SHAPES:
+            args = _inputs(kind, batch, seq, batch * 7 + seq)
+            with torch.no_grad():
+                ref = model(*args).numpy()
+            got = np.asarray(run(args))
+            scale = float(np.abs(ref).max())
+            ok &= got.shape == ref.shape and np.allclose(got, ref, rtol=1e-3, atol=1e-4 * max(1.0, scale))
+            if got.shape == ref.shape:
+                worst = max(worst, float(np.abs(got - ref).max()))
+        print(f"RESULT {name} {'OK' if ok else 'DIFF'} compile {took:.0f} s, max abs diff {worst:.1e}", flush=True)
+    except ember.EmberError as e:
+        print(f"RESULT {name} ERROR {type(e).__name__}: {str(e).splitlines()[0][:200]}", flush=True)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("models", nargs="*", help="architectures (default: all; see --list)")
+    ap.add_argument("--via", choices=("onnx", "torch"), default="onnx",
+                    help="torch.onnx.export then ember.compile (default), or ember.from_torch")
+    ap.add_argument("--timeout", type=float, default=600, help="seconds per model (default 600)")
+    ap.add_argument("--list", action="store_true", help="list the architectures and exit")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--out", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.list:
+        for name, (kind, _) in ARCHS.items():
+            print(f"{name:24s} {kind}")
+        return 0
+    if a.child:
+        check_one(a.child, a.via, a.out)
+        return 0
+    names = a.models or list(ARCHS)
+    unknown = [n for n in names if n not in ARCHS]
+    if unknown:
+        ap.error(f"unknown architecture(s) {unknown}; --list shows them")
+    bad = 0
+    with tempfile.TemporaryDirectory() as out:
+        for name in names:
+            cmd = [sys.executable, __file__, "--child", name, "--via", a.via, "--out", out]
+            try:
+                p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout)
+                lines = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
+                if lines:
+                    line = lines[-1][7:]
+                else:  # a crash: the child's last words
+                    line = f"{name} CRASH rc {p.returncode}: {(p.stderr.strip().splitlines() or [''])[-1][:200]}"
+            except subprocess.TimeoutExpired:
+                line = f"{name} TIMEOUT after {a.timeout:.0f} s"
+            bad += not any(f" {s} " in f" {line} " for s in ("OK", "EXPORT"))
+            print(line, flush=True)
+    print(f"{len(names)} architecture(s), {bad} failing in Ember")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
