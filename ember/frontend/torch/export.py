@@ -7,6 +7,7 @@ core ATen, except the ops Ember converts whole (:func:`decompose` says which and
 from __future__ import annotations
 
 import inspect
+import warnings
 from typing import Any, Mapping, Optional, Sequence
 
 from ...errors import ModelError
@@ -49,7 +50,18 @@ def export_program(model, example_args: Sequence = (), example_kwargs: Optional[
     kwargs = dict(example_kwargs or {})
     try:
         with torch.no_grad():
-            ep = torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict)
+            try:
+                ep = torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict)
+            except Exception as e:
+                if getattr(getattr(e, "error_type", None), "name", "") != "CONSTRAINT_VIOLATION":
+                    raise
+                # the model guards a dimension the user named (BART, MobileBERT: a sequence of
+                # 2 takes another branch): export it as torch.onnx.export does, each named Dim
+                # as Dim.DYNAMIC -- dynamic where the model allows it, static where it does not
+                warnings.warn(f"torch.export: {_first_lines(str(e), 2)} -- exporting those dimensions "
+                              f"as torch.export.Dim.DYNAMIC instead", stacklevel=3)
+                ep = torch.export.export(model, args, kwargs, dynamic_shapes=_as_dynamic(dynamic_shapes),
+                                         strict=strict)
             ep = decompose(ep)
     except Exception as e:  # torch's own errors (data-dependent control flow, constraint violations, ...)
         if isinstance(e, (TypeError, ValueError)) and "dynamic_shapes" in str(e):
@@ -57,6 +69,17 @@ def export_program(model, example_args: Sequence = (), example_kwargs: Optional[
         raise ModelError(f"torch.export could not export {type(model).__name__}: {type(e).__name__}: "
                          f"{_first_lines(str(e))}") from e
     return ep, dim_names(ep, model, args, kwargs, dynamic_shapes)
+
+
+def _as_dynamic(spec):
+    """``spec`` (a dynamic_shapes pytree) with each named ``torch.export.Dim`` as ``Dim.DYNAMIC``."""
+    import torch
+
+    if isinstance(spec, dict):
+        return {k: _as_dynamic(v) for k, v in spec.items()}
+    if isinstance(spec, (list, tuple)):
+        return type(spec)(_as_dynamic(v) for v in spec)
+    return torch.export.Dim.DYNAMIC if getattr(spec, "__name__", None) is not None else spec
 
 
 def _first_lines(text: str, n: int = 12) -> str:

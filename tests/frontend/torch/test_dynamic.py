@@ -61,3 +61,21 @@ def test_sizes_outside_what_the_graph_assumes_are_a_shape_error():
     assert compiled(torch.randn(16, 4)).shape == (16, 4)
     with pytest.raises(ShapeError):
         compiled(torch.randn(20, 4))  # (past the table: the program's checks say so)
+
+
+class TwoIsSpecial(torch.nn.Module):
+    """A branch on a size: torch.export guards ``seq != 2``, which Dim("seq", min=2) violates
+    (BART and MobileBERT do this)."""
+
+    def forward(self, x):
+        return x * 2 if x.shape[1] == 2 else x.cumsum(1)
+
+
+def test_a_dim_the_model_guards_is_exported_as_dynamic_with_a_warning():
+    seq = torch.export.Dim("seq", min=2, max=64)
+    with pytest.warns(UserWarning, match="Dim.DYNAMIC"):
+        compiled = ember.from_torch(TwoIsSpecial(), (torch.randn(3, 5),), dynamic_shapes=({1: seq},))
+    assert compiled.input_info[0].shape == (3, "seq")  # still the user's name
+    for s in (3, 5, 17):
+        x = torch.randn(3, s)
+        assert_close(compiled(x), x.cumsum(1), what=f"seq {s}")
