@@ -319,9 +319,7 @@ class Executable:
                     vals[k] = fixed[k]
             for slot, shape, dtype in lay.out_new:
                 vals[slot] = _new_output(shape, dtype)
-            for k, base in self._views:
-                if vals[k] is None and vals[base] is not None and lay.shapes[k] is not None:
-                    vals[k] = vals[base].reshape(lay.shapes[k])
+            self._make_views(vals, lay.shapes)
             if phase.end > phase.start:
                 self._execute(state, vals, lay)
             for step in phase.controls:
@@ -330,8 +328,19 @@ class Executable:
                 if self._timer is not None:
                     self._timer(("control", self.program["controls"].index(step)), t0, time.perf_counter() - t0)
             self._bind_sizes(vals, env, phase.binds)
+            # (views of what the controls returned: the last phase has no next one to make them)
+            self._make_views(vals, lay.shapes, env)
             earlier = lay
         return vals
+
+    def _make_views(self, vals: list, shapes: list, env: Optional[dict] = None) -> None:
+        """The views whose base has a value: of the laid-out ``shapes``, or (given ``env``) of
+        their declared shapes evaluated there."""
+        for k, base in self._views:
+            if vals[k] is None and vals[base] is not None:
+                shape = shapes[k] if env is None else [evaluate(d, env) for d in self._slots[k]["shape"]]
+                if shape is not None and all(d is not None for d in shape):
+                    vals[k] = vals[base].reshape(shape)
 
     def _control(self, step: dict, vals: list, env: dict) -> None:
         """Run a control step: an ``if`` runs the program of the branch its condition picks, a

@@ -142,6 +142,21 @@ def test_scan_runs_its_body_per_slice_in_either_direction():
         np.testing.assert_array_equal(rows, xs[::-1])
 
 
+def test_a_view_of_a_scan_result_as_the_last_output_is_made():
+    # the reshape of the scan's stacked output is a view made after the scan ran, in the last phase
+    body = _body([helper.make_node("Add", ["s", "row"], ["s2"]), helper.make_node("Identity", ["s2"], ["out"])],
+                 [_vi("s", T.FLOAT, [2]), _vi("row", T.FLOAT, [2])],
+                 [_vi("s2", T.FLOAT, [2]), _vi("out", T.FLOAT, [2])])
+    g = helper.make_graph([helper.make_node("Scan", ["s0", "xs"], ["final", "sums"], body=body, num_scan_inputs=1),
+                           helper.make_node("Flatten", ["sums"], ["flat"], axis=0)], "m",
+                          [_vi("s0", T.FLOAT, [2]), _vi("xs", T.FLOAT, ["t", 2])], [_vi("flat", T.FLOAT, None)])
+    exe = ember.compile(helper.make_model(g, opset_imports=[helper.make_opsetid("", 11)]))
+    for t in (3, 1):
+        xs = np.random.default_rng(t).standard_normal((t, 2)).astype(np.float32)
+        (flat,) = exe.run(np.zeros(2, np.float32), xs)
+        np.testing.assert_allclose(flat, np.cumsum(xs, axis=0).reshape(1, -1), rtol=1e-5, atol=1e-6)
+
+
 def test_profiling_a_program_with_control_flow_times_its_kernels_and_its_steps(tmp_path):
     exe = ember.compile(if_model())
     prof = exe.profile(np.ones((2, 4), np.float32), warmup=1, repeat=3)
