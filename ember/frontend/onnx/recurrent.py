@@ -1,6 +1,8 @@
-"""Converters of ONNX's recurrent layers (RNN, GRU, LSTM), unrolled over a static sequence
-length: the input projection of every step is one matmul, each step then a small matmul by the
-recurrence weights and the gates' elementwise ops, which fuse.
+"""Converters of ONNX's recurrent layers (RNN, GRU, LSTM): the input projection of every step
+is one matmul, each step then a small matmul by the recurrence weights and the gates'
+elementwise ops, which fuse. Over a static sequence length the steps are unrolled (each step's
+kernels are planned with the rest of the model); over a symbolic one the step is a module
+function that a ``scan`` runs once per position.
 
 Every attribute of the ops is read: direction (forward, reverse, bidirectional), layout (seq-
 or batch-major), activations with their alpha/beta, clip, GRU's linear_before_reset, LSTM's
@@ -12,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import ShapeError, UnsupportedOpError
-from ...graph import Constant
+from ...graph import Constant, TensorType, TupleGetItem
 from .table import converter
 
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
@@ -93,8 +95,6 @@ def _recurrent(node):
     if layout:
         x = node.call("transpose", x, axes=(1, 0, 2))  # (seq, batch, input)
     seq, batch = x.type.shape[0], x.type.shape[1]
-    if not isinstance(seq, int):
-        raise UnsupportedOpError(f"{op} over a symbolic sequence length ({seq}) is not supported: it is unrolled")
     if node.attr("input_forget", 0):
         raise UnsupportedOpError("LSTM with input_forget is not supported")
     clip = node.attr("clip")
@@ -117,7 +117,15 @@ def _recurrent(node):
         h = _take(node, node.input(5), d) if node.has(5) else zero_state
         c = (_take(node, node.input(6), d) if node.has(6) else zero_state) if op == "LSTM" else None
         p = _take(node, node.input(7), d) if op == "LSTM" and node.has(7) else None
-        steps = range(seq - 1, -1, -1) if (direction == "reverse" or d == 1) else range(seq)
+        reverse = direction == "reverse" or d == 1
+        if not isinstance(seq, int):
+            y, h, c = _scanned(node, op, xw, h, c, rt, rb, p, acts[d], hidden, clip, dtype, reverse, lens)
+            ys.append(node.call("reshape", y, newshape=(seq, 1, batch, hidden)))
+            hs.append(node.call("reshape", h, newshape=(1, batch, hidden)))
+            if c is not None:
+                cs.append(node.call("reshape", c, newshape=(1, batch, hidden)))
+            continue
+        steps = range(seq - 1, -1, -1) if reverse else range(seq)
         outs = {}
         for t in steps:
             xt = node.call("reshape", _rows(node, xw, t, t + 1, 0), newshape=(batch, g * hidden))
@@ -145,6 +153,47 @@ def _recurrent(node):
         y_h = node.call("transpose", y_h, axes=(1, 0, 2))
         y_c = node.call("transpose", y_c, axes=(1, 0, 2)) if y_c is not None else None
     return [y, y_h] + ([y_c] if op == "LSTM" else [])
+
+
+def _scanned(node, op, xw, h, c, rt, rb, p, acts, hidden: int, clip, dtype, reverse: bool, lens):
+    """One direction over a symbolic sequence length: ``(outputs (seq, batch, hidden), last h,
+    last c)``, the step a function that ``scan`` runs over the positions of ``xw``."""
+    from ...graph import Function, Tuple, Var
+
+    imp = node.importer
+    seq, batch = xw.type.shape[0], xw.type.shape[1]
+    states = [h] + ([c] if c is not None else [])
+    scan_in = [xw]
+    if lens is not None:  # each step's position, to freeze the batches past their lengths
+        scan_in.append(node.call("range", start=0, stop=seq, dtype=lens.type.dtype))
+    captured = [v for v in (rt, rb, p, lens) if v is not None]
+    s_vars = [Var(f"state{k}", v.type) for k, v in enumerate(states)]
+    x_var = Var("xt", TensorType((batch, xw.type.shape[2]), dtype))
+    t_var = Var("t", TensorType((), lens.type.dtype)) if lens is not None else None
+    c_vars = [Var(f"w{k}", v.type) for k, v in enumerate(captured)]
+    env = dict(zip((id(v) for v in captured), c_vars))
+    h_v, c_v = s_vars[0], (s_vars[1] if c is not None else None)
+    h_new, c_new = _step(node, op, x_var, h_v, c_v, env[id(rt)], env.get(id(rb)) if rb is not None else None,
+                         env.get(id(p)) if p is not None else None, acts, hidden, clip, dtype)
+    out = h_new
+    if lens is not None:
+        live = node.call("reshape", node.call("less", t_var, env[id(lens)]), newshape=(batch, 1))
+        out = node.call("where", live, h_new, _f32(0, dtype))
+        h_new = node.call("where", live, h_new, h_v)
+        if c_v is not None:
+            c_new = node.call("where", live, c_new, c_v)
+    results = [h_new] + ([c_new] if c_v is not None else []) + [out]
+    params = s_vars + [x_var] + ([t_var] if t_var is not None else []) + c_vars
+    body = Tuple(results)
+    name = f"subgraph{len(imp.functions)}"
+    imp.functions[name] = Function(params, body, body.type)
+    n, m = len(states), len(scan_in)
+    types = tuple(v.type for v in states) + (TensorType((seq, batch, hidden), dtype),)
+    call = node.call("scan", *states, *scan_in, *captured, body=name, n_states=n, n_scan_in=m,
+                     in_axes=(0,) * m, in_dirs=(int(reverse),) * m, out_axes=(0,), out_dirs=(int(reverse),),
+                     types=types)
+    got = [TupleGetItem(call, k) for k in range(len(types))]
+    return got[-1], got[0], (got[1] if c is not None else None)
 
 
 def _step(node, op, xt, h, c, rt, rb, p, acts, hidden: int, clip, dtype):

@@ -1,4 +1,4 @@
-"""RNN, GRU and LSTM (unrolled) on random weights over their attributes: directions, layouts,
+"""RNN, GRU and LSTM (unrolled over a static length, scanned over a symbolic one) on random weights over their attributes: directions, layouts,
 activations, clip, linear_before_reset, peepholes and sequence lengths. onnx's reference
 evaluator ignores several of those (activations, clip, sequence_lens), so the oracle is a
 numpy transcription of the ONNX operator spec; the node cases cover the reference's paths."""
@@ -9,12 +9,14 @@ from onnx import helper as h
 from onnx import numpy_helper
 
 import ember
+from ember.frontend.onnx import from_onnx
 
 RNG = np.random.default_rng(0)
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
 
 
-def _model(op, seq, batch, inp, hidden, direction="forward", layout=0, lens=None, peep=False, **attrs):
+def _model(op, seq, batch, inp, hidden, direction="forward", layout=0, lens=None, peep=False, symbolic=False,
+           **attrs):
     dirs = 2 if direction == "bidirectional" else 1
     g = GATES[op]
     w = RNG.standard_normal((dirs, g * hidden, inp)).astype(np.float32) * 0.5
@@ -32,7 +34,10 @@ def _model(op, seq, batch, inp, hidden, direction="forward", layout=0, lens=None
     outs = ["Y", "Y_h"] + (["Y_c"] if op == "LSTM" else [])
     node = h.make_node(op, names, outs, hidden_size=hidden, direction=direction, layout=layout, **attrs)
     xshape = (batch, seq, inp) if layout else (seq, batch, inp)
-    graph = h.make_graph([node], "r", [h.make_tensor_value_info("X", T.FLOAT, xshape)],
+    declared = tuple("seq" if d == seq and symbolic else d for d in xshape)
+    if symbolic and lens is None:
+        declared = tuple("batch" if d == batch else d for d in declared)
+    graph = h.make_graph([node], "r", [h.make_tensor_value_info("X", T.FLOAT, declared)],
                          [h.make_tensor_value_info(o, T.FLOAT, None) for o in outs], inits)
     return h.make_model(graph, opset_imports=[h.make_opsetid("", 22)]), xshape
 
@@ -126,3 +131,20 @@ def test_recurrent_layers_match_the_spec(op, kw):
     for g, w in zip(got, want):
         assert g.shape == w.shape
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("op, kw", CASES)
+def test_recurrent_layers_over_a_symbolic_length_scan(op, kw):
+    """One compile serves every length (and batch, where no lengths fix it); a step is a scanned
+    function, not a copy per position."""
+    model, _ = _model(op, 3, 2, 4, 5, symbolic=True, **kw)
+    assert "scan(" in str(from_onnx(model))
+    exe = ember.compile(model)
+    for seq, batch in ((3, 2), (1, 2), (9, 2 if "lens" in kw else 3)):
+        xshape = (batch, seq, 4) if kw.get("layout") else (seq, batch, 4)
+        x = RNG.standard_normal(xshape).astype(np.float32)
+        got = exe.run(x)
+        want = _spec(model, x)
+        for g, w in zip(got, want):
+            assert g.shape == w.shape
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
