@@ -59,7 +59,8 @@ def pad_spatial(data: te.Tensor, begin: Sequence[int], end: Sequence[int], value
     dilate = tuple(dilate or (1,) * n)
     C = data.shape[1]
     more = channels is not None and channels > const_int(C)
-    if not any(begin) and not any(end) and all(d == 1 for d in dilate) and not more and phases == 1:
+    if (all(isinstance(v, int) and v == 0 for v in (*begin, *end)) and all(d == 1 for d in dilate) and not more
+            and phases == 1):
         return data
     sizes = [_fold(s) for s in data.shape[2:2 + n]]
     spans = [(s - 1) * d + 1 for s, d in zip(sizes, dilate)]

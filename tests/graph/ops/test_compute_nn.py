@@ -503,9 +503,6 @@ def test_unsupported_cases_name_the_op():
     xi = te.placeholder((1, 2, 6, 6), "int32", "x")
     with pytest.raises(UnsupportedOpError, match="nn.avg_pool2d.*float"):
         get_op("nn.avg_pool2d").compute({"pool_size": (2, 2)}, [xi], TensorType((1, 2, 5, 5), "int32"))
-    xs = te.placeholder((1, 2, "h", 6), F, "x")
-    with pytest.raises(UnsupportedOpError, match="nn.max_pool2d.*static"):
-        get_op("nn.max_pool2d").compute({"pool_size": (2, 2)}, [xs], TensorType((1, 2, Dim("h"), 5), F))
     with pytest.raises(UnsupportedOpError, match="nn.softmax.*float"):
         get_op("nn.softmax").compute({}, [xi], TensorType((1, 2, 6, 6), "int32"))
     xc, w = te.placeholder((1, "c", 6, 6), F, "x"), te.placeholder((4, 2, 3, 3), F, "w")
@@ -561,6 +558,15 @@ def test_symbolic_sizes():
         ("nn.max_pool2d", {"pool_size": (2, 2), "strides": (2, 2)}, [("n", 3, 6, 7)],
          lambda x: pool_ref(x, "max", (2, 2), (2, 2))),
         ("nn.global_avg_pool2d", {}, [("n", 3, 5, 5)], lambda x: x.mean((2, 3), keepdims=True)),
+        ("nn.global_avg_pool2d", {}, [(1, 3, "n", "n")], lambda x: x.mean((2, 3), keepdims=True)),
+        ("nn.global_max_pool1d", {}, [(2, 3, "n")], lambda x: x.max(2, keepdims=True)),
+        # pools over a symbolic length or plane (SEW's squeeze of its frames, an image of any size)
+        ("nn.avg_pool1d", {"pool_size": (2,), "strides": (2,)}, [(2, 3, "n")],
+         lambda x: pool_ref(x, "avg", (2,), (2,))),
+        ("nn.max_pool2d", {"pool_size": (3, 3), "strides": (2, 2), "padding": (1, 1, 1, 1)}, [(1, 2, "n", "n")],
+         lambda x: pool_ref(x, "max", (3, 3), (2, 2), (1, 1, 1, 1))),
+        ("nn.avg_pool2d", {"pool_size": (3, 3), "strides": (1, 1), "padding": (1, 1, 1, 1)}, [(1, 2, 5, "n")],
+         lambda x: pool_ref(x, "avg", (3, 3), (1, 1), (1, 1, 1, 1))),
         ("nn.softmax", {}, [("n", 13)], softmax_ref),
         ("nn.layer_norm", {}, [("n", 12), (12,), (12,)], lambda x, g, b: normalize_ref(x, (1,), 1e-5, g, b)),
         # the normalized axis itself symbolic (wav2vec2's group norm over its frames)

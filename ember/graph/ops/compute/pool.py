@@ -9,7 +9,6 @@ input and its leading padding), an average divides by the taps inside the input 
 from __future__ import annotations
 
 from ....errors import UnsupportedOpError
-from ....kernels.common import const_int
 from ....loop import dtype as dt
 from ....kernels.pool import global_pool_compute, pool_compute
 from ..nn import _NDIM_NAME
@@ -17,8 +16,6 @@ from .common import register_compute, stage_name, te_shape
 
 
 def _check(op: str, kind: str, x) -> None:
-    if any(const_int(d) is None for d in x.shape[2:]):
-        raise UnsupportedOpError(f"{op}: pooling needs static spatial sizes, got {x.shape}")
     if kind != "max" and not dt.is_float(x.dtype):
         raise UnsupportedOpError(f"{op}: computed for float tensors only, got {x.dtype}")
 
