@@ -1,5 +1,5 @@
 """Converters of ATen view and layout ops: view/reshape, permute, expand, squeeze/unsqueeze,
-cat, split, slice/select/narrow, pads, flip, repeat, and the functional forms of in-place
+cat, split, slice/select/narrow/unfold, pads, flip, repeat, and the functional forms of in-place
 writes into a slice (slice_scatter, select_scatter). Sizes may be symbolic dims."""
 from __future__ import annotations
 
@@ -157,6 +157,20 @@ def _slice_tensor(node):
     x = node.tensor(0)
     axis = norm_axis(node.arg("dim", 0), x.type.ndim)
     return _slice(node, x, axis, node.arg("start", None), node.arg("end", None), node.arg("step", 1))
+
+
+@converter("aten.unfold.default")
+def _unfold(node):
+    """``x.unfold(dim, size, step)``: the windows along ``dim`` as a new last axis -- one strided
+    slice per tap of the window (windows are short: patches of a series, of an image)."""
+    x = node.tensor(0)
+    axis = norm_axis(node.arg("dimension"), x.type.ndim)
+    size, step = int(node.arg("size")), int(node.arg("step"))
+    count = D.dim_add(D.dim_floordiv(D.dim_sub(x.type.shape[axis], size), step), 1)
+    span = D.dim_add(D.dim_mul(D.dim_sub(count, 1), step), 1)
+    taps = [node.call("unsqueeze", _slice(node, x, axis, k, D.dim_add(span, k), step), axes=(x.type.ndim,))
+            for k in range(size)]
+    return taps[0] if size == 1 else node.call("concat", *taps, axis=x.type.ndim)
 
 
 @converter("aten.narrow.default")

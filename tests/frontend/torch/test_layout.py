@@ -1,5 +1,5 @@
 """ATen view and layout ops: view/reshape, permute, expand, squeeze/unsqueeze, cat/stack, split,
-slice/select/narrow, pads, flip, repeat, roll, and writes into slices (functionalized)."""
+slice/select/narrow/unfold, pads, flip, repeat, roll, and writes into slices (functionalized)."""
 import torch
 import torch.nn.functional as F
 
@@ -29,6 +29,17 @@ def test_slices_select_narrow():
     x = _x(4, 6, 8)
     check(Fn(lambda x: (x[1:3], x[:, ::2], x[..., 1:-1], x[:, -3:], x[:, 2], x[-1], x[..., -2], x[:, 1:5:3, 2:],
                         x.narrow(2, 3, 4), x[None, :, None, 0], x.select(2, -1), x[:, :100])), x)
+
+
+def test_unfold_windows_of_static_and_symbolic_lengths():
+    # PatchTST's patches: the windows along an axis as a new last axis
+    x = _x(2, 17, 3)
+    check(Fn(lambda x: (x.unfold(1, 4, 2), x.unfold(-1, 1, 1), x.unfold(1, 17, 5))), x)
+    class Patches(torch.nn.Module):
+        def forward(self, x):
+            return x.unfold(1, 5, 3)
+    check(Patches(), x, dynamic_shapes={"x": {1: torch.export.Dim("t", min=5, max=64)}},
+          more=[(_x(2, 30, 3, seed=1),), (_x(2, 5, 3, seed=2),)])
 
 
 def test_pads_flip_repeat_roll():
