@@ -1,8 +1,6 @@
 """Converters of ONNX's recurrent layers (RNN, GRU, LSTM): the input projection of every step
-is one matmul, each step then a small matmul by the recurrence weights and the gates'
-elementwise ops, which fuse. Over a static sequence length the steps are unrolled (each step's
-kernels are planned with the rest of the model); over a symbolic one the step is a module
-function that a ``scan`` runs once per position.
+is one matmul; the recurrence (unrolled over a static length, a scanned step over a symbolic
+one) is :func:`ember.frontend.recurrence.recur`.
 
 Every attribute of the ops is read: direction (forward, reverse, bidirectional), layout (seq-
 or batch-major), activations with their alpha/beta, clip, GRU's linear_before_reset, LSTM's
@@ -14,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import ShapeError, UnsupportedOpError
-from ...graph import Constant, TensorType, TupleGetItem
+from ...graph import Constant
+from ..recurrence import Cell, recur
 from .table import converter
 
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
@@ -97,7 +96,6 @@ def _recurrent(node):
     seq, batch = x.type.shape[0], x.type.shape[1]
     if node.attr("input_forget", 0):
         raise UnsupportedOpError("LSTM with input_forget is not supported")
-    clip = node.attr("clip")
     lens = node.input(4) if node.has(4) else None
     if lens is not None and direction != "forward":
         raise UnsupportedOpError(f"{op} with sequence_lens is supported in the forward direction only")
@@ -106,6 +104,7 @@ def _recurrent(node):
 
     ys, hs, cs = [], [], []
     for d in range(dirs):
+        cell = Cell(op, acts[d], hidden, node.attr("clip"), bool(node.attr("linear_before_reset", 0)))
         wd, rd = _take(node, w, d), _take(node, r, d)
         xw = node.call("nn.matmul", x, node.call("transpose", wd, axes=(1, 0)))  # (seq, batch, g*hidden)
         rb = None
@@ -117,31 +116,9 @@ def _recurrent(node):
         h = _take(node, node.input(5), d) if node.has(5) else zero_state
         c = (_take(node, node.input(6), d) if node.has(6) else zero_state) if op == "LSTM" else None
         p = _take(node, node.input(7), d) if op == "LSTM" and node.has(7) else None
-        reverse = direction == "reverse" or d == 1
-        if not isinstance(seq, int):
-            y, h, c = _scanned(node, op, xw, h, c, rt, rb, p, acts[d], hidden, clip, dtype, reverse, lens)
-            ys.append(node.call("reshape", y, newshape=(seq, 1, batch, hidden)))
-            hs.append(node.call("reshape", h, newshape=(1, batch, hidden)))
-            if c is not None:
-                cs.append(node.call("reshape", c, newshape=(1, batch, hidden)))
-            continue
-        steps = range(seq - 1, -1, -1) if reverse else range(seq)
-        outs = {}
-        for t in steps:
-            xt = node.call("reshape", _rows(node, xw, t, t + 1, 0), newshape=(batch, g * hidden))
-            h_new, c_new = _step(node, op, xt, h, c, rt, rb, p, acts[d], hidden, clip, dtype)
-            if lens is not None:  # past a batch's length its state stays and its output is 0
-                live = node.call("reshape", node.call("less", Constant(np.array(t, lens.type.dtype)), lens),
-                                 newshape=(batch, 1))
-                outs[t] = node.call("where", live, h_new, _f32(0, dtype))
-                h_new = node.call("where", live, h_new, h)
-                if c is not None:
-                    c_new = node.call("where", live, c_new, c)
-            else:
-                outs[t] = h_new
-            h, c = h_new, c_new
-        ys.append(node.call("concat", *[node.call("reshape", outs[t], newshape=(1, 1, batch, hidden))
-                                        for t in range(seq)], axis=0))  # (seq, 1, batch, hidden)
+        y, h, c = recur(node.call, node.importer.functions, cell, xw, h, c, rt, rb, p,
+                        reverse=direction == "reverse" or d == 1, lens=lens)
+        ys.append(node.call("reshape", y, newshape=(seq, 1, batch, hidden)))
         hs.append(node.call("reshape", h, newshape=(1, batch, hidden)))
         if c is not None:
             cs.append(node.call("reshape", c, newshape=(1, batch, hidden)))
@@ -153,91 +130,6 @@ def _recurrent(node):
         y_h = node.call("transpose", y_h, axes=(1, 0, 2))
         y_c = node.call("transpose", y_c, axes=(1, 0, 2)) if y_c is not None else None
     return [y, y_h] + ([y_c] if op == "LSTM" else [])
-
-
-def _scanned(node, op, xw, h, c, rt, rb, p, acts, hidden: int, clip, dtype, reverse: bool, lens):
-    """One direction over a symbolic sequence length: ``(outputs (seq, batch, hidden), last h,
-    last c)``, the step a function that ``scan`` runs over the positions of ``xw``."""
-    from ...graph import Function, Tuple, Var
-
-    imp = node.importer
-    seq, batch = xw.type.shape[0], xw.type.shape[1]
-    states = [h] + ([c] if c is not None else [])
-    scan_in = [xw]
-    if lens is not None:  # each step's position, to freeze the batches past their lengths
-        scan_in.append(node.call("range", start=0, stop=seq, dtype=lens.type.dtype))
-    captured = [v for v in (rt, rb, p, lens) if v is not None]
-    s_vars = [Var(f"state{k}", v.type) for k, v in enumerate(states)]
-    x_var = Var("xt", TensorType((batch, xw.type.shape[2]), dtype))
-    t_var = Var("t", TensorType((), lens.type.dtype)) if lens is not None else None
-    c_vars = [Var(f"w{k}", v.type) for k, v in enumerate(captured)]
-    env = dict(zip((id(v) for v in captured), c_vars))
-    h_v, c_v = s_vars[0], (s_vars[1] if c is not None else None)
-    h_new, c_new = _step(node, op, x_var, h_v, c_v, env[id(rt)], env.get(id(rb)) if rb is not None else None,
-                         env.get(id(p)) if p is not None else None, acts, hidden, clip, dtype)
-    out = h_new
-    if lens is not None:
-        live = node.call("reshape", node.call("less", t_var, env[id(lens)]), newshape=(batch, 1))
-        out = node.call("where", live, h_new, _f32(0, dtype))
-        h_new = node.call("where", live, h_new, h_v)
-        if c_v is not None:
-            c_new = node.call("where", live, c_new, c_v)
-    results = [h_new] + ([c_new] if c_v is not None else []) + [out]
-    params = s_vars + [x_var] + ([t_var] if t_var is not None else []) + c_vars
-    body = Tuple(results)
-    name = f"subgraph{len(imp.functions)}"
-    imp.functions[name] = Function(params, body, body.type)
-    n, m = len(states), len(scan_in)
-    types = tuple(v.type for v in states) + (TensorType((seq, batch, hidden), dtype),)
-    call = node.call("scan", *states, *scan_in, *captured, body=name, n_states=n, n_scan_in=m,
-                     in_axes=(0,) * m, in_dirs=(int(reverse),) * m, out_axes=(0,), out_dirs=(int(reverse),),
-                     types=types)
-    got = [TupleGetItem(call, k) for k in range(len(types))]
-    return got[-1], got[0], (got[1] if c is not None else None)
-
-
-def _step(node, op, xt, h, c, rt, rb, p, acts, hidden: int, clip, dtype):
-    """One step: the new hidden state (and cell state for LSTM)."""
-    def gate(v, k):
-        return _rows(node, v, k * hidden, (k + 1) * hidden)
-
-    def clipped(v):
-        if clip is None:
-            return v
-        return node.call("minimum", node.call("maximum", v, _f32(-clip, dtype)), _f32(clip, dtype))
-
-    hr = node.call("nn.matmul", h, rt)  # (batch, g*hidden)
-    if rb is not None:
-        hr = node.call("add", hr, rb)
-    if op == "RNN":
-        return acts[0](clipped(node.call("add", xt, hr))), None
-    if op == "GRU":
-        f, g_act = acts
-        z = f(clipped(node.call("add", gate(xt, 0), gate(hr, 0))))
-        rg = f(clipped(node.call("add", gate(xt, 1), gate(hr, 1))))
-        if node.attr("linear_before_reset", 0):
-            cand = node.call("add", gate(xt, 2), node.call("multiply", rg, gate(hr, 2)))
-        else:
-            rh = node.call("nn.matmul", node.call("multiply", rg, h), gate(rt, 2))
-            if rb is not None:
-                rh = node.call("add", rh, gate(rb, 2))
-            cand = node.call("add", gate(xt, 2), rh)
-        hh = g_act(clipped(cand))
-        one_minus = node.call("subtract", _f32(1, dtype), z)
-        return node.call("add", node.call("multiply", one_minus, hh), node.call("multiply", z, h)), None
-    f, g_act, h_act = acts
-    pre = node.call("add", xt, hr)  # gates i, o, f, c
-    i_pre, o_pre, f_pre = gate(pre, 0), gate(pre, 1), gate(pre, 2)
-    if p is not None:
-        i_pre = node.call("add", i_pre, node.call("multiply", _rows(node, p, 0, hidden), c))
-        f_pre = node.call("add", f_pre, node.call("multiply", _rows(node, p, 2 * hidden, 3 * hidden), c))
-    i, fg = f(clipped(i_pre)), f(clipped(f_pre))
-    cand = g_act(clipped(gate(pre, 3)))
-    c_new = node.call("add", node.call("multiply", fg, c), node.call("multiply", i, cand))
-    if p is not None:
-        o_pre = node.call("add", o_pre, node.call("multiply", _rows(node, p, hidden, 2 * hidden), c_new))
-    o = f(clipped(o_pre))
-    return node.call("multiply", o, h_act(c_new)), c_new
 
 
 __all__ = []
