@@ -1,7 +1,7 @@
 """A PyTorch module -> an exported program in core ATen, with the names of its dynamic sizes.
 
-``torch.export.export`` traces the module (non-strict: the user's Python runs on fake tensors),
-then the core-ATen decompositions lower every op to the ~190 operators torch documents as
+``torch.export.export`` traces the module (non-strict: the user's Python runs on fake tensors;
+recurrent layers as one op each, :mod:`.recurrent`), then the core-ATen decompositions lower every op to the ~190 operators torch documents as
 core ATen, except the ops Ember converts whole (:func:`decompose` says which and why).
 """
 from __future__ import annotations
@@ -48,8 +48,10 @@ def export_program(model, example_args: Sequence = (), example_kwargs: Optional[
         raise TypeError(f"from_torch takes a torch.nn.Module or an ExportedProgram, got {type(model).__name__}")
     args = tuple(example_args) if isinstance(example_args, (list, tuple)) else (example_args,)
     kwargs = dict(example_kwargs or {})
+    from .recurrent import rnn_as_one_op
+
     try:
-        with torch.no_grad():
+        with torch.no_grad(), rnn_as_one_op():
             try:
                 ep = torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict)
             except Exception as e:

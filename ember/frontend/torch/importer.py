@@ -161,6 +161,7 @@ class _Importer:
         self.names = dict(dim_names)
         self.source = source
         self.env: dict = {}
+        self.functions: dict = {}  # name -> Function: the steps of scanned recurrences
 
     # -- inputs ---------------------------------------------------------------------------------
     def _name_symbols(self, placeholders: list) -> None:
@@ -274,7 +275,7 @@ class _Importer:
         if not results:
             raise UnsupportedOpError(f"{self.source} returns no tensors")
         body = results[0] if len(results) == 1 else Tuple(results)
-        mod = Module({"main": Function(params, body, body.type)})
+        mod = Module({"main": Function(params, body, body.type), **self.functions})
         spec = self.ep.call_spec
         return ImportedProgram(mod, inputs, outputs, spec.in_spec, spec.out_spec, self.names)
 

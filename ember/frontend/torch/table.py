@@ -56,7 +56,7 @@ def target_name(target) -> str:
 
 
 def _load() -> None:
-    from . import (attention, creation, elementwise, index, layout, nn, reduce,  # noqa: F401
+    from . import (attention, creation, elementwise, index, layout, nn, recurrent, reduce,  # noqa: F401
                    symbolic)  # (converters register on import)
 
 

@@ -1,0 +1,151 @@
+"""``nn.LSTM``, ``nn.GRU`` and ``nn.RNN`` through from_torch, over any sequence length.
+
+torch.export traces these layers' kernels (``_VF.lstm`` and kin) through their decompositions:
+one copy of the step per position of the example, so the sequence length becomes a constant (a
+dynamic one, a constraint violation). While from_torch exports, :func:`rnn_as_one_op` routes
+the layers' calls on unpacked inputs through one custom op, ``ember::rnn``, which eager runs
+with torch's own kernels and the converter below turns into Ember's recurrence
+(:func:`ember.frontend.recurrence.recur`: unrolled over a static length, a scanned step over
+a symbolic one). Packed sequences, training-mode dropout and LSTM projections keep torch's
+path.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator
+
+from ...errors import UnsupportedOpError
+from ..recurrence import Cell, recur
+from .table import converter
+
+_MODES = ("lstm", "gru", "rnn_tanh", "rnn_relu")
+_ORIGINAL: dict = {}  # mode -> torch's _VF function (what the custom op runs eagerly)
+
+
+def _define() -> None:
+    import torch
+
+    if _ORIGINAL:
+        return
+    vf = torch._C._VariableFunctions
+    _ORIGINAL.update({m: getattr(vf, m) for m in _MODES})
+
+    @torch.library.custom_op("ember::rnn", mutates_args=(), schema=(
+        "(str mode, Tensor input, Tensor[] hx, Tensor[] params, bool has_biases, int num_layers, "
+        "bool bidirectional, bool batch_first) -> Tensor[]"))
+    def rnn(mode, input, hx, params, has_biases, num_layers, bidirectional, batch_first):
+        state = tuple(hx) if mode == "lstm" else hx[0]
+        out = _ORIGINAL[mode](input, state, params, has_biases, num_layers, 0.0, False, bidirectional, batch_first)
+        return [t.clone() for t in out]
+
+    @rnn.register_fake
+    def _(mode, input, hx, params, has_biases, num_layers, bidirectional, batch_first):
+        seq, batch = (input.shape[1], input.shape[0]) if batch_first else input.shape[:2]
+        width = (2 if bidirectional else 1) * hx[0].shape[-1]
+        out = input.new_empty((batch, seq, width) if batch_first else (seq, batch, width))
+        return [out] + [h.new_empty(h.shape) for h in hx]
+
+
+@contextlib.contextmanager
+def rnn_as_one_op() -> Iterator[None]:
+    """Within: recurrent layers called on unpacked inputs, in eval mode, call ``ember::rnn``."""
+    import torch
+
+    _define()
+    vf = torch.nn.modules.rnn._VF
+    own = {m: vf.__dict__[m] for m in _MODES if m in vf.__dict__}
+
+    def routed(mode: str):
+        fallback = getattr(vf, mode)
+
+        def call(*args):
+            # unpacked: (input, hx, weights list, bias, layers, dropout, training, bidirectional, batch_first)
+            if len(args) != 9 or not isinstance(args[2], (list, tuple)) or (args[6] and args[5] > 0):
+                return fallback(*args)
+            x, hx, params, bias, layers, _, _, bidirectional, batch_first = args
+            if len(params) != layers * (2 if bidirectional else 1) * (4 if bias else 2):
+                return fallback(*args)  # (LSTM's projections: torch's decomposition)
+            hx = list(hx) if isinstance(hx, (list, tuple)) else [hx]
+            out = torch.ops.ember.rnn(mode, x, hx, list(params), bias, layers, bidirectional, batch_first)
+            return tuple(out)
+        return call
+
+    try:
+        for m in _MODES:
+            setattr(vf, m, routed(m))
+        yield
+    finally:
+        for m in _MODES:
+            if m in own:
+                setattr(vf, m, own[m])
+            else:
+                delattr(vf, m)
+
+
+# torch's gate order -> ONNX's (what ember.frontend.recurrence computes in)
+_GATE_ORDER = {"lstm": (0, 3, 1, 2), "gru": (1, 0, 2), "rnn_tanh": (0,), "rnn_relu": (0,)}
+
+
+def _gates(node, v, order: tuple, hidden: int, axis: int):
+    """``v``'s gate blocks along ``axis`` in ``order``."""
+    if order == tuple(range(len(order))):
+        return v
+    parts = [node.call("strided_slice", v, begin=(k * hidden,), end=((k + 1) * hidden,), axes=(axis,))
+             for k in order]
+    return node.call("concat", *parts, axis=axis)
+
+
+@converter("ember.rnn.default")
+def _rnn(node):
+    mode = node.arg("mode")
+    x, hx, params = node.tensor("input"), list(node.arg("hx")), list(node.arg("params"))
+    layers, bidirectional, batch_first = node.arg("num_layers"), node.arg("bidirectional"), node.arg("batch_first")
+    has_biases = node.arg("has_biases")
+    dirs = 2 if bidirectional else 1
+    per = 4 if has_biases else 2
+    if len(params) != layers * dirs * per:
+        raise UnsupportedOpError(f"{mode} with {len(params)} weights for {layers} layer(s) x {dirs} direction(s): "
+                                 f"projections (LSTM proj_size) are not supported")
+    hidden = hx[0].type.shape[-1]
+    order = _GATE_ORDER[mode]
+    f_act = (lambda v: node.call("sigmoid", v))
+    tanh = (lambda v: node.call("tanh", v))
+    acts = {"lstm": [f_act, tanh, tanh], "gru": [f_act, tanh], "rnn_tanh": [tanh],
+            "rnn_relu": [lambda v: node.call("nn.relu", v)]}[mode]
+    cell = Cell({"lstm": "LSTM", "gru": "GRU"}.get(mode, "RNN"), acts, hidden, linear_before_reset=True)
+    if batch_first:
+        x = node.call("transpose", x, axes=(1, 0, 2))  # (seq, batch, features)
+    functions = node.importer.functions
+    hs, cs = [], []
+    for layer in range(layers):
+        ys = []
+        for d in range(dirs):
+            k = (layer * dirs + d) * per
+            w_ih, w_hh = params[k], params[k + 1]
+            xw = node.call("nn.matmul", x, _gates(node, node.call("transpose", w_ih, axes=(1, 0)), order, hidden, 1))
+            rb = None
+            if has_biases:
+                xw = node.call("add", xw, _gates(node, params[k + 2], order, hidden, 0))
+                rb = _gates(node, params[k + 3], order, hidden, 0)
+            rt = _gates(node, node.call("transpose", w_hh, axes=(1, 0)), order, hidden, 1)
+            i = layer * dirs + d
+            h0 = node.call("squeeze", node.call("strided_slice", hx[0], begin=(i,), end=(i + 1,), axes=(0,)), axis=(0,))
+            c0 = None
+            if mode == "lstm":
+                c0 = node.call("squeeze", node.call("strided_slice", hx[1], begin=(i,), end=(i + 1,), axes=(0,)),
+                               axis=(0,))
+            y, h, c = recur(node.call, functions, cell, xw, h0, c0, rt, rb, reverse=d == 1)
+            ys.append(y)
+            hs.append(node.call("unsqueeze", h, axes=(0,)))
+            if c is not None:
+                cs.append(node.call("unsqueeze", c, axes=(0,)))
+        x = ys[0] if dirs == 1 else node.call("concat", *ys, axis=2)
+    out = node.call("transpose", x, axes=(1, 0, 2)) if batch_first else x
+    h_n = hs[0] if len(hs) == 1 else node.call("concat", *hs, axis=0)
+    result = [out, h_n]
+    if mode == "lstm":
+        result.append(cs[0] if len(cs) == 1 else node.call("concat", *cs, axis=0))
+    return tuple(result)
+
+
+__all__ = ["rnn_as_one_op"]
