@@ -15,6 +15,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from ..graph import Constant, Expr, Function, TensorType, Tuple, TupleGetItem, Var
+from ..graph.visit import free_vars
 
 __all__ = ["Cell", "recur"]
 
@@ -130,7 +131,9 @@ def _scanned(call, functions: dict, cell: Cell, xw, h, c, rt, rb, p, reverse: bo
     scan_in = [xw]
     if lens is not None:  # each step's position, to freeze the batches past their lengths
         scan_in.append(call("range", start=0, stop=seq, dtype=lens.type.dtype))
-    captured = [v for v in (rt, rb, p, lens) if v is not None]
+    # the weights the step reads: an expression of constants goes into the step itself (its
+    # matmul then packs the weights once, at compile time); any other is passed in
+    captured = [v for v in (rt, rb, p, lens) if v is not None and free_vars(v)]
     s_vars = [Var(f"state{k}", v.type) for k, v in enumerate(states)]
     x_var = Var("xt", TensorType((batch, xw.type.shape[2]), dtype))
     t_var = Var("t", TensorType((), lens.type.dtype)) if lens is not None else None
@@ -138,7 +141,7 @@ def _scanned(call, functions: dict, cell: Cell, xw, h, c, rt, rb, p, reverse: bo
     inner = dict(zip((id(v) for v in captured), c_vars))
 
     def var(v):
-        return None if v is None else inner[id(v)]
+        return None if v is None else inner.get(id(v), v)
     h_v, c_v = s_vars[0], (s_vars[1] if c is not None else None)
     h_new, c_new = step(call, cell, x_var, h_v, c_v, var(rt), var(rb), var(p))
     out = h_new

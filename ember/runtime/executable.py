@@ -15,6 +15,7 @@ Like every runtime object here it needs only ctypes and numpy (no llvmlite, no I
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import dataclasses
 import functools
@@ -333,6 +334,44 @@ class Executable:
             earlier = lay
         return vals
 
+    @contextlib.contextmanager
+    def _steps(self):
+        """``with body._steps() as step:`` -- for a subgraph a control step runs once per
+        iteration: ``step(*arrays)`` runs it, laid out once per set of input shapes and dtypes,
+        on one arena for all the iterations, its outputs written into two sets of buffers in
+        turn (so an iteration's outputs -- the next one's inputs -- stay valid through the next
+        call; callers copy what they keep). A program that binds sizes while running (several
+        phases) runs whole each time."""
+        if not self._single:
+            yield self.run
+            return
+        with self._pool.run() as state:
+            memo: dict = {"key": None}
+
+            def step(*arrays):
+                key = tuple((a.shape, a.dtype) for a in arrays)
+                if key != memo["key"]:
+                    inputs = self._inputs(arrays, {})
+                    memo.update(key=key, layout=self._layout(inputs), buffers=[None, None], turn=0)
+                else:
+                    inputs = [_contiguous(a) for a in arrays]
+                turn = memo["turn"]
+                memo["turn"] = 1 - turn
+                prev, into, dest = memo["buffers"][turn], {}, {}
+                if prev is not None:
+                    for k, ((slot, copy), view) in enumerate(zip(self._out_take, self._out_views)):
+                        if view is None:
+                            if copy:
+                                dest[k] = prev[k]
+                            else:
+                                into[slot] = prev[k]
+                vals = self._values(state, inputs, memo["layout"], into)
+                self._execute(state, vals, memo["layout"])
+                outs = self._outputs(vals, dest)
+                memo["buffers"][turn] = outs
+                return outs
+            yield step
+
     def _make_views(self, vals: list, shapes: list, env: Optional[dict] = None) -> None:
         """The views whose base has a value: of the laid-out ``shapes``, or (given ``env``) of
         their declared shapes evaluated there."""
@@ -386,17 +425,18 @@ class Executable:
         carried, outer = args[k:k + n], args[k + n:]
         parts: list = [[] for _ in range(step["n_scan"])]
         i = 0
-        while (trip is None or i < trip) and cond:
-            out = body.run(np.array(i, np.int64), np.array(cond), *carried, *outer)
-            cond = bool(np.asarray(out[0]).reshape(-1)[0])
-            carried = out[1:1 + n]
-            for j, p in enumerate(out[1 + n:]):
-                parts[j].append(p)
-            i += 1
-            if trip is None and i > LOOP_LIMIT:
-                raise ShapeError(f"{step.get('nodes', 'loop')}: the loop ran {LOOP_LIMIT} iterations without its "
-                                 f"condition turning false (and has no trip count)")
-        finals = [np.array(c) for c in carried]  # (zero iterations: copies of the inputs)
+        with body._steps() as run_body:
+            while (trip is None or i < trip) and cond:
+                out = run_body(np.array(i, np.int64), np.array(cond), *carried, *outer)
+                cond = bool(np.asarray(out[0]).reshape(-1)[0])
+                carried = out[1:1 + n]
+                for j, p in enumerate(out[1 + n:]):
+                    parts[j].append(np.array(p))  # (the body's buffers are reused)
+                i += 1
+                if trip is None and i > LOOP_LIMIT:
+                    raise ShapeError(f"{step.get('nodes', 'loop')}: the loop ran {LOOP_LIMIT} iterations without "
+                                     f"its condition turning false (and has no trip count)")
+            finals = [np.array(c) for c in carried]  # (zero iterations: copies of the inputs)
         return finals + [self._stacked(p, step["outs"][n + j], env) for j, p in enumerate(parts)]
 
     def _scan(self, step: dict, args: list, env: dict) -> list:
@@ -410,12 +450,14 @@ class Executable:
             raise ShapeError(f"{step.get('nodes', 'scan')}: the scan inputs differ in length ({sorted(lengths)})")
         steps = lengths.pop() if lengths else 0
         parts: list = []
-        for t in range(steps):
-            slices = [np.take(x, steps - 1 - t if d else t, axis=a) for x, a, d in zip(scans, axes, dirs)]
-            out = body.run(*states, *slices, *outer)
-            states = out[:n]
-            parts.append(out[n:])
-        results = [np.array(s) for s in states]
+        with body._steps() as run_body:
+            for t in range(steps):
+                slices = [x[k] if a == 0 else np.take(x, k, axis=a)  # (axis 0: a view, no copy)
+                          for x, a, k in ((x, a, steps - 1 - t if d else t) for x, a, d in zip(scans, axes, dirs))]
+                out = run_body(*states, *slices, *outer)
+                states = out[:n]
+                parts.append([np.array(p) for p in out[n:]])  # (the body's buffers are reused)
+            results = [np.array(s) for s in states]
         for j, (axis, d) in enumerate(zip(step["out_axes"], step["out_dirs"])):
             seq = [p[j] for p in parts]
             if d:

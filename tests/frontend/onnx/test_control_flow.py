@@ -123,6 +123,29 @@ def test_a_loop_with_a_trip_count_carries_values_and_stacks_per_iteration_output
             np.testing.assert_allclose(g_, w, rtol=1e-6)
 
 
+def test_a_loop_whose_carried_value_grows_runs_each_size():
+    # acc = concat(acc, acc * 2) three times: each iteration a new shape (laid out anew), and
+    # the iterations' outputs stay valid while the next ones run
+    body = _body([helper.make_node("Mul", ["acc", "two"], ["dbl"]), helper.make_node("Concat", ["acc", "dbl"], ["acc2"],
+                                                                                      axis=0),
+                  helper.make_node("ReduceSum", ["acc2"], ["each"], keepdims=0)],
+                 [_vi("i", T.INT64, []), _vi("c", T.BOOL, []), _vi("acc", T.FLOAT, ["n"])],
+                 [_vi("c", T.BOOL, []), _vi("acc2", T.FLOAT, None), _vi("each", T.FLOAT, None)])
+    g = helper.make_graph([helper.make_node("Loop", ["M", "", "a0"], ["final", "sums"], body=body)], "m",
+                          [_vi("M", T.INT64, []), _vi("a0", T.FLOAT, ["n"])],
+                          [_vi("final", T.FLOAT, None), _vi("sums", T.FLOAT, None)],
+                          [numpy_helper.from_array(np.float32(2), "two")])
+    exe = ember.compile(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]))
+    a = np.array([1, -2], np.float32)
+    final, sums = exe.run(np.array(3, np.int64), a)
+    want, each = a, []
+    for _ in range(3):
+        want = np.concatenate([want, want * 2])
+        each.append(want.sum())
+    np.testing.assert_array_equal(final, want)
+    np.testing.assert_array_equal(sums, np.array(each, np.float32))
+
+
 def test_scan_runs_its_body_per_slice_in_either_direction():
     # running sum over the rows of xs (forward), and the rows themselves reversed (backward)
     body = _body([helper.make_node("Add", ["s", "row"], ["s2"]), helper.make_node("Identity", ["s2"], ["out"]),
