@@ -7,7 +7,8 @@ Groups grow in dataflow order by each op's fusion pattern:
   same output shape (bias, batch-norm shift, activation, residual add);
 - elementwise, broadcast and injective ops (reshape, transpose, concat, ...) join the group
   of an operand that no other op reads, as long as that group has no anchor, so a chain of
-  them is one loop nest;
+  them is one loop nest; where an elementwise op's group has no anchor, the chains of its
+  other operands that only it reads join too (the gates of an LSTM meet in one kernel);
 - reductions start a group that takes an elementwise epilogue like an anchor; opaque ops and
   ops with several results stand alone.
 
@@ -122,7 +123,25 @@ def partition(body, fuse: bool = True) -> dict:
         else:
             kind = "anchor" if pat in _ANCHOR else "flow" if pat in _FLOW + (Pattern.INJECTIVE,) else "closed"
             group_of[n] = _Group(n, kind if fuse else "closed")
+        if fuse and pat in _FLOW and group_of[n].kind == "flow":
+            _absorb(n, group_of, uses, order, set(promised.values()))
     return group_of
+
+
+def _absorb(n: Call, group_of: dict, uses, order: dict, promising: set) -> None:
+    """Where elementwise ``n`` joins chains that only it reads (an LSTM's gates: the products of
+    the sigmoid of one slice and the tanh of another), their groups join ``n``'s: one loop nest
+    computes them all. (No cycle can form: what such a chain reads, it reads from outside.)"""
+    g = group_of[n]
+    for a in dict.fromkeys(n.args):
+        other = group_of.get(a)
+        if (other is None or other is g or other.kind != "flow" or a is not other.output or other.diamond
+                or other in promising or uses[a] != sum(x is a for x in n.args)
+                or len(g.members) + len(other.members) > MAX_GROUP):
+            continue
+        for m in other.members:
+            group_of[m] = g
+        g.members = sorted(g.members + other.members, key=order.__getitem__)
 
 
 def _short(op: str) -> str:

@@ -37,9 +37,29 @@ def test_elementwise_chain_is_one_group_and_a_shared_value_ends_it():
     z = call("negative", e)  # e is read by another output too: materialized
     after = fuse(module([x], Tuple_([y, z])))
     calls = topo_calls(after.main)
-    assert sorted(c.op for c in calls) == ["fused_exp", "fused_negative", "fused_relu_add", "fused_sigmoid"]
+    # (relu's and sigmoid's chains meet in the add, which only reads them: one group)
+    assert sorted(c.op for c in calls) == ["fused_exp", "fused_negative", "fused_relu_sigmoid_add"]
     assert all(c.op in after for c in calls)
     assert [c.op for c in topo_calls(after["fused_exp"])] == ["exp"]
+
+
+def test_chains_that_only_an_elementwise_op_reads_join_its_group():
+    """An LSTM's gates: sigmoid and tanh of slices of one projection, multiplied and added --
+    one kernel, where a chain read elsewhere too stays apart."""
+    x, c = Var("x", T(2, 16)), Var("c", T(2, 4))
+
+    def gate(k, fn):
+        return call(fn, call("strided_slice", x, begin=(4 * k,), end=(4 * k + 4,), axes=(1,)))
+    kept = gate(3, "tanh")  # also an output: its own group
+    c_new = call("add", call("multiply", gate(0, "sigmoid"), c), call("multiply", gate(1, "sigmoid"), gate(2, "tanh")))
+    y = call("multiply", c_new, kept)
+    mod = module([x, c], Tuple_([y, kept]))
+    after = fuse(mod)
+    assert sorted(c_.op for c_ in topo_calls(after.main)) == ["fused_strided_slice_sigmoid_multiply_tanh_add",
+                                                               "fused_strided_slice_tanh"]
+    xv, cv = rand(2, 16), rand(2, 4)
+    for got, want in zip(ember.compile(mod).run(xv, cv), ember.compile(mod, opt_level=0).run(xv, cv)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
 def test_readers_that_meet_again_stay_in_the_group():
