@@ -93,6 +93,14 @@ def matmul_compute(A: te.Tensor, B: te.Tensor, target=None, name: str = "C",
     regs = 32 if lanes * 32 >= 512 else 16
     if units is None and pack:  # (pre-packed weights fixed NR when the graph packed them)
         nr = lanes * knob("gemm.column_vectors", [v for v in (1, 2, 3, 4) if 2 * v + 2 <= regs], nr // lanes)
+    elif not pack:
+        # a few rows read B in place: wider column blocks, more accumulators in flight (one row
+        # of two vectors is two FMA chains, latency-bound), up to the register file
+        rows = const_int(A.shape[-2]) or mr
+        fit = [v for v in range(1, 9) if rows * v + v + 1 <= regs]
+        cols = const_int(B.shape[-2] if trans_b else B.shape[-1])
+        wide = max(v for v in fit if cols is None or v * lanes <= max(cols, lanes))
+        nr = lanes * knob("gemm.column_vectors", fit, wide)
     nvec = max(1, (const_int(B.shape[-1]) if units is not None else nr) // lanes)
     # the tuner's row block: accumulators (rows x column vectors), the B vectors and a broadcast
     mr = knob("gemm.rows", [r for r in range(1, 17) if r * nvec + nvec + 1 <= regs], min(mr, (regs - nvec - 1) // nvec))
@@ -214,6 +222,8 @@ def schedule_gemm(s: Schedule, C: te.Tensor, out: te.Tensor = None, target=None)
     else:
         so.reorder(*batch, io, jo, ii, ji)
         rows = so.fuse(*batch, io) if batch else io
+        if const_int(rows.extent) == 1 and (const_int(jo.extent) or 0) > 1:
+            rows = so.fuse(rows, jo)  # one block of rows (a decoding step): the column blocks in parallel
     so.parallel(rows)
     # the write-back (with its epilogue) runs a loop over the block's rows, not MR copies of
     # it: the accumulators still stay in registers through the k loop (LLVM promotes them
