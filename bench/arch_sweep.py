@@ -1,6 +1,7 @@
-"""Correctness sweep over architectures beyond the zoo: torchvision and transformers classes built
-with random weights (small configs for the transformers), exported as users export them
-(``torch.onnx.export(..., dynamo=True)`` with a dynamic batch, and sequence or samples), compiled
+"""Correctness sweep over architectures beyond the zoo: torchvision and transformers classes (and
+torch.nn's recurrent layers) built with random weights (small configs for the transformers),
+exported as users export them (``torch.onnx.export(..., dynamo=True)`` with a dynamic batch, and
+sequence, frames or samples; an axis the export fixes anyway is reported as the exporter's), compiled
 once by Ember and run at two shapes against PyTorch eager (rtol 1e-3, atol 1e-4 of the output's
 scale). Each model runs in its own process under a time limit, so one that crashes or hangs is
 reported and the sweep goes on. The zoo extra (torchvision, transformers).
