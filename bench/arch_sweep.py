@@ -90,6 +90,16 @@ ARCHS = {
                                     'backbone_config=cfg("Dinov2Config", hidden_size=192, num_hidden_layers=4, '
                                     'num_attention_heads=3, out_indices=[1, 2, 3, 4], reshape_hidden_states=False, '
                                     'apply_layernorm=True))'),
+    "hf_mobilevitv2": ("vision256", 'hf("MobileViTV2Config", "MobileViTV2Model")'),
+    "hf_sam_vision": ("vision", 'hf("SamVisionConfig", "SamVisionModel", hidden_size=192, num_hidden_layers=2, '
+                               'num_attention_heads=3, image_size=224, output_channels=64, window_size=7, '
+                               'global_attn_indexes=[1], mlp_dim=768)'),
+    "hf_deformable_detr": ("vision", 'hf("DeformableDetrConfig", "DeformableDetrModel", use_timm_backbone=False, '
+                                     'use_pretrained_backbone=False, backbone_config=cfg("ResNetConfig", '
+                                     'depths=[1, 1, 1, 1], out_features=["stage2", "stage3", "stage4"]), '
+                                     'd_model=128, encoder_layers=1, decoder_layers=1, encoder_attention_heads=4, '
+                                     'decoder_attention_heads=4, encoder_ffn_dim=256, decoder_ffn_dim=256, '
+                                     'num_queries=20)'),
     # transformers, text
     "hf_llama": ("text", f'hf("LlamaConfig", "LlamaForCausalLM", num_key_value_heads=2, {_SMALL_LM})'),
     "hf_phi3": ("text", f'hf("Phi3Config", "Phi3ForCausalLM", num_key_value_heads=2, pad_token_id=0, {_SMALL_LM})'),
@@ -137,6 +147,17 @@ ARCHS = {
     "hf_albert": ("text", f'hf("AlbertConfig", "AlbertModel", embedding_size=128, {_SMALL_LM})'),
     "hf_convbert": ("text", f'hf("ConvBertConfig", "ConvBertModel", embedding_size=256, {_SMALL_LM})'),
     "hf_clip_text": ("text", f'hf("CLIPTextConfig", "CLIPTextModel", {_SMALL_LM})'),
+    "hf_gpt_neo": ("text", 'hf("GPTNeoConfig", "GPTNeoForCausalLM", hidden_size=256, num_layers=2, num_heads=4, '
+                           'attention_types=[[["global", "local"], 1]], window_size=16, vocab_size=1000)'),
+    "hf_xglm": ("text", 'hf("XGLMConfig", "XGLMForCausalLM", d_model=256, num_layers=2, attention_heads=4, '
+                        'ffn_dim=688, vocab_size=1000)'),
+    "hf_roformer": ("text", f'hf("RoFormerConfig", "RoFormerModel", embedding_size=256, {_SMALL_LM})'),
+    "hf_layoutlm": ("text", f'hf("LayoutLMConfig", "LayoutLMModel", {_SMALL_LM})'),
+    "hf_fnet": ("text", 'hf("FNetConfig", "FNetModel", hidden_size=256, num_hidden_layers=2, intermediate_size=688, '
+                        'vocab_size=1000)'),
+    "hf_canine": ("text", 'hf("CanineConfig", "CanineModel", hidden_size=256, num_hidden_layers=2, '
+                          'num_attention_heads=4, intermediate_size=688)'),
+    "hf_longformer": ("text", f'hf("LongformerConfig", "LongformerModel", attention_window=8, {_SMALL_LM})'),
     "hf_esm": ("protein", 'hf("EsmConfig", "EsmModel", hidden_size=256, num_hidden_layers=2, num_attention_heads=4, '
                           'intermediate_size=688, vocab_size=33, pad_token_id=1, position_embedding_type="rotary")'),
     # transformers, speech
@@ -156,7 +177,15 @@ ARCHS = {
                                          'encoder_ffn_dim=768, decoder_ffn_dim=768, vocab_size=1000).encoder'),
     "hf_ast": ("ast", 'hf("ASTConfig", "ASTModel", max_length=256, hidden_size=192, num_hidden_layers=3, '
                       'num_attention_heads=3, intermediate_size=768)'),
+    "hf_wavlm": ("audio", 'hf("WavLMConfig", "WavLMModel", hidden_size=192, num_hidden_layers=2, '
+                          'num_attention_heads=3, intermediate_size=768)'),
+    "hf_wav2vec2_bert": ("feat160", 'hf("Wav2Vec2BertConfig", "Wav2Vec2BertModel", hidden_size=192, '
+                                    'num_hidden_layers=2, num_attention_heads=3, intermediate_size=768, '
+                                    'feature_projection_input_dim=160)'),
+    "hf_encodec_encoder": ("wave", 'hf("EncodecConfig", "EncodecModel").encoder'),
     # transformers, time series
+    "hf_patchtsmixer": ("ts", 'hf("PatchTSMixerConfig", "PatchTSMixerModel", context_length=128, patch_length=16, '
+                              'patch_stride=8, num_input_channels=7, d_model=32, num_layers=2)'),
     "hf_patchtst": ("ts", 'hf("PatchTSTConfig", "PatchTSTModel", num_input_channels=7, context_length=128, '
                           'patch_length=16, patch_stride=8, d_model=64, num_attention_heads=4, '
                           'num_hidden_layers=2, ffn_dim=128)'),
@@ -177,6 +206,8 @@ def _inputs(kind: str, batch: int, seq: int, seed: int):
         return (torch.randn(batch, 3, size, size, generator=g),)
     if kind == "audio":  # raw samples: 400 per position
         return (torch.randn(batch, seq * 400, generator=g),)
+    if kind == "wave":  # one channel of raw samples: 320 per position
+        return (torch.randn(batch, 1, seq * 320, generator=g),)
     if kind == "mel":  # Whisper's 30 s of 80 mel bins
         return (torch.randn(batch, 80, 3000, generator=g),)
     if kind == "video":  # 8 frames of 112 x 112
@@ -200,6 +231,8 @@ def _dynamic(kind: str):
         return ({0: batch, 1: torch.export.Dim("samples", min=2000, max=64000)},)
     if kind.startswith("feat"):
         return ({0: batch, 1: torch.export.Dim("frames", min=8, max=1024)},)
+    if kind == "wave":
+        return ({0: batch, 2: torch.export.Dim("samples", min=3200, max=64000)},)
     return ({0: batch, 1: torch.export.Dim("seq", min=2, max=256)},)
 
 

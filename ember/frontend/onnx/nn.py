@@ -108,6 +108,45 @@ def _conv_transpose(node):
     return [out]
 
 
+@converter("Col2Im", since=18, const_inputs=(1, 2))
+def _col2im(node):
+    """Blocks (N, C * prod(block), L) summed back into an image (N, C, *image_shape) -- torch's
+    ``fold`` -- as the transposed convolution it is: C groups, each scattering its prod(block)
+    channels by a one-hot weight (one tap per channel), stride, dilation and pads as given."""
+    import numpy as np
+
+    from ...graph import Constant
+
+    x = node.input(0)
+    image = tuple(int(v) for v in node.const(1, "the image shape").reshape(-1))
+    block = tuple(int(v) for v in node.const(2, "the block shape").reshape(-1))
+    n = len(block)
+    if len(image) != n:
+        raise ShapeError(f"image_shape {image} and block_shape {block} have different ranks")
+    strides = tuple(node.attr("strides", (1,) * n))
+    dilations = tuple(node.attr("dilations", (1,) * n))
+    pads = tuple(node.attr("pads", (0,) * (2 * n)))
+    taps = int(np.prod(block))
+    cols = x.type.shape[1]
+    if not isinstance(cols, int) or cols % taps:
+        raise ShapeError(f"the input's {cols} channels must be a static multiple of the block's {taps} elements")
+    channels = cols // taps
+    counts = [(image[i] + pads[i] + pads[n + i] - dilations[i] * (block[i] - 1) - 1) // strides[i] + 1
+              for i in range(n)]
+    if min(counts) < 1:
+        raise ShapeError(f"no block of {block} fits the image {image} (pads {pads}, strides {strides})")
+    reach = [(counts[i] - 1) * strides[i] + dilations[i] * (block[i] - 1) + 1 - pads[i] - pads[n + i] for i in range(n)]
+    dtype = x.type.dtype
+    weight = np.zeros((cols, 1) + block, dtype=np.dtype(dtype))
+    for c in range(channels):
+        for t in range(taps):
+            weight[(c * taps + t, 0) + np.unravel_index(t, block)] = 1
+    grid = node.call("reshape", x, newshape=(0, cols) + tuple(counts))
+    out = node.call(f"nn.conv{_spatial_name(n)}_transpose", grid, Constant(weight), groups=channels, strides=strides,
+                    dilation=dilations, padding=pads, output_padding=tuple(image[i] - reach[i] for i in range(n)))
+    return [out]
+
+
 # -- gemm, matmul, einsum -------------------------------------------------------------------------
 
 @converter("Gemm")

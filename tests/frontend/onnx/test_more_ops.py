@@ -1,5 +1,5 @@
-"""RotaryEmbedding, Compress and models older than opset 7, against onnx's reference evaluator
-on random data."""
+"""RotaryEmbedding, Compress, Col2Im and models older than opset 7, against onnx's reference
+evaluator on random data."""
 import numpy as np
 import pytest
 from onnx import TensorProto as T
@@ -165,3 +165,23 @@ def test_a_batched_activation_times_a_weight_is_one_product():
     for s in (1, 7):
         x = RNG.standard_normal((s, 1, 8)).astype(np.float32)
         np.testing.assert_allclose(exe.run(x)[0], x @ w, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("blocks, image, block, attrs", [
+    (9, (4, 4), (2, 2), {}),  # overlapping blocks sum where they meet
+    (16, (8, 8), (2, 2), {"strides": [2, 2]}),  # MobileViT-V2's patches back into the image
+    (9, (5, 6), (3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    (6, (5, 7), (2, 2), {"dilations": [2, 2], "strides": [2, 2]}),
+    (4, (9,), (3,), {"strides": [2]}),
+])
+def test_col2im_folds_blocks_into_an_image(blocks, image, block, attrs):
+    from onnx import numpy_helper as nh
+
+    cols = 3 * int(np.prod(block))
+    g = h.make_graph([h.make_node("Col2Im", ["x", "image", "block"], ["y"], **attrs)], "m",
+                     [h.make_tensor_value_info("x", T.FLOAT, ["n", cols, blocks])],
+                     [h.make_tensor_value_info("y", T.FLOAT, None)],
+                     [nh.from_array(np.array(image, np.int64), "image"), nh.from_array(np.array(block, np.int64), "block")])
+    model = h.make_model(g, opset_imports=[h.make_opsetid("", 18)])
+    for n in (1, 2):
+        _check(model, {"x": RNG.standard_normal((n, cols, blocks)).astype(np.float32)})
