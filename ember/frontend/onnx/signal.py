@@ -1,6 +1,7 @@
 """Converters of ONNX's signal ops: DFT as matmuls by cosine and sine tables (a transform of
 static length is a dense product, which the packed matmul kernels run well at the sizes models
-use), and the Hann, Hamming and Blackman windows.
+use; over a symbolic length the tables are computed while the model runs), and the Hann,
+Hamming and Blackman windows.
 """
 from __future__ import annotations
 
@@ -27,9 +28,14 @@ def _dft(node, axis: int):
     if axis == nd - 1:
         raise ShapeError(f"the DFT axis must not be the last (complex) axis of {x.type}")
     n_in, parts = x.type.shape[axis], x.type.shape[-1]
-    if not isinstance(n_in, int) or parts not in (1, 2):
-        raise ShapeError(f"the DFT needs a static length and a last axis of 1 or 2, got {x.type}")
+    if parts not in (1, 2):
+        raise ShapeError(f"the DFT needs a last axis of 1 or 2 (real, imaginary), got {x.type}")
     inverse, onesided = bool(node.attr("inverse", 0)), bool(node.attr("onesided", 0))
+    if not isinstance(n_in, int):
+        if node.has(1) or (inverse and onesided):
+            raise ShapeError(f"a DFT over the symbolic length {n_in} takes no dft_length and is no one-sided "
+                             f"inverse, got {x.type}")
+        return _symbolic_dft(node, x, axis, inverse, onesided)
     if node.has(1):
         length = node.int_scalar(1, "dft_length")
     else:
@@ -89,6 +95,44 @@ def _dft(node, axis: int):
     y_im = done(y_im)
     return node.call("concat", node.call("unsqueeze", y_re, axes=(nd - 1,)),
                      node.call("unsqueeze", y_im, axes=(nd - 1,)), axis=nd - 1)
+
+
+def _symbolic_dft(node, x, axis: int, inverse: bool, onesided: bool):
+    """A DFT over a symbolic length n (FNet's mixing over the sequence): the same products, by
+    cosine and sine tables computed while the model runs -- angle 2 pi (j k mod n) / n, in
+    float64 -- instead of constants."""
+    from ...graph.ops import dims as D
+
+    nd, dtype = x.type.ndim, x.type.dtype
+    n = x.type.shape[axis]
+    out = D.dim_add(D.dim_floordiv(n, 2), 1) if onesided else n
+    count = node.call("size", node.call("constant_of_shape", shape=(n,), value=False, dtype="bool"))
+    j = node.call("unsqueeze", node.call("range", start=0, stop=n, dtype="int64"), axes=(1,))
+    k = node.call("unsqueeze", node.call("range", start=0, stop=out, dtype="int64"), axes=(0,))
+    turns = node.call("cast", node.call("mod", node.call("multiply", j, k), count), dtype="float64")
+    ang = node.call("multiply", turns, node.call("divide", Constant(np.float64(2 * np.pi)),
+                                                  node.call("cast", count, dtype="float64")))
+    cos, sin = node.call("cos", ang), node.call("sin", ang)
+    if not inverse:
+        sin = node.call("negative", sin)  # e^{-i} forward, e^{+i} inverse
+
+    def part(k):
+        p = node.call("strided_slice", x, begin=(k,), end=(k + 1,), axes=(nd - 1,))
+        t, back = _to_last(node, node.call("reshape", p, newshape=tuple(x.type.shape[:-1])), axis)
+        return (t if dtype == "float64" else node.call("cast", t, dtype="float64")), back
+    re, back = part(0)
+    y_re, y_im = node.call("nn.matmul", re, cos), node.call("nn.matmul", re, sin)
+    if x.type.shape[-1] == 2:
+        im, _ = part(1)
+        y_re = node.call("subtract", y_re, node.call("nn.matmul", im, sin))
+        y_im = node.call("add", y_im, node.call("nn.matmul", im, cos))
+
+    def done(v):
+        if inverse:
+            v = node.call("divide", v, node.call("cast", count, dtype="float64"))
+        v = node.call("transpose", v, axes=back)
+        return node.call("unsqueeze", v if dtype == "float64" else node.call("cast", v, dtype=dtype), axes=(nd - 1,))
+    return node.call("concat", done(y_re), done(y_im), axis=nd - 1)
 
 
 @converter("DFT", since=17)

@@ -107,6 +107,25 @@ def test_dft_matches_numpy_fft(inverse, onesided, length):
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
 
 
+@pytest.mark.parametrize("inverse, onesided, parts, dtype", [(0, 0, 1, T.DOUBLE), (0, 1, 1, T.DOUBLE),
+                                                              (1, 0, 2, T.DOUBLE), (0, 0, 2, T.FLOAT)])
+def test_dft_over_a_symbolic_length(inverse, onesided, parts, dtype):
+    # FNet mixes tokens by a DFT over the sequence: one compile serves every length
+    g = h.make_graph([h.make_node("DFT", ["x"], ["y"], axis=1, inverse=inverse, onesided=onesided)], "d",
+                     [h.make_tensor_value_info("x", dtype, [2, "seq", 3, parts])],
+                     [h.make_tensor_value_info("y", dtype, None)])
+    exe = ember.compile(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]))
+    np_dtype = np.float64 if dtype == T.DOUBLE else np.float32
+    for seq in (10, 7, 1):
+        x = RNG.standard_normal((2, seq, 3, parts)).astype(np_dtype)
+        sig = x[..., 0] + 1j * x[..., 1] if parts == 2 else x[..., 0]
+        y = (np.fft.ifft if inverse else np.fft.fft)(sig.astype(np.complex128), axis=1)
+        if onesided:
+            y = y[:, : seq // 2 + 1]
+        tol = 1e-10 if dtype == T.DOUBLE else 1e-5
+        np.testing.assert_allclose(exe.run(x)[0], np.stack([y.real, y.imag], -1), rtol=tol, atol=tol)
+
+
 @pytest.mark.parametrize("op, periodic", [("HannWindow", 1), ("HammingWindow", 0), ("BlackmanWindow", 1)])
 def test_windows_of_a_size_given_at_run_time(op, periodic):
     g = h.make_graph([h.make_node(op, ["n"], ["w"], periodic=periodic)], "w",
