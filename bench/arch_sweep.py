@@ -290,8 +290,8 @@ def _build(source: str):
     torch.manual_seed(0)
     model = Main(eval(source, {"tv": tv, "tvseg": tvseg, "tvvideo": tvvideo, "hf": hf, "cfg": cfg, "rnn": RNN})).eval()
     with torch.no_grad():
-        for p in model.parameters():  # random, never a splat constant
-            if p.numel() > 1 and float(p.std()) == 0:
+        for p in model.parameters():  # random, never a splat (or vanishing) constant
+            if p.numel() > 1 and float(p.std()) < 1e-6:  # (SAM inits its neck at ~1e-10)
                 p.normal_(0, 0.02)
     return model
 
