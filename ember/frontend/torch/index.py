@@ -103,14 +103,27 @@ def _index_put(node):
         if values.type.ndim > 1 or (values.type.ndim == 1 and values.type.shape[0] != 1):
             raise UnsupportedOpError("index_put by a boolean mask with more than one value is data-dependent")
         return node.call("where", mask, values, x)
-    if where != list(range(len(where))) or any(indices[k].type.dtype == "bool" for k in where):
-        raise UnsupportedOpError("index_put supports index tensors on the leading axes (x[i, j] = v) or one "
-                                 "boolean mask (x[mask] = v)")
+    if any(indices[k].type.dtype == "bool" for k in where):
+        raise UnsupportedOpError("index_put supports index tensors (x[..., i, j] = v) or one boolean mask on the "
+                                 "leading axes (x[mask] = v)")
     idx, shape = _broadcast_indices(node, [indices[k] for k in where])
-    full = tuple(shape) + tuple(x.type.shape[len(where):])
-    if tuple(values.type.shape) != full:
-        values = node.call("expand", values, shape=full)
-    return node.call("scatter_nd", x, _stacked(node, idx), values, reduction="add" if accumulate else "none")
+    nd, b = x.type.ndim, len(shape)
+    rest = [a for a in range(nd) if a not in where]
+    # the indexed axes lead, as scatter_nd takes them (torch's fold writes x[:, :, i, j] += v)
+    order = where + rest
+    moved = x if order == list(range(nd)) else node.call("transpose", x, axes=tuple(order))
+    adjacent = where == list(range(where[0], where[0] + len(where)))
+    first = where[0] if adjacent else 0  # (torch keeps adjacent index dims where the first indexed axis was)
+    result = (tuple(x.type.shape[:first]) + tuple(shape) + tuple(x.type.shape[a] for a in rest[first:]))
+    if tuple(values.type.shape) != result:
+        values = node.call("expand", values, shape=result)
+    if first:
+        values = node.call("transpose", values, axes=tuple(range(first, first + b)) + tuple(range(first))
+                           + tuple(range(first + b, values.type.ndim)))
+    out = node.call("scatter_nd", moved, _stacked(node, idx), values, reduction="add" if accumulate else "none")
+    if order == list(range(nd)):
+        return out
+    return node.call("transpose", out, axes=tuple(order.index(a) for a in range(nd)))
 
 
 def _scatter(reduction):

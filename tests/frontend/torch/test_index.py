@@ -49,6 +49,24 @@ def test_scatters_and_index_put():
     check(Fn(f), x, idx, src, rows, mask)
 
 
+def test_index_put_on_inner_axes():
+    # torch's fold: out[:, :, i, j] += patches, the indices adjacent (their dims stay in place)
+    # or apart (their dims lead), with a batch of values to broadcast
+    x = _x(2, 3, 5, 6)
+    i, j = torch.tensor([[0, 1], [4, 4]]), torch.tensor([[2, 2], [5, 0]])
+
+    def f(x, v, w):
+        a, b, c = x.clone(), x.clone(), x.clone()
+        a[:, :, i, j] += v
+        b[:, i % 3, :, j[:, :1]] = w
+        c[:, i[0]] = 7.0
+        return a, b, c
+    check(Fn(f), x, _x(2, 3, 2, 2, seed=1), _x(2, 2, 2, 5, seed=2))
+    F = torch.nn.functional
+    check(Fn(lambda p: F.fold(p, (6, 8), kernel_size=2, stride=2)), _x(2, 12, 12, seed=3))
+    check(Fn(lambda p: F.fold(p, (5, 5), kernel_size=3, padding=1)), _x(1, 18, 25, seed=4))
+
+
 def test_topk_sort_argsort():
     x = _x(3, 7)
     check(Fn(lambda x: (*x.topk(3), *x.topk(2, dim=0, largest=False), *x.sort(-1), *x.sort(0, descending=True),
