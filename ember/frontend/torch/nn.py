@@ -1,5 +1,5 @@
 """Converters of ATen neural-network ops: convolution, matrix products (addmm, mm, bmm, matmul,
-linear), the normalizations, softmax, pooling and upsampling."""
+linear), the normalizations, softmax, grid sampling, pooling and upsampling."""
 from __future__ import annotations
 
 from ...errors import ShapeError, UnsupportedOpError
@@ -237,6 +237,23 @@ def _softmax(node):
 @converter("aten._log_softmax.default", "aten.log_softmax.int")
 def _log_softmax(node):
     return node.as_tensor(node.call("nn.log_softmax", node.tensor(0), axis=int(node.arg("dim"))), node.out_dtype())
+
+
+# -- sampling -------------------------------------------------------------------------------------
+
+_SAMPLING_MODES = ("linear", "nearest", "cubic")  # torch's interpolation_mode 0, 1, 2
+_PADDING_MODES = ("zeros", "border", "reflection")
+
+
+@converter("aten.grid_sampler_2d.default", "aten.grid_sampler_3d.default")
+def _grid_sampler(node):
+    from ..sampling import grid_sample
+
+    mode, padding = int(node.arg("interpolation_mode")), int(node.arg("padding_mode"))
+    if mode >= len(_SAMPLING_MODES) or padding >= len(_PADDING_MODES):
+        raise UnsupportedOpError(f"grid_sample with interpolation_mode {mode}, padding_mode {padding}")
+    return grid_sample(node.call, node.tensor("input"), node.tensor("grid"), _SAMPLING_MODES[mode],
+                       _PADDING_MODES[padding], bool(node.arg("align_corners")))
 
 
 # -- pooling --------------------------------------------------------------------------------------

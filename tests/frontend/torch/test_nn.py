@@ -1,5 +1,5 @@
-"""ATen neural-network ops: convolutions, matrix products, normalizations, softmax, pooling and
-upsampling, against eager PyTorch."""
+"""ATen neural-network ops: convolutions, matrix products, normalizations, softmax, grid sampling,
+pooling and upsampling, against eager PyTorch."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -78,6 +78,14 @@ def test_upsampling(align):
                         F.interpolate(x, size=(8, 3), mode="bilinear", align_corners=align),
                         F.interpolate(x, scale_factor=2, mode="nearest"),
                         F.interpolate(x, size=(9, 14), mode="nearest"))), x)
+
+
+@pytest.mark.parametrize("mode, padding, align", [("bilinear", "zeros", False), ("nearest", "border", True),
+                                                  ("bicubic", "reflection", False), ("bilinear", "reflection", True)])
+def test_grid_sample(mode, padding, align):
+    # Deformable DETR's sampling of its value maps at learned offsets (some outside the image)
+    x, grid = _x(2, 3, 6, 7), _x(2, 4, 5, 2, seed=1) * 0.8
+    check(Fn(lambda x, g: F.grid_sample(x, g, mode=mode, padding_mode=padding, align_corners=align)), x, grid)
 
 
 def test_distances():
