@@ -356,7 +356,9 @@ def check_one(name: str, via: str, out_dir: str) -> None:
                 worst = max(worst, float(np.abs(got - ref).max()))
         print(f"RESULT {name} {'OK' if ok else 'DIFF'} compile {took:.0f} s, max abs diff {worst:.1e}{note}", flush=True)
     except ember.EmberError as e:
-        print(f"RESULT {name} ERROR {type(e).__name__}: {str(e).splitlines()[0][:200]}", flush=True)
+        # (from_torch names torch.export's own failures: the exporter's, as through ONNX)
+        kind_of = "EXPORT" if str(e).startswith("torch.export could not export") else "ERROR"
+        print(f"RESULT {name} {kind_of} {type(e).__name__}: {str(e).splitlines()[0][:200]}", flush=True)
 
 
 def main() -> int:
