@@ -309,13 +309,32 @@ def _adaptive(kind: str, n: int):
         if all(o == 1 for o in out):
             axes = tuple(range(x.type.ndim - n, x.type.ndim))
             return node.call("mean" if kind == "avg" else "max", x, axis=axes, keepdims=True)
-        if not all(isinstance(s, int) and s % o == 0 for s, o in zip(sizes, out)):
-            raise UnsupportedOpError(f"adaptive pooling of {x.type} to {out} needs input sizes that are "
-                                     "multiples of the output sizes")
+        if not all(isinstance(s, int) for s in sizes):
+            raise UnsupportedOpError(f"adaptive pooling of {x.type} to {out} needs static input sizes")
+        if any(s % o for s, o in zip(sizes, out)):
+            return _adaptive_bins(node, x, kind, out)
         k = tuple(s // o for s, o in zip(sizes, out))
         extra = {"count_include_pad": False} if kind == "avg" else {}
         return node.call(f"nn.{kind}_pool{n}d", x, pool_size=k, strides=k, padding=(0,) * (2 * n), **extra)
     return convert
+
+
+def _adaptive_bins(node, x, kind: str, out: tuple):
+    """Adaptive pooling whose bins differ in size (UperNet's 2x2 of a 7x7 map): bin ``i`` of ``o``
+    over ``s`` covers ``[floor(i s / o), ceil((i + 1) s / o))``. A mean or maximum over a box is
+    one over each axis in turn (every bin of an axis spans the same other axes), so each axis is
+    reduced bin by bin and the bins concatenated."""
+    reduce = "mean" if kind == "avg" else "max"
+    n = len(out)
+    for k, o in enumerate(out):
+        axis = x.type.ndim - n + k
+        size = x.type.shape[axis]
+        if o == size:
+            continue
+        bins = [node.call(reduce, node.call("strided_slice", x, begin=(i * size // o,), end=(-(-(i + 1) * size // o),),
+                                            axes=(axis,)), axis=(axis,), keepdims=True) for i in range(o)]
+        x = bins[0] if o == 1 else node.call("concat", *bins, axis=axis)
+    return x
 
 
 converter("aten.adaptive_avg_pool1d.default")(_adaptive("avg", 1))

@@ -68,7 +68,10 @@ def test_pooling():
     check(Fn(lambda x: (F.max_pool2d(x, 3, 2, 1), F.max_pool2d(x, 2, ceil_mode=True), F.avg_pool2d(x, 3, 2, 1),
                         F.avg_pool2d(x, 3, 2, 1, count_include_pad=False), F.avg_pool2d(x, 2, ceil_mode=True),
                         F.adaptive_avg_pool2d(x, 1), F.adaptive_avg_pool2d(x[..., :10, :12], (5, 3)),
-                        F.adaptive_max_pool2d(x, 1), F.max_pool1d(x[0], 3), F.avg_pool1d(x[0], 2))), x)
+                        F.adaptive_max_pool2d(x, 1), F.max_pool1d(x[0], 3), F.avg_pool1d(x[0], 2),
+                        # bins of different sizes (UperNet's pyramid: 2, 3, 6 bins of a 7x7 map)
+                        F.adaptive_avg_pool2d(x[..., :7, :7], 2), F.adaptive_avg_pool2d(x, (3, 6)),
+                        F.adaptive_max_pool2d(x, (4, 5)), F.adaptive_avg_pool1d(x[0], 4))), x)
 
 
 @pytest.mark.parametrize("align", [False, True])
