@@ -25,6 +25,7 @@ import time
 # name: (kind, constructor source evaluated with tv(fn, **kw) and hf(config, class, **kw))
 _SMALL_LM = "hidden_size=256, intermediate_size=688, num_hidden_layers=2, num_attention_heads=4, vocab_size=1000"
 _SMALL_VIT = "hidden_size=192, num_hidden_layers=3, num_attention_heads=3, intermediate_size=768"
+_SMALL_AUDIO = "hidden_size=192, num_hidden_layers=2, num_attention_heads=3, intermediate_size=768"
 ARCHS = {
     # torchvision
     "efficientnet_b1": ("vision", 'tv("efficientnet_b1")'),
@@ -136,7 +137,8 @@ ARCHS = {
     "hf_gpt_neox": ("text", f'hf("GPTNeoXConfig", "GPTNeoXForCausalLM", rotary_pct=0.25, {_SMALL_LM})'),
     "hf_opt": ("text", 'hf("OPTConfig", "OPTForCausalLM", hidden_size=256, ffn_dim=688, num_hidden_layers=2, '
                        'num_attention_heads=4, vocab_size=1000, word_embed_proj_dim=256)'),
-    "hf_bloom": ("text", 'hf("BloomConfig", "BloomForCausalLM", hidden_size=256, n_layer=2, n_head=4, vocab_size=1000)'),
+    "hf_bloom": ("text", 'hf("BloomConfig", "BloomForCausalLM", hidden_size=256, n_layer=2, n_head=4, '
+                         'vocab_size=1000)'),
     "hf_falcon": ("text", 'hf("FalconConfig", "FalconForCausalLM", hidden_size=256, num_hidden_layers=2, '
                           'num_attention_heads=4, vocab_size=1000)'),
     "hf_mamba": ("text", 'hf("MambaConfig", "MambaForCausalLM", hidden_size=128, state_size=8, num_hidden_layers=2, '
@@ -161,27 +163,20 @@ ARCHS = {
     "hf_esm": ("protein", 'hf("EsmConfig", "EsmModel", hidden_size=256, num_hidden_layers=2, num_attention_heads=4, '
                           'intermediate_size=688, vocab_size=33, pad_token_id=1, position_embedding_type="rotary")'),
     # transformers, speech
-    "hf_wav2vec2": ("audio", f'hf("Wav2Vec2Config", "Wav2Vec2Model", hidden_size=192, num_hidden_layers=2, '
-                             f'num_attention_heads=3, intermediate_size=768)'),
-    "hf_hubert": ("audio", 'hf("HubertConfig", "HubertModel", hidden_size=192, num_hidden_layers=2, '
-                           'num_attention_heads=3, intermediate_size=768)'),
-    "hf_wav2vec2_conformer": ("audio", 'hf("Wav2Vec2ConformerConfig", "Wav2Vec2ConformerModel", hidden_size=192, '
-                                       'num_hidden_layers=2, num_attention_heads=3, intermediate_size=768, '
-                                       'position_embeddings_type="rotary")'),
-    "hf_sew": ("audio", 'hf("SEWConfig", "SEWModel", hidden_size=192, num_hidden_layers=2, num_attention_heads=3, '
-                        'intermediate_size=768)'),
-    "hf_data2vec_audio": ("audio", 'hf("Data2VecAudioConfig", "Data2VecAudioModel", hidden_size=192, '
-                                   'num_hidden_layers=2, num_attention_heads=3, intermediate_size=768)'),
+    "hf_wav2vec2": ("audio", f'hf("Wav2Vec2Config", "Wav2Vec2Model", {_SMALL_AUDIO})'),
+    "hf_hubert": ("audio", f'hf("HubertConfig", "HubertModel", {_SMALL_AUDIO})'),
+    "hf_wav2vec2_conformer": ("audio", f'hf("Wav2Vec2ConformerConfig", "Wav2Vec2ConformerModel", {_SMALL_AUDIO}, '
+                                       f'position_embeddings_type="rotary")'),
+    "hf_sew": ("audio", f'hf("SEWConfig", "SEWModel", {_SMALL_AUDIO})'),
+    "hf_data2vec_audio": ("audio", f'hf("Data2VecAudioConfig", "Data2VecAudioModel", {_SMALL_AUDIO})'),
     "hf_speech2text_encoder": ("feat80", 'hf("Speech2TextConfig", "Speech2TextModel", d_model=192, encoder_layers=2, '
                                          'decoder_layers=2, encoder_attention_heads=3, decoder_attention_heads=3, '
                                          'encoder_ffn_dim=768, decoder_ffn_dim=768, vocab_size=1000).encoder'),
     "hf_ast": ("ast", 'hf("ASTConfig", "ASTModel", max_length=256, hidden_size=192, num_hidden_layers=3, '
                       'num_attention_heads=3, intermediate_size=768)'),
-    "hf_wavlm": ("audio", 'hf("WavLMConfig", "WavLMModel", hidden_size=192, num_hidden_layers=2, '
-                          'num_attention_heads=3, intermediate_size=768)'),
-    "hf_wav2vec2_bert": ("feat160", 'hf("Wav2Vec2BertConfig", "Wav2Vec2BertModel", hidden_size=192, '
-                                    'num_hidden_layers=2, num_attention_heads=3, intermediate_size=768, '
-                                    'feature_projection_input_dim=160)'),
+    "hf_wavlm": ("audio", f'hf("WavLMConfig", "WavLMModel", {_SMALL_AUDIO})'),
+    "hf_wav2vec2_bert": ("feat160", f'hf("Wav2Vec2BertConfig", "Wav2Vec2BertModel", {_SMALL_AUDIO}, '
+                                    f'feature_projection_input_dim=160)'),
     "hf_encodec_encoder": ("wave", 'hf("EncodecConfig", "EncodecModel").encoder'),
     # transformers, time series
     "hf_patchtsmixer": ("ts", 'hf("PatchTSMixerConfig", "PatchTSMixerModel", context_length=128, patch_length=16, '
@@ -354,7 +349,8 @@ def check_one(name: str, via: str, out_dir: str) -> None:
             ok &= got.shape == ref.shape and np.allclose(got, ref, rtol=1e-3, atol=1e-4 * max(1.0, scale))
             if got.shape == ref.shape:
                 worst = max(worst, float(np.abs(got - ref).max()))
-        print(f"RESULT {name} {'OK' if ok else 'DIFF'} compile {took:.0f} s, max abs diff {worst:.1e}{note}", flush=True)
+        print(f"RESULT {name} {'OK' if ok else 'DIFF'} compile {took:.0f} s, max abs diff {worst:.1e}{note}",
+              flush=True)
     except ember.EmberError as e:
         # (from_torch names torch.export's own failures: the exporter's, as through ONNX)
         kind_of = "EXPORT" if str(e).startswith("torch.export could not export") else "ERROR"

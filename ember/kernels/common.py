@@ -18,6 +18,19 @@ def const_int(e):
     return e.value if isinstance(e, IntImm) else None
 
 
+def fold_size(e):
+    """A size as a Python int when it is constant, else a simplified expression (of symbolic
+    sizes: a batch, a sequence, an image of any size)."""
+    from ..loop.arith import simplify
+    from ..loop.expr import Expr
+
+    if not isinstance(e, Expr):
+        return e
+    e = simplify(e)
+    v = const_int(e)
+    return e if v is None else v
+
+
 def host(target=None):
     """``target`` as a Target: None means the host CPU, a string is parsed (``"llvm -mcpu=..."``)."""
     from ..target import Target

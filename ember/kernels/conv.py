@@ -26,19 +26,9 @@ from typing import Callable, Optional, Sequence
 from ..errors import UnsupportedOpError
 from ..loop import compute as te
 from ..loop import dtype as dt
-from ..loop.arith import simplify
-from ..loop.expr import Expr, as_expr, const, eq, logical_and, select
+from ..loop.expr import as_expr, const, eq, logical_and, select
 from ..loop.schedule import Schedule
-from .common import const_int, host, largest_divisor, parallel_outer, vector_lanes
-
-
-def _fold(e):
-    """A size as a Python int when it is constant, else a simplified expression."""
-    if not isinstance(e, Expr):
-        return e
-    e = simplify(e)
-    v = const_int(e)
-    return e if v is None else v
+from .common import const_int, fold_size, host, largest_divisor, parallel_outer, vector_lanes
 
 
 def pad_spatial(data: te.Tensor, begin: Sequence[int], end: Sequence[int], value,
@@ -62,9 +52,10 @@ def pad_spatial(data: te.Tensor, begin: Sequence[int], end: Sequence[int], value
     if (all(isinstance(v, int) and v == 0 for v in (*begin, *end)) and all(d == 1 for d in dilate) and not more
             and phases == 1):
         return data
-    sizes = [_fold(s) for s in data.shape[2:2 + n]]
+    sizes = [fold_size(s) for s in data.shape[2:2 + n]]
     spans = [(s - 1) * d + 1 for s, d in zip(sizes, dilate)]
-    shape = ((data.shape[0], channels if more else C) + tuple(_fold(b + sp + e) for b, sp, e in zip(begin, spans, end))
+    shape = ((data.shape[0], channels if more else C)
+             + tuple(fold_size(b + sp + e) for b, sp, e in zip(begin, spans, end))
              + tuple(data.shape[2 + n:]))
     fill = const(value, data.dtype)
 
@@ -83,7 +74,7 @@ def pad_spatial(data: te.Tensor, begin: Sequence[int], end: Sequence[int], value
     if phases == 1:
         return te.compute(shape, element, name)
     last = shape[-1]
-    return te.compute(shape[:-1] + (phases, _fold((last + (phases - 1)) // phases)),
+    return te.compute(shape[:-1] + (phases, fold_size((last + (phases - 1)) // phases)),
                       lambda nn, c, *p: element(nn, c, *p[:-2], p[-1] * phases + p[-2]), name)
 
 
@@ -184,7 +175,7 @@ def conv_window(data: te.Tensor, weight: Callable, F: int, groups: int, kernel: 
                          f"{groups} groups")
     Cg, Fg = C // groups, F // groups
     dilate = tuple(dilate or (1,) * n)
-    padded_sizes = [_fold(b + (s - 1) * di + 1 + e) for b, s, di, e in zip(begin, data.shape[2:], dilate, end)]
+    padded_sizes = [fold_size(b + (s - 1) * di + 1 + e) for b, s, di, e in zip(begin, data.shape[2:], dilate, end)]
     out = [conv_out_size(p, k, s, d) for p, k, s, d in zip(padded_sizes, kernel, strides, dilation)]
     fb, xb = conv_blocks(F, Cg, out[-1], data.dtype, target, groups)
     if blocks is not None:  # given (a None keeps the chosen one)
@@ -216,7 +207,7 @@ def conv_window(data: te.Tensor, weight: Callable, F: int, groups: int, kernel: 
 
 def conv_out_size(padded_size, k: int, s: int, d: int):
     """The output length of a window ``k`` (stride ``s``, dilation ``d``) over ``padded_size``."""
-    return _fold((_fold(padded_size) - d * (k - 1) - 1) // s + 1)
+    return fold_size((fold_size(padded_size) - d * (k - 1) - 1) // s + 1)
 
 
 def conv_compute(data: te.Tensor, weight: te.Tensor, strides=None, padding=None, dilation=None,

@@ -28,8 +28,8 @@ from ..loop import dtype as dt
 from ..loop.expr import as_expr, min_
 from ..loop.schedule import Schedule
 from ..tune.space import knob
-from .common import const_int, host, largest_divisor, parallel_outer, vector_lanes
-from .conv import _fold, conv_out_size, pad_spatial, vectorize_copy
+from .common import const_int, fold_size, host, largest_divisor, parallel_outer, vector_lanes
+from .conv import conv_out_size, pad_spatial, vectorize_copy
 
 
 SMALL_PLANE = 64  # output positions per channel up to which a task is a channel block's plane
@@ -101,7 +101,7 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
     FO, C, kh, kw, FB = [const_int(d) for d in packed.shape]
     sh, sw = strides
     dh, dw = dilation
-    H, W = _fold(data.shape[2]), _fold(data.shape[3])
+    H, W = fold_size(data.shape[2]), fold_size(data.shape[3])
     oh = conv_out_size(H + padding[0] + padding[2], kh, sh, dh)
     ow = conv_out_size(W + padding[1] + padding[3], kw, sw, dw)
     lanes = vector_lanes(target, data.dtype)

@@ -28,8 +28,8 @@ from ..loop import dtype as dt
 from ..loop import intrinsics as intr
 from ..loop.expr import Expr, cast, const, max_, min_, select
 from ..loop.schedule import Schedule
-from .common import const_int, host, parallel_outer, vector_lanes
-from .conv import _fold, pad_spatial, vectorize_copy, window_last
+from .common import const_int, fold_size, host, parallel_outer, vector_lanes
+from .conv import pad_spatial, vectorize_copy, window_last
 
 
 def neutral(combiner: str, dtype: str):
@@ -72,21 +72,22 @@ def pool_compute(data: te.Tensor, kind: str, kernel: Sequence[int], strides=None
     n = data.ndim - 2 - blocked
     strides, dilation = tuple(strides or (1,) * n), tuple(dilation or (1,) * n)
     padding = tuple(padding or (0,) * (2 * n))
-    sizes = [_fold(s) for s in data.shape[2:2 + n]]  # (ints, or expressions of symbolic sizes)
+    sizes = [fold_size(s) for s in data.shape[2:2 + n]]  # (ints, or expressions of symbolic sizes)
     if out_spatial is None:
         if not all(isinstance(v, int) for v in sizes):
             raise ValueError(f"{name}: symbolic spatial sizes {data.shape} need the output's (out_spatial)")
         out_spatial = [window_out(sizes[i], kernel[i], strides[i], dilation[i], padding[i], padding[n + i],
                                   ceil_mode) for i in range(n)]
-    out_spatial = [_fold(o) for o in out_spatial]
+    out_spatial = [fold_size(o) for o in out_spatial]
     combiner = "max" if kind == "max" else "sum"
     lanes = vector_lanes(host(target), data.dtype)
     # pad to what the windows read: ceil-mode windows may go past the trailing pad, and along
     # the last axis every window of the last vector of outputs
     # (blocked: the vectors run along the channel block, and every window's reads are whole)
     begin = padding[:n]
-    last = [o if i < n - 1 or blocked else _fold((o + (lanes - 1)) // lanes * lanes) for i, o in enumerate(out_spatial)]
-    end = [_fold((o - 1) * s + d * (k - 1) + 1 - b - size)
+    last = [o if i < n - 1 or blocked else fold_size((o + (lanes - 1)) // lanes * lanes)
+            for i, o in enumerate(out_spatial)]
+    end = [fold_size((o - 1) * s + d * (k - 1) + 1 - b - size)
            for o, s, d, k, b, size in zip(last, strides, dilation, kernel, begin, sizes)]
     phases = 1 if blocked else strides[-1]  # a strided window reads its de-interleaved input contiguously
     rk = [te.reduce_axis(k, f"{name}_k{i}") for i, k in enumerate(kernel)]
@@ -146,11 +147,11 @@ def global_pool_compute(data: te.Tensor, kind: str, target=None, name: str = "gl
     lanes = vector_lanes(host(target), data.dtype)
     n = data.ndim - 2
     *outer, W = data.shape[2:]
-    width = _fold(W)  # (an int, or an expression of symbolic sizes)
+    width = fold_size(W)  # (an int, or an expression of symbolic sizes)
     combiner = "max" if kind == "max" else "sum"
     ident = const(neutral(combiner, data.dtype), data.dtype)
     red = getattr(te, combiner)
-    chunks = _fold((width + (lanes - 1)) // lanes)
+    chunks = fold_size((width + (lanes - 1)) // lanes)
     ragged = not isinstance(width, int) or width % lanes
     ro = [te.reduce_axis(s, f"{name}_r{i}") for i, s in enumerate(outer)]
     k = te.reduce_axis(chunks, f"{name}_k")
@@ -170,7 +171,7 @@ def global_pool_compute(data: te.Tensor, kind: str, target=None, name: str = "gl
         return R
     count = 1
     for s in data.shape[2:]:
-        count = _fold(count * s)
+        count = fold_size(count * s)
     if isinstance(count, int):
         inv = const(1.0 / count, data.dtype)
         return te.compute(shape, lambda *i: R[i] * inv, name, attrs={**parts, "acc": R})

@@ -15,7 +15,6 @@ Like every runtime object here it needs only ctypes and numpy (no llvmlite, no I
 """
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import dataclasses
 import functools
@@ -26,6 +25,7 @@ import numpy as np
 
 from ..errors import ArgumentError, CompileError, DTypeError, EmberError, ShapeError
 from .call import data_pointer
+from .control import run_control
 from .ndarray import _aligned_empty, numpy_dtype
 from .lanes import LANES
 from .layout import SYMBOL_MAX, Layouts, bind_symbols
@@ -35,7 +35,6 @@ from .shapes import evaluate, text
 from .verify import verify_program
 
 RUNNER_SYMBOL = "__ember_run_program"  # defined by ember.codegen.llvm.program in every kernel library
-LOOP_LIMIT = 1 << 24  # iterations of a loop with no trip count before it counts as runaway
 
 
 @dataclasses.dataclass(frozen=True)
@@ -325,7 +324,7 @@ class Executable:
                 self._execute(state, vals, lay)
             for step in phase.controls:
                 t0 = time.perf_counter()
-                self._control(step, vals, env)
+                run_control(self, step, vals, env)
                 if self._timer is not None:
                     self._timer(("control", self.program["controls"].index(step)), t0, time.perf_counter() - t0)
             self._bind_sizes(vals, env, phase.binds)
@@ -333,44 +332,6 @@ class Executable:
             self._make_views(vals, lay.shapes, env)
             earlier = lay
         return vals
-
-    @contextlib.contextmanager
-    def _steps(self):
-        """``with body._steps() as step:`` -- for a subgraph a control step runs once per
-        iteration: ``step(*arrays)`` runs it, laid out once per set of input shapes and dtypes,
-        on one arena for all the iterations, its outputs written into two sets of buffers in
-        turn (so an iteration's outputs -- the next one's inputs -- stay valid through the next
-        call; callers copy what they keep). A program that binds sizes while running (several
-        phases) runs whole each time."""
-        if not self._single:
-            yield self.run
-            return
-        with self._pool.run() as state:
-            memo: dict = {"key": None}
-
-            def step(*arrays):
-                key = tuple((a.shape, a.dtype) for a in arrays)
-                if key != memo["key"]:
-                    inputs = self._inputs(arrays, {})
-                    memo.update(key=key, layout=self._layout(inputs), buffers=[None, None], turn=0)
-                else:
-                    inputs = [_contiguous(a) for a in arrays]
-                turn = memo["turn"]
-                memo["turn"] = 1 - turn
-                prev, into, dest = memo["buffers"][turn], {}, {}
-                if prev is not None:
-                    for k, ((slot, copy), view) in enumerate(zip(self._out_take, self._out_views)):
-                        if view is None:
-                            if copy:
-                                dest[k] = prev[k]
-                            else:
-                                into[slot] = prev[k]
-                vals = self._values(state, inputs, memo["layout"], into)
-                self._execute(state, vals, memo["layout"])
-                outs = self._outputs(vals, dest)
-                memo["buffers"][turn] = outs
-                return outs
-            yield step
 
     def _make_views(self, vals: list, shapes: list, env: Optional[dict] = None) -> None:
         """The views whose base has a value: of the laid-out ``shapes``, or (given ``env``) of
@@ -380,90 +341,6 @@ class Executable:
                 shape = shapes[k] if env is None else [evaluate(d, env) for d in self._slots[k]["shape"]]
                 if shape is not None and all(d is not None for d in shape):
                     vals[k] = vals[base].reshape(shape)
-
-    def _control(self, step: dict, vals: list, env: dict) -> None:
-        """Run a control step: an ``if`` runs the program of the branch its condition picks, a
-        ``loop`` or ``scan`` its body's program once per iteration; the results fill the step's
-        ``value`` slots."""
-        kind = step["kind"]
-        args = [vals[a] for a in step["args"]]
-        if kind == "if":
-            cond = bool(vals[step["cond"]].reshape(-1)[0])
-            if not cond and step["else"] < 0:
-                raise ArgumentError(f"{step.get('nodes', kind)}: {step['else_error']}")
-            k = step["n_then"]
-            results = self._subs[step["then"] if cond else step["else"]].run(*(args[:k] if cond else args[k:]))
-        elif kind == "loop":
-            results = self._loop(step, args, env)
-        else:
-            results = self._scan(step, args, env)
-        for slot, r in zip(step["outs"], results):
-            want = self._slots[slot]
-            if len(r.shape) != len(want["shape"]) or str(r.dtype) != want["dtype"]:
-                raise ShapeError(f"{step.get('nodes', kind)}: a subgraph returned {r.dtype} {r.shape}, the model "
-                                 f"declares {want['dtype']} of rank {len(want['shape'])}")
-            vals[slot] = r
-
-    def _stacked(self, parts: list, slot: int, env: dict, axis: int = 0) -> np.ndarray:
-        """The per-iteration outputs ``parts`` stacked along ``axis`` (an empty stack: zero
-        iterations, the other dims the model's where they are known, else 0)."""
-        if parts:
-            return np.stack(parts, axis=axis)
-        shape = [evaluate(d, env) or 0 for d in self._slots[slot]["shape"]]
-        shape[axis] = 0
-        return np.empty(shape, numpy_dtype(self._slots[slot]["dtype"]))
-
-    def _loop(self, step: dict, args: list, env: dict) -> list:
-        """ONNX Loop: ``body(i, cond, *carried, *outer) -> (cond, *carried, *per-iteration)``."""
-        body = self._subs[step["body"]]
-        k = 0
-        trip = int(args[k].reshape(-1)[0]) if step["has_trip"] else None
-        k += step["has_trip"]
-        cond = bool(args[k].reshape(-1)[0]) if step["has_cond"] else True
-        k += step["has_cond"]
-        n = step["n_carried"]
-        carried, outer = args[k:k + n], args[k + n:]
-        parts: list = [[] for _ in range(step["n_scan"])]
-        i = 0
-        with body._steps() as run_body:
-            while (trip is None or i < trip) and cond:
-                out = run_body(np.array(i, np.int64), np.array(cond), *carried, *outer)
-                cond = bool(np.asarray(out[0]).reshape(-1)[0])
-                carried = out[1:1 + n]
-                for j, p in enumerate(out[1 + n:]):
-                    parts[j].append(np.array(p))  # (the body's buffers are reused)
-                i += 1
-                if trip is None and i > LOOP_LIMIT:
-                    raise ShapeError(f"{step.get('nodes', 'loop')}: the loop ran {LOOP_LIMIT} iterations without "
-                                     f"its condition turning false (and has no trip count)")
-            finals = [np.array(c) for c in carried]  # (zero iterations: copies of the inputs)
-        return finals + [self._stacked(p, step["outs"][n + j], env) for j, p in enumerate(parts)]
-
-    def _scan(self, step: dict, args: list, env: dict) -> list:
-        """ONNX Scan: ``body(*states, *slices, *outer) -> (*states, *per-iteration)``."""
-        body = self._subs[step["body"]]
-        n, m = step["n_states"], step["n_scan_in"]
-        states, scans, outer = args[:n], args[n:n + m], args[n + m:]
-        axes, dirs = step["in_axes"], step["in_dirs"]
-        lengths = {int(x.shape[a]) for x, a in zip(scans, axes)}
-        if len(lengths) > 1:
-            raise ShapeError(f"{step.get('nodes', 'scan')}: the scan inputs differ in length ({sorted(lengths)})")
-        steps = lengths.pop() if lengths else 0
-        parts: list = []
-        with body._steps() as run_body:
-            for t in range(steps):
-                slices = [x[k] if a == 0 else np.take(x, k, axis=a)  # (axis 0: a view, no copy)
-                          for x, a, k in ((x, a, steps - 1 - t if d else t) for x, a, d in zip(scans, axes, dirs))]
-                out = run_body(*states, *slices, *outer)
-                states = out[:n]
-                parts.append([np.array(p) for p in out[n:]])  # (the body's buffers are reused)
-            results = [np.array(s) for s in states]
-        for j, (axis, d) in enumerate(zip(step["out_axes"], step["out_dirs"])):
-            seq = [p[j] for p in parts]
-            if d:
-                seq = seq[::-1]
-            results.append(self._stacked(seq, step["outs"][n + j], env, axis))
-        return results
 
     @staticmethod
     def _bind_sizes(vals: list, env: dict, binds: list) -> None:

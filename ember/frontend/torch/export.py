@@ -1,8 +1,9 @@
 """A PyTorch module -> an exported program in core ATen, with the names of its dynamic sizes.
 
 ``torch.export.export`` traces the module (non-strict: the user's Python runs on fake tensors;
-recurrent layers as one op each, :mod:`.recurrent`), then the core-ATen decompositions lower every op to the ~190 operators torch documents as
-core ATen, except the ops Ember converts whole (:func:`decompose` says which and why).
+recurrent layers as one op each, :mod:`.recurrent`), then the core-ATen decompositions lower
+every op to the ~190 operators torch documents as core ATen, except the ops Ember converts whole
+(:func:`decompose` says which and why).
 """
 from __future__ import annotations
 

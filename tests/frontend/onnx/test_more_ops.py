@@ -200,7 +200,8 @@ def test_col2im_folds_blocks_into_an_image(blocks, image, block, attrs):
     g = h.make_graph([h.make_node("Col2Im", ["x", "image", "block"], ["y"], **attrs)], "m",
                      [h.make_tensor_value_info("x", T.FLOAT, ["n", cols, blocks])],
                      [h.make_tensor_value_info("y", T.FLOAT, None)],
-                     [nh.from_array(np.array(image, np.int64), "image"), nh.from_array(np.array(block, np.int64), "block")])
+                     [nh.from_array(np.array(image, np.int64), "image"),
+                      nh.from_array(np.array(block, np.int64), "block")])
     model = h.make_model(g, opset_imports=[h.make_opsetid("", 18)])
     for n in (1, 2):
         _check(model, {"x": RNG.standard_normal((n, cols, blocks)).astype(np.float32)})

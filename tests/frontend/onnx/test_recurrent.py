@@ -1,5 +1,6 @@
-"""RNN, GRU and LSTM (unrolled over a static length, scanned over a symbolic one) on random weights over their attributes: directions, layouts,
-activations, clip, linear_before_reset, peepholes and sequence lengths. onnx's reference
+"""RNN, GRU and LSTM (unrolled over a static length, scanned over a symbolic one) on random
+weights over their attributes: directions, layouts, activations, clip, linear_before_reset,
+peepholes and sequence lengths. onnx's reference
 evaluator ignores several of those (activations, clip, sequence_lens), so the oracle is a
 numpy transcription of the ONNX operator spec; the node cases cover the reference's paths."""
 import numpy as np
