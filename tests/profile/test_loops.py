@@ -48,7 +48,8 @@ def prof(exe, x):
 def test_rows_cover_every_kernel_and_only_the_timed_runs(exe, prof):
     assert isinstance(prof, LoopProfile)
     names = [k[2] for k in exe.kernel_sources]
-    assert sorted(prof.kernels()) == sorted(names) and len(names) == 2
+    # (two kernels, and a layout change back from channel blocks where a vector holds 8 filters)
+    assert sorted(prof.kernels()) == sorted(names) and len(names) in (2, 3)
     per_run = {n: sum(1 for k, _ in exe.kernel_calls if k == n) for n in names}
     for n in names:
         rows = prof.rows_of(n)

@@ -195,7 +195,7 @@ def test_the_compiler_output_passes_and_a_damaged_copy_fails(conv_net_exe):
     verify_metadata(exe.module.metadata, exe.module.path)
     prog = json.loads(json.dumps(exe.program))
     prog["calls"][-1]["args"][0] = prog["calls"][-1]["args"][1]
-    with pytest.raises(ModelError, match="call 2"):
+    with pytest.raises(ModelError, match=f"call {len(prog['calls']) - 1} "):  # (the last; how many, the CPU's layout decides)
         Executable(exe.module, prog, exe.constants)
     shrunk = [c[:1] for c in exe.constants]
     with pytest.raises(ModelError, match="but that constant is"):

@@ -90,7 +90,7 @@ def test_the_block_is_the_one_that_pads_the_channels_least():
     lanes = FB // 2
     assert channel_block(channels=4 * lanes) == FB and channel_block(channels=4 * lanes - 4) == FB
     assert channel_block(channels=3 * lanes) == lanes and channel_block(channels=2 * lanes + 8) == lanes
-    assert channel_block(channels=lanes + 8) == lanes
+    assert channel_block(channels=2 * lanes - 4) == lanes
     x = Var("x", T(1, 8, 9, 9))
     c = 3 * lanes - 4
     mod = module([x], call("nn.relu", _conv(call("nn.relu", _conv(x, rand(c, 8, 3, 3) * 0.1)), rand(c, c, 1, 1) * 0.1)))
@@ -255,7 +255,9 @@ def test_a_mobile_block_stays_blocked_through_depthwise_and_squeeze_excitation()
     mod = module([x], z)
     after = run(mod)
     ops = _ops(after)
-    assert ops.count("nn.conv2d_nchwc") == 4 and "mean" in ops
+    # (the expand conv may read the plain input, as on AVX-512, or blocked, as on AVX2)
+    assert ops.count("nn.conv2d_nchwc") + ops.count("nn.conv2d") == 5 and ops.count("nn.conv2d_nchwc") >= 4
+    assert "mean" in ops
     big = [n for n in topo_calls(after) if n.op == "unblock_channels" and n.type.shape[2] > 1]
     assert len(big) == 1 and big[0] is after.main.body  # only the result leaves the blocks
     _same_as_plain(mod, (1, c, 12, 12))
