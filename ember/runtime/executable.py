@@ -78,6 +78,8 @@ def _copied(a: np.ndarray, into: Optional[np.ndarray] = None) -> np.ndarray:
 
 
 def _contiguous(a) -> np.ndarray:
+    if a.flags.c_contiguous:
+        return a
     # np.ascontiguousarray would turn a 0-d array into a 1-d one
     return np.require(a, requirements="C")
 
@@ -124,6 +126,7 @@ class Executable:
         self._input_slots = [i["slot"] for i in program["inputs"]]
         self._static_inputs = [i.shape if all(isinstance(d, int) for d in i.shape) else None
                                for i in self.input_info]
+        self._in_dtypes = [numpy_dtype(i.dtype) for i in self.input_info]
         self._out_take = [(o["slot"], bool(o["copy"])) for o in program["outputs"]]
         self._names = [i.name for i in self.input_info]
         # set by the compiler (absent on a loaded export): [(schedule, args, kernel name)] or a
@@ -173,9 +176,9 @@ class Executable:
         if missing:
             raise ArgumentError(f"missing input(s): {', '.join(missing)}")
         out = []
-        for info, static, v, view in zip(self.input_info, self._static_inputs, values, self._in_views):
+        for info, static, want, v, view in zip(self.input_info, self._static_inputs, self._in_dtypes, values,
+                                               self._in_views):
             a = np.asarray(v)
-            want = numpy_dtype(info.dtype)
             if a.dtype != want:
                 raise DTypeError(f"input {info.name!r} must have dtype {info.dtype}, got {a.dtype} "
                                  f"(convert it with .astype(np.{want.name}))")
@@ -280,10 +283,16 @@ class Executable:
     def _run_single(self, inputs: list, into: Optional[dict] = None, dest: Optional[dict] = None) -> list:
         """A run of a program laid out once for its inputs' shapes (one phase)."""
         layout = self._layout(inputs)
-        with self._pool.run() as state:
+        state = self._pool.acquire()
+        try:
             vals = self._values(state, inputs, layout, into)
-            LANES.execute(self._pool.threads_per_run, lambda: self._execute(state, vals, layout))
+            if self._native is not None and self._timer is None:
+                self._run_native(state, vals, layout)  # (the lane runs only native code: no GIL)
+            else:
+                LANES.execute(self._pool.threads_per_run, lambda: self._execute(state, vals, layout))
             return self._outputs(vals, dest)
+        finally:
+            self._pool.release(state)
 
     def _execute(self, state: RunState, vals: list, layout) -> None:
         if self._timer is not None:  # profiling: each call timed on its own (its arguments gathered first)
@@ -411,7 +420,7 @@ class Executable:
         self._native = self._native_program() if on else None
 
     def _native_program(self):
-        """(runner, kernels, kernel addresses, slots set per run), or None where the library has
+        """(runner's address, kernels, kernel addresses, slots set per run), or None where the library has
         no runner or a kernel takes a float scalar: the compiler laid out every intermediate, so
         only the inputs and outputs need checks. Each run's slot pointers live in its
         :class:`RunState`, its program words (sizes included) in its layout."""
@@ -434,9 +443,10 @@ class Executable:
         fns = (ctypes.c_void_p * len(kernels))(*[ctypes.cast(k._cfunc, ctypes.c_void_p).value for k in kernels])
         per_run = [k for k, s in enumerate(self._slots) if s["kind"] in ("input", "output", "value")]
         per_run += [k for k, _ in self._views]
-        return runner, kernels, fns, per_run
+        return ctypes.cast(runner, ctypes.c_void_p).value, kernels, fns, per_run
 
     def _run_native(self, state: RunState, vals: list, layout) -> None:
+        """The phase's calls through the library's program runner, on a lane (or on this one)."""
         runner, kernels, fns, per_run = self._native
         words = layout.native_words(self._calls, kernels)
         ptrs = state.ptrs
@@ -444,7 +454,8 @@ class Executable:
             v = vals[k]
             if v is not None:  # (a value a later phase makes is not used by this one)
                 ptrs[k] = data_pointer(v)
-        rc = runner(words.ctypes.data, ctypes.addressof(ptrs), ctypes.addressof(fns))
+        rc = LANES.run_native(self._pool.threads_per_run, runner, words.ctypes.data,
+                              ctypes.addressof(ptrs), ctypes.addressof(fns))
         if rc:
             what = (f"kernel {self._calls[rc - 1][0].name!r} failed: a scratch allocation ran out of memory"
                     if rc > 0 else "the native program runner met a call it was not built for")

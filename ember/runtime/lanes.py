@@ -12,7 +12,10 @@ main thread never runs again.
 So runs never execute on the calling thread: each is handed to an idle *lane*, a daemon
 thread with one team of ``threads`` threads, and the caller waits for it without the GIL.
 The process then holds exactly the teams its concurrent runs need (one, with the defaults).
-A hand-off costs ~10-20 us, against milliseconds a run saved in every multi-threaded caller.
+The hand-off is native (:mod:`.handoff`): a run of native code (a library's program runner)
+never takes the GIL on the lane, and the caller waits in native code, so a tiny model's whole
+run went from ~140 to ~45 us on the 2-core VM (ONNX Runtime: ~20 us); a run with Python
+steps (control flow, a profile) is a Python job on the same lane.
 
 A caller may hold a team all the same: PyTorch's parallel ops run on the calling thread with
 the same libgomp (torch's copy serves the whole process), and a main thread that ran Ember
@@ -28,6 +31,8 @@ import ctypes.util
 import os
 import threading
 from typing import Callable, Optional
+
+from . import handoff
 
 
 class _OpenMP:
@@ -78,23 +83,43 @@ class _OpenMP:
 OPENMP = _OpenMP()
 
 
+# How long a lane spins for its next job after one, before it sleeps: a caller that runs again
+# soon (a loop over inputs) finds it awake, which saved ~25 us a run of a tiny model; with the
+# caller's own work between runs, no model measured slower. The caller sleeps at once while its
+# run executes: on 2 cores a spinning caller takes a core from the run's team.
+LANE_SPIN_NS = 100_000
+CALLER_SPIN_NS = 0
+
+
 class _Lane:
-    """A daemon thread that runs one job at a time with a team of ``threads`` threads."""
+    """A daemon thread that runs one job at a time with a team of ``threads`` threads: native
+    jobs (a library's program runner) without the GIL, Python jobs (a whole run with control
+    steps, a profile) as Python calls. Both wait in native code (:mod:`.handoff`) where it is
+    available, else on locks."""
 
     def __init__(self, lanes: "Lanes", threads: int):
         self.threads = threads
         self._lanes = lanes
-        self._wake = _thread.allocate_lock()
-        self._wake.acquire()
         self._job: Optional[tuple] = None
+        self._native = handoff.functions()
+        if self._native is not None:
+            self._block = handoff.Block(lanes.lane_spin_ns, lanes.caller_spin_ns)
+        else:
+            self._wake = _thread.allocate_lock()
+            self._wake.acquire()
+            self._done = _thread.allocate_lock()
+            self._done.acquire()
         threading.Thread(target=self._loop, name=f"ember-lane-{threads}", daemon=True).start()
 
     def _loop(self) -> None:
         OPENMP.use(self.threads)
         self._lanes.local.lane = True
         while True:
-            self._wake.acquire()
-            fn, box, done = self._job
+            if self._native is not None:
+                self._native[0](self._block.address)  # native jobs run in there; back for a Python one
+            else:
+                self._wake.acquire()
+            fn, box = self._job
             self._job = None
             try:
                 box.append(fn())
@@ -103,56 +128,85 @@ class _Lane:
                 box.append(None)
             # the finished run's closure and results (its executable, its outputs) must not
             # live on in this frame while the lane sleeps
-            fn = None
-            self._lanes._idle(self)
-            done.release()
-            box = done = None
+            fn = box = None
+            if self._native is not None:
+                self._native[2](self._block.address)
+            else:
+                self._done.release()
 
     def run(self, fn: Callable):
+        """Run ``fn`` on the lane; its result (or its exception, raised here)."""
         box: list = []
-        done = _thread.allocate_lock()
-        done.acquire()
-        self._job = (fn, box, done)
-        self._wake.release()
-        try:
-            done.acquire()
-        except BaseException:
-            done.acquire()  # the lane is still using the run's memory: wait for it
-            raise
+        self._job = (fn, box)
+        if self._native is not None:
+            self._native[1](self._block.address, handoff.PYTHON_JOB, 0, 0, 0, 0)
+        else:
+            self._wake.release()
+            try:
+                self._done.acquire()
+            except BaseException:
+                self._done.acquire()  # the lane is still using the run's memory: wait for it
+                raise
         if len(box) == 2:
             raise box[0]
         return box[0]
+
+    def run_native(self, runner: int, words: int, ptrs: int, fns: int) -> int:
+        """Call the program runner at address ``runner`` on the lane; its status."""
+        if self._native is not None:
+            return self._native[1](self._block.address, handoff.NATIVE_JOB, runner, words, ptrs, fns)
+        return self.run(lambda: _RUNNER(runner)(words, ptrs, fns))
+
+
+_RUNNER = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
 
 
 class Lanes:
     """Hands each run to an idle lane of the run's team size (made on first need)."""
 
-    def __init__(self):
+    def __init__(self, lane_spin_ns: int = LANE_SPIN_NS, caller_spin_ns: int = CALLER_SPIN_NS):
+        self.lane_spin_ns, self.caller_spin_ns = lane_spin_ns, caller_spin_ns
         self._lock = threading.Lock()
         self._free: dict = {}  # threads -> idle lanes
         self.local = threading.local()
         self.lanes_made = 0
 
+    def _take(self, threads: int) -> _Lane:
+        OPENMP.release_own_team()
+        with self._lock:
+            idle = self._free.get(threads)
+            if idle:
+                return idle.pop()
+            self.lanes_made += 1
+        return _Lane(self, threads)
+
+    def _give(self, lane: _Lane) -> None:
+        with self._lock:
+            self._free.setdefault(lane.threads, []).append(lane)
+
     def execute(self, threads: int, fn: Callable):
         """Run ``fn`` (a whole model run) with a team of ``threads`` threads; return its result."""
         if getattr(self.local, "lane", False):
             return fn()  # a run inside a lane's run: already on a lane
-        OPENMP.release_own_team()
-        with self._lock:
-            idle = self._free.get(threads)
-            lane = idle.pop() if idle else None
-        if lane is None:
-            lane = _Lane(self, threads)
-            with self._lock:
-                self.lanes_made += 1
-        return lane.run(fn)
+        lane = self._take(threads)
+        try:
+            return lane.run(fn)
+        finally:
+            self._give(lane)
 
-    def _idle(self, lane: _Lane) -> None:
-        with self._lock:
-            self._free.setdefault(lane.threads, []).append(lane)
+    def run_native(self, threads: int, runner: int, words: int, ptrs: int, fns: int) -> int:
+        """Call a library's program runner (its address, and its arguments' addresses) with a
+        team of ``threads`` threads, without the GIL; its status."""
+        if getattr(self.local, "lane", False):
+            return _RUNNER(runner)(words, ptrs, fns)
+        lane = self._take(threads)
+        try:
+            return lane.run_native(runner, words, ptrs, fns)
+        finally:
+            self._give(lane)
 
     def _after_fork(self) -> None:
-        self.__init__()  # threads do not survive fork
+        self.__init__(self.lane_spin_ns, self.caller_spin_ns)  # threads do not survive fork
 
 
 LANES = Lanes()

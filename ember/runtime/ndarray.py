@@ -6,6 +6,7 @@ and hands out zero-copy numpy views; kernels accept NDArrays and plain numpy arr
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 import numpy as np
@@ -25,9 +26,9 @@ def numpy_dtype(dtype: Any) -> np.dtype:
 
 
 def _aligned_empty(shape: tuple, dtype: np.dtype, align: int) -> np.ndarray:
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    raw = np.empty(nbytes + align, dtype=np.uint8)
-    offset = (-raw.ctypes.data) % align
+    nbytes = math.prod(shape) * dtype.itemsize  # (this runs for every output of every run: no numpy
+    raw = np.empty(nbytes + align, dtype=np.uint8)  # reductions, no ctypes objects)
+    offset = (-raw.__array_interface__["data"][0]) % align
     # The view keeps ``raw`` alive through its ``base``.
     return raw[offset:offset + nbytes].view(dtype).reshape(shape)
 

@@ -49,12 +49,21 @@ def view_of(base: np.ndarray, shape, slot: dict) -> np.ndarray:
     return base.reshape(-1).view(np.uint8)[off: off + n].view(dtype).reshape(shape)
 
 
+_CORES: list = []  # (read once: every run asks, and the system call showed in a small model's run)
+
+
 def host_cores() -> int:
-    """The cores this process may run on (its affinity mask)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
+    """The cores this process may run on (its affinity mask when first asked)."""
+    if not _CORES:
+        try:
+            _CORES.append(max(1, len(os.sched_getaffinity(0))))
+        except (AttributeError, OSError):
+            _CORES.append(max(1, os.cpu_count() or 1))
+    return _CORES[0]
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_CORES.clear)  # (a child may be given other cores)
 
 
 def default_threads() -> int:
@@ -72,7 +81,7 @@ class RunState:
     from the process's :data:`~ember.runtime.arenas.ARENAS`. A phase is laid out again when a
     run comes with other symbol values (a new layout) or is lent another arena than last time."""
 
-    __slots__ = ("slots", "constants", "arenas", "had", "fixed", "ptrs", "layouts")
+    __slots__ = ("slots", "constants", "arenas", "had", "fixed", "ptrs", "layouts", "gate")
 
     def __init__(self, slots: list, constants: list):
         self.slots = slots
@@ -172,6 +181,7 @@ class FairGate:
     clients on ResNet-50 that made p99 latency 4x the median)."""
 
     def __init__(self, turns: int):
+        self.size = turns
         self._turns = turns
         self._lock = threading.Lock()
         self._waiters: collections.deque = collections.deque()
@@ -238,30 +248,46 @@ class RunPool:
             del self._free[self.max_concurrent_runs:]
 
     # -- runs ----------------------------------------------------------------------------------
-    @contextlib.contextmanager
-    def run(self):
-        """``with pool.run() as state:`` -- a turn to run, on this run's own memory."""
+    def acquire(self) -> RunState:
+        """A turn to run (waiting for one), on a :class:`RunState` of this run's own; give it
+        back with :meth:`release`."""
         gate = self._gate
         gate.acquire()
         try:
             with self._lock:
                 state = self._free.pop() if self._free else None
                 self.in_flight += 1
-                self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+                if self.in_flight > self.peak_in_flight:
+                    self.peak_in_flight = self.in_flight
             if state is None:
                 state = self._make()
                 with self._lock:
                     self.created += 1
-            try:
-                yield state
-            finally:
-                state.release()
-                with self._lock:
-                    self.in_flight -= 1
-                    if len(self._free) < self.max_concurrent_runs:
-                        self._free.append(state)
-        finally:
+        except BaseException:
             gate.release()
+            raise
+        state.gate = gate  # (the gate it was admitted by: settings may replace the pool's)
+        return state
+
+    def release(self, state: RunState) -> None:
+        """The run on ``state`` is over."""
+        try:
+            state.release()
+            with self._lock:
+                self.in_flight -= 1
+                if len(self._free) < state.gate.size:  # (the runs that may be in flight at once)
+                    self._free.append(state)
+        finally:
+            state.gate.release()
+
+    @contextlib.contextmanager
+    def run(self):
+        """``with pool.run() as state:`` -- :meth:`acquire` and :meth:`release` around a run."""
+        state = self.acquire()
+        try:
+            yield state
+        finally:
+            self.release(state)
 
     @property
     def arenas(self) -> int:

@@ -1,0 +1,252 @@
+"""The hand-off between a caller and a lane in native code: no GIL on either side of it.
+
+A run handed to a lane (:mod:`ember.runtime.lanes`) through Python locks costs two thread
+wake-ups *and* the GIL passing between the two threads twice; on a shared 2-core VM that was
+40-100 us a run, against ~20 us for ONNX Runtime's whole run of a small model. Here both sides
+wait in native code called through ctypes (which releases the GIL): the caller posts a job in
+a shared block and waits for it to be done; the lane runs a native job (the library's program
+runner on its words, pointers and kernel table) without ever taking the GIL, and returns to
+Python only for a Python job (a run with control steps, a profile), which it finishes with
+:func:`finish`.
+
+Each side waits by spinning for a bounded time, then sleeping on a futex (Linux). The lane
+spins a little after each job, to catch a caller that runs again at once; the caller does not
+spin while a run executes: on 2 cores it would take a core from the run's own team. The block
+is one job slot: a lane serves one caller at a time (the lane pool hands it out).
+
+Available where the JIT and Linux futexes are (:func:`available`); elsewhere lanes use locks.
+"""
+from __future__ import annotations
+
+import ctypes
+import platform
+import sys
+import threading
+from typing import Optional
+
+# the block, in bytes: the state word on a cache line of its own, the rest on the next
+STATE, LANE_SLEEPS, CALLER_SLEEPS = 0, 64, 68
+RUNNER, WORDS, PTRS, FNS, RC, LANE_SPIN, CALLER_SPIN = 72, 80, 88, 96, 104, 112, 120
+BLOCK_BYTES = 128
+
+# states: the lane waits while DONE, the caller while its job's kind
+NATIVE_JOB, PYTHON_JOB, DONE = 1, 2, 3
+
+_FUTEX_WAIT_PRIVATE, _FUTEX_WAKE_PRIVATE = 128, 129
+_SYS_FUTEX = {"x86_64": 202, "aarch64": 98}
+
+_IR = r"""
+declare i64 @syscall(i64, ...)
+declare i32 @clock_gettime(i32, [2 x i64]*)
+{pause_decl}
+
+define internal i64 @now_ns() {{
+  %ts = alloca [2 x i64]
+  call i32 @clock_gettime(i32 1, [2 x i64]* %ts)
+  %ps = getelementptr [2 x i64], [2 x i64]* %ts, i64 0, i64 0
+  %pn = getelementptr [2 x i64], [2 x i64]* %ts, i64 0, i64 1
+  %s = load i64, i64* %ps
+  %n = load i64, i64* %pn
+  %sn = mul i64 %s, 1000000000
+  %t = add i64 %sn, %n
+  ret i64 %t
+}}
+
+; wait while *state == from: spin until spin_ns have passed, then sleep on the futex
+; (announced in *sleeps first, so a poster that sees no sleeper may skip the wake)
+define internal i32 @await(i32* %state, i32* %sleeps, i32 %from, i64 %spin_ns) {{
+entry:
+  %t0 = call i64 @now_ns()
+  %deadline = add i64 %t0, %spin_ns
+  br label %spin
+spin:
+  %k = phi i64 [0, %entry], [%k1, %relax], [%k1, %clock]
+  %v = load atomic i32, i32* %state acquire, align 4
+  %moved = icmp ne i32 %v, %from
+  br i1 %moved, label %out, label %relax
+relax:
+  {pause_call}
+  %k1 = add i64 %k, 1
+  %every = and i64 %k1, 63
+  %check = icmp eq i64 %every, 0
+  br i1 %check, label %clock, label %spin
+clock:
+  %t = call i64 @now_ns()
+  %late = icmp sgt i64 %t, %deadline
+  br i1 %late, label %sleep, label %spin
+sleep:
+  store atomic i32 1, i32* %sleeps seq_cst, align 4
+  %w = load atomic i32, i32* %state seq_cst, align 4
+  %moved2 = icmp ne i32 %w, %from
+  br i1 %moved2, label %woke, label %futex
+futex:
+  %fe = zext i32 %from to i64
+  call i64 (i64, ...) @syscall(i64 {sys_futex}, i32* %state, i32 {futex_wait}, i64 %fe, i8* null, i8* null, i32 0)
+  %w2 = load atomic i32, i32* %state seq_cst, align 4
+  %moved3 = icmp ne i32 %w2, %from
+  br i1 %moved3, label %woke, label %futex
+woke:
+  %r = phi i32 [%w, %sleep], [%w2, %futex]
+  store atomic i32 0, i32* %sleeps seq_cst, align 4
+  ret i32 %r
+out:
+  ret i32 %v
+}}
+
+define internal void @post(i32* %state, i32* %sleeps, i32 %value) {{
+  store atomic i32 %value, i32* %state seq_cst, align 4
+  %s = load atomic i32, i32* %sleeps seq_cst, align 4
+  %asleep = icmp ne i32 %s, 0
+  br i1 %asleep, label %wake, label %done
+wake:
+  call i64 (i64, ...) @syscall(i64 {sys_futex}, i32* %state, i32 {futex_wake}, i32 2147483647, i8* null, i8* null, i32 0)
+  br label %done
+done:
+  ret void
+}}
+
+define internal i64* @field(i8* %b, i64 %off) {{
+  %p = getelementptr i8, i8* %b, i64 %off
+  %q = bitcast i8* %p to i64*
+  ret i64* %q
+}}
+
+define internal i32* @word(i8* %b, i64 %off) {{
+  %p = getelementptr i8, i8* %b, i64 %off
+  %q = bitcast i8* %p to i32*
+  ret i32* %q
+}}
+
+; the lane: run native jobs until a Python job comes; return its kind
+define i32 @ember_lane_serve(i8* %b) {{
+entry:
+  %state = call i32* @word(i8* %b, i64 {STATE})
+  %lane_sleeps = call i32* @word(i8* %b, i64 {LANE_SLEEPS})
+  %caller_sleeps = call i32* @word(i8* %b, i64 {CALLER_SLEEPS})
+  %pspin = call i64* @field(i8* %b, i64 {LANE_SPIN})
+  %spin_ns = load i64, i64* %pspin
+  br label %wait
+wait:
+  %v = call i32 @await(i32* %state, i32* %lane_sleeps, i32 {DONE}, i64 %spin_ns)
+  %native = icmp eq i32 %v, {NATIVE_JOB}
+  br i1 %native, label %run, label %back
+run:
+  %pr = call i64* @field(i8* %b, i64 {RUNNER})
+  %pw = call i64* @field(i8* %b, i64 {WORDS})
+  %pp = call i64* @field(i8* %b, i64 {PTRS})
+  %pf = call i64* @field(i8* %b, i64 {FNS})
+  %r = load i64, i64* %pr
+  %w = load i64, i64* %pw
+  %p = load i64, i64* %pp
+  %f = load i64, i64* %pf
+  %fn = inttoptr i64 %r to i32 (i8*, i8*, i8*)*
+  %wa = inttoptr i64 %w to i8*
+  %pa = inttoptr i64 %p to i8*
+  %fa = inttoptr i64 %f to i8*
+  %rc = call i32 %fn(i8* %wa, i8* %pa, i8* %fa)
+  %prc = call i32* @word(i8* %b, i64 {RC})
+  store i32 %rc, i32* %prc
+  call void @post(i32* %state, i32* %caller_sleeps, i32 {DONE})
+  br label %wait
+back:
+  ret i32 %v
+}}
+
+; the caller: post a job of ``kind`` and wait until the lane is done; its status
+define i32 @ember_lane_call(i8* %b, i32 %kind, i64 %runner, i64 %words, i64 %ptrs, i64 %fns) {{
+  %state = call i32* @word(i8* %b, i64 {STATE})
+  %lane_sleeps = call i32* @word(i8* %b, i64 {LANE_SLEEPS})
+  %caller_sleeps = call i32* @word(i8* %b, i64 {CALLER_SLEEPS})
+  %pr = call i64* @field(i8* %b, i64 {RUNNER})
+  %pw = call i64* @field(i8* %b, i64 {WORDS})
+  %pp = call i64* @field(i8* %b, i64 {PTRS})
+  %pf = call i64* @field(i8* %b, i64 {FNS})
+  store i64 %runner, i64* %pr
+  store i64 %words, i64* %pw
+  store i64 %ptrs, i64* %pp
+  store i64 %fns, i64* %pf
+  %pspin = call i64* @field(i8* %b, i64 {CALLER_SPIN})
+  %spin_ns = load i64, i64* %pspin
+  call void @post(i32* %state, i32* %lane_sleeps, i32 %kind)
+  %v = call i32 @await(i32* %state, i32* %caller_sleeps, i32 %kind, i64 %spin_ns)
+  %prc = call i32* @word(i8* %b, i64 {RC})
+  %rc = load i32, i32* %prc
+  ret i32 %rc
+}}
+
+; the lane, after a Python job: done
+define void @ember_lane_finish(i8* %b) {{
+  %state = call i32* @word(i8* %b, i64 {STATE})
+  %caller_sleeps = call i32* @word(i8* %b, i64 {CALLER_SLEEPS})
+  call void @post(i32* %state, i32* %caller_sleeps, i32 {DONE})
+  ret void
+}}
+"""
+
+_LOCK = threading.Lock()
+_FNS: Optional[tuple] = None
+_FAILED = False
+
+
+def _ir() -> Optional[str]:
+    machine = platform.machine().lower()
+    if not sys.platform.startswith("linux") or machine not in _SYS_FUTEX:
+        return None
+    x86 = machine == "x86_64"
+    return _IR.format(
+        pause_decl="declare void @llvm.x86.sse2.pause()" if x86 else "",
+        pause_call="call void @llvm.x86.sse2.pause()" if x86 else "fence seq_cst",
+        sys_futex=_SYS_FUTEX[machine], futex_wait=_FUTEX_WAIT_PRIVATE, futex_wake=_FUTEX_WAKE_PRIVATE,
+        STATE=STATE, LANE_SLEEPS=LANE_SLEEPS, CALLER_SLEEPS=CALLER_SLEEPS, RUNNER=RUNNER, WORDS=WORDS,
+        PTRS=PTRS, FNS=FNS, RC=RC, LANE_SPIN=LANE_SPIN, CALLER_SPIN=CALLER_SPIN,
+        NATIVE_JOB=NATIVE_JOB, DONE=DONE)
+
+
+def functions() -> Optional[tuple]:
+    """``(serve, call, finish)``: the JIT-compiled hand-off (compiled once per process), or None
+    where it is not available (not Linux, another CPU family, or the JIT failed)."""
+    global _FNS, _FAILED
+    with _LOCK:
+        if _FNS is None and not _FAILED:
+            text = _ir()
+            try:
+                if text is None:
+                    raise RuntimeError("no futex hand-off for this platform")
+                import llvmlite.binding as llvm
+
+                from ..codegen.llvm.build import target_machine
+                from ..target import Target
+
+                tm = target_machine(Target.host())
+                mod = llvm.parse_assembly(text)
+                mod.verify()
+                engine = llvm.create_mcjit_compiler(mod, tm)
+                engine.finalize_object()
+                vp, i32, i64 = ctypes.c_void_p, ctypes.c_int32, ctypes.c_int64
+                serve = ctypes.CFUNCTYPE(i32, vp)(engine.get_function_address("ember_lane_serve"))
+                call = ctypes.CFUNCTYPE(i32, vp, i32, i64, i64, i64, i64)(
+                    engine.get_function_address("ember_lane_call"))
+                finish = ctypes.CFUNCTYPE(None, vp)(engine.get_function_address("ember_lane_finish"))
+                _FNS = (engine, serve, call, finish)  # the engine owns the code: keep it alive
+            except Exception:  # (the lanes fall back to locks)
+                _FAILED = True
+        return _FNS[1:] if _FNS is not None else None
+
+
+def available() -> bool:
+    return functions() is not None
+
+
+class Block:
+    """One lane's shared job slot (a 64-byte aligned buffer), starting DONE: the lane waits."""
+
+    def __init__(self, lane_spin_ns: int, caller_spin_ns: int):
+        self._buf = (ctypes.c_uint8 * (BLOCK_BYTES + 64))()
+        base = ctypes.addressof(self._buf)
+        self.address = base + (-base) % 64
+        ctypes.c_int32.from_address(self.address + STATE).value = DONE
+        ctypes.c_int64.from_address(self.address + LANE_SPIN).value = int(lane_spin_ns)
+        ctypes.c_int64.from_address(self.address + CALLER_SPIN).value = int(caller_spin_ns)
+
+
+__all__ = ["Block", "DONE", "NATIVE_JOB", "PYTHON_JOB", "available", "functions"]
