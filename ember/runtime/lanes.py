@@ -14,7 +14,7 @@ thread with one team of ``threads`` threads, and the caller waits for it without
 The process then holds exactly the teams its concurrent runs need (one, with the defaults).
 The hand-off is native (:mod:`.handoff`): a run of native code (a library's program runner)
 never takes the GIL on the lane, and the caller waits in native code, so a tiny model's whole
-run went from ~140 to ~45 us on the 2-core VM (ONNX Runtime: ~20 us); a run with Python
+run went from ~140 to ~50 us on the 2-core VM (ONNX Runtime: ~20 us); a run with Python
 steps (control flow, a profile) is a Python job on the same lane.
 
 A caller may hold a team all the same: PyTorch's parallel ops run on the calling thread with
