@@ -226,7 +226,7 @@ class Executable:
         for slot, shape, dtype in layout.out_new:
             a = into.get(slot) if into else None
             fits = (a is not None and a.shape == tuple(shape) and a.dtype == dtype and a.flags.c_contiguous
-                    and a.flags.writeable and a.ctypes.data % 64 == 0)
+                    and a.flags.writeable and data_pointer(a) % 64 == 0)
             vals[slot] = a if fits else _new_output(shape, dtype)
         shapes = layout.shapes
         for k, base in self._views:
@@ -454,7 +454,7 @@ class Executable:
             v = vals[k]
             if v is not None:  # (a value a later phase makes is not used by this one)
                 ptrs[k] = data_pointer(v)
-        rc = LANES.run_native(self._pool.threads_per_run, runner, words.ctypes.data,
+        rc = LANES.run_native(self._pool.threads_per_run, runner, data_pointer(words),
                               ctypes.addressof(ptrs), ctypes.addressof(fns))
         if rc:
             what = (f"kernel {self._calls[rc - 1][0].name!r} failed: a scratch allocation ran out of memory"
