@@ -56,6 +56,7 @@ define internal i64 @now_ns() {{
   ret i64 %t
 }}
 
+; (syscall's arguments are all passed as 64-bit words: a variadic callee reads whole registers)
 ; wait while *state == from: spin until spin_ns have passed, then sleep on the futex
 ; (announced in *sleeps first, so a poster that sees no sleeper may skip the wake)
 define internal i32 @await(i32* %state, i32* %sleeps, i32 %from, i64 %spin_ns) {{
@@ -85,7 +86,7 @@ sleep:
   br i1 %moved2, label %woke, label %futex
 futex:
   %fe = zext i32 %from to i64
-  call i64 (i64, ...) @syscall(i64 {sys_futex}, i32* %state, i32 {futex_wait}, i64 %fe, i8* null, i8* null, i32 0)
+  call i64 (i64, ...) @syscall(i64 {sys_futex}, i32* %state, i64 {futex_wait}, i64 %fe, i8* null, i8* null, i64 0)
   %w2 = load atomic i32, i32* %state seq_cst, align 4
   %moved3 = icmp ne i32 %w2, %from
   br i1 %moved3, label %woke, label %futex
@@ -103,7 +104,7 @@ define internal void @post(i32* %state, i32* %sleeps, i32 %value) {{
   %asleep = icmp ne i32 %s, 0
   br i1 %asleep, label %wake, label %done
 wake:
-  call i64 (i64, ...) @syscall(i64 {sys_futex}, i32* %state, i32 {futex_wake}, i32 2147483647, i8* null, i8* null, i32 0)
+  call i64 (i64, ...) @syscall(i64 {sys_futex}, i32* %state, i64 {futex_wake}, i64 2147483647, i8* null, i8* null, i64 0)
   br label %done
 done:
   ret void
