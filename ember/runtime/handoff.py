@@ -18,7 +18,8 @@ off its core for the whole spin, every run (a tiny model's hand-off: 120 us, aga
 when the two threads sat on two cores; yielding, 13-23 us either way). The block is one job
 slot: a lane serves one caller at a time (the lane pool hands it out).
 
-Available where the JIT and Linux futexes are (:func:`available`); elsewhere lanes use locks.
+Available where the JIT and Linux futexes are, in a process that compiles (:func:`functions`);
+elsewhere lanes use locks.
 """
 from __future__ import annotations
 
@@ -206,10 +207,13 @@ def _ir() -> Optional[str]:
 
 def functions() -> Optional[tuple]:
     """``(serve, call, finish)``: the JIT-compiled hand-off (compiled once per process), or None
-    where it is not available (not Linux, another CPU family, or the JIT failed)."""
+    where it is not available (not Linux, another CPU family, or the JIT failed) or not yet
+    worth it: in a process that has not imported llvmlite (one that only loads exports, whose
+    runtime needs no LLVM), importing it and compiling this would add ~190 ms to the first run;
+    its lanes use locks."""
     global _FNS, _FAILED
     with _LOCK:
-        if _FNS is None and not _FAILED:
+        if _FNS is None and not _FAILED and "llvmlite.binding" in sys.modules:
             text = _ir()
             try:
                 if text is None:

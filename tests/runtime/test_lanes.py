@@ -117,3 +117,31 @@ def test_a_run_inside_a_lane_runs_there(model, monkeypatch):
     got = lanes.execute(2, lambda: model.run(x)[0])  # the native job of a run inside a Python job
     np.testing.assert_array_equal(got, want)
     assert lanes.lanes_made == 1
+
+
+def test_a_loaded_export_runs_without_importing_llvmlite(model, tmp_path):
+    """A process that only loads exports keeps its runtime free of LLVM: its lanes hand off
+    through locks rather than import llvmlite to compile the native hand-off."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    path = model.export(str(tmp_path / "m.so"))
+    x = np.random.default_rng(3).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "want.npy", model.run(x)[0])
+    code = textwrap.dedent(f"""
+        import sys, numpy as np, ember
+        exe = ember.load({path!r})
+        x = np.load({str(tmp_path / 'x.npy')!r})
+        for _ in range(3):
+            y = exe.run(x)[0]
+        assert "llvmlite.binding" not in sys.modules, "running a loaded export imported llvmlite"
+        print(float(np.abs(y - np.load({str(tmp_path / 'want.npy')!r})).max()))
+    """)
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, PYTHONPATH=repo)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    assert float(out.stdout) == 0.0
