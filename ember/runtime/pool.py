@@ -260,7 +260,12 @@ class RunPool:
                 if self.in_flight > self.peak_in_flight:
                     self.peak_in_flight = self.in_flight
             if state is None:
-                state = self._make()
+                try:
+                    state = self._make()
+                except BaseException:
+                    with self._lock:
+                        self.in_flight -= 1
+                    raise
                 with self._lock:
                     self.created += 1
         except BaseException:
