@@ -420,7 +420,7 @@ class Executable:
         self._native = self._native_program() if on else None
 
     def _native_program(self):
-        """(runner's address, kernels, kernel addresses, slots set per run), or None where the library has
+        """(runner, its address, kernels, kernel addresses, slots set per run), or None where the library has
         no runner or a kernel takes a float scalar: the compiler laid out every intermediate, so
         only the inputs and outputs need checks. Each run's slot pointers live in its
         :class:`RunState`, its program words (sizes included) in its layout."""
@@ -443,18 +443,18 @@ class Executable:
         fns = (ctypes.c_void_p * len(kernels))(*[ctypes.cast(k._cfunc, ctypes.c_void_p).value for k in kernels])
         per_run = [k for k, s in enumerate(self._slots) if s["kind"] in ("input", "output", "value")]
         per_run += [k for k, _ in self._views]
-        return ctypes.cast(runner, ctypes.c_void_p).value, kernels, fns, per_run
+        return runner, ctypes.cast(runner, ctypes.c_void_p).value, kernels, fns, per_run
 
     def _run_native(self, state: RunState, vals: list, layout) -> None:
         """The phase's calls through the library's program runner, on a lane (or on this one)."""
-        runner, kernels, fns, per_run = self._native
+        runner, address, kernels, fns, per_run = self._native
         words = layout.native_words(self._calls, kernels)
         ptrs = state.ptrs
         for k in per_run:
             v = vals[k]
             if v is not None:  # (a value a later phase makes is not used by this one)
                 ptrs[k] = data_pointer(v)
-        rc = LANES.run_native(self._pool.threads_per_run, runner, data_pointer(words),
+        rc = LANES.run_native(self._pool.threads_per_run, runner, address, data_pointer(words),
                               ctypes.addressof(ptrs), ctypes.addressof(fns))
         if rc:
             what = (f"kernel {self._calls[rc - 1][0].name!r} failed: a scratch allocation ran out of memory"

@@ -101,8 +101,10 @@ class _Lane:
         self.threads = threads
         self._lanes = lanes
         self._job: Optional[tuple] = None
-        self._native = handoff.functions()
-        if self._native is not None:
+        native = handoff.functions()
+        self._native = native is not None
+        if self._native:
+            self._serve, self._call, self._finish = native
             self._block = handoff.Block(lanes.lane_spin_ns, lanes.caller_spin_ns)
         else:
             self._wake = _thread.allocate_lock()
@@ -115,8 +117,8 @@ class _Lane:
         OPENMP.use(self.threads)
         self._lanes.local.lane = True
         while True:
-            if self._native is not None:
-                self._native[0](self._block.address)  # native jobs run in there; back for a Python one
+            if self._native:
+                self._serve(self._block.address)  # native jobs run in there; back for a Python one
             else:
                 self._wake.acquire()
             fn, box = self._job
@@ -129,8 +131,8 @@ class _Lane:
             # the finished run's closure and results (its executable, its outputs) must not
             # live on in this frame while the lane sleeps
             fn = box = None
-            if self._native is not None:
-                self._native[2](self._block.address)
+            if self._native:
+                self._finish(self._block.address)
             else:
                 self._done.release()
 
@@ -138,8 +140,8 @@ class _Lane:
         """Run ``fn`` on the lane; its result (or its exception, raised here)."""
         box: list = []
         self._job = (fn, box)
-        if self._native is not None:
-            self._native[1](self._block.address, handoff.PYTHON_JOB, 0, 0, 0, 0)
+        if self._native:
+            self._call(self._block.address, handoff.PYTHON_JOB, 0, 0, 0, 0)
         else:
             self._wake.release()
             try:
@@ -151,14 +153,11 @@ class _Lane:
             raise box[0]
         return box[0]
 
-    def run_native(self, runner: int, words: int, ptrs: int, fns: int) -> int:
-        """Call the program runner at address ``runner`` on the lane; its status."""
-        if self._native is not None:
-            return self._native[1](self._block.address, handoff.NATIVE_JOB, runner, words, ptrs, fns)
-        return self.run(lambda: _RUNNER(runner)(words, ptrs, fns))
-
-
-_RUNNER = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+    def run_native(self, runner, address: int, words: int, ptrs: int, fns: int) -> int:
+        """Call the program runner (its ctypes function and its address) on the lane; its status."""
+        if self._native:
+            return self._call(self._block.address, handoff.NATIVE_JOB, address, words, ptrs, fns)
+        return self.run(lambda: runner(words, ptrs, fns))
 
 
 class Lanes:
@@ -194,14 +193,14 @@ class Lanes:
         finally:
             self._give(lane)
 
-    def run_native(self, threads: int, runner: int, words: int, ptrs: int, fns: int) -> int:
-        """Call a library's program runner (its address, and its arguments' addresses) with a
-        team of ``threads`` threads, without the GIL; its status."""
+    def run_native(self, threads: int, runner, address: int, words: int, ptrs: int, fns: int) -> int:
+        """Call a library's program runner (its ctypes function and its address; its arguments'
+        addresses) with a team of ``threads`` threads, without the GIL; its status."""
         if getattr(self.local, "lane", False):
-            return _RUNNER(runner)(words, ptrs, fns)
+            return runner(words, ptrs, fns)  # (a loop body's steps, a branch: already on a lane)
         lane = self._take(threads)
         try:
-            return lane.run_native(runner, words, ptrs, fns)
+            return lane.run_native(runner, address, words, ptrs, fns)
         finally:
             self._give(lane)
 
