@@ -5,12 +5,20 @@ same cases for comparison (``python bench/onnx_node_cases.py``).
 A case passes when the backend's outputs match the reference outputs at the case's tolerances
 (``rtol``/``atol``, onnx's defaults 1e-3/1e-7 like onnx's own runner). Anything else is a
 failure, recorded with its reason: an ``EmberError`` (unsupported op or dtype: the error
-names it) or a wrong result. A crash of the process is the one thing this cannot record.
+names it) or a wrong result. A crash of the process is the one thing :func:`run_cases` cannot
+record; :func:`run_cases_in_processes` runs the cases in child processes, which also records
+crashes (and, on several cores, runs the cases side by side).
 """
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import json
+import os
 import signal
+import subprocess
+import sys
+import threading
 import time
 from collections import Counter, defaultdict
 from typing import Callable, Iterable, Optional
@@ -145,6 +153,89 @@ def run_cases(cases: Iterable, run_model: Callable, progress: Optional[Callable]
     return out
 
 
+def run_cases_in_processes(pattern: Optional[str] = None, runner: str = "ember_runner",
+                           processes: Optional[int] = None, timeout: float = 120.0,
+                           cases: str = "node_cases") -> list:
+    """:func:`run_cases` on ``node_cases(pattern)``, dealt round-robin to ``processes`` child
+    processes (default: one per core) and returned in the cases' order. ``runner``: the name of
+    a runner factory in this module (``"ember_runner"``, ``"compile_runner"``,
+    ``"onnxruntime_runner"``) or ``"module:factory"``; ``cases`` likewise names the function
+    that lists the cases (given ``pattern``). A child that dies (a segfault in native code)
+    records ``crash: ...`` for the case it had announced, and a new child goes on with the rest.
+    Each child compiles on its own core (``EMBER_COMPILE_JOBS=1``) when there are several."""
+    names = [c.name for c in _named(cases)(pattern)]
+    n = max(1, min(processes or len(os.sched_getaffinity(0)), len(names)))
+    results: dict = {}
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    if n > 1:
+        env["EMBER_COMPILE_JOBS"] = "1"
+    job = {"pattern": pattern, "runner": runner, "cases": cases, "timeout": timeout}
+    threads = [threading.Thread(target=_drive_children, args=(names[k::n], job, env, results))
+               for k in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return [results[name] for name in names]
+
+
+def _named(spec: str) -> Callable:
+    """A function of this module by name, or any by ``"module:function"``."""
+    module, _, attr = spec.rpartition(":")
+    return getattr(importlib.import_module(module or __name__), attr)
+
+
+def _drive_children(names: list, job: dict, env: dict, results: dict) -> None:
+    """Run ``names`` in a child; after a crash, the rest in a new one."""
+    cmd = [sys.executable, "-c", "from ember.frontend.onnx.conformance import _child_main; _child_main()"]
+    ops: dict = {}
+    while names:
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env=env, text=True)
+        err: list = []
+        drain = threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True)
+        drain.start()  # (a child's warnings must not fill its stderr pipe and stop it)
+        proc.stdin.write(json.dumps(dict(job, names=names)))
+        proc.stdin.close()
+        current = None
+        for line in proc.stdout:
+            kind, _, rest = line.rstrip("\n").partition(" ")
+            if kind == "start":
+                current, ops[rest.split(" ")[0]] = rest.split(" ")[0], rest.split(" ")[1]
+            elif kind == "result":
+                r = CaseResult(**json.loads(rest))
+                results[r.name] = r
+                current = None
+        code = proc.wait()
+        drain.join()
+        names = [m for m in names if m not in results]
+        if current is not None:  # the child died running this case
+            why = f"signal {-code}" if code < 0 else f"exit status {code}"
+            tail = " | ".join(x.strip() for x in "".join(err).splitlines()[-3:] if x.strip())[:300]
+            results[current] = CaseResult(current, ops.get(current, "?"), False,
+                                          f"crash: the process died ({why}){': ' + tail if tail else ''}")
+            names.remove(current)
+        elif names:  # died between cases (or would not start): nothing more to learn from retrying
+            for m in names:
+                results[m] = CaseResult(m, "?", False, f"crash: the process exited ({code}): {''.join(err)[-300:]}")
+            return
+
+
+def _child_main() -> None:
+    import warnings
+
+    warnings.simplefilter("ignore")
+    job = json.loads(sys.stdin.read())
+    run_model = _named(job["runner"])()
+    wanted = set(job["names"])
+    cases = {c.name: c for c in _named(job["cases"])(job["pattern"]) if c.name in wanted}
+    for name in job["names"]:
+        case = cases[name]
+        print("start", name, op_type(case), flush=True)
+        r = run_case(case, run_model, job["timeout"])
+        print("result", json.dumps(dataclasses.asdict(r)), flush=True)
+
+
 def per_op(results: list) -> dict:
     """op type -> (passed, total)."""
     table: dict = defaultdict(lambda: [0, 0])
@@ -160,4 +251,4 @@ def reasons(results: list, top: int = 20) -> list:
 
 
 __all__ = ["CaseResult", "compile_runner", "node_cases", "op_type", "per_op", "reasons", "run_case", "run_cases",
-           "ember_runner", "onnxruntime_runner"]
+           "run_cases_in_processes", "ember_runner", "onnxruntime_runner"]
