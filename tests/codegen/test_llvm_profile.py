@@ -103,8 +103,9 @@ def test_record_buffer_is_bounded_under_a_long_loop():
 
 @pytest.mark.parametrize("max_threads", [64, 2, 1])
 def test_parallel_loops_count_per_thread(omp_threads, max_threads):
-    """Four threads run 64 iterations (16 each, static chunks); with fewer slots than threads
-    the last slot is shared and updated atomically, so the counts stay exact."""
+    """Four threads run 64 iterations (each its share of 16, and what is left of the others'
+    when it finishes first); with fewer slots than threads the last slot is shared and updated
+    atomically, so the counts stay exact."""
     R, P, E = 3, 64, 6
     f = nest(f"par{max_threads}", [P, E, 8], kinds=["parallel", "serial", "serial"])
     g, _ = instrument_loops(f, 2, records_per_site=20, max_threads=max_threads)
@@ -117,9 +118,8 @@ def test_parallel_loops_count_per_thread(omp_threads, max_threads):
     assert n.shape == (max_threads, 3)
     assert n.sum(axis=0).tolist() == [R, R, P * R]  # body and parallel loop: the calling thread
     per_slot = n[:, 2]
-    want = {64: [16 * R] * 4 + [0] * 60, 2: [16 * R, 48 * R], 1: [64 * R]}[max_threads]
-    assert per_slot.tolist() == want
-    assert len(c.records(2)) == sum(min(k, 20) for k in want)
+    assert per_slot.sum() == P * R and not per_slot[4:].any()  # (threads 0-3 only)
+    assert len(c.records(2)) == sum(min(int(k), 20) for k in per_slot)
     assert c.cycles()[:, 2].sum() > 0
 
 

@@ -2,11 +2,13 @@
 
 ``for i in parallel(min, extent): body`` becomes::
 
-    struct {captured pointers and values; min; extent} data = {...};
+    int64 pieces_taken[MAX_THREADS * 8] = {0};   // a counter per thread's share, a cache line each
+    struct {captured pointers and values; pieces_taken; min; extent} data = {...};
     GOMP_parallel(trampoline, &data, 0, 0);      // 0 threads: OMP_NUM_THREADS or all cores
 
-The trampoline splits ``[0, extent)`` statically into one contiguous chunk per thread
-(``omp_get_thread_num``/``omp_get_num_threads``) and calls a separate *body* function whose
+The trampoline gives each thread (``omp_get_thread_num``/``omp_get_num_threads``) one
+contiguous share of ``[0, extent)``, in pieces a thread that finishes early may take over (see
+:func:`_share_out`), and calls a separate *body* function per piece, whose
 buffer parameters are ``noalias`` (when LLVM inlines it into the trampoline it keeps that
 knowledge as scoped alias metadata, so the body still vectorizes without runtime checks).
 Parallel loops nested inside run serially.
@@ -19,7 +21,7 @@ from ...loop.expr import Load, Var
 from ...loop.stmt import Allocate, For, Store
 from ...loop.visit import walk
 from . import types as T
-from .intrinsics import declare
+from .intrinsics import declare, llvm_intrinsic
 
 
 def _uses(loop: For) -> tuple[list, list]:
@@ -93,7 +95,7 @@ def emit_parallel_for(e, loop: For) -> None:
     sub.finish()
 
     # The trampoline libgomp calls on every thread.
-    fields = [T.PTR] * len(ptrs) + [v.type for _, v in values] + [T.I64, T.I64]
+    fields = [T.PTR] * len(ptrs) + [v.type for _, v in values] + [T.PTR, T.I64, T.I64]
     struct_t = ir.LiteralStructType(fields)
     tramp = ir.Function(module, ir.FunctionType(ir.VoidType(), [T.PTR]), base)
     tramp.linkage = "internal"
@@ -105,26 +107,82 @@ def emit_parallel_for(e, loop: For) -> None:
         p = tb.gep(data, [ir.Constant(T.I32, 0), ir.Constant(T.I32, i)], inbounds=True,
                    source_etype=struct_t)
         loaded.append(tb.load(p, typ=ft))
-    t_min, t_ext = loaded[-2], loaded[-1]
+    counters, t_min, t_ext = loaded[-3:]
     tid = tb.sext(tb.call(declare(module, "omp_get_thread_num", T.I32, []), []), T.I64)
     nt = tb.sext(tb.call(declare(module, "omp_get_num_threads", T.I32, []), []), T.I64)
-    one = ir.Constant(T.I64, 1)
-    chunk = tb.sdiv(tb.add(t_ext, tb.sub(nt, one)), nt)
-    begin = tb.mul(tid, chunk)
-    end = tb.add(begin, chunk)
-    end = tb.select(tb.icmp_signed("<", end, t_ext), end, t_ext)
-    with tb.if_then(tb.icmp_signed("<", begin, end)):
-        args = loaded[:-2] + [T.cast(tb, tb.add(t_min, x), "int64", loop.var.dtype) for x in (begin, end)]
-        tb.call(body_fn, args)
+    _share_out(tb, body_fn, loaded[:-3], loop.var.dtype, t_min, t_ext, tid, nt, counters)
     tb.ret_void()
 
     # The call site: fill the struct (a stack slot in the entry block) and start the team.
     with b.if_then(b.icmp_signed(">", ext64, ir.Constant(T.I64, 0))):
         slot = e.entry_alloca(struct_t, 8, base + ".data")
-        for i, v in enumerate([p for p, _ in ptrs] + [v for _, v in values] + [lo64, ext64]):
+        ctr_t = ir.ArrayType(T.I64, MAX_THREADS * COUNTER_STRIDE)
+        ctrs = e.entry_alloca(ctr_t, 64, base + ".pieces")
+        llvm_intrinsic(b, "memset", [ctrs, ir.Constant(T.I8, 0), ir.Constant(T.I64, ctr_t.count * 8),
+                                     ir.Constant(T.I1, 0)], ir.VoidType(), [T.PTR, T.I64])
+        for i, v in enumerate([p for p, _ in ptrs] + [v for _, v in values] + [ctrs, lo64, ext64]):
             p = b.gep(slot, [ir.Constant(T.I32, 0), ir.Constant(T.I32, i)], inbounds=True,
                       source_etype=struct_t)
             b.store(v, p)
         gomp = declare(module, "GOMP_parallel", ir.VoidType(), [T.PTR, T.PTR, T.I32, T.I32])
         b.call(gomp, [tramp, slot, ir.Constant(T.I32, 0), ir.Constant(T.I32, 0)])
 
+
+MAX_THREADS = 64  # teams up to this size share out their work in pieces; larger ones split it statically
+COUNTER_STRIDE = 8  # i64s from one thread's counter to the next: a cache line each
+PIECES = 8  # pieces of a thread's share: the grain at which a finished thread takes over work
+
+
+def _share_out(tb: ir.IRBuilder, body_fn, captured: list, dtype: str, t_min, t_ext, tid, nt, counters) -> None:
+    """Thread ``tid``'s part of ``[0, t_ext)``: first its own contiguous share (``ceil(ext /
+    nt)`` iterations, what a static split gives it, so that consecutive kernels' threads still
+    touch the parts they wrote), in :data:`PIECES` pieces taken in order through an atomic
+    counter per share; then the pieces still left in the other threads' shares. On a shared
+    machine a core slowed down for a while (another guest, an interrupt) would otherwise hold
+    up the whole kernel at its end with the other cores idle; they take over its remaining
+    pieces instead (ResNet-50 on a 2-vCPU VM, one process, alternating: 1.056x; EfficientNet-B0
+    and MobileNetV3-small within noise)."""
+    one, zero = ir.Constant(T.I64, 1), ir.Constant(T.I64, 0)
+    chunk = tb.sdiv(tb.add(t_ext, tb.sub(nt, one)), nt)
+    piece = tb.sdiv(tb.add(chunk, ir.Constant(T.I64, PIECES - 1)), ir.Constant(T.I64, PIECES))
+    pieces = tb.sdiv(tb.add(chunk, tb.sub(piece, one)), piece)
+
+    def call_range(b, lo, hi):
+        with b.if_then(b.icmp_signed("<", lo, hi)):
+            b.call(body_fn, captured + [T.cast(b, b.add(t_min, x), "int64", dtype) for x in (lo, hi)])
+
+    fn = tb.function
+    static_bb, steal_bb = fn.append_basic_block("static"), fn.append_basic_block("shares")
+    done_bb = fn.append_basic_block("done")
+    tb.cbranch(tb.icmp_signed(">", nt, ir.Constant(T.I64, MAX_THREADS)), static_bb, steal_bb)
+
+    tb.position_at_end(static_bb)  # (a team too large for the counters: the plain split)
+    begin = tb.mul(tid, chunk)
+    end = tb.add(begin, chunk)
+    call_range(tb, begin, tb.select(tb.icmp_signed("<", end, t_ext), end, t_ext))
+    tb.branch(done_bb)
+
+    # for s in [0, nt): v = (tid + s) % nt; while (i = counters[v]++) < pieces: run piece i of v
+    tb.position_at_end(steal_bb)
+    outer, take, run_bb, next_bb = (fn.append_basic_block(n) for n in ("share", "take", "piece", "next_share"))
+    tb.branch(outer)
+    tb.position_at_end(outer)
+    s_phi = tb.phi(T.I64, "s")
+    s_phi.add_incoming(zero, steal_bb)
+    tb.cbranch(tb.icmp_signed("<", s_phi, nt), take, done_bb)
+    tb.position_at_end(take)
+    v = tb.srem(tb.add(tid, s_phi), nt)
+    ctr = tb.gep(counters, [tb.mul(v, ir.Constant(T.I64, COUNTER_STRIDE))], inbounds=True, source_etype=T.I64)
+    i = tb.atomic_rmw("add", ctr, one, "monotonic")
+    tb.cbranch(tb.icmp_signed("<", i, pieces), run_bb, next_bb)
+    tb.position_at_end(run_bb)
+    share_end = tb.add(tb.mul(v, chunk), chunk)
+    share_end = tb.select(tb.icmp_signed("<", share_end, t_ext), share_end, t_ext)
+    lo = tb.add(tb.mul(v, chunk), tb.mul(i, piece))
+    hi = tb.add(lo, piece)
+    call_range(tb, lo, tb.select(tb.icmp_signed("<", hi, share_end), hi, share_end))
+    tb.branch(take)
+    tb.position_at_end(next_bb)
+    s_phi.add_incoming(tb.add(s_phi, one), next_bb)
+    tb.branch(outer)
+    tb.position_at_end(done_bb)
