@@ -1,8 +1,9 @@
 """Which part of its output each thread of a kernel writes: a schedule's partition of the work.
 
-A parallel loop's iterations are split into one contiguous chunk per thread (see
-:mod:`ember.codegen.llvm.parallel`), so the loop program says, per thread, the range of every
-output dimension that thread stores to. Two schedules with the same ranges leave the output in
+A parallel loop's iterations are split into one contiguous share per thread (see
+:mod:`ember.codegen.llvm.parallel`; a thread that finishes first takes over pieces of a slower
+one's, so this is the partition of a run without such delays), so the loop program says, per
+thread, the range of every output dimension that thread stores to. Two schedules with the same ranges leave the output in
 the same cores' caches; the next kernel reads it where it was written.
 
 Why the tuner cares: a candidate is timed alone, reading inputs that its own threads brought
