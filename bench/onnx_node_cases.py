@@ -19,8 +19,7 @@ import sys
 import time
 import warnings
 
-from ember.frontend.onnx.conformance import (compile_runner, ember_runner, node_cases, onnxruntime_runner, per_op,
-                                             reasons, run_cases)
+from ember.frontend.onnx.conformance import node_cases, per_op, reasons, run_cases_in_processes
 
 
 def main(argv=None) -> int:
@@ -37,9 +36,10 @@ def main(argv=None) -> int:
     def progress(k, r):
         if k % 100 == 99:
             print(f"  {k + 1}/{len(cases)} cases, {time.perf_counter() - t0:.0f} s", file=sys.stderr)
-    compile_res = run_cases(cases, compile_runner(), progress)
-    ember_res = run_cases(cases, ember_runner())
-    ort_res = [] if args.no_ort else run_cases(cases, onnxruntime_runner())
+    # (in child processes, one per core: a case that crashes is a failure, not the report's end)
+    compile_res = run_cases_in_processes(args.filter, "compile_runner", progress=progress)
+    ember_res = run_cases_in_processes(args.filter, "ember_runner")
+    ort_res = [] if args.no_ort else run_cases_in_processes(args.filter, "onnxruntime_runner")
     c_ops, e_ops, o_ops = per_op(compile_res), per_op(ember_res), per_op(ort_res)
     print(f"{'op type':<32} {'compile':>9} {'backend':>9} {'ort':>9}")
     for op, (passed, total) in e_ops.items():

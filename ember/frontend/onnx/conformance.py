@@ -155,14 +155,15 @@ def run_cases(cases: Iterable, run_model: Callable, progress: Optional[Callable]
 
 def run_cases_in_processes(pattern: Optional[str] = None, runner: str = "ember_runner",
                            processes: Optional[int] = None, timeout: float = 120.0,
-                           cases: str = "node_cases") -> list:
+                           cases: str = "node_cases", progress: Optional[Callable] = None) -> list:
     """:func:`run_cases` on ``node_cases(pattern)``, dealt round-robin to ``processes`` child
     processes (default: one per core) and returned in the cases' order. ``runner``: the name of
     a runner factory in this module (``"ember_runner"``, ``"compile_runner"``,
     ``"onnxruntime_runner"``) or ``"module:factory"``; ``cases`` likewise names the function
     that lists the cases (given ``pattern``). A child that dies (a segfault in native code)
     records ``crash: ...`` for the case it had announced, and a new child goes on with the rest.
-    Each child compiles on its own core (``EMBER_COMPILE_JOBS=1``) when there are several."""
+    Each child compiles on its own core (``EMBER_COMPILE_JOBS=1``) when there are several.
+    ``progress(k, result)`` is called (under a lock) as the k-th result comes in."""
     names = [c.name for c in _named(cases)(pattern)]
     n = max(1, min(processes or len(os.sched_getaffinity(0)), len(names)))
     results: dict = {}
@@ -170,7 +171,14 @@ def run_cases_in_processes(pattern: Optional[str] = None, runner: str = "ember_r
     if n > 1:
         env["EMBER_COMPILE_JOBS"] = "1"
     job = {"pattern": pattern, "runner": runner, "cases": cases, "timeout": timeout}
-    threads = [threading.Thread(target=_drive_children, args=(names[k::n], job, env, results))
+    lock = threading.Lock()
+
+    def record(r: CaseResult) -> None:
+        with lock:
+            results[r.name] = r
+            if progress:
+                progress(len(results) - 1, r)
+    threads = [threading.Thread(target=_drive_children, args=(names[k::n], job, env, record))
                for k in range(n)]
     for t in threads:
         t.start()
@@ -185,8 +193,9 @@ def _named(spec: str) -> Callable:
     return getattr(importlib.import_module(module or __name__), attr)
 
 
-def _drive_children(names: list, job: dict, env: dict, results: dict) -> None:
+def _drive_children(names: list, job: dict, env: dict, record: Callable) -> None:
     """Run ``names`` in a child; after a crash, the rest in a new one."""
+    done: set = set()
     cmd = [sys.executable, "-c", "from ember.frontend.onnx.conformance import _child_main; _child_main()"]
     ops: dict = {}
     while names:
@@ -204,20 +213,22 @@ def _drive_children(names: list, job: dict, env: dict, results: dict) -> None:
                 current, ops[rest.split(" ")[0]] = rest.split(" ")[0], rest.split(" ")[1]
             elif kind == "result":
                 r = CaseResult(**json.loads(rest))
-                results[r.name] = r
+                done.add(r.name)
+                record(r)
                 current = None
         code = proc.wait()
         drain.join()
-        names = [m for m in names if m not in results]
+        names = [m for m in names if m not in done]
         if current is not None:  # the child died running this case
             why = f"signal {-code}" if code < 0 else f"exit status {code}"
             tail = " | ".join(x.strip() for x in "".join(err).splitlines()[-3:] if x.strip())[:300]
-            results[current] = CaseResult(current, ops.get(current, "?"), False,
-                                          f"crash: the process died ({why}){': ' + tail if tail else ''}")
+            record(CaseResult(current, ops.get(current, "?"), False,
+                              f"crash: the process died ({why}){': ' + tail if tail else ''}"))
+            done.add(current)
             names.remove(current)
         elif names:  # died between cases (or would not start): nothing more to learn from retrying
             for m in names:
-                results[m] = CaseResult(m, "?", False, f"crash: the process exited ({code}): {''.join(err)[-300:]}")
+                record(CaseResult(m, "?", False, f"crash: the process exited ({code}): {''.join(err)[-300:]}"))
             return
 
 

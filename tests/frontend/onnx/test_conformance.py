@@ -43,7 +43,10 @@ def segfault_on_neg():
 
 def test_child_processes_give_the_same_results_in_order():
     here = run_cases(tiny_cases(), ember_runner())
-    there = run_cases_in_processes(cases=f"{__name__}:tiny_cases", processes=2)
+    seen = []
+    there = run_cases_in_processes(cases=f"{__name__}:tiny_cases", processes=2,
+                                   progress=lambda k, r: seen.append((k, r.name)))
+    assert sorted(k for k, _ in seen) == list(range(5)) and {n for _, n in seen} == {r.name for r in here}
     assert [(r.name, r.op_type, r.passed) for r in there] == [(r.name, r.op_type, r.passed) for r in here]
     assert all(r.passed for r in there)
 
