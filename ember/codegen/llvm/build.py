@@ -106,20 +106,24 @@ def find_cc() -> list:
         f"install gcc or clang, or set CC to one")
 
 
-def _run_cc(cmd: list, what: str) -> None:
+def _start_cc(cmd: list, what: str) -> subprocess.Popen:
     try:
-        res = subprocess.run(cmd, capture_output=True, text=True)
+        return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     except OSError as exc:
         raise CompileError(f"{what}: cannot run the C compiler {cmd[0]!r}: {exc}; install "
                            f"gcc or clang, or set CC") from exc
-    if res.returncode != 0:
-        raise CompileError(f"{what}: linking failed ({' '.join(cmd)}):\n{res.stderr.strip()}")
+
+
+def _wait_cc(proc: subprocess.Popen, cmd: list, what: str) -> None:
+    _, err = proc.communicate()
+    if proc.returncode != 0:
+        raise CompileError(f"{what}: linking failed ({' '.join(cmd)}):\n{err.strip()}")
 
 
 def link(objs, key: str, what: str) -> str:
     """Link one object or a list of them into ``<cache>/<key>.so`` atomically; returns the path.
-    Several objects are first merged into one relocatable object, kept as ``<key>.o`` (exporting
-    a model links it with the model's data)."""
+    The objects are also merged into one relocatable object, kept as ``<key>.o`` (exporting a
+    model links it with the model's data); the two runs of the C compiler go side by side."""
     out_dir = cache_dir()
     final = os.path.join(out_dir, key + ".so")
     cc = find_cc()
@@ -130,16 +134,21 @@ def link(objs, key: str, what: str) -> str:
             paths.append(os.path.join(tmp, f"k{i}.o"))
             with open(paths[-1], "wb") as f:
                 f.write(o)
-        obj_path = paths[0]
+        merge = None
         if len(paths) > 1:
-            obj_path = os.path.join(tmp, "kernels.o")
-            _run_cc(cc + ["-r", "-nostdlib", "-o", obj_path, *paths], what)
-        with open(obj_path, "rb") as f:
-            obj = f.read()
+            merged = os.path.join(tmp, "kernels.o")
+            merge = (cc + ["-r", "-nostdlib", "-o", merged, *paths])
+            merging = _start_cc(merge, what)
         fd, tmp_so = tempfile.mkstemp(prefix=f".{key[:16]}-", suffix=".so", dir=out_dir)
         os.close(fd)
         try:
-            _run_cc(cc + ["-shared", "-o", tmp_so, obj_path, "-lgomp", "-lm"], what)
+            shared = cc + ["-shared", "-o", tmp_so, *paths, "-lgomp", "-lm"]
+            linking = _start_cc(shared, what)
+            _wait_cc(linking, shared, what)
+            if merge is not None:
+                _wait_cc(merging, merge, what)
+            with open(merged if merge is not None else paths[0], "rb") as f:
+                obj = f.read()
             os.chmod(tmp_so, 0o755)
             # the object is kept too: exporting a model links it with the model's data
             fd, tmp_o = tempfile.mkstemp(prefix=f".{key[:16]}-", suffix=".o", dir=out_dir)
@@ -150,6 +159,9 @@ def link(objs, key: str, what: str) -> str:
         finally:
             if os.path.exists(tmp_so):
                 os.unlink(tmp_so)
+            if merge is not None and merging.poll() is None:  # (a failed link: do not leave it running)
+                merging.kill()
+                merging.wait()
     return final
 
 

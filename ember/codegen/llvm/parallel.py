@@ -147,40 +147,36 @@ def _share_out(tb: ir.IRBuilder, body_fn, captured: list, dtype: str, t_min, t_e
     piece = tb.sdiv(tb.add(chunk, ir.Constant(T.I64, PIECES - 1)), ir.Constant(T.I64, PIECES))
     pieces = tb.sdiv(tb.add(chunk, tb.sub(piece, one)), piece)
 
-    def call_range(b, lo, hi):
-        with b.if_then(b.icmp_signed("<", lo, hi)):
-            b.call(body_fn, captured + [T.cast(b, b.add(t_min, x), "int64", dtype) for x in (lo, hi)])
-
+    # one call site of the body (LLVM inlines it once): a team too large for the counters takes
+    # the plain split, each thread its own share through a counter of its own on its stack
     fn = tb.function
-    static_bb, steal_bb = fn.append_basic_block("static"), fn.append_basic_block("shares")
-    done_bb = fn.append_basic_block("done")
-    tb.cbranch(tb.icmp_signed(">", nt, ir.Constant(T.I64, MAX_THREADS)), static_bb, steal_bb)
+    own = tb.alloca(T.I64, name="own_pieces")
+    tb.store(zero, own)
+    alone = tb.icmp_signed(">", nt, ir.Constant(T.I64, MAX_THREADS))
+    shares = tb.select(alone, one, nt)
 
-    tb.position_at_end(static_bb)  # (a team too large for the counters: the plain split)
-    begin = tb.mul(tid, chunk)
-    end = tb.add(begin, chunk)
-    call_range(tb, begin, tb.select(tb.icmp_signed("<", end, t_ext), end, t_ext))
-    tb.branch(done_bb)
-
-    # for s in [0, nt): v = (tid + s) % nt; while (i = counters[v]++) < pieces: run piece i of v
-    tb.position_at_end(steal_bb)
-    outer, take, run_bb, next_bb = (fn.append_basic_block(n) for n in ("share", "take", "piece", "next_share"))
+    # for s in [0, shares): v = (tid + s) % nt; while (i = counter(v)++) < pieces: run piece i of v
+    outer, take, run_bb, next_bb, done_bb = (fn.append_basic_block(n)
+                                             for n in ("share", "take", "piece", "next_share", "done"))
+    entry = tb.block
     tb.branch(outer)
     tb.position_at_end(outer)
     s_phi = tb.phi(T.I64, "s")
-    s_phi.add_incoming(zero, steal_bb)
-    tb.cbranch(tb.icmp_signed("<", s_phi, nt), take, done_bb)
+    s_phi.add_incoming(zero, entry)
+    tb.cbranch(tb.icmp_signed("<", s_phi, shares), take, done_bb)
     tb.position_at_end(take)
     v = tb.srem(tb.add(tid, s_phi), nt)
-    ctr = tb.gep(counters, [tb.mul(v, ir.Constant(T.I64, COUNTER_STRIDE))], inbounds=True, source_etype=T.I64)
-    i = tb.atomic_rmw("add", ctr, one, "monotonic")
+    shared = tb.gep(counters, [tb.mul(v, ir.Constant(T.I64, COUNTER_STRIDE))], inbounds=True, source_etype=T.I64)
+    i = tb.atomic_rmw("add", tb.select(alone, own, shared), one, "monotonic")
     tb.cbranch(tb.icmp_signed("<", i, pieces), run_bb, next_bb)
     tb.position_at_end(run_bb)
     share_end = tb.add(tb.mul(v, chunk), chunk)
     share_end = tb.select(tb.icmp_signed("<", share_end, t_ext), share_end, t_ext)
     lo = tb.add(tb.mul(v, chunk), tb.mul(i, piece))
     hi = tb.add(lo, piece)
-    call_range(tb, lo, tb.select(tb.icmp_signed("<", hi, share_end), hi, share_end))
+    hi = tb.select(tb.icmp_signed("<", hi, share_end), hi, share_end)
+    with tb.if_then(tb.icmp_signed("<", lo, hi)):
+        tb.call(body_fn, captured + [T.cast(tb, tb.add(t_min, x), "int64", dtype) for x in (lo, hi)])
     tb.branch(take)
     tb.position_at_end(next_bb)
     s_phi.add_incoming(tb.add(s_phi, one), next_bb)
