@@ -155,7 +155,8 @@ def run_cases(cases: Iterable, run_model: Callable, progress: Optional[Callable]
 
 def run_cases_in_processes(pattern: Optional[str] = None, runner: str = "ember_runner",
                            processes: Optional[int] = None, timeout: float = 120.0,
-                           cases: str = "node_cases", progress: Optional[Callable] = None) -> list:
+                           cases: str = "node_cases", progress: Optional[Callable] = None,
+                           patience: Optional[float] = None) -> list:
     """:func:`run_cases` on ``node_cases(pattern)``, dealt round-robin to ``processes`` child
     processes (default: one per core) and returned in the cases' order. ``runner``: the name of
     a runner factory in this module (``"ember_runner"``, ``"compile_runner"``,
@@ -163,14 +164,18 @@ def run_cases_in_processes(pattern: Optional[str] = None, runner: str = "ember_r
     that lists the cases (given ``pattern``). A child that dies (a segfault in native code)
     records ``crash: ...`` for the case it had announced, and a new child goes on with the rest.
     Each child compiles on its own core (``EMBER_COMPILE_JOBS=1``) when there are several.
-    ``progress(k, result)`` is called (under a lock) as the k-th result comes in."""
+    ``progress(k, result)`` is called (under a lock) as the k-th result comes in. A case stuck in
+    native code, where its ``timeout`` (a SIGALRM) cannot reach it, is killed with its child
+    after ``patience`` seconds without an answer (default: ``timeout`` + 60) and recorded as
+    ``crash: the process hung``."""
     names = [c.name for c in _named(cases)(pattern)]
     n = max(1, min(processes or len(os.sched_getaffinity(0)), len(names)))
     results: dict = {}
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     if n > 1:
         env["EMBER_COMPILE_JOBS"] = "1"
-    job = {"pattern": pattern, "runner": runner, "cases": cases, "timeout": timeout}
+    job = {"pattern": pattern, "runner": runner, "cases": cases, "timeout": timeout,
+           "patience": timeout + 60 if patience is None else patience}
     lock = threading.Lock()
 
     def record(r: CaseResult) -> None:
@@ -194,36 +199,50 @@ def _named(spec: str) -> Callable:
 
 
 def _drive_children(names: list, job: dict, env: dict, record: Callable) -> None:
-    """Run ``names`` in a child; after a crash, the rest in a new one."""
+    """Run ``names`` in a child; after a crash or a hang, the rest in a new one."""
+    import queue
+
     done: set = set()
     cmd = [sys.executable, "-c", "from ember.frontend.onnx.conformance import _child_main; _child_main()"]
     ops: dict = {}
+    patience = job["patience"]
     while names:
         proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 env=env, text=True)
         err: list = []
-        drain = threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True)
-        drain.start()  # (a child's warnings must not fill its stderr pipe and stop it)
+        lines: queue.Queue = queue.Queue()
+        threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True).start()
+        threading.Thread(target=lambda: ([lines.put(x) for x in proc.stdout], lines.put(None)), daemon=True).start()
         proc.stdin.write(json.dumps(dict(job, names=names)))
         proc.stdin.close()
-        current = None
-        for line in proc.stdout:
+        current, hung = None, False
+        while True:
+            try:
+                line = lines.get(timeout=patience)
+            except queue.Empty:
+                hung = True
+                proc.kill()
+                break
+            if line is None:
+                break
             kind, _, rest = line.rstrip("\n").partition(" ")
             if kind == "start":
-                current, ops[rest.split(" ")[0]] = rest.split(" ")[0], rest.split(" ")[1]
+                current, ops[current] = rest.split(" ")[:2]
             elif kind == "result":
                 r = CaseResult(**json.loads(rest))
                 done.add(r.name)
                 record(r)
                 current = None
         code = proc.wait()
-        drain.join()
         names = [m for m in names if m not in done]
-        if current is not None:  # the child died running this case
-            why = f"signal {-code}" if code < 0 else f"exit status {code}"
-            tail = " | ".join(x.strip() for x in "".join(err).splitlines()[-3:] if x.strip())[:300]
-            record(CaseResult(current, ops.get(current, "?"), False,
-                              f"crash: the process died ({why}){': ' + tail if tail else ''}"))
+        if current is not None:  # the child died (or hung) running this case
+            if hung:
+                why = f"crash: the process hung (no answer in {patience:.0f} s; killed)"
+            else:
+                tail = " | ".join(x.strip() for x in "".join(err).splitlines()[-3:] if x.strip())[:300]
+                why = (f"crash: the process died ({f'signal {-code}' if code < 0 else f'exit status {code}'})"
+                       + (f": {tail}" if tail else ""))
+            record(CaseResult(current, ops.get(current, "?"), False, why))
             done.add(current)
             names.remove(current)
         elif names:  # died between cases (or would not start): nothing more to learn from retrying
@@ -236,15 +255,19 @@ def _child_main() -> None:
     import warnings
 
     warnings.simplefilter("ignore")
+    # the answers go to the parent on the original stdout; anything else printed (by Python or
+    # native code) goes to stderr, so it cannot break a line of theirs
+    answers = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
     job = json.loads(sys.stdin.read())
     run_model = _named(job["runner"])()
     wanted = set(job["names"])
     cases = {c.name: c for c in _named(job["cases"])(job["pattern"]) if c.name in wanted}
     for name in job["names"]:
         case = cases[name]
-        print("start", name, op_type(case), flush=True)
+        print("start", name, op_type(case), file=answers, flush=True)
         r = run_case(case, run_model, job["timeout"])
-        print("result", json.dumps(dataclasses.asdict(r)), flush=True)
+        print("result", json.dumps(dataclasses.asdict(r)), file=answers, flush=True)
 
 
 def per_op(results: list) -> dict:

@@ -2,6 +2,7 @@
 order, and a case that kills its process is recorded as a crash while the rest still run."""
 import ctypes
 import dataclasses
+import signal
 
 import numpy as np
 
@@ -41,6 +42,20 @@ def segfault_on_neg():
     return run_model
 
 
+def hang_on_relu():
+    """A runner that prints to stdout, and hangs in native code (no SIGALRM gets through) on
+    the Relu case."""
+    run = ember_runner()
+
+    def run_model(m, inputs):
+        print("noise from the model's runner", flush=True)
+        if m.graph.node[0].op_type == "Relu":  # (as a wait on a lock that never comes: the alarm
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})  # does not end it)
+            ctypes.CDLL(None).sleep(3600)
+        return run(m, inputs)
+    return run_model
+
+
 def test_child_processes_give_the_same_results_in_order():
     here = run_cases(tiny_cases(), ember_runner())
     seen = []
@@ -59,3 +74,11 @@ def test_a_crash_is_recorded_and_the_rest_still_run():
     assert not crash.passed and crash.reason.startswith("crash: the process died (signal 11)"), crash.reason
     assert crash.op_type == "Neg"
     assert all(r.passed for n, r in by.items() if n != "case1_neg")  # the cases after it ran in a new child
+
+
+def test_a_hung_case_is_killed_and_recorded():
+    res = run_cases_in_processes(runner=f"{__name__}:hang_on_relu", cases=f"{__name__}:tiny_cases", processes=1,
+                                 timeout=30, patience=5.0)
+    by = {r.name: r for r in res}
+    assert by["case2_relu"].reason.startswith("crash: the process hung"), by["case2_relu"].reason
+    assert all(r.passed for n, r in by.items() if n != "case2_relu")  # stdout noise did not get in the way
