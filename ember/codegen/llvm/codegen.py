@@ -49,6 +49,7 @@ class FunctionEmitter:
         self.buffers: dict = {}
         self.buffers_by_name: dict = {}
         self.n_outlined = 0
+        self.piece_counters = None  # (the parallel loops' counters: one stack slot, the loops run one at a time)
         self.profile = None  # the kernel's profile-counter Layout when it is instrumented
         self.profile_slot = None  # (this thread's counter slot, whether it is shared), lazily
         self._index_block = None  # the basic block whose index values _index_values holds

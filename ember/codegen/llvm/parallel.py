@@ -117,7 +117,9 @@ def emit_parallel_for(e, loop: For) -> None:
     with b.if_then(b.icmp_signed(">", ext64, ir.Constant(T.I64, 0))):
         slot = e.entry_alloca(struct_t, 8, base + ".data")
         ctr_t = ir.ArrayType(T.I64, MAX_THREADS * COUNTER_STRIDE)
-        ctrs = e.entry_alloca(ctr_t, 64, base + ".pieces")
+        if e.piece_counters is None:  # (one slot for all of a kernel's parallel loops: they run in turn)
+            e.piece_counters = e.entry_alloca(ctr_t, 64, "pieces")
+        ctrs = e.piece_counters
         llvm_intrinsic(b, "memset", [ctrs, ir.Constant(T.I8, 0), ir.Constant(T.I64, ctr_t.count * 8),
                                      ir.Constant(T.I1, 0)], ir.VoidType(), [T.PTR, T.I64])
         for i, v in enumerate([p for p, _ in ptrs] + [v for _, v in values] + [ctrs, lo64, ext64]):
