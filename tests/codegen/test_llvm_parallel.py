@@ -1,8 +1,6 @@
 """Parallel loops (``ember.codegen.llvm.parallel``): every iteration runs exactly once for any
 extent and team size, and a thread that finishes its share takes over what is left of a slower
 thread's."""
-import ctypes
-import ctypes.util
 
 import numpy as np
 import pytest
@@ -12,15 +10,6 @@ from ember.loop import LT, Buffer, For, IfThenElse, PrimFunc, Store, Var
 from ember.loop.expr import const
 from ember.loop.passes import instrument_loops
 from ember.runtime.loop_counters import LoopCounters
-
-
-@pytest.fixture
-def omp_threads():
-    """Set libgomp's team size for kernels called from this thread; restored afterwards."""
-    gomp = ctypes.CDLL(ctypes.util.find_library("gomp") or "libgomp.so.1")
-    before = gomp.omp_get_max_threads()
-    yield gomp.omp_set_num_threads
-    gomp.omp_set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,4 @@
 """Instrumented kernels: unchanged results, exact counts, bounded records, per-thread slots."""
-import ctypes
-import ctypes.util
 
 import numpy as np
 import pytest
@@ -25,15 +23,6 @@ def nest(name, extents, kinds=None):
     for v, e, k in reversed(list(zip(vs, extents, kinds or ["serial"] * len(extents)))):
         body = For(v, const(0), const(e), k, body)
     return PrimFunc(name, (X, Y), body)
-
-
-@pytest.fixture
-def omp_threads():
-    """Set libgomp's team size for kernels called from this thread; restored afterwards."""
-    gomp = ctypes.CDLL(ctypes.util.find_library("gomp") or "libgomp.so.1")
-    before = gomp.omp_get_max_threads()
-    yield gomp.omp_set_num_threads
-    gomp.omp_set_num_threads(before)
 
 
 def run_both(plain, inst, name, shapes, out_shape, rng, times=1):
