@@ -3,8 +3,9 @@
 A parallel loop's iterations are split into one contiguous share per thread (see
 :mod:`ember.codegen.llvm.parallel`; a thread that finishes first takes over pieces of a slower
 one's, so this is the partition of a run without such delays), so the loop program says, per
-thread, the range of every output dimension that thread stores to. Two schedules with the same ranges leave the output in
-the same cores' caches; the next kernel reads it where it was written.
+thread, the range of every output dimension that thread stores to. Two schedules with the same
+ranges leave the output in the same cores' caches; the next kernel reads it where it was
+written.
 
 Why the tuner cares: a candidate is timed alone, reading inputs that its own threads brought
 into their caches the run before. In the model its inputs were just written by the kernel

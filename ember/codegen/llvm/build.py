@@ -137,7 +137,7 @@ def link(objs, key: str, what: str) -> str:
         merge = None
         if len(paths) > 1:
             merged = os.path.join(tmp, "kernels.o")
-            merge = (cc + ["-r", "-nostdlib", "-o", merged, *paths])
+            merge = cc + ["-r", "-nostdlib", "-o", merged, *paths]
             merging = _start_cc(merge, what)
         fd, tmp_so = tempfile.mkstemp(prefix=f".{key[:16]}-", suffix=".so", dir=out_dir)
         os.close(fd)

@@ -380,7 +380,7 @@ _MATH = ("exp exp2 expm1 log log2 log10 log1p sqrt cbrt pow floor ceil round rou
 RESERVED_NAMES = frozenset(
     [m + s for m in _MATH for s in ("", "f", "l")]
     + "malloc free aligned_alloc posix_memalign calloc realloc abort memcpy memmove memset "
-      "omp_get_thread_num omp_get_num_threads GOMP_parallel main".split())
+      "omp_get_thread_num omp_get_num_threads omp_get_max_threads GOMP_parallel main".split())
 
 def scalar_abi_type(dtype: str) -> ir.Type:
     """Scalar parameters travel as int64 or double whatever their dtype (a simple C ABI)."""

@@ -2,7 +2,8 @@
 
 ``for i in parallel(min, extent): body`` becomes::
 
-    int64 pieces_taken[MAX_THREADS * 8] = {0};   // a counter per thread's share, a cache line each
+    int64 pieces_taken[MAX_THREADS * 8];         // a counter per thread's share, a cache line each
+    memset(pieces_taken, 0, min(omp_get_max_threads(), MAX_THREADS) * 64);
     struct {captured pointers and values; pieces_taken; min; extent} data = {...};
     GOMP_parallel(trampoline, &data, 0, 0);      // 0 threads: OMP_NUM_THREADS or all cores
 
@@ -120,7 +121,12 @@ def emit_parallel_for(e, loop: For) -> None:
         if e.piece_counters is None:  # (one slot for all of a kernel's parallel loops: they run in turn)
             e.piece_counters = e.entry_alloca(ctr_t, 64, "pieces")
         ctrs = e.piece_counters
-        llvm_intrinsic(b, "memset", [ctrs, ir.Constant(T.I8, 0), ir.Constant(T.I64, ctr_t.count * 8),
+        # zero the counters the team will use (a team has at most omp_get_max_threads() threads):
+        # on 2 cores 128 bytes a launch, not the whole slot's 4 KB
+        team = b.sext(b.call(declare(module, "omp_get_max_threads", T.I32, []), []), T.I64)
+        cap = ir.Constant(T.I64, MAX_THREADS)
+        team = b.select(b.icmp_signed("<", team, cap), team, cap)
+        llvm_intrinsic(b, "memset", [ctrs, ir.Constant(T.I8, 0), b.mul(team, ir.Constant(T.I64, COUNTER_STRIDE * 8)),
                                      ir.Constant(T.I1, 0)], ir.VoidType(), [T.PTR, T.I64])
         for i, v in enumerate([p for p, _ in ptrs] + [v for _, v in values] + [ctrs, lo64, ext64]):
             p = b.gep(slot, [ir.Constant(T.I32, 0), ir.Constant(T.I32, i)], inbounds=True,

@@ -16,7 +16,6 @@ an allocation that fails. Folded values become Constants without another copy.
 """
 from __future__ import annotations
 
-
 import numpy as np
 
 from ...loop import dtype as dt
