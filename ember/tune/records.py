@@ -24,7 +24,9 @@ _REQUIRED = ("workload", "target", "trace")
 class Record:
     """One candidate schedule of a workload, and what measuring it gave.
 
-    ``times`` are the measured seconds per repeat (empty when it failed); ``error`` is ``""``
+    ``times`` are seconds per call, one per timed batch (empty when it failed): as measured, or,
+    where the batches were timed beside the default schedule's, scaled by the pair's ratio to
+    the default's least time (:func:`ember.tune.tuner._comparable`); ``error`` is ``""``
     on success and otherwise says why it failed (``"crash: signal 11"``, ``"timeout: 10 s"``,
     ``"wrong: max diff 3.1"``, ``"build: ScheduleError ..."``). ``trace`` is the schedule as
     ``Trace.to_json()`` text and ``decisions`` the knob decisions that made it (a JSON object's

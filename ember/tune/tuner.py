@@ -18,6 +18,7 @@ import contextlib
 import dataclasses
 import json
 import math
+import statistics
 import sys
 import time
 
@@ -236,25 +237,27 @@ def tune(model, db, *, minutes: float = 8.0, cluster: str | None = None, target=
                         print(f"{s.task.name}: a measurement batch was lost ({type(e).__name__}: {e})", file=out)
                     records = []
                     again = results.pop() if len(results) > len(cands) else None
+                    default = s.candidate({})
+                    if again is not None and again.ok and default is not None:
+                        # the default, measured again: the least of its times is the baseline (on
+                        # a shared machine noise only ever adds time), and a record too
+                        s.default_time = again.median if s.default_time is None else min(s.default_time, again.median)
+                        if s.default_time < s.best_time:
+                            s.best_time, s.best = s.default_time, default.trace
+                        records.append(Record(s.task.workload, tname, again.trace or default.trace, again.decisions,
+                                              tuple(again.times), "", s.task.description,
+                                              json.dumps(default.features)))
                     for c, r in zip(cands, results):
-                        median = r.median if r is not None else math.inf
+                        times = _comparable(r, s.default_time)
+                        median = statistics.median(times) if times else math.inf
                         trace = r.trace if r is not None and r.trace else c.trace
                         s.record(c, median)
                         trials += 1
                         failures += r is None or not r.ok
                         cost.add(s.task.workload, trace, c.features, median)
                         records.append(Record(s.task.workload, tname, trace, r.decisions if r else c.decisions,
-                                              tuple(r.times) if r else (), (r.error if r else "lost") or "",
+                                              times, (r.error if r else "lost") or "",
                                               s.task.description, json.dumps(c.features)))
-                    if again is not None:  # the default, measured again: a record too
-                        default = s.candidate({})
-                        if again.ok and s.default_time is not None:
-                            s.default_time = min(s.default_time, again.median)
-                            if again.median < s.best_time:
-                                s.best_time, s.best = again.median, default.trace
-                            records.append(Record(s.task.workload, tname, again.trace or default.trace, again.decisions,
-                                                  tuple(again.times), "", s.task.description,
-                                                  json.dumps(default.features)))
                     database.add_all(records)
                     since_fit += len(cands)
                     if since_fit >= 16:
@@ -279,6 +282,18 @@ def tune(model, db, *, minutes: float = 8.0, cluster: str | None = None, target=
                for s in searches]
     return TuneReport(str(model), time.monotonic() - t_start, trials, failures, reports, curve, untuned,
                       transfer_samples, runner.where, check)
+
+
+def _comparable(r, default_time: float | None) -> tuple:
+    """A candidate's times as the tuner compares and records them: each batch's time over the
+    default's batch beside it, times the default's baseline time -- what the candidate takes
+    when the default takes its least time -- or the raw times where it was not timed beside
+    the default (a failure: empty)."""
+    if r is None or not r.ok:
+        return ()
+    if r.ratio is None or not default_time:
+        return tuple(r.times)
+    return tuple(default_time * t / b for t, b in zip(r.times, r.baseline))
 
 
 def _exhausted(s: TaskSearch) -> bool:
