@@ -240,12 +240,13 @@ def tune(model, db, *, minutes: float = 8.0, cluster: str | None = None, target=
                     default = s.candidate({})
                     if again is not None and again.ok and default is not None:
                         # the default, measured again: the least of its times is the baseline (on
-                        # a shared machine noise only ever adds time), and a record too
+                        # a shared machine noise only ever adds time), and a record too, on the
+                        # candidates' scale (paired with itself: the baseline, give or take noise)
                         s.default_time = again.median if s.default_time is None else min(s.default_time, again.median)
                         if s.default_time < s.best_time:
                             s.best_time, s.best = s.default_time, default.trace
                         records.append(Record(s.task.workload, tname, again.trace or default.trace, again.decisions,
-                                              tuple(again.times), "", s.task.description,
+                                              _comparable(again, s.default_time), "", s.task.description,
                                               json.dumps(default.features)))
                     for c, r in zip(cands, results):
                         times = _comparable(r, s.default_time)
