@@ -60,10 +60,7 @@ class Result:
 
     @property
     def median(self) -> float:
-        if not self.ok:
-            return float("inf")
-        t = sorted(self.times)
-        return t[len(t) // 2]
+        return _middle(self.times) if self.ok else float("inf")
 
     @property
     def ratio(self) -> float | None:
@@ -71,8 +68,13 @@ class Result:
         timed beside the default)."""
         if not self.ok or len(self.baseline) != len(self.times) or not all(b > 0 for b in self.baseline):
             return None
-        r = sorted(t / b for t, b in zip(self.times, self.baseline))
-        return r[len(r) // 2]
+        return _middle([t / b for t, b in zip(self.times, self.baseline)])
+
+
+def _middle(values) -> float:
+    """The upper median: a measured value, never an average of two."""
+    v = sorted(values)
+    return v[len(v) // 2]
 
 
 def _lock_file(which: str):
