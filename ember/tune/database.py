@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterable, Iterator
 
 from ..errors import TuneError
-from .records import SET_ASIDE, Record
+from .records import PASSED_OVER, SET_ASIDE, Record
 
 SCHEMA_VERSION = 1
 RECORDS_TABLE = "ember_tuning_records"
@@ -284,9 +284,10 @@ class Database:
 
     def _applicable(self, q, target: str):
         """``q`` (a select of the records table) narrowed to the records a compile may apply: ok,
-        and, for a workload with a set-aside trace (:mod:`ember.tune.in_model`: slower in the
-        model than the default), measured faster than that trace was."""
-        from sqlalchemy import and_, func, or_, select
+        not of a trace passed over in the model (it lost there to a runner-up), and, for a
+        workload with a set-aside trace (:mod:`ember.tune.in_model`: slower in the model than
+        the default), measured faster than that trace was."""
+        from sqlalchemy import and_, exists, func, not_, or_, select
 
         t = _tables()[1]
         aside = t.alias("aside")
@@ -295,8 +296,32 @@ class Database:
                                  aside.c.trace == t.c.trace))
                .where(t.c.target == target, t.c.median.is_not(None), aside.c.error.like(f"{SET_ASIDE}%"))
                .group_by(t.c.workload)).subquery()
+        over = t.alias("over")
+        passed = exists().where(over.c.workload == t.c.workload, over.c.target == t.c.target,
+                                over.c.trace == t.c.trace, over.c.error.like(f"{PASSED_OVER}%"))
         return (q.outerjoin(cut, cut.c.workload == t.c.workload)
-                .where(t.c.median.is_not(None), or_(cut.c.cut.is_(None), t.c.median < cut.c.cut)))
+                .where(t.c.median.is_not(None), or_(cut.c.cut.is_(None), t.c.median < cut.c.cut), not_(passed)))
+
+    def ranked_per_workload(self, target: str, k: int, workloads: Iterable[str] | None = None) -> dict[str, list[Record]]:
+        """``{workload: records}``: the ``k`` applicable traces of least median per workload (of
+        ``workloads`` if given), each its best record, best first (what the in-model check
+        compares: :mod:`ember.tune.in_model`). The first is :meth:`best_per_workload`'s."""
+        from sqlalchemy import select
+
+        t = _tables()[1]
+        q = self._applicable(self._where(select(t), target=target), target)
+        if workloads is not None:
+            q = q.where(t.c.workload.in_(list(workloads)))
+        out: dict[str, list[Record]] = {}
+        seen: set = set()
+        with self._begin() as conn:
+            for row in conn.execute(q.order_by(t.c.median, t.c.id)):
+                m = row._mapping
+                ranked = out.setdefault(m["workload"], [])
+                if len(ranked) < k and (m["workload"], m["trace"]) not in seen:
+                    seen.add((m["workload"], m["trace"]))
+                    ranked.append(_record_of(row))
+        return out
 
     def best(self, workload: str, target: str) -> Record | None:
         """The applicable record (:meth:`best_per_workload`) of lowest median for ``workload`` on
@@ -341,7 +366,8 @@ class Database:
     def best_per_workload(self, target: str) -> dict[str, Record]:
         """``{workload: best record}`` for every workload with an applicable record on ``target``,
         in one query (what a compile applies): the ok record of lowest median, among those
-        faster than any of the workload's traces set aside as slower in the model."""
+        faster than any of the workload's traces set aside as slower in the model and not of a
+        trace passed over there."""
         from sqlalchemy import func, select
 
         t = _tables()[1]

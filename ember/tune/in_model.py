@@ -1,18 +1,21 @@
 """Tuned kernels checked where they run: in the model, beside the rest of its kernels.
 
-A candidate is timed alone, its inputs hot in the caches and the machine to itself. In the
-model the kernel before it has just filled the caches with other data, so a schedule that won
-alone can lose in place (last seen: three tiny squeeze-excitation kernels of EfficientNet-B0,
-12-15 us each, 3-5 us slower in the model though faster alone). After a tuning run the
-untuned and the tuned model are profiled in one process, alternately, each kernel call's least
-time kept; a tuned kernel slower in place than its default by more than ``margin`` gets a
-*set-aside* record for its trace. A compile then applies only records measured faster than
-the set-aside one (:meth:`~ember.tune.database.Database.best_per_workload`): the default,
-unless later tuning finds better. Each profile is sorted by where the cores were
-(:mod:`ember.runtime.placement`: a shared VM's two vCPUs sharing an L3 or not), and a tuned
-kernel slower than its default in any placement seen is set aside. Where the cores cannot be
-seen, a check whose untuned kernels run far off their time at the start of tuning sets nothing
-aside (the machine in another state).
+A candidate is timed alone, on inputs that stand in for the model's. In the model the kernel
+before it has just left its output in the caches (in the other core's, for the half it
+wrote), so a schedule that won alone can lose in place (last seen: ResNet-50's 14x14 3x3 conv,
+1.22x faster than its default alone, cold and paired, 0.78x in the model). After a tuning run
+the untuned model and ``k`` tuned ones -- the first with each workload's best record alone,
+the second with its runner-up, and so on -- are profiled in one process, alternately, each
+kernel call's least time kept. Per workload the candidate least slow in place against its
+default is kept (the best alone, or a runner-up: the ones ranked above it alone get a
+*passed-over* record, and a compile applies it); where none of the ``k`` beats the default by
+``margin``, the best alone gets a *set-aside* record, and a compile applies only records
+measured faster than it (:meth:`~ember.tune.database.Database.best_per_workload`): the
+default, unless later tuning finds better. Each profile is sorted by where the cores were
+(:mod:`ember.runtime.placement`: a shared VM's two vCPUs sharing an L3 or not), and a
+candidate's figure is its worst over the placements seen. Where the cores cannot be seen, a
+check whose untuned kernels run far off their time at the start of tuning records nothing
+(the machine in another state).
 """
 from __future__ import annotations
 
@@ -20,22 +23,25 @@ import dataclasses
 import math
 from typing import Sequence
 
-from .records import SET_ASIDE, Record
+from .records import PASSED_OVER, SET_ASIDE, Record
 from .workload import target_name, workload_key
 
-__all__ = ["SET_ASIDE", "InModel", "InModelCheck", "check_in_model", "time_in_place"]
+__all__ = ["PASSED_OVER", "SET_ASIDE", "InModel", "InModelCheck", "check_in_model", "time_in_place"]
 
 
 @dataclasses.dataclass(frozen=True)
 class InModel:
     """One tuned kernel timed in place: its calls' least times in one run, untuned and tuned,
     per placement of the cores the check ran in (``times``: ``(where, untuned s, tuned s)``;
-    ``where`` is ``"near"``, ``"far"`` or ``""`` where unknown, see :mod:`ember.runtime.placement`)."""
+    ``where`` is ``"near"``, ``"far"`` or ``""`` where unknown, see :mod:`ember.runtime.placement`),
+    for the candidate that fared best there: the ``rank``-th best alone of the ``tried``."""
 
     name: str
     workload: str
     times: tuple
     kept: bool
+    rank: int = 1
+    tried: int = 1
 
     def _worst(self) -> tuple:
         return max(self.times, key=lambda t: t[2] / t[1] if t[1] > 0 else math.inf)
@@ -75,11 +81,11 @@ class InModelCheck:
         return self.placed[0][3] if self.placed else math.nan
 
     def kept_in(self, where: str) -> float:
-        """The tuned model's kernels in place in one placement, the set-aside ones back at
-        their default."""
-        for w, _, _, tuned in self.placed:
+        """The model's kernels in place in one placement with the kept candidates: the untuned
+        ones, less what each kept candidate saved there."""
+        for w, _, untuned, _ in self.placed:
             if w == where:
-                return tuned - sum(t - u for r in self.rows if not r.kept for w2, u, t in r.times if w2 == where)
+                return untuned - sum(u - t for r in self.rows if r.kept for w2, u, t in r.times if w2 == where)
         return math.nan
 
     @property
@@ -93,8 +99,10 @@ class InModelCheck:
         per = "; ".join(f"{(w + ' (' + str(n) + ' rounds)') if w else ''}{': ' if w else ''}"
                         f"{u * 1e3:.2f} -> {self.kept_in(w) * 1e3:.2f} ms ({u / self.kept_in(w):.2f}x)"
                         for w, n, u, _ in self.placed)
+        up = sum(1 for r in self.rows if r.kept and r.rank > 1)
         line = (f"in the model (kernels timed in place, least times{', by placement of the cores' if len(self.placed) > 1 else ''}): "
-                f"{per}; {len(self.rows) - len(aside)} tuned kernel(s) kept")
+                f"{per}; {len(self.rows) - len(aside)} tuned kernel(s) kept"
+                + (f" ({up} of them a runner-up: the best alone lost to it in place)" if up else ""))
         if aside:
             line += (f", {len(aside)} set aside, slower there than their default: "
                      + ", ".join(f"{r.name} {r.tuned * 1e6:.1f} vs {r.untuned * 1e6:.1f} us"
@@ -149,57 +157,88 @@ def _rounds_by_placement(exes: Sequence, inputs: list, rounds: int, start: float
 
 def check_in_model(model, database, untuned_exe, target, *, input_shapes=None, rounds: int = 4,
                    margin: float = 0.03, baseline: float | None = None, tolerance: float = 0.1,
-                   round_trip: float | None = None) -> InModelCheck:
-    """The kernels that ``database``'s best records schedule, timed in place in ``model`` against
-    ``untuned_exe`` (static kernels); the records of those slower than their default by more
-    than ``margin`` in any placement of the cores the check saw are set aside.
+                   round_trip: float | None = None, k: int = 3, defaults: dict | None = None) -> InModelCheck:
+    """The ``k`` best candidates alone of each workload in ``database``, timed in place in
+    ``model`` against ``untuned_exe`` (static kernels); per workload the one least slow there
+    than its default, in the worst placement of the cores seen, is kept, and recorded so that a
+    compile applies it (the ones ranked above it alone are passed over); where none beats the
+    default by ``margin`` the best alone is set aside (the module docstring).
+    ``defaults``: ``{workload: the default schedule's trace}``; a candidate no faster alone than
+    the default, and those after it, are not tried.
 
     A shared VM moves its vCPUs between sharing an L3 and not (:mod:`ember.runtime.placement`;
     the 2-core VM these figures come from: EfficientNet-B0 untuned at 7.0 or 9.0 ms), and
     schedules tuned in one placement can lose in the other (measured: the same database's
     tuned kernels 1.08x faster in the model in one, 0.90x in the other, some of them 0.6x).
-    Each round is sorted by where the cores were, and a tuned kernel is kept only where it is
-    not slower in any placement seen: a tuned model should not lose to the untuned one on the
-    machine it was tuned on, whichever way the machine is placed.
+    Each round is sorted by where the cores were, and a candidate is judged by its worst
+    placement: a tuned model should not lose to the untuned one on the machine it was tuned
+    on, whichever way the machine is placed.
 
     ``round_trip``: the cores' round trip when tuning began
     (:func:`~ember.runtime.placement.core_round_trip_ns`), where they could be seen. Where they
     could not (one core, no probe), ``baseline``, the untuned kernels' seconds when tuning
     began, stands in: when the check finds them off it by more than ``tolerance``, the machine
-    is in another state, nothing is set aside and ``note`` says why (``""`` otherwise)."""
+    is in another state, nothing is recorded and ``note`` says why (``""`` otherwise)."""
     from ..compiler.compile import compile_model
     from ..compiler.generic import generic_kernels
     from .tasks import random_inputs
 
     tname = target_name(target)
-    best = database.best_per_workload(tname)
-    with generic_kernels("none"):
-        tuned_exe = compile_model(model, target, input_shapes=input_shapes, tuning_db=best)
-    names = set(getattr(tuned_exe, "tuned_kernels", ()))
-    if not names or len(tuned_exe.kernel_calls) != len(untuned_exe.kernel_calls):
+    ranked = database.ranked_per_workload(tname, k)
+    for w, recs in ranked.items():
+        cut = [i for i, r in enumerate(recs) if defaults and r.trace == defaults.get(w)]
+        ranked[w] = recs[:cut[0]] if cut else recs
+    variants = []  # (executable, {kernel name: workload}) of the j-th best per workload
+    for j in range(max((len(r) for r in ranked.values()), default=0)):
+        chosen = {w: recs[j] for w, recs in ranked.items() if len(recs) > j}
+        with generic_kernels("none"):
+            exe = compile_model(model, target, input_shapes=input_shapes, tuning_db=chosen)
+        names = set(getattr(exe, "tuned_kernels", ()))
+        if not names or len(exe.kernel_calls) != len(untuned_exe.kernel_calls):
+            break
+        variants.append((exe, {g: workload_key(fn, target) for g, fn in exe.groups if g in names}))
+    if not variants:
         return InModelCheck()
-    workload_of = {g: workload_key(fn, target) for g, fn in tuned_exe.groups if g in names}
-    by_where = _rounds_by_placement([untuned_exe, tuned_exe], random_inputs(untuned_exe), rounds, round_trip)
-    per: dict = {}  # workload -> [name, {where: [untuned s, tuned s]}]
+    by_where = _rounds_by_placement([untuned_exe] + [e for e, _ in variants], random_inputs(untuned_exe), rounds,
+                                    round_trip)
+    per: dict = {}  # workload -> [name, {rank: {where: [untuned s, tuned s]}}]
     placed = []
-    for where, ((untuned, tuned), n) in by_where.items():
-        for i, (name, t) in tuned.items():
-            if name in workload_of and i in untuned:
-                acc = per.setdefault(workload_of[name], [name, {}])[1].setdefault(where, [0.0, 0.0])
-                acc[0] += untuned[i][1]
-                acc[1] += t
-        placed.append((where, n, sum(v[1] for v in untuned.values()), sum(v[1] for v in tuned.values())))
+    for where, (leasts, n) in by_where.items():
+        untuned = leasts[0]
+        for rank, ((_, workload_of), tuned) in enumerate(zip(variants, leasts[1:]), 1):
+            for i, (name, t) in tuned.items():
+                if name in workload_of and i in untuned:
+                    entry = per.setdefault(workload_of[name], [name, {}])
+                    acc = entry[1].setdefault(rank, {}).setdefault(where, [0.0, 0.0])
+                    acc[0] += untuned[i][1]
+                    acc[1] += t
+        placed.append((where, n, sum(v[1] for v in untuned.values()), sum(v[1] for v in leasts[1].values())))
     placed.sort(key=lambda p: -p[1])
-    rows, set_aside = [], []
-    for w, (name, times) in per.items():
-        kept = all(t <= u * (1 + margin) for u, t in times.values())
-        rows.append(InModel(name, w, tuple((k, u, t) for k, (u, t) in times.items()), kept))
-        rec = best.get(w)
-        if not kept and rec is not None:
-            worst = rows[-1]
-            set_aside.append(Record(w, tname, rec.trace, rec.decisions, (),
-                                    f"{SET_ASIDE}: {worst.tuned * 1e6:.1f} us a run against {worst.untuned * 1e6:.1f} us "
-                                    f"untuned" + (f" (cores {worst.where})" if worst.where else ""), rec.task))
+    rows, verdicts = [], []
+    for w, (name, by_rank) in per.items():
+        seen = {where for times in by_rank.values() for where in times}
+
+        def worst(rank):  # (a candidate missing from a placement seen is not judged there)
+            times = by_rank[rank]
+            return max(t / u if u > 0 else math.inf for u, t in times.values()) if times.keys() == seen else math.inf
+
+        rank = min(by_rank, key=lambda r: (worst(r), r))
+        kept = worst(rank) <= 1 + margin
+        row = InModel(name, w, tuple((x, u, t) for x, (u, t) in by_rank[rank].items()), kept, rank, len(by_rank))
+        rows.append(row)
+        recs = ranked[w]
+        if kept:
+            verdicts += [Record(w, tname, r.trace, r.decisions, (),
+                                f"{PASSED_OVER}: its rank {i + 1} alone lost to rank {rank}'s in place "
+                                f"({row.tuned * 1e6:.1f} us a run, untuned {row.untuned * 1e6:.1f})"
+                                + (f" (cores {row.where})" if row.where else ""), r.task)
+                         for i, r in enumerate(recs[:rank - 1])]
+        else:
+            verdicts.append(Record(w, tname, recs[0].trace, recs[0].decisions, (),
+                                   f"{SET_ASIDE}: {row.tuned * 1e6:.1f} us a run against {row.untuned * 1e6:.1f} us "
+                                   f"untuned" + (f" (cores {row.where})" if row.where else "")
+                                   + (f", the least slow of its {len(by_rank)} best alone" if len(by_rank) > 1 else ""),
+                                   recs[0].task))
     note = ""
     for where, n, u, _ in placed:
         # (where the cores can be seen, the rounds compare tuned and untuned within each
@@ -208,10 +247,11 @@ def check_in_model(model, database, untuned_exe, target, *, input_shapes=None, r
         # 8.94 ms against 7.81 in the same placement, and would have kept a set that loses 6%)
         if baseline and round_trip is None and abs(u / baseline - 1) > tolerance:
             note = (f"the untuned kernels took {u * 1e3:.2f} ms here against {baseline * 1e3:.2f} ms when "
-                    f"tuning began: the machine is in another state, so nothing was set aside (check again "
+                    f"tuning began: the machine is in another state, so nothing was recorded (check again "
                     f"later: ember tune ... --minutes 0)")
-    if note:
-        rows = [dataclasses.replace(r, kept=True) for r in rows]
+    if note:  # (as a compile applies them now: each workload's best alone)
+        rows = [dataclasses.replace(r, kept=True, rank=1, times=tuple((x, u, t) for x, (u, t) in per[r.workload][1][1].items()))
+                if 1 in per[r.workload][1] else dataclasses.replace(r, kept=True) for r in rows]
     else:
-        database.add_all(set_aside)
+        database.add_all(verdicts)
     return InModelCheck(tuple(sorted(rows, key=lambda r: -r.untuned)), tuple(placed), note)

@@ -16,6 +16,9 @@ from ..errors import TuneError
 # the error text of a record that sets its trace aside: slower in the model than the default
 # schedule, though it won alone (ember.tune.in_model)
 SET_ASIDE = "slower in the model"
+# the error text of a record that passes over its trace alone: in the model it lost to a
+# runner-up of the same workload, which is applied instead (ember.tune.in_model)
+PASSED_OVER = "passed over in the model"
 _TEXT_FIELDS = ("workload", "target", "trace", "decisions", "error", "task", "features", "ember_version")
 _REQUIRED = ("workload", "target", "trace")
 

@@ -276,8 +276,9 @@ def tune(model, db, *, minutes: float = 8.0, cluster: str | None = None, target=
             from .in_model import check_in_model
 
             print("checking the tuned kernels in the model ...", file=out, flush=True)
+            defaults = {s.task.workload: d.trace for s in searches if (d := s.candidate({})) is not None}
             check = check_in_model(model, database, exe, target, input_shapes=input_shapes,
-                                   baseline=untuned or None, round_trip=start_trip)
+                                   baseline=untuned or None, round_trip=start_trip, defaults=defaults)
     reports = [TaskReport(s.task.name, s.task.workload, s.task.description, s.task.weight, s.default_time or math.inf,
                           s.best_time, s.trials, s.failures, _first_improvement(s), list(s.history))
                for s in searches]

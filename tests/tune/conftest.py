@@ -9,6 +9,8 @@ refuses root). Without the binaries the fixture fails, saying what to install.
 ``postgres_schema_url`` (per test): the same database with a fresh schema first on the
 search path, dropped after the test, so that every test starts from empty tables (and a shared
 server given by the environment keeps nothing).
+
+``small_model`` (session): a two-task ONNX model the tuner's tests tune.
 """
 from __future__ import annotations
 
@@ -149,3 +151,24 @@ def postgres_schema_url(postgres_url):
     finally:
         with psycopg.connect(plain, autocommit=True, connect_timeout=10) as conn:
             conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+@pytest.fixture(scope="session")
+def small_model(tmp_path_factory):
+    """A 3x3 conv, a ReLU, a 1x1 conv and a residual add (two tasks to tune), as an ONNX file."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    w1 = numpy_helper.from_array(rng.standard_normal((32, 16, 3, 3)).astype(np.float32) * 0.1, "w1")
+    w2 = numpy_helper.from_array(rng.standard_normal((32, 32, 1, 1)).astype(np.float32) * 0.1, "w2")
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2"], ["c2"]),
+             helper.make_node("Add", ["c2", "r1"], ["y"])]
+    g = helper.make_graph(nodes, "small", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 28, 28])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32, 28, 28])], [w1, w2])
+    path = tmp_path_factory.mktemp("tune") / "small.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return str(path)

@@ -12,7 +12,7 @@ import pytest
 import ember
 from ember.errors import EmberError, TuneError
 from ember.tune.database import Database, open_database
-from ember.tune.records import SET_ASIDE, Record
+from ember.tune.records import PASSED_OVER, SET_ASIDE, Record
 
 T = "llvm -mcpu=znver3"
 
@@ -315,3 +315,22 @@ def test_paths_and_urls_of_sqlite(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with open_database("rel.db") as d:
         assert os.path.exists(tmp_path / "rel.db") and d.count() == 0
+
+
+def test_passed_over_traces_and_the_ranked_candidates(db):
+    """A trace passed over in the model (it lost there to a runner-up) is not applied, nor
+    ranked; the runner-up is, though slower alone. The ranking: distinct traces, least median
+    first, applicable ones only."""
+    db.add_all([rec("wa", trace="[1]", times=(1.0,)), rec("wa", trace="[2]", times=(2.0,)),
+                rec("wa", trace="[1]", times=(1.5,)), rec("wa", trace="[3]", times=(3.0,)),
+                rec("wa", trace="[4]", times=(), error="wrong: max diff 3.1"),
+                rec("wb", trace="[1]", times=(1.0,)), rec("wa", trace="[0]", times=(0.5,), target="cuda")])
+    ranked = db.ranked_per_workload(T, 2)
+    assert {w: [r.trace for r in rs] for w, rs in ranked.items()} == {"wa": ["[1]", "[2]"], "wb": ["[1]"]}
+    assert ranked["wa"][0].median == 1.0 and list(db.ranked_per_workload(T, 5, workloads=["wb"])) == ["wb"]
+    db.add(rec("wa", trace="[1]", times=(), error=f"{PASSED_OVER}: its rank 1 alone lost to rank 2's in place"))
+    assert db.best_per_workload(T)["wa"].trace == "[2]" and db.best("wa", T).trace == "[2]"
+    assert [r.trace for r in db.ranked_per_workload(T, 5)["wa"]] == ["[2]", "[3]"]
+    assert db.best_per_workload("cuda")["wa"].trace == "[0]"
+    db.add(rec("wa", trace="[2]", times=(), error=f"{SET_ASIDE}: 12.0 us a run against 10.0 us untuned"))
+    assert "wa" not in db.best_per_workload(T) and "wa" not in db.ranked_per_workload(T, 5)

@@ -5,30 +5,11 @@ import math
 import os
 
 import numpy as np
-import onnx
-import pytest
-from onnx import TensorProto, helper, numpy_helper
 
 import ember
 from ember.tune.cost_model import CostModel
 from ember.tune.database import open_database
 from ember.tune.tuner import tune
-
-
-@pytest.fixture(scope="module")
-def small_model(tmp_path_factory):
-    rng = np.random.default_rng(0)
-    w1 = numpy_helper.from_array(rng.standard_normal((32, 16, 3, 3)).astype(np.float32) * 0.1, "w1")
-    w2 = numpy_helper.from_array(rng.standard_normal((32, 32, 1, 1)).astype(np.float32) * 0.1, "w2")
-    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
-             helper.make_node("Relu", ["c1"], ["r1"]),
-             helper.make_node("Conv", ["r1", "w2"], ["c2"]),
-             helper.make_node("Add", ["c2", "r1"], ["y"])]
-    g = helper.make_graph(nodes, "small", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 28, 28])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32, 28, 28])], [w1, w2])
-    path = tmp_path_factory.mktemp("tune") / "small.onnx"
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
-    return str(path)
 
 
 def _pairs(db):
@@ -159,21 +140,3 @@ def test_tune_on_a_local_dask_cluster(small_model, tmp_path):
     rep = tune(small_model, str(tmp_path / "d.db"), minutes=0.1, cluster="local", workers=2, batch=4,
                progress=False)
     assert rep.trials >= 4 and "Dask" in rep.where
-
-
-def test_the_in_model_figures_per_placement_of_the_cores():
-    """A tuned kernel's figures in each placement the check saw; its row shows the placement
-    where it fared worst, and each placement's kept figure puts the set-aside ones back."""
-    from ember.tune.in_model import InModel, InModelCheck
-
-    a = InModel("conv_a", "wa", (("near", 100e-6, 90e-6), ("far", 120e-6, 150e-6)), kept=False)
-    b = InModel("conv_b", "wb", (("near", 50e-6, 40e-6), ("far", 60e-6, 55e-6)), kept=True)
-    assert (a.where, a.untuned, a.tuned) == ("far", 120e-6, 150e-6)
-    assert (b.where, b.untuned, b.tuned) == ("far", 60e-6, 55e-6)  # (0.92 of its default there, 0.80 near)
-    check = InModelCheck((a, b), (("near", 3, 1e-3, 0.98e-3), ("far", 1, 1.3e-3, 1.33e-3)))
-    assert (check.untuned, check.tuned) == (1e-3, 0.98e-3)
-    assert abs(check.kept_in("near") - 0.99e-3) < 1e-12  # conv_a back at its default there
-    assert abs(check.kept_in("far") - 1.30e-3) < 1e-12
-    text = check.summary()
-    assert "near (3 rounds): 1.00 -> 0.99 ms (1.01x); far (1 rounds): 1.30 -> 1.30 ms (1.00x)" in text
-    assert "1 set aside, slower there than their default: conv_a 150.0 vs 120.0 us (far)" in text
