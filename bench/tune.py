@@ -113,6 +113,7 @@ def main(argv=None) -> int:
     p.add_argument("--cluster", default=None, help="as ember tune --cluster (default: a local Dask cluster)")
     p.add_argument("--no-transfer", action="store_true")
     p.add_argument("--any-partition", action="store_true", help="as ember tune --any-partition")
+    p.add_argument("--alone", action="store_true", help="as ember tune --alone: candidates timed alone")
     p.add_argument("--plot", metavar="FILE.png")
     p.add_argument("--skip-tune", action="store_true", help="only time and check an existing --db")
     a = p.parse_args(argv)
@@ -128,7 +129,7 @@ def main(argv=None) -> int:
     db = a.db or os.path.join(tmp, "tuning.db")
     if not a.skip_tune:
         report = tune(path, db, minutes=a.minutes, cluster=a.cluster, transfer=not a.no_transfer, progress=False,
-                      keep_partition=not a.any_partition)
+                      keep_partition=not a.any_partition, in_place=not a.alone)
         print(report.table())
         print(f"\ntrials per minute: {report.trials_per_minute:.0f} (TVM MetaSchedule, the issue's anchor: ~14)")
         print("\ntuning curve (estimated latency from the tasks' measured bests):")

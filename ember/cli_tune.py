@@ -14,14 +14,15 @@ how it works:
   register blocks, reduction chunks, GEMM tiles, ...) is a task, weighted by its share of the
   model's time. An evolutionary search proposes candidate schedules, a LightGBM cost model
   (trained on the database's records, other models' included) ranks them, and the best are
-  built and timed in isolated worker processes (a candidate that crashes, hangs or computes a
-  wrong answer is recorded as failed). Every measurement is a record in the database; tuning
-  again resumes from it, and a compile applies the best record of each kernel. At the end the
-  tuned kernels are timed in the model beside the others (a kernel that won alone can lose in
-  place, its caches filled by the kernel before it): those slower there than their default are
-  set aside, and compiles keep the default for them until tuning finds better. (Unless the
-  untuned kernels run more than 10% off their time when tuning began: a shared machine then
-  is in another state, and nothing is set aside.)
+  built and checked in isolated worker processes (a candidate that crashes, hangs or computes
+  a wrong answer is recorded as failed), then timed in the model: the untuned model runs with
+  the candidate in its task's calls, beside runs with the default (--alone: the kernel by
+  itself). Every measurement is a record in the database; tuning again resumes from it, and a
+  compile applies the best record of each kernel. At the end each kernel's three best are
+  timed in the model beside the others, and the one least slow there against the default is
+  kept (a runner-up can beat the best); where none beats the default, the default stays
+  until tuning finds better. (Unless the untuned kernels run more than 10% off their time
+  when tuning began: a shared machine then is in another state, and nothing is recorded.)
 
 examples:
   ember tune model.onnx --minutes 8 --db tuning.db
@@ -61,6 +62,11 @@ def tune_main(argv) -> int:
                         "(rows for channel blocks): off by default, as a kernel timed alone cannot show what "
                         "reading its input from the other cores' caches costs in the model, which on chiplet "
                         "CPUs and VMs whose cores share no L3 is often more than the schedule gains")
+    p.add_argument("--alone", action="store_true",
+                   help="time candidates alone, not in the model: by default each batch runs in the untuned "
+                        "model (exported once to a temporary file) with the candidate in its task's calls, since a "
+                        "kernel's inputs come from the kernel before it there, and that changes which schedule wins "
+                        "(a remote --cluster's workers, which cannot load that file, time alone)")
     p.add_argument("--max-tasks", type=int, default=None, metavar="N", help="tune only the N heaviest tasks")
     p.add_argument("--only", action="append", metavar="TEXT",
                    help="tune only the tasks whose description (ops and output shape, as the table shows "
@@ -92,7 +98,7 @@ def tune_main(argv) -> int:
     report = tune(path, args.db, minutes=args.minutes, cluster=args.cluster, target=args.target,
                   batch=args.batch, workers=args.workers, timeout=args.timeout, transfer=not args.no_transfer,
                   max_tasks=args.max_tasks, input_shapes=_shapes(args.input_shape), validate=not args.no_check,
-                  keep_partition=not args.any_partition, only=(lambda t: any(x in t.description for x in args.only)) if args.only else None)
+                  keep_partition=not args.any_partition, in_place=not args.alone, only=(lambda t: any(x in t.description for x in args.only)) if args.only else None)
     print(report.table())
     if args.curve:
         with open(args.curve, "w") as fh:

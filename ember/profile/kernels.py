@@ -191,6 +191,32 @@ def _peaks(target) -> tuple:
 _PEAKS: dict = {}
 
 
+def time_calls(exe, bound: list, layout, calls: Optional[list] = None) -> list:
+    """One run of ``exe``'s single-phase program (inputs ``bound``, laid out as ``layout``),
+    each kernel call timed on its own: ``[(start, seconds), ...]`` in program order.
+    ``calls``: the program's ``(kernel, argument slots)`` to run instead of its own (the tuner
+    times a candidate kernel in place this way, :mod:`ember.tune.in_place`)."""
+    calls = exe._calls if calls is None else calls
+    clock = time.perf_counter
+    out = [(0.0, 0.0)] * len(calls)
+
+    def run() -> None:
+        with exe._pool.run() as state:  # an arena of its own: other threads may be running exe
+            vals = exe._values(state, bound, layout)
+            for i, (kernel, args) in enumerate(calls):
+                # gathered outside the timed region
+                a = [vals[x] for x in args] + list(explicit_sizes(kernel, layout.scalars[i]))
+                t0 = clock()
+                kernel(*a)
+                out[i] = (t0, clock() - t0)
+
+    # on a lane, as exe.run runs: kernels called from this thread would make it a second
+    # OpenMP team, and with more team threads than cores libgomp puts its workers to sleep
+    # after every parallel region (EfficientNet-B0: every kernel timed ~2x slow)
+    LANES.execute(exe._pool.threads_per_run, run)
+    return out
+
+
 def profile_kernels(exe, inputs: Sequence = (), *, warmup: int = 3, repeat: int = 10,
                     named: Optional[dict] = None, peak_gflops: Optional[float] = None,
                     peak_gbps: Optional[float] = None, model: str = "model") -> KernelProfile:
@@ -218,26 +244,13 @@ def profile_kernels(exe, inputs: Sequence = (), *, warmup: int = 3, repeat: int 
         return _profile_phases(exe, inputs, named, warmup, repeat, peak_gflops, peak_gbps, model)
     layout = exe._layout(bound)
 
-    def timed_run(r: int) -> None:
-        total = 0.0
-        with exe._pool.run() as state:  # an arena of its own: other threads may be running exe
-            vals = exe._values(state, bound, layout)
-            for i, (kernel, args) in enumerate(calls):
-                # gathered outside the timed region
-                a = [vals[x] for x in args] + list(explicit_sizes(kernel, layout.scalars[i]))
-                t0 = clock()
-                kernel(*a)
-                dt = clock() - t0
-                times[i].append(dt)
-                events.append((r, i, t0 - origin, dt))
-                total += dt
-        sums.append(total)
-
     for r in range(repeat):
-        # on a lane, as exe.run runs: kernels called from this thread would make it a second
-        # OpenMP team, and with more team threads than cores libgomp puts its workers to sleep
-        # after every parallel region (EfficientNet-B0: every kernel timed ~2x slow)
-        LANES.execute(exe._pool.threads_per_run, lambda: timed_run(r))
+        total = 0.0
+        for i, (t0, dt) in enumerate(time_calls(exe, bound, layout)):
+            times[i].append(dt)
+            events.append((r, i, t0 - origin, dt))
+            total += dt
+        sums.append(total)
         t0 = clock()
         exe.run(*inputs, **named)
         plain.append(clock() - t0)
@@ -314,4 +327,4 @@ def _profile_phases(exe, inputs, named, warmup, repeat, peak_gflops, peak_gbps, 
                          events=events, model=model, run_sums=sums, plain_runs=plain)
 
 
-__all__ = ["KernelProfile", "KernelRow", "profile_kernels"]
+__all__ = ["KernelProfile", "KernelRow", "profile_kernels", "time_calls"]

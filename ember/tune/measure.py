@@ -53,6 +53,7 @@ class Result:
     error: str = ""
     build_seconds: float = 0.0
     baseline: tuple = ()  # the default schedule's times, each batch beside the same one of ``times``
+    where: str = ""  # "in place" where timed in the model (ember.tune.in_place), "" alone
 
     @property
     def ok(self) -> bool:
@@ -132,17 +133,20 @@ class Measurer:
         self.repeat = repeat
         self.batch_seconds = batch_seconds
 
-    def measure(self, builder, target_spec: str, candidates: Sequence[dict]) -> list:
-        """One :class:`Result` per candidate (decision dicts), in order."""
+    def measure(self, builder, target_spec: str, candidates: Sequence[dict], place=None) -> list:
+        """One :class:`Result` per candidate (decision dicts), in order; timed in the model
+        where ``place`` (an :class:`~ember.tune.in_place.InPlace`) is given and here."""
         results: dict = {}
         pending = list(range(len(candidates)))
+        if place is not None and not place.available():
+            place = None  # (a remote worker without the model's library: timed alone)
         while pending:
-            self._run_child(builder, target_spec, candidates, pending, results)
+            self._run_child(builder, target_spec, candidates, pending, results, place)
         return [results[i] for i in range(len(candidates))]
 
-    def _run_child(self, builder, target_spec, candidates, pending: list, results: dict) -> None:
+    def _run_child(self, builder, target_spec, candidates, pending: list, results: dict, place=None) -> None:
         job = pickle.dumps({"builder": builder, "target": target_spec, "repeat": self.repeat,
-                            "batch_seconds": self.batch_seconds,
+                            "batch_seconds": self.batch_seconds, "place": place,
                             "candidates": [(i, candidates[i]) for i in pending]})
         env = dict(os.environ)
         env.pop("PYTHONDONTWRITEBYTECODE", None)
@@ -203,7 +207,8 @@ class Measurer:
                         elif msg["event"] == "result":
                             i = msg["i"]
                             results[i] = Result(msg["decisions"], msg["trace"], tuple(msg["times"]), msg["error"],
-                                                msg["build_seconds"], tuple(msg.get("baseline", ())))
+                                                msg["build_seconds"], tuple(msg.get("baseline", ())),
+                                                msg.get("where", ""))
                             pending.remove(i)
                             current = None
                         elif msg["event"] == "reference_error":
@@ -278,10 +283,48 @@ def _timed(kernel, ptr_sets: list, repeat: int, batch_seconds: float, ref=None) 
     return times, baseline
 
 
+def _timed_in_place(timer, ref, held: list, repeat: int, emit) -> None:
+    """Time the built candidates ``held`` (``(message, kernel)``) in the model (``timer``: a
+    :class:`~ember.tune.in_place.PlaceTimer`): ``repeat`` rounds, each one run of the model per
+    candidate and one with the default ``ref`` first (then last: ABBA over the rounds); each
+    message gets its times and the default's of the same rounds."""
+    for msg, kernel in [({"i": None}, ref)] + held:  # (warm-up: each kernel's code, the model's data)
+        if msg["i"] is not None:
+            emit({"event": "start", "i": msg["i"]})
+        timer.time(kernel)
+    for msg, _ in held:
+        msg["times"], msg["baseline"], msg["where"] = [], [], "in place"
+    for r in range(repeat):
+        base = timer.time(ref) if r % 2 == 0 else None
+        for msg, kernel in (held if r % 2 == 0 else held[::-1]):
+            emit({"event": "start", "i": msg["i"]})  # (a crash here is this candidate's)
+            msg["times"].append(timer.time(kernel))
+        base = timer.time(ref) if base is None else base
+        for msg, _ in held:
+            msg["baseline"].append(base)
+
+
+def _place_timer(place, ref_kernel):
+    """A :class:`~ember.tune.in_place.PlaceTimer` for ``place``, or None where the task is
+    timed alone (no place given, or the model's kernel is not the task's)."""
+    if place is None:
+        return None
+    from ..errors import TuneError
+    from .in_place import PlaceTimer
+
+    try:
+        timer = PlaceTimer(place)
+    except TuneError:  # (a program run in phases, a kernel not in it)
+        return None
+    return timer if timer.fits(ref_kernel) else None
+
+
 def measure_in_process(builder, target, candidates: Sequence, repeat: int = 7, batch_seconds: float = 0.002,
-                       emit=None) -> list:
+                       emit=None, place=None) -> list:
     """Build and time ``candidates`` (``(index, decisions)``) here, against the default
-    schedule's output; ``emit(message)`` gets the protocol's messages."""
+    schedule's output; ``emit(message)`` gets the protocol's messages. ``place``: an
+    :class:`~ember.tune.in_place.InPlace` to time them in the model (after all are built and
+    checked), not alone."""
     import numpy as np
 
     from ..runtime import ndarray
@@ -300,11 +343,12 @@ def measure_in_process(builder, target, candidates: Sequence, repeat: int = 7, b
         ref_kernel, _, _ = _build(builder, target, {})
         ref_kernel(*arrays)
         ref = [a.copy() for a in arrays[-n_out:]]
+        timer = _place_timer(place, ref_kernel)
     except Exception as e:  # noqa: BLE001  (any failure of the reference ends this task's measurements)
         emit({"event": "reference_error", "error": f"{type(e).__name__}: {e}"})
         return []
     emit({"event": "ready"})
-    out = []
+    out, held = [], []
     for i, values in candidates:
         emit({"event": "start", "i": i})
         t0 = time.perf_counter()
@@ -325,6 +369,9 @@ def measure_in_process(builder, target, candidates: Sequence, repeat: int = 7, b
                     worst = max(worst, diff if np.isfinite(diff) else float("inf"))
             if worst:
                 msg["error"] = f"wrong: max difference {worst:.3g} from the default schedule's output"
+            elif timer is not None:
+                held.append((msg, kernel))
+                continue
             else:
                 with timing():
                     msg["times"], msg["baseline"] = _timed(kernel, ptr_sets, repeat, batch_seconds, ref_kernel)
@@ -332,6 +379,12 @@ def measure_in_process(builder, target, candidates: Sequence, repeat: int = 7, b
             msg["error"] = f"build: {type(e).__name__}: {str(e)[:300]}"
         emit(msg)
         out.append(msg)
+    if held:
+        with timing():
+            _timed_in_place(timer, ref_kernel, held, repeat, emit)
+        for msg, _ in held:
+            emit(msg)
+            out.append(msg)
     return out
 
 
@@ -346,7 +399,8 @@ def _child_main() -> None:
     def emit(m):
         out.write(json.dumps(m) + "\n")
         out.flush()
-    measure_in_process(job["builder"], target, job["candidates"], job["repeat"], job["batch_seconds"], emit)
+    measure_in_process(job["builder"], target, job["candidates"], job["repeat"], job["batch_seconds"], emit,
+                       job.get("place"))
 
 
 if __name__ == "__main__":

@@ -21,7 +21,8 @@ from .measure import Measurer
 __all__ = ["DaskRunner", "LocalRunner", "make_runner"]
 
 
-def _measure(builder, target_spec: str, candidates: list, timeout: float, repeat: int, lock=None) -> tuple:
+def _measure(builder, target_spec: str, candidates: list, timeout: float, repeat: int, lock=None,
+             place=None) -> tuple:
     host = socket.gethostname()
     if lock is None:
         from distributed import Lock
@@ -29,7 +30,7 @@ def _measure(builder, target_spec: str, candidates: list, timeout: float, repeat
         lock = Lock(f"ember-measure-{host}")
     with lock:
         t0 = time.time()
-        results = Measurer(timeout=timeout, repeat=repeat).measure(builder, target_spec, candidates)
+        results = Measurer(timeout=timeout, repeat=repeat).measure(builder, target_spec, candidates, place)
         return host, t0, time.time(), results
 
 
@@ -43,8 +44,11 @@ class LocalRunner:
         self.workers = 1
         self.where = "this machine"
 
-    def submit(self, builder, target_spec: str, candidates: list):
-        return self._pool.submit(_measure, builder, target_spec, candidates, self.timeout, self.repeat, self._lock)
+    def submit(self, builder, target_spec: str, candidates: list, place=None):
+        """A future of ``(host, start, end, results)``; ``place``: time them in the model
+        (:mod:`ember.tune.in_place`)."""
+        return self._pool.submit(_measure, builder, target_spec, candidates, self.timeout, self.repeat, self._lock,
+                                 place)
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
@@ -109,9 +113,10 @@ class DaskRunner:
                             f"--cluster out to measure here") from e
         self.workers = max(1, len(self.client.scheduler_info().get("workers", {})) or n_workers)
 
-    def submit(self, builder, target_spec: str, candidates: list):
+    def submit(self, builder, target_spec: str, candidates: list, place=None):
+        """As :meth:`LocalRunner.submit`; a worker without ``place``'s library times alone."""
         return self.client.submit(_measure, builder, target_spec, candidates, self.timeout, self.repeat,
-                                  pure=False)
+                                  None, place, pure=False)
 
     def close(self) -> None:
         self.client.close()

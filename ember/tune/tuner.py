@@ -20,6 +20,7 @@ import json
 import math
 import statistics
 import sys
+import tempfile
 import time
 
 from ..errors import TuneError
@@ -62,6 +63,7 @@ class TuneReport:
     transfer_samples: int
     where: str
     in_model: object = None  # the InModelCheck after the budget (ember.tune.in_model), or None
+    timed: str = "alone"  # where candidates were timed: "in the model" (ember.tune.in_place) or "alone"
 
     @property
     def trials_per_minute(self) -> float:
@@ -93,7 +95,7 @@ class TuneReport:
             lines.append(f"{t.description[:44]:44} {100 * t.weight / max(self.latency_untuned, 1e-12):5.1f}% "
                          f"{t.default * 1e6:11.1f} {t.best * 1e6:9.1f} {t.speedup:7.2f}x {t.trials:7d} {first:>8}")
         lines.append(f"{self.trials} trials in {self.seconds:.0f} s ({self.trials_per_minute:.0f} per minute, "
-                     f"{self.failures} failed) on {self.where}; estimated latency "
+                     f"{self.failures} failed) on {self.where}, timed {self.timed}; estimated latency "
                      f"{self.latency_untuned * 1e3:.2f} -> {self.latency_estimate * 1e3:.2f} ms")
         if self.in_model is not None and self.in_model.rows:
             lines.append(self.in_model.summary())
@@ -139,7 +141,7 @@ def _resume(search: TaskSearch, records: list) -> None:
 def tune(model, db, *, minutes: float = 8.0, cluster: str | None = None, target=None, batch: int = 8,
          workers: int = 1, timeout: float = 30.0, transfer: bool = True, progress: bool | None = None,
          max_tasks: int | None = None, input_shapes=None, seed: int = 0, log=None,
-         only=None, validate: bool = True, keep_partition: bool = True) -> TuneReport:
+         only=None, validate: bool = True, keep_partition: bool = True, in_place: bool = True) -> TuneReport:
     """Tune ``model``'s kernels for ``minutes`` into the records database ``db`` (a path or
     URL, or an open Database); returns a :class:`TuneReport`. ``cluster``: a Dask scheduler's
     address, ``None`` for a LocalCluster of ``workers``, ``"none"`` for child processes of this
@@ -149,7 +151,9 @@ def tune(model, db, *, minutes: float = 8.0, cluster: str | None = None, target=
     ``validate``: after the budget, time the tuned kernels in the model against the defaults
     and set aside the records of those slower there (:mod:`.in_model`). ``keep_partition``:
     propose only schedules whose threads write the same parts of the output as the default
-    schedule's (:mod:`.partition`; ``ember tune --any-partition`` turns it off)."""
+    schedule's (:mod:`.partition`; ``ember tune --any-partition`` turns it off). ``in_place``:
+    time candidates in the model, where the measuring processes can load it (this machine's;
+    :mod:`.in_place`), else alone (``ember tune --alone``)."""
     from ..kernels.common import host
     from .database import Database, open_database
     from .runners import make_runner
@@ -177,7 +181,9 @@ def tune(model, db, *, minutes: float = 8.0, cluster: str | None = None, target=
     start_trip = core_round_trip_ns()  # where the cores were for that baseline (see the check)
     database = db if isinstance(db, Database) else open_database(db)
     # (closed here whatever happens, when opened here: a Database passed in is the caller's)
-    with contextlib.nullcontext() if database is db else contextlib.closing(database):
+    with contextlib.ExitStack() as stack:
+        if database is not db:
+            stack.enter_context(contextlib.closing(database))
         cost = CostModel()
         searches = [TaskSearch(t, target, seed + i, keep_partition) for i, t in enumerate(tasks)]
         known = {t.workload for t in tasks}
@@ -189,8 +195,17 @@ def tune(model, db, *, minutes: float = 8.0, cluster: str | None = None, target=
         cost.add_records(r for w in known for r in database.records(workload=w, target=tname))
         cost.fit()
         deadline = t_start + minutes * 60
+        places = {}
+        if in_place and cluster in (None, "local", "none") and minutes > 0:
+            # (a remote cluster's workers cannot load this machine's file: they time alone)
+            from .in_place import InPlace, export_untuned
+
+            library = stack.enter_context(tempfile.TemporaryDirectory(prefix="ember-tune-"))
+            path = export_untuned(exe, library)
+            places = {t.name: InPlace(path, t.name) for t in tasks}
         runner = make_runner(cluster, timeout=timeout, workers=workers)
-        print(f"tuning {len(tasks)} task(s) for {minutes:g} min on {runner.where}"
+        print(f"tuning {len(tasks)} task(s) for {minutes:g} min on {runner.where}, candidates timed "
+              + ("in the model" if places else "alone")
               + (f"; cost model pre-trained on {transfer_samples} record(s) of other workloads" if transfer_samples else ""),
               file=out, flush=True)
         display = _Display(searches, untuned, show, out)
@@ -217,7 +232,7 @@ def tune(model, db, *, minutes: float = 8.0, cluster: str | None = None, target=
                         default = s.candidate({})
                         if default is not None:
                             values.append(default.values)
-                        fut = runner.submit(s.task.builder, spec, values)
+                        fut = runner.submit(s.task.builder, spec, values, places.get(s.task.name))
                         inflight.append((fut, s, cands))
                 if not inflight:
                     break
@@ -283,7 +298,7 @@ def tune(model, db, *, minutes: float = 8.0, cluster: str | None = None, target=
                           s.best_time, s.trials, s.failures, _first_improvement(s), list(s.history))
                for s in searches]
     return TuneReport(str(model), time.monotonic() - t_start, trials, failures, reports, curve, untuned,
-                      transfer_samples, runner.where, check)
+                      transfer_samples, runner.where, check, "in the model" if places else "alone")
 
 
 def _comparable(r, default_time: float | None) -> tuple:
