@@ -38,6 +38,10 @@ class InPlace:
         """Whether the library is on this machine (a remote worker's may lack it)."""
         return os.path.exists(self.path)
 
+    def timer(self) -> "PlaceTimer":
+        """The model loaded here, to time candidates in (in the measuring child)."""
+        return PlaceTimer(self)
+
 
 def export_untuned(exe, directory: str) -> str:
     """Export the tuner's untuned executable (static kernels) into ``directory``; its path."""

@@ -310,10 +310,9 @@ def _place_timer(place, ref_kernel):
     if place is None:
         return None
     from ..errors import TuneError
-    from .in_place import PlaceTimer
 
     try:
-        timer = PlaceTimer(place)
+        timer = place.timer()
     except TuneError:  # (a program run in phases, a kernel not in it)
         return None
     return timer if timer.fits(ref_kernel) else None
