@@ -24,6 +24,10 @@ time alone say what the kernel will do in the model:
   drift, and the best of a hundred candidates is mostly the luckiest. Each batch of a
   candidate is followed (then preceded: ABBA) by a batch of the default schedule, and
   ``baseline`` holds those; the tuner compares the candidate by the ratio of the pair.
+
+Where the tuner gives a ``place`` (:mod:`ember.tune.in_place`), the checked candidates are
+timed in the model instead, after all of the batch are built: each round runs the model once
+per candidate and once with the default, and a crash there is announced as that candidate's.
 """
 from __future__ import annotations
 

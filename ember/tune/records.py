@@ -27,9 +27,10 @@ _REQUIRED = ("workload", "target", "trace")
 class Record:
     """One candidate schedule of a workload, and what measuring it gave.
 
-    ``times`` are seconds per call, one per timed batch (empty when it failed): as measured, or,
-    where the batches were timed beside the default schedule's, scaled by the pair's ratio to
-    the default's least time (:func:`ember.tune.tuner._comparable`); ``error`` is ``""``
+    ``times`` are seconds per call, one per timed batch or round (empty when it failed): as
+    measured, or, where they were timed beside the default schedule's, scaled by the pair's
+    ratio to the default's least time (:func:`ember.tune.tuner._comparable`); timed in the
+    model (:mod:`ember.tune.in_place`) or alone, the tuner compares them alike; ``error`` is ``""``
     on success and otherwise says why it failed (``"crash: signal 11"``, ``"timeout: 10 s"``,
     ``"wrong: max diff 3.1"``, ``"build: ScheduleError ..."``). ``trace`` is the schedule as
     ``Trace.to_json()`` text and ``decisions`` the knob decisions that made it (a JSON object's
