@@ -3,7 +3,8 @@
     python bench/tune.py                                  # EfficientNet-B0 of the zoo, 8 minutes
     python bench/tune.py MODEL.onnx --minutes 8 --plot curve.png
 
-1. ``ember tune`` into a fresh SQLite database (a local Dask cluster measures);
+1. ``ember tune`` into a fresh SQLite database (a local Dask cluster measures, candidates timed
+   in the model unless ``--alone``);
 2. the untuned and the tuned model, each alone in a fresh process, alternating, ``--rounds``
    times (``ember.bench.isolated``; the tuned one compiles with ``EMBER_TUNING_DB``), beside
    ONNX Runtime in the same run;
