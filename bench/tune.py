@@ -9,7 +9,7 @@
    times (``ember.bench.isolated``; the tuned one compiles with ``EMBER_TUNING_DB``), beside
    ONNX Runtime in the same run;
 3. their outputs on one random input (they must match: rtol 1e-3);
-4. the kernels of both timed in place (one process, alternating profiles, least times): the
+4. the kernels of both timed in place (one process, profiled runs of each in turn, least times): the
    figure the tuner's estimate predicts, free of the swings between separate processes; and
    whole runs of both in one process, alternating blocks (per-block ratios: the machine's
    state changes between blocks, both sides of a block see the same);
@@ -54,7 +54,7 @@ def _in_model(exe, tuned_exe, feeds: dict, tuned: set, rounds: int = 4) -> None:
     u = sum(t for _, t in untuned.values())
     t = sum(t for _, t in tuned_calls.values())
     lost = [i for i, (k, x) in tuned_calls.items() if k in tuned and x > untuned[i][1] * 1.02]
-    print(f"\nin the model (kernels timed in place, {rounds} alternating profiles, least times): "
+    print(f"\nin the model (kernels timed in place, {rounds * 15} profiled runs of each in turn, least times): "
           f"untuned {u * 1e3:.2f} ms, tuned {t * 1e3:.2f} ms ({u / t:.3f}x); "
           f"{len(lost)} tuned kernel call(s) slower in place than the default by > 2%")
 

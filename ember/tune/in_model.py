@@ -129,7 +129,8 @@ def time_in_place(exes: Sequence, inputs: list, rounds: int = 4, repeat: int = 1
 
 def _rounds_by_placement(exes: Sequence, inputs: list, rounds: int, start: float | None) -> dict:
     """``{where: (per-executable least times as time_in_place gives them, rounds)}``: ``rounds``
-    alternating profiles, each sorted by where the cores were before and after it (a round
+    of profiled runs (:func:`time_in_place`'s 15 of each executable, in turn), each sorted by
+    where the cores were before and after it (a round
     they moved in is dropped, and another run, up to twice as many in all). ``where`` is
     relative to the least round trip seen, ``start`` (the one when tuning began) among them;
     ``""`` where the cores cannot be seen (one core)."""

@@ -148,8 +148,8 @@ def tune(model, db, *, minutes: float = 8.0, cluster: str | None = None, target=
     machine without Dask. ``transfer``: train the cost model on the database's records of
     other workloads before the first measurement. ``only``: keep the tasks for which
     ``only(task)`` is true (``ember tune --only conv2d`` keeps descriptions containing it).
-    ``validate``: after the budget, time the tuned kernels in the model against the defaults
-    and set aside the records of those slower there (:mod:`.in_model`). ``keep_partition``:
+    ``validate``: after the budget, time each kernel's best few in the model against the
+    default and keep the one least slow there, or the default (:mod:`.in_model`). ``keep_partition``:
     propose only schedules whose threads write the same parts of the output as the default
     schedule's (:mod:`.partition`; ``ember tune --any-partition`` turns it off). ``in_place``:
     time candidates in the model, where the measuring processes can load it (this machine's;
