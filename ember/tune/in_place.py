@@ -3,9 +3,10 @@
 Timed alone, a kernel's inputs come from wherever the measurement puts them (hot in the caches,
 or cold copies from memory). In the model they come from the kernel before it, which has just
 written them -- each half from one core -- and that changes which schedule wins. Measured on
-EfficientNet-B0 (one executable, the kernel of one task swapped, run by run): a 1x1 conv at
-14x14 with 6 register columns instead of the default's 5 was 1.04x faster alone, cold and
-paired, and 0.80x in the model; two other 7x7 convs' best alone were 0.80x and 0.84x there.
+EfficientNet-B0's 1x1 convs at 7x7 (candidate over default, paired, one process, two runs
+each): 1152->320 channels with the whole reduction in one pass, 0.99x and 1.00x alone, 0.80x
+and 0.77x in the model; 1152->192 in row chunks, weight group 6, 1.02x and 1.05x alone, 0.94x
+and 0.87x in the model. (Elsewhere the two agree: a 56x56 conv's 14 columns, 1.3x both ways.)
 
 So where the untuned model can be loaded by the measuring process (this machine's child
 processes, a LocalCluster's workers), the tuner exports it once as one shared library
