@@ -63,7 +63,7 @@ class TuneReport:
     transfer_samples: int
     where: str
     in_model: object = None  # the InModelCheck after the budget (ember.tune.in_model), or None
-    timed: str = "alone"  # where candidates were timed: "in the model" (ember.tune.in_place) or "alone"
+    timed: str = "alone"  # where candidates were timed: "in the model" (ember.tune.in_place), "alone", or a mix
 
     @property
     def trials_per_minute(self) -> float:
@@ -212,6 +212,7 @@ def tune(model, db, *, minutes: float = 8.0, cluster: str | None = None, target=
         curve = [(0.0, _estimate(searches, untuned))]
         inflight: list = []  # (future, search, candidates)
         trials = failures = 0
+        timed = [0, 0]  # candidates timed alone, in the model (a worker that cannot load it times alone)
         since_fit = 0
         try:
             while True:
@@ -270,6 +271,8 @@ def tune(model, db, *, minutes: float = 8.0, cluster: str | None = None, target=
                         s.record(c, median)
                         trials += 1
                         failures += r is None or not r.ok
+                        if r is not None and r.ok:
+                            timed[r.where == "in place"] += 1
                         cost.add(s.task.workload, trace, c.features, median)
                         records.append(Record(s.task.workload, tname, trace, r.decisions if r else c.decisions,
                                               times, (r.error if r else "lost") or "",
@@ -298,7 +301,7 @@ def tune(model, db, *, minutes: float = 8.0, cluster: str | None = None, target=
                           s.best_time, s.trials, s.failures, _first_improvement(s), list(s.history))
                for s in searches]
     return TuneReport(str(model), time.monotonic() - t_start, trials, failures, reports, curve, untuned,
-                      transfer_samples, runner.where, check, "in the model" if places else "alone")
+                      transfer_samples, runner.where, check, _timed_where(*timed))
 
 
 def _comparable(r, default_time: float | None) -> tuple:
@@ -311,6 +314,13 @@ def _comparable(r, default_time: float | None) -> tuple:
     if r.ratio is None or not default_time:
         return tuple(r.times)
     return tuple(default_time * t / b for t, b in zip(r.times, r.baseline))
+
+
+def _timed_where(alone: int, in_place: int) -> str:
+    """Where the candidates were timed, for the report."""
+    if alone and in_place:
+        return f"in the model ({alone} of {alone + in_place} alone: their workers could not load it)"
+    return "in the model" if in_place else "alone"
 
 
 def _exhausted(s: TaskSearch) -> bool:

@@ -74,3 +74,11 @@ def test_a_candidate_that_crashes_only_in_the_model_is_recorded_and_the_rest_mea
     assert [r.error.split(":")[0] for r in res] == ["", "crash", ""], [r.error for r in res]
     assert "signal 11" in res[1].error
     assert all(r.where == "in place" and len(r.times) == 2 for r in (res[0], res[2]))
+
+
+def test_the_report_says_where_candidates_were_timed():
+    from ember.tune.tuner import _timed_where
+
+    assert _timed_where(0, 5) == "in the model" and _timed_where(5, 0) == "alone" and _timed_where(0, 0) == "alone"
+    assert _timed_where(2, 6) == "in the model (2 of 8 alone: their workers could not load it)"
+

@@ -14,12 +14,13 @@ from ember.tune.tuner import tune
 
 def _pairs(db):
     """(workload, trace) of each record but the default's re-measurements (one per batch) and
-    the in-model check's set-aside records (a verdict on a measured trace, not a measurement)."""
-    from ember.tune.records import SET_ASIDE
+    the in-model check's set-aside and passed-over records (verdicts on measured traces, not
+    measurements)."""
+    from ember.tune.records import PASSED_OVER, SET_ASIDE
 
     seen, out = set(), []
     for r in db.records():
-        if r.error.startswith(SET_ASIDE):
+        if r.error.startswith((SET_ASIDE, PASSED_OVER)):
             continue
         if r.decisions in seen and r.trace == _default_trace(db, r.workload):
             continue
@@ -37,6 +38,7 @@ def test_tune_records_apply_and_resume(small_model, tmp_path):
     # (validate=False: a kernel no faster than its default in the model could be set aside)
     rep = tune(small_model, dbpath, minutes=0.12, cluster="none", batch=4, progress=False, validate=False)
     assert rep.trials >= 4 and rep.tasks and rep.in_model is None
+    assert rep.timed == "in the model" and "timed in the model" in rep.table()
     assert all(math.isfinite(t.default) for t in rep.tasks if t.trials)
     with open_database(dbpath) as db:
         first = _pairs(db)
@@ -50,7 +52,8 @@ def test_tune_records_apply_and_resume(small_model, tmp_path):
     assert exe.tuned_kernels
     np.testing.assert_allclose(exe.run(x)[0], ref, rtol=1e-4, atol=1e-5)
     # a second run resumes: what was measured is not measured again
-    rep2 = tune(small_model, dbpath, minutes=0.08, cluster="none", batch=4, progress=False)
+    rep2 = tune(small_model, dbpath, minutes=0.08, cluster="none", batch=4, progress=False, in_place=False)
+    assert rep2.timed == "alone"
     with open_database(dbpath) as db:
         pairs = _pairs(db)
     assert len(pairs) == len(first) + rep2.trials
