@@ -188,7 +188,9 @@ def check_in_model(model, database, untuned_exe, target, *, input_shapes=None, r
     from .tasks import random_inputs
 
     tname = target_name(target)
-    ranked = database.ranked_per_workload(tname, k)
+    # (this model's workloads only: a shared database holds other models' too)
+    mine = {workload_key(fn, target) for _, fn in untuned_exe.groups}
+    ranked = database.ranked_per_workload(tname, k, workloads=mine)
     for w, recs in ranked.items():
         cut = [i for i, r in enumerate(recs) if defaults and r.trace == defaults.get(w)]
         ranked[w] = recs[:cut[0]] if cut else recs
