@@ -1,7 +1,7 @@
 """``ember bench``: compile models and time them against ONNX Runtime (and OpenVINO, TVM), each
 runtime alone in a process of its own.
 
-    ember bench --light resnet50                 # a model that ships with the onnx package
+    ember bench --light resnet50                 # a model that ships with the onnx package (random weights)
     ember bench model.onnx --vs onnxruntime --vs openvino --vs tvm
     ember bench --all-light --json figures.json
     ember bench --zoo --vs onnxruntime --vs openvino      # today's architectures (the zoo extra)
@@ -219,7 +219,11 @@ def main(argv=None) -> int:
     p.add_argument("--repeat", type=int, default=10, help="timed turns per runtime (default 10)")
     p.add_argument("--json", default=None, help="write the figures to this file")
     p.add_argument("--random-weights", action="store_true",
-                   help="replace the light models' splat weights (all 0.02) by random initializers")
+                   help="give the model files named random weights too (the light models get them by default)")
+    p.add_argument("--splat-weights", action="store_true",
+                   help="keep the light models' own weights: every one a splat constant (0.02), on which an "
+                        "optimization that real weights would defeat could pass; by default they are replaced "
+                        "by random initializers (He, seeded)")
     p.add_argument("--zoo", nargs="*", metavar="NAME", default=None,
                    help="the zoo of real architectures (torchvision and transformers classes with random "
                         "weights, exported with torch.onnx.export(dynamo=True); needs the zoo extra): all "
@@ -236,7 +240,8 @@ def main(argv=None) -> int:
     from ember.cli_model import _shapes
     from ember.target import Target
 
-    paths = list(args.models) + [light_path(n) for n in (LIGHT if args.all_light else args.light)]
+    light = [light_path(n) for n in (LIGHT if args.all_light else args.light)]
+    paths = list(args.models) + light
     zoo_feeds: dict = {}
     if args.zoo is not None:
         from . import zoo
@@ -250,18 +255,21 @@ def main(argv=None) -> int:
             paths.append(path)
             zoo_feeds[path] = zoo.ZOO[name].example(batch=1, seq=128, seed=1)
     if not paths:
-        paths = [light_path("resnet50")]
+        paths = light = [light_path("resnet50")]
     threads = args.threads or Target.host().cores
     peers = args.vs or ["onnxruntime"]
     how = (f"medians of {args.repeat} alternating turns in this process" if args.in_process else
            f"each runtime alone in its own process, {args.rounds} alternating rounds, medians of {args.repeat} runs")
-    print(f"ember bench: {len(paths)} model(s), peers: {', '.join(peers)}, {threads} threads; {how}",
+    randomize = set(light if not args.splat_weights else ()) | set(args.models if args.random_weights else ())
+    weights = ("; light models with random weights (--splat-weights: their own)" if light and not args.splat_weights
+               else "")
+    print(f"ember bench: {len(paths)} model(s), peers: {', '.join(peers)}, {threads} threads; {how}{weights}",
           file=sys.stderr)
-    if args.random_weights:
+    if randomize:
         import tempfile
 
         tmp = tempfile.mkdtemp(prefix="ember-bench-")
-        paths = [random_weights(p_, tmp) for p_ in paths]
+        paths = [random_weights(p_, tmp) if p_ in randomize else p_ for p_ in paths]
     shapes = _shapes(args.input_shape)
     rows = [bench_model(path, peers, threads, args.repeat, isolated=not args.in_process, feeds=zoo_feeds.get(path),
                         rounds=args.rounds, input_shapes=shapes) for path in paths]

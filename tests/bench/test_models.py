@@ -72,3 +72,22 @@ def test_a_runtime_alone_in_a_child_process(tmp_path):
         return
     # the same outputs in both children (up to float rounding)
     assert abs(res["ember"]["checksum"] - res["onnxruntime"]["checksum"]) <= 1e-4 * res["ember"]["checksum"]
+
+
+def test_light_models_get_random_weights_unless_asked_to_keep_theirs(tmp_path, monkeypatch, capsys):
+    """The light models' weights are splat constants (0.02): benchmarks time them with random
+    weights by default; a model file named keeps its own unless --random-weights."""
+    import ember.bench.models as models
+
+    timed = []
+    monkeypatch.setattr(models, "bench_model", lambda path, *a, **k: timed.append(path) or {"model": path})
+    mine = str(tmp_path / "mine.onnx")
+    _conv_model(mine)
+    assert main(["--light", "squeezenet", mine, "--repeat", "1"]) == 0
+    assert timed[0] == mine and timed[1].endswith("squeezenet_random.onnx")
+    assert "light models with random weights" in capsys.readouterr().err
+    w = {i.name for i in onnx.load(timed[1]).graph.initializer}
+    assert w and not any(n.op_type == "ConstantOfShape" for n in onnx.load(timed[1]).graph.node)
+    timed.clear()
+    assert main(["--light", "squeezenet", mine, "--splat-weights", "--random-weights", "--repeat", "1"]) == 0
+    assert timed[0].endswith("mine_random.onnx") and timed[1] == models.light_path("squeezenet")
