@@ -64,8 +64,9 @@ def _fdiv(x, c: int):
 
 
 def floordiv(a: tuple, b: tuple) -> tuple:
-    """``a // b``; the divisor must not straddle zero (else unbounded)."""
-    if b[0] > 0 or b[1] < 0:
+    """``a // b``; the divisor must not straddle zero (else unbounded), nor be empty (a loop
+    variable of no iterations, ``(0, -1)``: its bounds are no divisors, one of them zero)."""
+    if b[0] <= b[1] and (b[0] > 0 or b[1] < 0):
         cs = []
         for x in a:
             for y in b:
