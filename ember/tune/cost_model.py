@@ -35,12 +35,18 @@ class CostModel:
         self._rows[(workload, trace)] = (list(features), median)
 
     def add_records(self, records: Sequence) -> int:
-        """Rows from database records that carry features; returns how many were added."""
+        """Rows from database records that carry features; returns how many were added. A trace
+        with several records (re-measured: :mod:`.search`) is one row at their mean median, or
+        failed if one failed."""
         n = 0
+        times: dict = {}
         for r in records:
             if not r.features:
                 continue
-            self.add(r.workload, r.trace, json.loads(r.features), r.median if r.ok else math.inf)
+            key = (r.workload, r.trace)
+            times.setdefault(key, []).append(r.median if r.ok else math.inf)
+            xs = times[key]
+            self.add(r.workload, r.trace, json.loads(r.features), sum(xs) / len(xs))
             n += 1
         return n
 

@@ -283,39 +283,50 @@ class Database:
         return q
 
     def _applicable(self, q, target: str):
-        """``q`` (a select of the records table) narrowed to the records a compile may apply: ok,
-        not of a trace passed over in the model (it lost there to a runner-up), and, for a
-        workload with a set-aside trace (:mod:`ember.tune.in_model`: slower in the model than
-        the default), measured faster than that trace was."""
-        from sqlalchemy import and_, exists, func, not_, or_, select
+        """``q`` (a select of the records table) narrowed to the records a compile may apply, and
+        the column to rank them by: their trace's **score**, the mean of its ok records' medians
+        (a trace measured again is judged by all its measurements, not by its luckiest: the
+        tuner re-measures its apparent bests, :mod:`ember.tune.tuner`). Applicable: ok, of a
+        trace that never failed (a kernel that crashed, hung or went wrong once is not trusted
+        because it passed another time), not passed over in the model (it lost there to a
+        runner-up), and, for a workload with a set-aside trace (:mod:`ember.tune.in_model`:
+        slower in the model than the default), scored better than that trace."""
+        from sqlalchemy import and_, case, func, not_, or_, select
 
         t = _tables()[1]
-        aside = t.alias("aside")
-        cut = (select(t.c.workload, func.min(t.c.median).label("cut"))
-               .join(aside, and_(aside.c.workload == t.c.workload, aside.c.target == t.c.target,
-                                 aside.c.trace == t.c.trace))
-               .where(t.c.target == target, t.c.median.is_not(None), aside.c.error.like(f"{SET_ASIDE}%"))
-               .group_by(t.c.workload)).subquery()
-        over = t.alias("over")
-        passed = exists().where(over.c.workload == t.c.workload, over.c.target == t.c.target,
-                                over.c.trace == t.c.trace, over.c.error.like(f"{PASSED_OVER}%"))
-        return (q.outerjoin(cut, cut.c.workload == t.c.workload)
-                .where(t.c.median.is_not(None), or_(cut.c.cut.is_(None), t.c.median < cut.c.cut), not_(passed)))
+        s = t.alias("scored")
+        verdict = or_(s.c.error.like(f"{SET_ASIDE}%"), s.c.error.like(f"{PASSED_OVER}%"))
+
+        def flag(cond):
+            return func.max(case((cond, 1), else_=0))
+        scores = (select(s.c.workload, s.c.trace, func.avg(s.c.median).label("score"),
+                         flag(s.c.error.like(f"{SET_ASIDE}%")).label("aside"),
+                         flag(s.c.error.like(f"{PASSED_OVER}%")).label("passed"),
+                         flag(and_(s.c.median.is_(None), not_(verdict))).label("failed"))
+                  .where(s.c.target == target).group_by(s.c.workload, s.c.trace)).subquery()
+        cut = (select(scores.c.workload, func.min(scores.c.score).label("cut"))
+               .where(scores.c.aside == 1).group_by(scores.c.workload)).subquery()
+        q = (q.join(scores, and_(scores.c.workload == t.c.workload, scores.c.trace == t.c.trace))
+             .outerjoin(cut, cut.c.workload == t.c.workload)
+             .where(t.c.median.is_not(None), scores.c.passed == 0, scores.c.failed == 0,
+                    or_(cut.c.cut.is_(None), scores.c.score < cut.c.cut)))
+        return q, scores.c.score
 
     def ranked_per_workload(self, target: str, k: int, workloads: Iterable[str] | None = None) -> dict[str, list[Record]]:
-        """``{workload: records}``: the ``k`` applicable traces of least median per workload (of
-        ``workloads`` if given), each its best record, best first (what the in-model check
+        """``{workload: records}``: the ``k`` applicable traces of best score (:meth:`_applicable`:
+        the mean of their records' medians) per workload (of ``workloads`` if given), each its
+        record of least median, best first (what the in-model check
         compares: :mod:`ember.tune.in_model`). The first is :meth:`best_per_workload`'s."""
         from sqlalchemy import select
 
         t = _tables()[1]
-        q = self._applicable(self._where(select(t), target=target), target)
+        q, score = self._applicable(self._where(select(t), target=target), target)
         if workloads is not None:
             q = q.where(t.c.workload.in_(list(workloads)))
         out: dict[str, list[Record]] = {}
         seen: set = set()
         with self._begin() as conn:
-            for row in conn.execute(q.order_by(t.c.median, t.c.id)):
+            for row in conn.execute(q.order_by(score, t.c.median, t.c.id)):
                 m = row._mapping
                 ranked = out.setdefault(m["workload"], [])
                 if len(ranked) < k and (m["workload"], m["trace"]) not in seen:
@@ -324,12 +335,13 @@ class Database:
         return out
 
     def best(self, workload: str, target: str) -> Record | None:
-        """The applicable record (:meth:`best_per_workload`) of lowest median for ``workload`` on
-        ``target``; None if there is none."""
+        """The applicable record (:meth:`best_per_workload`) of the best-scored trace for
+        ``workload`` on ``target``; None if there is none."""
         from sqlalchemy import select
 
         t = _tables()[1]
-        q = self._applicable(self._where(select(t), workload, target), target).order_by(t.c.median, t.c.id).limit(1)
+        q, score = self._applicable(self._where(select(t), workload, target), target)
+        q = q.order_by(score, t.c.median, t.c.id).limit(1)
         with self._begin() as conn:
             row = conn.execute(q).first()
         return None if row is None else _record_of(row)
@@ -365,14 +377,15 @@ class Database:
 
     def best_per_workload(self, target: str) -> dict[str, Record]:
         """``{workload: best record}`` for every workload with an applicable record on ``target``,
-        in one query (what a compile applies): the ok record of lowest median, among those
-        faster than any of the workload's traces set aside as slower in the model and not of a
-        trace passed over there."""
+        in one query (what a compile applies): of the applicable traces (:meth:`_applicable`:
+        never failed, not passed over in the model, scored better than any set aside there) the
+        one of best score, the mean of its records' medians; its record of least median."""
         from sqlalchemy import func, select
 
         t = _tables()[1]
-        rank = func.row_number().over(partition_by=t.c.workload, order_by=(t.c.median, t.c.id)).label("rank")
-        ranked = self._applicable(self._where(select(t, rank), target=target), target).subquery()
+        q, score = self._applicable(self._where(select(t), target=target), target)
+        ranked = q.add_columns(func.row_number().over(partition_by=t.c.workload, order_by=(score, t.c.median, t.c.id))
+                               .label("rank")).subquery()
         q = select(*[ranked.c[c.name] for c in t.columns]).where(ranked.c.rank == 1).order_by(ranked.c.id)
         with self._begin() as conn:
             return {row.workload: _record_of(row) for row in conn.execute(q)}

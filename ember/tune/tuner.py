@@ -64,6 +64,7 @@ class TuneReport:
     where: str
     in_model: object = None  # the InModelCheck after the budget (ember.tune.in_model), or None
     timed: str = "alone"  # where candidates were timed: "in the model" (ember.tune.in_place), "alone", or a mix
+    remeasured: int = 0  # measurements of apparent bests again (.search.CONFIRM), not counted as trials
 
     @property
     def trials_per_minute(self) -> float:
@@ -95,7 +96,8 @@ class TuneReport:
             lines.append(f"{t.description[:44]:44} {100 * t.weight / max(self.latency_untuned, 1e-12):5.1f}% "
                          f"{t.default * 1e6:11.1f} {t.best * 1e6:9.1f} {t.speedup:7.2f}x {t.trials:7d} {first:>8}")
         lines.append(f"{self.trials} trials in {self.seconds:.0f} s ({self.trials_per_minute:.0f} per minute, "
-                     f"{self.failures} failed) on {self.where}, timed {self.timed}; estimated latency "
+                     f"{self.failures} failed{f', {self.remeasured} apparent bests measured again' if self.remeasured else ''}) "
+                     f"on {self.where}, timed {self.timed}; estimated latency "
                      f"{self.latency_untuned * 1e3:.2f} -> {self.latency_estimate * 1e3:.2f} ms")
         if self.in_model is not None and self.in_model.rows:
             lines.append(self.in_model.summary())
@@ -119,7 +121,11 @@ def _priority(s: TaskSearch) -> float:
 
 
 def _resume(search: TaskSearch, records: list) -> None:
-    """What the database knows of this workload: measured traces, the best, the default."""
+    """What the database knows of this workload: measured traces (each by the mean of its
+    records, as the database ranks them), the best, the default. A trace the in-model check
+    set aside or passed over is never best here either."""
+    from .records import PASSED_OVER, SET_ASIDE
+
     default = search.candidate({})
     for r in records:
         try:
@@ -128,11 +134,13 @@ def _resume(search: TaskSearch, records: list) -> None:
             continue
         search.seen.add(r.trace)
         search.values_of[r.trace] = values
-        search.measured[r.trace] = r.median
+        search.note(r.trace, r.median)
+        if r.error.startswith((SET_ASIDE, PASSED_OVER)):
+            continue
         if default is not None and r.trace == default.trace and r.ok:
             search.default_time = r.median if search.default_time is None else min(search.default_time, r.median)
-        if r.ok and r.median < search.best_time:
-            search.best_time, search.best = r.median, r.trace
+    search.rebest()
+    search.history.clear()  # (improvements of this run only)
     if search.measured:
         search.rounds = 1
         search.trials = 0
@@ -211,7 +219,7 @@ def tune(model, db, *, minutes: float = 8.0, cluster: str | None = None, target=
         display = _Display(searches, untuned, show, out)
         curve = [(0.0, _estimate(searches, untuned))]
         inflight: list = []  # (future, search, candidates)
-        trials = failures = 0
+        trials = failures = confirmations = 0
         timed = [0, 0]  # candidates timed alone, in the model (a worker that cannot load it times alone)
         since_fit = 0
         try:
@@ -227,14 +235,14 @@ def tune(model, db, *, minutes: float = 8.0, cluster: str | None = None, target=
                         if not cands:
                             s.rounds += 1000  # (nothing new: the space is exhausted)
                             continue
-                        values = [c.values for c in cands]
-                        # the default again with every later batch: the least of its times is the
-                        # baseline (on a shared machine noise only ever adds time)
+                        # the apparent best again, until it is measured CONFIRM times (the
+                        # winner's curse: .search), and the default again with every batch: the
+                        # least of its times is the baseline (noise only ever adds time)
+                        again = s.incumbent()
                         default = s.candidate({})
-                        if default is not None:
-                            values.append(default.values)
+                        values = [c.values for c in cands + [again, default] if c is not None]
                         fut = runner.submit(s.task.builder, spec, values, places.get(s.task.name))
-                        inflight.append((fut, s, cands))
+                        inflight.append((fut, s, cands, again, default is not None))
                 if not inflight:
                     break
                 done = [x for x in inflight if x[0].done()]
@@ -245,25 +253,31 @@ def tune(model, db, *, minutes: float = 8.0, cluster: str | None = None, target=
                     continue
                 for item in done:
                     inflight.remove(item)
-                    fut, s, cands = item
+                    fut, s, cands, again, with_default = item
                     try:
                         _, _, _, results = fut.result()
                     except Exception as e:  # noqa: BLE001  (a lost worker: the batch fails, tuning goes on)
-                        results = [None] * len(cands)
+                        results = [None] * (len(cands) + (again is not None) + with_default)
                         print(f"{s.task.name}: a measurement batch was lost ({type(e).__name__}: {e})", file=out)
                     records = []
-                    again = results.pop() if len(results) > len(cands) else None
+                    base = results.pop() if with_default and len(results) > len(cands) + (again is not None) else None
                     default = s.candidate({})
-                    if again is not None and again.ok and default is not None:
-                        # the default, measured again: the least of its times is the baseline (on
-                        # a shared machine noise only ever adds time), and a record too, on the
-                        # candidates' scale (paired with itself: the baseline, give or take noise)
-                        s.default_time = again.median if s.default_time is None else min(s.default_time, again.median)
-                        if s.default_time < s.best_time:
-                            s.best_time, s.best = s.default_time, default.trace
-                        records.append(Record(s.task.workload, tname, again.trace or default.trace, again.decisions,
-                                              _comparable(again, s.default_time), "", s.task.description,
+                    if base is not None and base.ok and default is not None:
+                        # the default, measured again: a record too, on the candidates' scale
+                        # (paired with itself: the baseline, give or take noise)
+                        s.default_measured(base.median)
+                        records.append(Record(s.task.workload, tname, base.trace or default.trace, base.decisions,
+                                              _comparable(base, s.default_time), "", s.task.description,
                                               json.dumps(default.features)))
+                    if again is not None and len(results) > len(cands):
+                        r = results.pop()
+                        times = _comparable(r, s.default_time)
+                        s.record(again, statistics.median(times) if times else math.inf, again=True)
+                        confirmations += 1
+                        cost.add(s.task.workload, again.trace, again.features, s.measured[again.trace])
+                        records.append(Record(s.task.workload, tname, again.trace, again.decisions, times,
+                                              (r.error if r else "lost") or "", s.task.description,
+                                              json.dumps(again.features)))
                     for c, r in zip(cands, results):
                         times = _comparable(r, s.default_time)
                         median = statistics.median(times) if times else math.inf
@@ -301,7 +315,7 @@ def tune(model, db, *, minutes: float = 8.0, cluster: str | None = None, target=
                           s.best_time, s.trials, s.failures, _first_improvement(s), list(s.history))
                for s in searches]
     return TuneReport(str(model), time.monotonic() - t_start, trials, failures, reports, curve, untuned,
-                      transfer_samples, runner.where, check, _timed_where(*timed))
+                      transfer_samples, runner.where, check, _timed_where(*timed), confirmations)
 
 
 def _comparable(r, default_time: float | None) -> tuple:

@@ -334,3 +334,22 @@ def test_passed_over_traces_and_the_ranked_candidates(db):
     assert db.best_per_workload("cuda")["wa"].trace == "[0]"
     db.add(rec("wa", trace="[2]", times=(), error=f"{SET_ASIDE}: 12.0 us a run against 10.0 us untuned"))
     assert "wa" not in db.best_per_workload(T) and "wa" not in db.ranked_per_workload(T, 5)
+
+
+def test_a_trace_is_judged_by_all_its_measurements_and_not_applied_once_it_failed(db):
+    """Measured more than once, a trace ranks by the mean of its records' medians, not by its
+    luckiest (the tuner re-measures its apparent bests); a trace that failed once (a crash, a
+    hang, a wrong output) is not applied, however fast it was the other times."""
+    db.add_all([rec("w", trace="[1]", times=(1.0,)), rec("w", trace="[2]", times=(1.5,)),
+                rec("w", trace="[3]", times=(0.5,))])
+    assert db.best("w", T).trace == "[3]"
+    db.add(rec("w", trace="[3]", times=(3.5,)))  # (mean 2.0: its first measurement was luck)
+    ranked = db.ranked_per_workload(T, 3)["w"]
+    assert [r.trace for r in ranked] == ["[1]", "[2]", "[3]"] and ranked[2].median == 0.5
+    assert db.best_per_workload(T)["w"].trace == "[1]" and db.best("w", T).trace == "[1]"
+    db.add(rec("w", trace="[1]", times=(), error="crash: signal 11"))
+    assert [r.trace for r in db.ranked_per_workload(T, 3)["w"]] == ["[2]", "[3]"]
+    assert db.best_per_workload(T)["w"].trace == "[2]" and db.best("w", T).trace == "[2]"
+    # a set-aside trace cuts by its score too: [3] (2.0) set aside leaves [2] (1.5)
+    db.add(rec("w", trace="[3]", times=(), error=f"{SET_ASIDE}: 12.0 us a run against 10.0 us untuned"))
+    assert [r.trace for r in db.ranked_per_workload(T, 3)["w"]] == ["[2]"]
