@@ -61,6 +61,7 @@ class TaskSearch:
         self.seen: set = set()  # traces proposed
         self.measured: dict = {}  # trace -> the mean of its measurements' medians, seconds (inf: one failed)
         self.samples: dict = {}  # trace -> its measurements' medians
+        self.remeasuring: set = set()  # traces handed out by incumbent() and not recorded yet
         self.values_of: dict = {}  # trace -> the values that made it
         self.default_time: float | None = None
         self.best_time = math.inf
@@ -193,6 +194,7 @@ class TaskSearch:
         if not again:
             self.trials += 1
             self.failures += not math.isfinite(median)
+        self.remeasuring.discard(cand.trace)
         self.values_of[cand.trace] = cand.values
         self.note(cand.trace, median)
         if self.default_time is None and math.isfinite(median) and cand.decisions == self._default_decisions():
@@ -230,15 +232,20 @@ class TaskSearch:
 
     def incumbent(self) -> Candidate | None:
         """The apparent best, to be measured again with the next batch, while it has fewer than
-        :data:`CONFIRM` measurements and is not the default; else None."""
-        if self.best is None or len(self.samples.get(self.best, ())) >= CONFIRM or self.best not in self.values_of:
+        :data:`CONFIRM` measurements, is not the default and is not being measured again in a
+        batch still out; else None."""
+        if (self.best is None or len(self.samples.get(self.best, ())) >= CONFIRM or self.best not in self.values_of
+                or self.best in self.remeasuring):
             return None
         default = self.candidate({})
         if default is not None and self.best == default.trace:
             return None
         c = self.candidate(self.values_of[self.best])
         # (the same decisions make another trace when the schedules changed since it was recorded)
-        return c if c is not None and c.trace == self.best else None
+        if c is None or c.trace != self.best:
+            return None
+        self.remeasuring.add(c.trace)
+        return c
 
     def _default_decisions(self) -> str:
         c = self.candidate({})

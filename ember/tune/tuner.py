@@ -278,6 +278,8 @@ def tune(model, db, *, minutes: float = 8.0, cluster: str | None = None, target=
                         records.append(Record(s.task.workload, tname, again.trace, again.decisions, times,
                                               (r.error if r else "lost") or "", s.task.description,
                                               json.dumps(again.features)))
+                    elif again is not None:  # (no result came back for it: it may be handed out again)
+                        s.remeasuring.discard(again.trace)
                     for c, r in zip(cands, results):
                         times = _comparable(r, s.default_time)
                         median = statistics.median(times) if times else math.inf
