@@ -208,14 +208,16 @@ class TaskSearch:
         self.measured[trace] = statistics.fmean(xs) if all(map(math.isfinite, xs)) else math.inf
 
     def default_measured(self, median: float) -> bool:
-        """The default, measured again beside a batch: the least of its times is the baseline
-        (on a shared machine noise only ever adds time). True when the best changed to it."""
-        self.default_time = median if self.default_time is None else min(self.default_time, median)
+        """The default, measured beside a batch: its first measurement fixes the scale of this
+        search's times (:func:`ember.tune.tuner._comparable`), later ones only add records.
+        True when the best changed."""
+        if self.default_time is None:
+            self.default_time = median
         return self.rebest()
 
     def rebest(self) -> bool:
-        """Set the best: the trace of least mean (the default's counts at the baseline, what
-        candidates are scaled to). True when the best time improved (noted in ``history``)."""
+        """Set the best: the trace of least mean (the default's counts at ``default_time``, the
+        scale candidates are timed on). True when the best time improved (noted in ``history``)."""
         default = self.candidate({})
         dtrace = default.trace if default is not None else None
         best, best_time = None, math.inf

@@ -127,6 +127,7 @@ def _resume(search: TaskSearch, records: list) -> None:
     from .records import PASSED_OVER, SET_ASIDE
 
     default = search.candidate({})
+    defaults = []
     for r in records:
         try:
             values = json.loads(r.decisions)
@@ -138,7 +139,9 @@ def _resume(search: TaskSearch, records: list) -> None:
         if r.error.startswith((SET_ASIDE, PASSED_OVER)):
             continue
         if default is not None and r.trace == default.trace and r.ok:
-            search.default_time = r.median if search.default_time is None else min(search.default_time, r.median)
+            defaults.append(r.median)
+    if defaults:  # (the scale of its records: new ones are timed on it too)
+        search.default_time = statistics.fmean(defaults)
     search.rebest()
     search.history.clear()  # (improvements of this run only)
     if search.measured:
@@ -236,8 +239,8 @@ def tune(model, db, *, minutes: float = 8.0, cluster: str | None = None, target=
                             s.rounds += 1000  # (nothing new: the space is exhausted)
                             continue
                         # the apparent best again, until it is measured CONFIRM times (the
-                        # winner's curse: .search), and the default again with every batch: the
-                        # least of its times is the baseline (noise only ever adds time)
+                        # winner's curse: .search), and the default with every batch: each
+                        # candidate is timed by its ratio to the default in the same rounds
                         again = s.incumbent()
                         default = s.candidate({})
                         values = [c.values for c in cands + [again, default] if c is not None]
@@ -263,8 +266,8 @@ def tune(model, db, *, minutes: float = 8.0, cluster: str | None = None, target=
                     base = results.pop() if with_default and len(results) > len(cands) + (again is not None) else None
                     default = s.candidate({})
                     if base is not None and base.ok and default is not None:
-                        # the default, measured again: a record too, on the candidates' scale
-                        # (paired with itself: the baseline, give or take noise)
+                        # the default, measured again: its first time fixes the scale; a record
+                        # too, on that scale (paired with itself: ratio 1, give or take noise)
                         s.default_measured(base.median)
                         records.append(Record(s.task.workload, tname, base.trace or default.trace, base.decisions,
                                               _comparable(base, s.default_time), "", s.task.description,
@@ -322,9 +325,11 @@ def tune(model, db, *, minutes: float = 8.0, cluster: str | None = None, target=
 
 def _comparable(r, default_time: float | None) -> tuple:
     """A candidate's times as the tuner compares and records them: each batch's time over the
-    default's batch beside it, times the default's baseline time -- what the candidate takes
-    when the default takes its least time -- or the raw times where it was not timed beside
-    the default (a failure: empty)."""
+    default's batch beside it, times ``default_time`` -- the default's time as first measured
+    (or its records' mean, resuming), fixed for the search so that every record of it is on
+    one scale -- or the raw times where it was not timed beside the default (a failure:
+    empty). (A scale that moved to each new least time of the default put early and late
+    candidates of one EfficientNet-B0 conv on scales 17% apart: the late ones won by it.)"""
     if r is None or not r.ok:
         return ()
     if r.ratio is None or not default_time:
