@@ -221,7 +221,7 @@ def tune(model, db, *, minutes: float = 8.0, cluster: str | None = None, target=
               file=out, flush=True)
         display = _Display(searches, untuned, show, out)
         curve = [(0.0, _estimate(searches, untuned))]
-        inflight: list = []  # (future, search, candidates)
+        inflight: list = []  # (future, search, candidates, the apparent best again or None, with the default)
         trials = failures = confirmations = 0
         timed = [0, 0]  # candidates timed alone, in the model (a worker that cannot load it times alone)
         since_fit = 0
