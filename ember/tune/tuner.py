@@ -39,7 +39,7 @@ class TaskReport:
     workload: str
     description: str
     weight: float  # seconds of one model run (untuned)
-    default: float  # seconds per call, measured alone
+    default: float  # seconds per call: the default as candidates are compared with it (TaskSearch.baseline)
     best: float
     trials: int
     failures: int
@@ -107,15 +107,15 @@ class TuneReport:
 def _estimate(searches: list, untuned: float) -> float:
     saved = 0.0
     for s in searches:
-        if s.default_time and math.isfinite(s.best_time):
-            saved += s.task.weight * (1 - s.best_time / s.default_time)
+        if s.baseline and math.isfinite(s.best_time):
+            saved += s.task.weight * (1 - s.best_time / s.baseline)
     return untuned - saved
 
 
 def _priority(s: TaskSearch) -> float:
     if s.rounds == 0:  # (a first round is worth most, but a tiny kernel's is worth little)
         return s.task.weight * 0.5
-    cost = s.task.weight * (s.best_time / s.default_time if s.default_time and math.isfinite(s.best_time) else 1.0)
+    cost = s.task.weight * (s.best_time / s.baseline if s.baseline and math.isfinite(s.best_time) else 1.0)
     recent = sum(1 for trial, _ in s.history if trial > s.trials - 16 and trial > 1)
     return cost * (0.25 / math.sqrt(s.rounds) + 0.1 * recent)
 
@@ -269,9 +269,11 @@ def tune(model, db, *, minutes: float = 8.0, cluster: str | None = None, target=
                         # the default, measured again: its first time fixes the scale; a record
                         # too, on that scale (paired with itself: ratio 1, give or take noise)
                         s.default_measured(base.median)
+                        times = _comparable(base, s.default_time)
+                        s.note(default.trace, statistics.median(times))
+                        s.rebest()
                         records.append(Record(s.task.workload, tname, base.trace or default.trace, base.decisions,
-                                              _comparable(base, s.default_time), "", s.task.description,
-                                              json.dumps(default.features)))
+                                              times, "", s.task.description, json.dumps(default.features)))
                     if again is not None and len(results) > len(cands):
                         r = results.pop()
                         times = _comparable(r, s.default_time)
@@ -316,7 +318,7 @@ def tune(model, db, *, minutes: float = 8.0, cluster: str | None = None, target=
             defaults = {s.task.workload: d.trace for s in searches if (d := s.candidate({})) is not None}
             check = check_in_model(model, database, exe, target, input_shapes=input_shapes,
                                    baseline=untuned or None, round_trip=start_trip, defaults=defaults)
-    reports = [TaskReport(s.task.name, s.task.workload, s.task.description, s.task.weight, s.default_time or math.inf,
+    reports = [TaskReport(s.task.name, s.task.workload, s.task.description, s.task.weight, s.baseline or math.inf,
                           s.best_time, s.trials, s.failures, _first_improvement(s), list(s.history))
                for s in searches]
     return TuneReport(str(model), time.monotonic() - t_start, trials, failures, reports, curve, untuned,
@@ -351,10 +353,10 @@ def _exhausted(s: TaskSearch) -> bool:
 def _first_improvement(s: TaskSearch) -> int | None:
     """Trials of this run until a candidate first beat the default schedule (the default
     itself is the first trial)."""
-    if s.default_time is None:
+    if s.baseline is None:
         return None
     for trial, t in s.history:
-        if t < s.default_time * 0.98:
+        if t < s.baseline * 0.98:
             return trial
     return None
 
@@ -381,7 +383,7 @@ class _Display:
         for col in ("task", "share", "default us", "best us", "speedup", "trials"):
             t.add_column(col, justify="left" if col == "task" else "right")
         for s in sorted(self.searches, key=lambda s: -s.task.weight)[:20]:
-            d = s.default_time
+            d = s.baseline
             t.add_row(s.task.description[:48], f"{100 * s.task.weight / max(self.untuned, 1e-12):.1f}%",
                       f"{d * 1e6:.1f}" if d else "-", f"{s.best_time * 1e6:.1f}" if math.isfinite(s.best_time) else "-",
                       f"{s.speedup:.2f}x", str(s.trials))
@@ -392,9 +394,9 @@ class _Display:
             self.live.update(self._table(elapsed))
             return
         for s in self.searches:
-            if s.best_time < self.best[id(s)] and s.default_time:
+            if s.best_time < self.best[id(s)] and s.baseline:
                 self.best[id(s)] = s.best_time
-                print(f"[{elapsed:5.0f} s] {s.task.description[:48]}: {s.default_time * 1e6:.1f} -> "
+                print(f"[{elapsed:5.0f} s] {s.task.description[:48]}: {s.baseline * 1e6:.1f} -> "
                       f"{s.best_time * 1e6:.1f} us ({s.speedup:.2f}x, {s.trials} trials); estimated latency "
                       f"{_estimate(self.searches, self.untuned) * 1e3:.2f} ms", file=self.out, flush=True)
 

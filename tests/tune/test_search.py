@@ -29,7 +29,11 @@ def test_an_apparent_best_is_measured_again_and_judged_by_its_mean(small_model):
     # a failed re-measurement (a crash on the second run) rules a trace out for good
     s.record(steady, math.inf, again=True)
     assert s.best == lucky.trace and s.failures == 0 and s.trials == 3
-    # the default measured again, faster: its first time stays the scale of the search's times
-    # (a scale following its least time would drift, and favour the candidates measured late)
-    assert s.default_measured(94e-6) is False
+    # the default measured again: its first time stays the scale of the search's times (a scale
+    # following its least time would drift, and favour the candidates measured late) ...
+    s.default_measured(94e-6)
     assert s.default_time == 100e-6 and s.best == lucky.trace
+    # ... and candidates are compared with the mean of its times in a candidate's place
+    s.note(default.trace, 80e-6)
+    assert s.rebest() is True and math.isclose(s.baseline, 90e-6) and s.best == default.trace
+    assert s.incumbent() is None and math.isclose(s.speedup, 1.0)
