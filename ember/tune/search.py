@@ -226,7 +226,8 @@ class TaskSearch:
 
     def rebest(self) -> bool:
         """Set the best: the trace of least mean (the default's at :attr:`baseline`). True when
-        the best time improved (noted in ``history``)."""
+        a candidate became the best at a better time than before (noted in ``history``; the
+        default's own times moving are not an improvement)."""
         default = self.candidate({})
         dtrace = default.trace if default is not None else None
         best, best_time = None, math.inf
@@ -235,7 +236,7 @@ class TaskSearch:
         for trace, t in self.measured.items():
             if trace != dtrace and t < best_time:
                 best, best_time = trace, t
-        improved = best_time < self.best_time
+        improved = best_time < self.best_time and best != dtrace
         self.best, self.best_time = best, best_time
         if improved:
             self.history.append((self.trials, best_time))
