@@ -94,12 +94,15 @@ def test_tuned_kernels_are_checked_in_the_model(small_model, tmp_path):
     checked = str(tmp_path / "t.db")
     shutil.copy(dbpath, checked)
     with open_database(checked) as db:
+        # (per task its fastest other trace that never failed; the database ranks a trace by the
+        # mean of its records, so five lucky ones put it first unless it was 6x the default)
         lucky = {}
-        for r in db.records():
-            if not r.error and r.times and r.trace != _default_trace(db, r.workload):
+        failed = {(r.workload, r.trace) for r in db.records() if not r.ok}
+        for r in sorted(db.records(), key=lambda r: r.median):
+            if r.ok and (r.workload, r.trace) not in failed and r.trace != _default_trace(db, r.workload):
                 lucky.setdefault(r.workload, dataclasses.replace(r, times=(1e-9,), created=0.0))
         assert lucky
-        db.add_all(list(lucky.values()))
+        db.add_all([r for r in lucky.values() for _ in range(5)])
     rep = tune(small_model, checked, minutes=0, cluster="none", batch=4, progress=False)
     assert rep.in_model.rows and all(r.untuned > 0 and r.tuned > 0 for r in rep.in_model.rows)
     assert {r.workload for r in rep.in_model.rows} == set(lucky)
