@@ -197,8 +197,8 @@ class TaskSearch:
         self.remeasuring.discard(cand.trace)
         self.values_of[cand.trace] = cand.values
         self.note(cand.trace, median)
-        if self.default_time is None and math.isfinite(median) and cand.decisions == self._default_decisions():
-            self.default_time = median
+        if math.isfinite(median) and cand.decisions == self._default_decisions():
+            self.default_measured(median)
         return self.rebest()
 
     def note(self, trace: str, median: float) -> None:
