@@ -101,6 +101,15 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
     FO, C, kh, kw, FB = [const_int(d) for d in packed.shape]
     sh, sw = strides
     dh, dw = dilation
+    sub = None
+    if (kh, kw) == (1, 1) and (sh, sw) != (1, 1) and not any(padding) and blocked and not grouped \
+            and knob("conv.subsample", (False, True), C >= 256):
+        # a strided 1x1 conv over a copy of the input's every sh-th row and sw-th column: a
+        # copy of a quarter of the input, which the micro-kernel then reads contiguously.
+        # Measured per kernel, stride 2, AVX2: from 256, 512 and 1024 channels (ResNet-50's
+        # projections) 1.12-1.25x, 1.21x, 1.6x; from 32-208 channels 0.92-1.04x
+        data = sub = subsample(data, (sh, sw), f"{name}_sub")
+        sh = sw = 1
     H, W = fold_size(data.shape[2]), fold_size(data.shape[3])
     oh = conv_out_size(H + padding[0] + padding[2], kh, sh, dh)
     ow = conv_out_size(W + padding[1] + padding[3], kw, sw, dw)
@@ -162,9 +171,18 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
             v = padded[n, rc.var, y * sh + ry.var * dh, column(x, rx.var)]
             return te.sum(v * packed[fo, rc.var, ry.var, rx.var, fi], axis=(rc, ry, rx))
 
-    parts = {"kind": "conv_nchwc", "pad": padded if padded is not data else None, "input": padded, "xb": xb,
-             "grouped": grouped}
+    # the padded or subsampled copy of the input: scheduled with the conv (per task or once)
+    copy = padded if padded is not data else sub
+    parts = {"kind": "conv_nchwc", "pad": copy, "input": padded, "xb": xb, "grouped": grouped}
     return te.compute((data.shape[0], FO, oh, ow, FB), body, name, attrs=parts)
+
+
+def subsample(data: te.Tensor, strides: Sequence[int], name: str) -> te.Tensor:
+    """Every ``strides[0]``-th row and ``strides[1]``-th column of blocked ``data``."""
+    sh, sw = strides
+    n, cb, H, W, b = data.shape
+    oh, ow = conv_out_size(fold_size(H), 1, sh, 1), conv_out_size(fold_size(W), 1, sw, 1)
+    return te.compute((n, cb, oh, ow, b), lambda i, c, y, x, k: data[i, c, y * sh, x * sw, k], name)
 
 
 def schedule_conv_nchwc(s: Schedule, conv: te.Tensor, out: Optional[te.Tensor] = None, target=None) -> Schedule:

@@ -46,6 +46,36 @@ def test_conv2d_nchwc_matches_numpy(n, c, h, w, f, k, s, cb):
     np.testing.assert_allclose(np.moveaxis(out, -1, 2).reshape(want.shape), want, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("c,h,w,f", [
+    (256, 14, 14, 32),   # ResNet-50's projection shape, small: subsampled by default (256 channels)
+    (256, 13, 11, 16),   # odd sizes: 7x6 outputs from rows and columns 0, 2, ..., 12 and 0, ..., 10
+    (32, 15, 15, 16),    # few channels: strided reads by default
+])
+@pytest.mark.parametrize("chosen", [
+    {"conv.subsample": True},
+    {"conv.subsample": False},
+    {"conv.subsample": True, "conv.pad_in_task": False},  # the copy made once, not per task
+    {"conv.subsample": True, "conv.reduction": "row"},
+    {"conv.subsample": True, "conv.reduction": ""},
+])
+def test_strided_1x1_conv_over_a_subsampled_copy_matches_numpy(c, h, w, f, chosen):
+    """A strided 1x1 conv reads every other row and column: from 256 input channels it reads
+    them from a copy of those (contiguous), the copy made per task or once."""
+    cb, fb = 16, 16
+    with decisions(chosen) as d:
+        sch, args = conv2d_nchwc_nd((1, c // cb, h, w, cb), (f // fb, c, 1, 1, fb), (2, 2), (0, 0, 0, 0))
+    assert d.seen["conv.subsample"].default == (c >= 256)
+    names = {st.name for st in sch.stages}
+    assert any(n.endswith("_sub") for n in names) == chosen["conv.subsample"]
+    x, wt = RNG.standard_normal((1, c, h, w)).astype(np.float32), RNG.standard_normal((f, c, 1, 1)).astype(np.float32)
+    want = _conv_ref(x, wt, 2, (0, 0, 0, 0))
+    xb = np.moveaxis(x.reshape(1, c // cb, cb, h, w), 2, -1).copy()
+    wp = np.moveaxis(wt.reshape(f // fb, fb, c, 1, 1), 1, -1).copy()
+    out = np.zeros((1, f // fb) + want.shape[2:] + (fb,), np.float32)
+    ember.build(sch, args, "k")["k"](xb, wp, out)
+    np.testing.assert_allclose(np.moveaxis(out, -1, 2).reshape(want.shape), want, rtol=1e-4, atol=1e-3)
+
+
 def test_width_block_pads_the_row_least():
     assert [width_block(w, 16, 8) for w in (56, 28, 14, 7, 3, 112)] == [4, 4, 5, 4, 3, 4]
     assert width_block(13, 16, 8) == 5  # 15 columns computed, the fewest of 4..6
