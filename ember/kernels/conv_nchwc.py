@@ -116,11 +116,16 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
     lanes = vector_lanes(target, data.dtype)
     registers = 32 if lanes * 32 >= 512 else 16
     vecs = max(1, FB // lanes)
-    xb = width_block(ow, FB, lanes, registers)
+    flat = False
+    if (kh, kw) == (1, 1) and (sh, sw) == (1, 1) and not any(padding) and blocked and not grouped \
+            and isinstance(oh, int) and isinstance(ow, int) and 1 < oh and oh * ow <= SMALL_PLANE:
+        # (a larger plane is rows of tasks, which one row would take away: 0.46-0.59x in place)
+        flat = knob("conv.flat", (False, True), _flat_pads_less(oh, ow, FB, lanes, registers))
+    xb = width_block(oh * ow if flat else ow, FB, lanes, registers)
     # the tuner may take any block whose accumulators fit the registers with a weight vector
     xb = knob("conv.columns", range(1, max(1, (registers - vecs - 1) // vecs) + 1), xb)
     end, last = [padding[2], padding[3]], None
-    if isinstance(ow, int) and isinstance(W, int):
+    if isinstance(ow, int) and isinstance(W, int) and not flat:
         # the last block of columns reads past the row (its extra columns are never stored):
         # pad for it, so no load needs a guard -- or, where nothing else needs padding (a
         # strided 1x1 conv, which reads a quarter of its input), clamp those reads to the last
@@ -159,7 +164,11 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
         axes = (rco, rci, ry, rx)
 
         def body(n, fo, y, x, fi):
-            v = padded[n, rco.var, y * sh + ry.var * dh, column(x, rx.var), rci.var]
+            if flat:  # x: a position of the plane; the last block's extra ones read the last
+                q = min_(x, oh * ow - 1)
+                v = padded[n, rco.var, q // ow + ry.var, q % ow + rx.var, rci.var]
+            else:
+                v = padded[n, rco.var, y * sh + ry.var * dh, column(x, rx.var), rci.var]
             w = packed[fo, rco.var * cb + rci.var, ry.var, rx.var, fi]
             if scale is not None:
                 w = scale[n if const_int(scale.shape[0]) != 1 else 0, rco.var, 0, 0, rci.var] * w
@@ -174,7 +183,21 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
     # the padded or subsampled copy of the input: scheduled with the conv (per task or once)
     copy = padded if padded is not data else sub
     parts = {"kind": "conv_nchwc", "pad": copy, "input": padded, "xb": xb, "grouped": grouped}
-    return te.compute((data.shape[0], FO, oh, ow, FB), body, name, attrs=parts)
+    if not flat:
+        return te.compute((data.shape[0], FO, oh, ow, FB), body, name, attrs=parts)
+    # the plane as one row of whole blocks, and the result read back as rows and columns (a
+    # view the schedule inlines into the write-back)
+    acc = te.compute((data.shape[0], FO, 1, -(-oh * ow // xb) * xb, FB), body, f"{name}_flat", attrs=parts)
+    return te.compute((data.shape[0], FO, oh, ow, FB), lambda n, fo, y, x, fi: acc[n, fo, 0, y * ow + x, fi],
+                      name, attrs={"kind": "conv_nchwc_flat", "conv": acc})
+
+
+def _flat_pads_less(oh: int, ow: int, fb: int, lanes: int, registers: int) -> bool:
+    """Whether a stride-1 1x1 conv over a small plane (one task's) computes fewer padded
+    positions as one row of ``oh * ow`` than as ``oh`` rows: a 7x7 plane is 7 rows of 8
+    (blocks of 4 columns) or one of 50 (blocks of 5)."""
+    xr, xf = width_block(ow, fb, lanes, registers), width_block(oh * ow, fb, lanes, registers)
+    return -(-oh * ow // xf) * xf < oh * -(-ow // xr) * xr
 
 
 def subsample(data: te.Tensor, strides: Sequence[int], name: str) -> te.Tensor:
@@ -197,6 +220,11 @@ def schedule_conv_nchwc(s: Schedule, conv: te.Tensor, out: Optional[te.Tensor] =
     """
     target = host(target)
     out = conv if out is None else out
+    view = None
+    if conv.op.attrs.get("kind") == "conv_nchwc_flat":  # the plane computed as one row
+        view, conv = conv, conv.op.attrs["conv"]
+        if out is not view:
+            s[view].compute_inline()
     lanes = vector_lanes(target, conv.dtype)
     xb = conv.op.attrs["xb"]
     acc = s.cache_write(conv, "local") if out is conv else conv
@@ -204,6 +232,8 @@ def schedule_conv_nchwc(s: Schedule, conv: te.Tensor, out: Optional[te.Tensor] =
         return _schedule_grouped(s, conv, out, acc, lanes, xb, target)
     so = s[out]
     n, fo, y, x, fi = so.leaf
+    if view is not None:  # the write-back's rows and columns as one row of the plane's positions
+        y, x = so.split(so.fuse(y, x), nparts=1)
     st = s[acc]
     mode = knob("conv.reduction", ("", "row", "plane"), reduction_chunks(conv, target))
     if mode != "plane":

@@ -11,6 +11,7 @@ from ember.target import Target
 from ember.tune.space import decisions
 
 RNG = np.random.default_rng(3)
+AVX2 = Target("x86_64-unknown-linux-gnu", "znver3", vector_bits=256, cores=2)
 
 
 def _conv_ref(x, w, s, p):
@@ -62,9 +63,11 @@ def test_strided_1x1_conv_over_a_subsampled_copy_matches_numpy(c, h, w, f, chose
     """A strided 1x1 conv reads every other row and column: from 256 input channels it reads
     them from a copy of those (contiguous), the copy made per task or once."""
     cb, fb = 16, 16
-    with decisions(chosen) as d:
-        sch, args = conv2d_nchwc_nd((1, c // cb, h, w, cb), (f // fb, c, 1, 1, fb), (2, 2), (0, 0, 0, 0))
+    with decisions() as d:
+        conv2d_nchwc_nd((1, c // cb, h, w, cb), (f // fb, c, 1, 1, fb), (2, 2), (0, 0, 0, 0))
     assert d.seen["conv.subsample"].default == (c >= 256)
+    with decisions(chosen):
+        sch, args = conv2d_nchwc_nd((1, c // cb, h, w, cb), (f // fb, c, 1, 1, fb), (2, 2), (0, 0, 0, 0))
     names = {st.name for st in sch.stages}
     assert any(n.endswith("_sub") for n in names) == chosen["conv.subsample"]
     x, wt = RNG.standard_normal((1, c, h, w)).astype(np.float32), RNG.standard_normal((f, c, 1, 1)).astype(np.float32)
@@ -74,6 +77,39 @@ def test_strided_1x1_conv_over_a_subsampled_copy_matches_numpy(c, h, w, f, chose
     out = np.zeros((1, f // fb) + want.shape[2:] + (fb,), np.float32)
     ember.build(sch, args, "k")["k"](xb, wp, out)
     np.testing.assert_allclose(np.moveaxis(out, -1, 2).reshape(want.shape), want, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("c,h,w,f", [
+    (64, 7, 7, 32),    # EfficientNet's and ResNet's last stage: 7 rows of 8 or one row of 50
+    (32, 5, 9, 16),    # 45 positions: one row of 45 (blocks of 5), not 5 rows of 10
+    (48, 8, 8, 16),    # 8 columns: rows pad nothing, so the default keeps them
+])
+@pytest.mark.parametrize("flat", [True, False])
+def test_1x1_conv_over_a_small_plane_as_one_row_matches_numpy(c, h, w, f, flat):
+    """A stride-1 1x1 conv over a plane of at most SMALL_PLANE positions may compute it as one
+    row of h*w positions in blocks of columns, the last block's extra positions reading the
+    last one (never stored); the write-back reads the rows and columns back."""
+    cb, fb = 16, 16
+    with decisions() as d:  # (on AVX2: blocks of 4-6 columns of two vectors)
+        conv2d_nchwc_nd((1, c // cb, h, w, cb), (f // fb, c, 1, 1, fb), target=AVX2)
+    assert d.seen["conv.flat"].default == (w % 4 != 0)
+    with decisions({"conv.flat": flat}):
+        sch, args = conv2d_nchwc_nd((1, c // cb, h, w, cb), (f // fb, c, 1, 1, fb))
+    assert any(st.name.endswith("_flat") for st in sch.stages) == flat
+    x, wt = RNG.standard_normal((1, c, h, w)).astype(np.float32), RNG.standard_normal((f, c, 1, 1)).astype(np.float32)
+    want = _conv_ref(x, wt, 1, (0, 0, 0, 0))
+    xb = np.moveaxis(x.reshape(1, c // cb, cb, h, w), 2, -1).copy()
+    wp = np.moveaxis(wt.reshape(f // fb, fb, c, 1, 1), 1, -1).copy()
+    out = np.full((1, f // fb, h, w, fb), np.nan, np.float32)  # every position must be written
+    ember.build(sch, args, "k")["k"](xb, wp, out)
+    np.testing.assert_allclose(np.moveaxis(out, -1, 2).reshape(want.shape), want, rtol=1e-4, atol=1e-3)
+
+
+def test_a_larger_plane_is_never_one_row():
+    """Past SMALL_PLANE positions a plane is rows of tasks: the knob is not offered."""
+    with decisions() as d:
+        conv2d_nchwc_nd((1, 2, 14, 14, 16), (2, 32, 1, 1, 16))
+    assert "conv.flat" not in d.seen
 
 
 def test_width_block_pads_the_row_least():
