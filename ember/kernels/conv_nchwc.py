@@ -53,23 +53,32 @@ def channel_block(dtype: str = "float32", target=None, channels: Optional[int] =
     return lanes if channels < 2 * lanes or one < two else 2 * lanes
 
 
-def width_block(width, fb: int, lanes: int, registers: int = 16) -> int:
+def width_block(width, fb: int, lanes: int, registers: int = 16, pointwise: bool = False) -> int:
     """The columns ``XB`` a micro-kernel keeps in registers: from 4 up to what the
     accumulators leave (``FB/lanes`` per column, plus the weight vectors and one broadcast),
     the one that pads the row least, the smaller on ties (measured: 4 columns run as fast as
-    6 where both fit the row exactly)."""
+    6 where both fit the row exactly).
+
+    ``pointwise`` (a 1x1 conv) with one vector per column: the larger on ties. Each step of
+    its reduction loads a weight vector and a broadcast per column for one FMA per column, so
+    the loop's own instructions weigh on the few FMAs of a small block: in place in
+    EfficientNet-B0 (AVX2, 8-channel blocks), its 24- and 40-channel projections at 56x56 ran
+    1.14-1.23x faster in blocks of 8 columns than of 4, at 28x28 1.11-1.14x in blocks of 7.
+    (Blocks of 14, AVX2's whole budget, were faster still there, 1.16-1.32x, but 1.13x slower
+    than 7 on RegNetY-400MF's 208->440 at 14x14: the cap stays.)"""
     vecs = max(1, fb // lanes)
     # accumulators in at most 3/4 of the registers: at 28 of AVX-512's 32, LLVM's schedule
     # of the unrolled taps spilled them to the stack (a 14-wide row ran at 40-75% of peak,
     # varying with the stack's address from one process to the next)
     most = max(1, min(registers - vecs - 1, registers * 3 // 4) // vecs)
+    larger = pointwise and vecs == 1
     width = width if isinstance(width, int) else const_int(as_expr(width))
     if width is None:
         return min(4, most)
     if width <= most:
         return width
     cands = range(min(4, most), most + 1)
-    return min(cands, key=lambda xb: (-(-width // xb) * xb, xb))
+    return min(cands, key=lambda xb: (-(-width // xb) * xb, -xb if larger else xb))
 
 
 def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1, 1),
@@ -121,7 +130,7 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
             and isinstance(oh, int) and isinstance(ow, int) and 1 < oh and oh * ow <= SMALL_PLANE:
         # (a larger plane is rows of tasks, which one row would take away: 0.46-0.59x in place)
         flat = knob("conv.flat", (False, True), _flat_pads_less(oh, ow, FB, lanes, registers))
-    xb = width_block(oh * ow if flat else ow, FB, lanes, registers)
+    xb = width_block(oh * ow if flat else ow, FB, lanes, registers, pointwise=(kh, kw) == (1, 1) and not grouped)
     # the tuner may take any block whose accumulators fit the registers with a weight vector
     xb = knob("conv.columns", range(1, max(1, (registers - vecs - 1) // vecs) + 1), xb)
     end, last = [padding[2], padding[3]], None
@@ -196,7 +205,7 @@ def _flat_pads_less(oh: int, ow: int, fb: int, lanes: int, registers: int) -> bo
     """Whether a stride-1 1x1 conv over a small plane (one task's) computes fewer padded
     positions as one row of ``oh * ow`` than as ``oh`` rows: a 7x7 plane is 7 rows of 8
     (blocks of 4 columns) or one of 50 (blocks of 5)."""
-    xr, xf = width_block(ow, fb, lanes, registers), width_block(oh * ow, fb, lanes, registers)
+    xr, xf = (width_block(w, fb, lanes, registers, pointwise=True) for w in (ow, oh * ow))
     return -(-oh * ow // xf) * xf < oh * -(-ow // xr) * xr
 
 

@@ -116,6 +116,10 @@ def test_width_block_pads_the_row_least():
     assert [width_block(w, 16, 8) for w in (56, 28, 14, 7, 3, 112)] == [4, 4, 5, 4, 3, 4]
     assert width_block(13, 16, 8) == 5  # 15 columns computed, the fewest of 4..6
     assert width_block(7, 32, 16, registers=32) == 7  # AVX-512: a 7-wide row fits in registers
+    # a 1x1 conv with one vector per column: the larger on ties
+    assert [width_block(w, 8, 8, pointwise=True) for w in (56, 28, 112, 14, 7, 30)] == [8, 7, 8, 7, 7, 10]
+    assert width_block(56, 16, 8, pointwise=True) == 4  # two vectors per column: as before
+    assert width_block(56, 16, 16, registers=32, pointwise=True) == 14  # AVX-512, one vector
     assert SMALL_PLANE >= 49  # ResNet's 7x7 layers take the plane schedule
 
 
