@@ -101,7 +101,14 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
     ``scale`` (blocked data only): a factor per input channel, ``N|1 C/cb 1 1 cb`` (a
     squeeze-excitation's), by which the data is multiplied before the convolution. It scales
     the weights instead, ``x (s w)``: a product per weight vector and block of columns (the
-    columns are unrolled: one product serves them all), not per input element."""
+    columns are unrolled: one product serves them all), not per input element.
+
+    Two shapes of a blocked 1x1 conv (tuner knobs, defaults where measured faster): a strided
+    one may read a subsampled copy of its input (``conv.subsample``, a stage the schedule
+    places like the padded input); a stride-1 one over a small plane may compute it as one row
+    of positions (``conv.flat``): the stage is then ``N F/FB 1 P FB``, ``P`` the positions
+    rounded up to a block, and the result a view of it in rows and columns
+    (``attrs["kind"] == "conv_nchwc_flat"``)."""
     target = host(target)
     blocked = data.ndim == 5
     if scale is not None and (grouped or not blocked):
