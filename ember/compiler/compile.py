@@ -81,7 +81,12 @@ def compile_model(model: Union[str, os.PathLike, bytes, Module, "onnx.ModelProto
         tuning_db = os.environ["EMBER_TUNING_DB"]
     marker = _compiled_before(model, target, opt_level, input_shapes, disabled_passes)
     key = os.path.basename(marker)[len("model-"):] if marker is not None else None
-    use_cache = cache and marker is not None and not instruments and memory_limit is None and tuning_db is None
+    from ..tune.space import deciding
+
+    # (a compile under the tuner's decisions makes other kernels than the defaults: neither
+    # loaded from nor kept as this model's executable)
+    use_cache = (cache and marker is not None and not instruments and memory_limit is None and tuning_db is None
+                 and not deciding())
     if use_cache and os.path.exists(marker):
         from . import cache as kept
 

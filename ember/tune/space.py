@@ -22,7 +22,7 @@ import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-__all__ = ["Decisions", "Knob", "decisions", "knob"]
+__all__ = ["Decisions", "Knob", "deciding", "decisions", "knob"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,6 +61,12 @@ def decisions(values: dict | None = None) -> Iterator[Decisions]:
         yield d
     finally:
         _ACTIVE.reset(token)
+
+
+def deciding() -> bool:
+    """Whether schedules made now take a tuner's decisions (inside :func:`decisions`): what
+    is compiled then is not the default, so it must not be kept as the model's executable."""
+    return _ACTIVE.get() is not None
 
 
 def knob(name: str, choices: Sequence, default: Any) -> Any:

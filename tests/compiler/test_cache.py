@@ -32,6 +32,26 @@ def test_a_second_compile_of_a_model_file_loads_the_kept_executable(conv_net_pat
     assert "load kept executable" not in ember.compile(path, cache=False).compile_times
 
 
+def test_a_compile_under_the_tuners_decisions_is_not_kept(conv_net_path, tmp_path, monkeypatch):
+    """Kernels made under ``decisions()`` are not the defaults: such a compile neither loads the
+    kept executable nor keeps its own for the next plain compile to load."""
+    from ember.tune.space import decisions
+
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path / "cache"))
+    path = str(tmp_path / "net.onnx")
+    shutil.copy(conv_net_path, path)
+    with decisions({"conv.columns": 1}):
+        tuned = ember.compile(path)
+    kept.wait()
+    plain = ember.compile(path)
+    assert "load kept executable" not in plain.compile_times
+    kept.wait()
+    with decisions({"conv.columns": 1}):
+        assert "load kept executable" not in ember.compile(path).compile_times
+    assert "load kept executable" in ember.compile(path).compile_times
+    np.testing.assert_allclose(tuned.run(_x())[0], plain.run(_x())[0], rtol=1e-5, atol=1e-5)
+
+
 def test_a_changed_model_file_compiles_again(conv_net_path, tmp_path, monkeypatch):
     monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path / "cache"))
     path = str(tmp_path / "net.onnx")
