@@ -117,8 +117,9 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
     FO, C, kh, kw, FB = [const_int(d) for d in packed.shape]
     sh, sw = strides
     dh, dw = dilation
+    pointwise = (kh, kw) == (1, 1) and not grouped
     sub = None
-    if (kh, kw) == (1, 1) and (sh, sw) != (1, 1) and not any(padding) and blocked and not grouped \
+    if pointwise and (sh, sw) != (1, 1) and not any(padding) and blocked \
             and knob("conv.subsample", (False, True), C >= 256):
         # a strided 1x1 conv over a copy of the input's every sh-th row and sw-th column: a
         # copy of a quarter of the input, which the micro-kernel then reads contiguously.
@@ -133,11 +134,11 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
     registers = 32 if lanes * 32 >= 512 else 16
     vecs = max(1, FB // lanes)
     flat = False
-    if (kh, kw) == (1, 1) and (sh, sw) == (1, 1) and not any(padding) and blocked and not grouped \
+    if pointwise and (sh, sw) == (1, 1) and not any(padding) and blocked \
             and isinstance(oh, int) and isinstance(ow, int) and 1 < oh and oh * ow <= SMALL_PLANE:
         # (a larger plane is rows of tasks, which one row would take away: 0.46-0.59x in place)
         flat = knob("conv.flat", (False, True), _flat_pads_less(oh, ow, FB, lanes, registers))
-    xb = width_block(oh * ow if flat else ow, FB, lanes, registers, pointwise=(kh, kw) == (1, 1) and not grouped)
+    xb = width_block(oh * ow if flat else ow, FB, lanes, registers, pointwise=pointwise)
     # the tuner may take any block whose accumulators fit the registers with a weight vector
     xb = knob("conv.columns", range(1, max(1, (registers - vecs - 1) // vecs) + 1), xb)
     end, last = [padding[2], padding[3]], None
