@@ -17,6 +17,8 @@ def main(argv=None) -> int:
                     "ember.cli_profile:profile_main"),
         "tune": ("tune a model's kernels into a records database (SQLite or PostgreSQL, Dask workers)",
                  "ember.cli_tune:tune_main"),
+        "cache": ("show the compile cache's size by kind and its bound (EMBER_CACHE_SIZE); prune or clear it",
+                  "ember.cli_cache:cache_main"),
         "bench-ops": ("benchmark Ember's default kernels against numpy (and measure the FMA peak)",
                       "ember.bench.ops"),
     }
@@ -25,7 +27,8 @@ def main(argv=None) -> int:
             prog="ember",
             description="Ember, a deep-learning compiler: tensor programs to native code through LLVM.",
             epilog="Run 'ember COMMAND --help' for a command's options. Environment: EMBER_CACHE_DIR "
-                   "(compiled-kernel cache, default ~/.cache/ember), EMBER_DEBUG=1..4 (print loop "
+                   "(compiled-kernel cache, default ~/.cache/ember), EMBER_CACHE_SIZE (its bound, default 5G; "
+                   "0: none), EMBER_DEBUG=1..4 (print loop "
                    "programs, LLVM IR, assembly).")
         p.add_argument("command", choices=sorted(commands),
                        help="; ".join(f"{k}: {v[0]}" for k, v in commands.items()))

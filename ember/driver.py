@@ -139,7 +139,9 @@ def index_lookup(key: str) -> Optional[str]:
     except OSError:
         return None
     # the object file is needed to export a model: an entry without it is rebuilt
-    return path if os.path.exists(path) and os.path.exists(path[:-3] + ".o") else None
+    from .cache_size import touch
+
+    return path if os.path.exists(path[:-3] + ".o") and touch(path) and touch(os.path.join(_index_dir(), key)) else None
 
 
 def index_store(key: str, library: str) -> None:

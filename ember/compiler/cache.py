@@ -77,12 +77,16 @@ def load(key: str, recompile: Callable) -> Optional[object]:
     from ..runtime.module import Module
     from ..runtime.ndarray import numpy_dtype
 
+    from ..cache_size import touch
+
     d = _dir(key)
     try:
+        if not touch(os.path.join(d, "program.json")):
+            return None
         with open(os.path.join(d, "program.json")) as f:
             doc = json.load(f)
-        if not os.path.isfile(doc["library"]):
-            return None  # (its kernels were evicted from the cache)
+        if not touch(doc["library"]):
+            return None  # (its kernels were pruned from the cache)
         blob = np.memmap(os.path.join(d, "constants.bin"), dtype=np.uint8, mode="r")
         constants = []
         for c in doc["constants"]:

@@ -98,6 +98,9 @@ def _library(objs: list, key: str, metadata: str, names: list, stats: dict | Non
         _build.write_sidecar(key, metadata)
         if stats is not None:
             stats["(link)"] = {"link": time.perf_counter() - t0}
+        from ...cache_size import maybe_prune
+
+        maybe_prune()  # (the cache grew: at most hourly, the least recently used entries go)
     elif _build.debug_level() >= 3:
         print(f"=== cache hit: {path} ===", file=sys.stderr)
     return Module(path, metadata=metadata)

@@ -51,8 +51,11 @@ def cache_key(ir_text: str, target: Target, opt: int = OPT_LEVEL) -> str:
 
 
 def cached_library(key: str) -> str | None:
+    """``<cache>/<key>.so`` if it and its object are there (marked used: ``cache_size``)."""
+    from ...cache_size import touch
+
     path = os.path.join(cache_dir(), key + ".so")
-    return path if os.path.exists(path) and os.path.exists(path[:-3] + ".o") else None
+    return path if os.path.exists(path[:-3] + ".o") and touch(path) else None
 
 
 def compile_object(ir_text: str, target: Target, what: str, times: dict | None = None,

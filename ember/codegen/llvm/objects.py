@@ -85,6 +85,24 @@ def _object_path(key: str) -> str:
     return os.path.join(d, key + ".o")
 
 
+def _cached(path: str, with_entry: bool = True):
+    """The object at ``path`` (and its metadata entry, ``(object, entry)``), marked used; None
+    on a miss -- a file pruned from the cache while this read it included."""
+    from ...cache_size import touch
+
+    try:
+        if not touch(path):
+            return None
+        with open(path, "rb") as fh:
+            obj = fh.read()
+        if not with_entry:
+            return obj
+        with open(path[:-2] + ".json") as fh:
+            return obj, json.load(fh)
+    except (FileNotFoundError, ValueError):
+        return None
+
+
 def _store(path: str, obj: bytes) -> None:
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".obj-")
     with os.fdopen(fd, "wb") as f:
@@ -371,15 +389,11 @@ def _compile(jobs: list, keys: list, items: list, names: list, target: Target, s
     entries: list = [None] * len(jobs)
     todo = []
     for i, k in enumerate(keys):
-        path = _object_path(k)
-        meta = path[:-2] + ".json"
-        if os.path.exists(path) and os.path.exists(meta):
-            with open(path, "rb") as fh:
-                objs[i] = fh.read()
-            with open(meta) as fh:
-                entries[i] = json.load(fh)
-        else:
+        hit = _cached(_object_path(k))
+        if hit is None:
             todo.append(i)
+        else:
+            objs[i], entries[i] = hit
     # this process compiles too: one worker fewer than the cores (on 2 cores a second worker's
     # start -- Python, Ember, LLVM: ~0.4 s of CPU -- cost more than it gave)
     workers = min(_jobs() - 1, len(todo))
@@ -415,10 +429,8 @@ def _compile(jobs: list, keys: list, items: list, names: list, target: Target, s
     shared_text, metadata = shared_ir(entries, target, "shared")
     shared_key = cache_key(shared_text, target, opt)
     path = _object_path(shared_key)
-    if os.path.exists(path):
-        with open(path, "rb") as fh:
-            shared = fh.read()
-    else:
+    shared = _cached(path, with_entry=False)
+    if shared is None:
         shared = compile_object(shared_text, target, "kernel '(metadata)'", {}, opt)
         _store(path, shared)
     lib_key = cache_key("\0".join(keys + [shared_key]), target)
