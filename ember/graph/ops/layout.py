@@ -14,6 +14,7 @@ import fractions
 import math
 
 from ...errors import ShapeError
+from ...loop import expr as E
 from ..types import Dim, TensorType, TupleType
 from . import dims as D
 from .registry import Pattern, attr, norm_axis, register_op, same_dtype, tensor
@@ -398,6 +399,7 @@ def _infer_resize(args, attrs):
     if sizes is not None:
         if len(sizes) != x.ndim:
             raise ShapeError(f"sizes {sizes} must have one value per axis of {x}")
+        _assume_filled(x.shape, sizes)
         return TensorType(sizes, x.dtype)
     if scales is None:
         raise ShapeError("resize needs sizes or scales")
@@ -418,7 +420,17 @@ def _infer_resize(args, attrs):
         else:  # floor(d * p / q) for the scale's exact fraction
             frac = fractions.Fraction(float(s))
             out.append(D.dim_floordiv(D.dim_mul(d, frac.numerator), frac.denominator))
+    _assume_filled(x.shape, out)
     return TensorType(tuple(out), x.dtype)
+
+
+def _assume_filled(shape_in, shape_out) -> None:
+    """A resized axis of symbolic size reads its input: that axis is not empty where the
+    output's is not (checked per run; a static one is checked by the compute)."""
+    for i, (a, b) in enumerate(zip(shape_in, shape_out)):
+        if a != b and not (isinstance(a, int) and isinstance(b, int)):
+            D.assume((D.index(a) >= 1) | E.eq(D.index(b), 0),
+                     f"resize cannot fill axis {i} of size {b} from an empty input axis ({a})")
 
 
 register_op("resize", infer=_infer_resize, pattern=INJ,

@@ -157,6 +157,44 @@ def test_a_cnn_with_a_dynamic_batch_and_a_resize_to_computed_sizes(tmp_path):
         np.testing.assert_allclose(exe.run(x)[0], want, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("mode,ctm", [("linear", "half_pixel"), ("linear", "pytorch_half_pixel"),
+                                      ("linear", "align_corners"), ("nearest", "asymmetric"),
+                                      ("cubic", "half_pixel"), ("linear", "half_pixel_symmetric")])
+def test_a_resize_to_a_skip_inputs_symbolic_height_and_width(mode, ctm):
+    """A segmentation head upsamples to its input's size (torchvision's FCN, LRASPP, SegFormer):
+    the sizes are the symbolic H and W of another tensor, and the coordinates are computed per
+    run -- same answers as onnx's reference at each size, down- and upsampling, 1 included."""
+    from onnx.reference import ReferenceEvaluator
+
+    n = [node("Shape", ["skip"], ["s"]), node("Slice", ["s", "two", "four"], ["hw"]),
+         node("Shape", ["x"], ["xs"]), node("Slice", ["xs", "z", "two"], ["nc"]),
+         node("Concat", ["nc", "hw"], ["sizes"], axis=0),
+         node("Resize", ["x", "", "", "sizes"], ["y"], mode=mode, coordinate_transformation_mode=ctm)]
+    m = model(n, [vi("x", [1, 3, "h", "w"]), vi("skip", [1, 1, "H", "W"])], [vi("y", [1, 3, "H", "W"])],
+              [_ints("z", [0]), _ints("two", [2]), _ints("four", [4])], opset=19)
+    exe = ember.compile(m.SerializeToString())
+    ref = ReferenceEvaluator(m)
+    rng = np.random.default_rng(6)
+    for h, w, H, W in [(7, 9, 28, 36), (5, 5, 5, 5), (16, 12, 8, 6), (1, 1, 4, 3), (3, 4, 1, 1)]:
+        x = rng.standard_normal((1, 3, h, w)).astype(np.float32)
+        skip = np.zeros((1, 1, H, W), np.float32)
+        want = ref.run(None, {"x": x, "skip": skip})[0]
+        np.testing.assert_allclose(exe.run(x, skip)[0], want, rtol=1e-5, atol=1e-5, err_msg=f"{(h, w, H, W)}")
+
+
+def test_a_resize_by_scales_of_a_symbolic_plane():
+    from onnx.reference import ReferenceEvaluator
+
+    m = model([node("Resize", ["x", "", "sc"], ["y"], mode="linear", coordinate_transformation_mode="pytorch_half_pixel")],
+              [vi("x", ["N", 3, "h", "w"])], [vi("y", None)], [init("sc", np.array([1, 1, 1.7, 0.6], np.float32))],
+              opset=19)
+    exe = ember.compile(m.SerializeToString())
+    for shape in [(1, 3, 7, 9), (2, 3, 1, 1), (1, 3, 10, 3)]:
+        x = np.random.default_rng(7).standard_normal(shape).astype(np.float32)
+        want = ReferenceEvaluator(m).run(None, {"x": x})[0]
+        np.testing.assert_allclose(exe.run(x)[0], want, rtol=1e-5, atol=1e-5, err_msg=f"{shape}")
+
+
 # -- sizes a kernel computes: bound while the run goes on -------------------------------------------
 
 def _nonzero_model(path):

@@ -356,10 +356,19 @@ def _f64(v) -> Expr:
     return const(float(v), "float64")
 
 
-def _source_coord(ctm: str, y: Expr, scale: float, n_in: int, n_out: int, roi: tuple):
+def _real(v) -> Expr:
+    """A size or scale as a float64 expression (a constant where it is static)."""
+    return v if isinstance(v, Expr) and v.dtype == "float64" else \
+        cast("float64", v) if isinstance(v, Expr) else _f64(v)
+
+
+def _source_coord(ctm: str, y: Expr, scale, n_in, n_out, roi: tuple):
     """The input coordinate of output index ``y``, and where it lies outside the input
-    (``tf_crop_and_resize`` extrapolates there) or None."""
+    (``tf_crop_and_resize`` extrapolates there) or None. ``scale``, ``n_in`` and ``n_out`` are
+    numbers, or expressions for an axis of symbolic size (:func:`_symbolic_coord`)."""
     yf = cast("float64", y)
+    if any(isinstance(v, Expr) for v in (scale, n_in, n_out)):
+        return _symbolic_coord(ctm, yf, scale, n_in, n_out), None
     # ONNX's output_width: fractional when it comes from a scale (the reference implementation
     # divides by it); a crop box spans the output's real length, as the spec and onnxruntime do
     # (our output length includes the box's extent, the reference's does not)
@@ -384,6 +393,28 @@ def _source_coord(ctm: str, y: Expr, scale: float, n_in: int, n_out: int, roi: t
         x = x + _f64(r0 * (n_in - 1))
         return x, (x < _f64(0)) | (x > _f64(n_in - 1))
     raise UnsupportedOpError(f"resize: coordinate_transformation_mode {ctm!r} is not supported")
+
+
+def _symbolic_coord(ctm: str, yf: Expr, scale, n_in, n_out) -> Expr:
+    """:func:`_source_coord` on an axis of symbolic size: the same formulas evaluated per run.
+    ``scale`` is a number (the model's scale) or the expression ``n_out / n_in`` (its sizes),
+    whose output width is then ``n_out`` itself."""
+    s, ni, no = _real(scale), _real(n_in), _real(n_out)
+    width = no if isinstance(scale, Expr) else s * ni
+    single = eq(width, _f64(1))
+    if ctm == "align_corners":
+        return select(single, _f64(0), yf * (ni - _f64(1)) / (width - _f64(1)))
+    if ctm == "asymmetric":
+        return yf / s
+    if ctm == "pytorch_half_pixel":
+        return select(single, _f64(-0.5), (yf + _f64(0.5)) / s - _f64(0.5))
+    if ctm == "half_pixel":
+        return (yf + _f64(0.5)) / s - _f64(0.5)
+    if ctm == "half_pixel_symmetric":
+        offset = ni / _f64(2) * (_f64(1) - no / width)
+        return offset + (yf + _f64(0.5)) / s - _f64(0.5)
+    raise UnsupportedOpError(f"resize: coordinate_transformation_mode {ctm!r} needs static sizes on a "
+                             f"resized axis")
 
 
 def _nearest(x: Expr, mode: str) -> Expr:
@@ -447,8 +478,16 @@ def _resize_plan(attrs, x: te.Tensor, shape: tuple) -> dict:
             continue
         n_in, n_out = _int(x.shape[k]), _int(shape[k])
         if n_in is None or n_out is None:
-            raise UnsupportedOpError(f"resize of axis {k} of {x}: symbolic sizes are not supported "
-                                     f"on a resized axis")
+            # sizes known per run (the graph's shape rule assumed a non-empty input axis): the
+            # coordinates are computed from them; a crop box needs static sizes
+            if ctm == "tf_crop_and_resize":
+                raise UnsupportedOpError(f"resize of axis {k} of {x}: tf_crop_and_resize needs static "
+                                         f"sizes on a resized axis")
+            n_in = x.shape[k] if n_in is None else n_in
+            n_out = shape[k] if n_out is None else n_out
+            scale = float(scales[k]) if scales is not None else _real(n_out) / _real(n_in)
+            plan[k] = (scale, n_in, n_out, box)
+            continue
         if n_in == 0 and n_out > 0:
             raise ShapeError(f"resize cannot fill axis {k} from an empty input axis")
         scale = float(scales[k]) if scales is not None else n_out / n_in
