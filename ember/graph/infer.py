@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Optional, TypeVar, Union
 
 from ..errors import ShapeError
-from .ir import Call, Expr, Function, Module, TupleGetItem, Var
+from .ir import Call, Expr, Function, Module, TupleGetItem, Var, source_span
 from .ops import infer_type
 from .visit import rewrite
 
@@ -43,7 +43,8 @@ def call_type(n: Call, globals_: dict):
 
 def _fill(n: Expr, globals_: dict) -> Optional[Expr]:
     if isinstance(n, Call):
-        t = call_type(n, globals_)
+        with source_span(*n.span):  # (what the rule assumes of sizes names the model's node)
+            t = call_type(n, globals_)
         return None if t == n.type else n.replace(type=t)
     if isinstance(n, Var) and n.type is None:
         raise ShapeError(f"variable %{n.name} has no type; type inference starts from typed parameters")

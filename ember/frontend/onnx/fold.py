@@ -71,8 +71,14 @@ def _sym_div(x, y):
 
 def _sym_mod(x, y):
     x, y = _i(x), _i(y)
-    if isinstance(y, int) and y <= 0 or (isinstance(x, int) and x < 0):
+    if isinstance(y, int) and y <= 0:
         return None
+    if isinstance(x, int) and x < 0:
+        if isinstance(y, int):
+            return None
+        # ONNX's Mod takes the divisor's sign: -a mod n = (n - a mod n) mod n, in [0, n) --
+        # torch.roll by a shift on a symbolic axis exports it (Swin's shifted windows)
+        return D.dim_mod(D.dim_sub(y, D.dim_mod(-x, y)), y)
     return D.dim_mod(x, y)
 
 
@@ -264,6 +270,8 @@ def evaluate(node, out_types: list) -> Optional[list]:
                     out = np.fmod(vals[0], vals[1]) if node.attr("fmod", 0) else np.mod(vals[0], vals[1])
             elif op in _BINARY:
                 out = _BINARY[op](vals[0], vals[1])
+            elif op == "Identity":
+                out = vals[0]  # (symbolic dims pass through)
             elif op in _UNARY:
                 out = None if is_symbolic(vals[0]) else _UNARY[op](vals[0])
             else:

@@ -276,6 +276,11 @@ def slice_bounds(dim, begin, end, step: int) -> tuple:
         # (stepping back, a bound is an index: at most dim - 1; a start of dim would be clamped)
         D.assume_le(D.dim_add(v, 1) if back else v, dim,
                     f"slice {what} {v} must not pass the end of the axis of size {dim}")
+        if not isinstance(v, int):
+            # a bound computed from sizes (``L - 4``) that is negative at run time would count
+            # from the end: a different slice than the one this rule gives, so a run refuses it
+            D.assume_le(0, v, f"slice {what} {v} must not be negative on the axis of size {dim} "
+                              f"(a negative bound computed from sizes is not supported)")
         return v
 
     b, e = bound(begin, "start"), bound(end, "end")

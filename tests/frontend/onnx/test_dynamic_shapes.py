@@ -195,6 +195,38 @@ def test_a_resize_by_scales_of_a_symbolic_plane():
         np.testing.assert_allclose(exe.run(x)[0], want, rtol=1e-5, atol=1e-5, err_msg=f"{shape}")
 
 
+def _roll_model(shift):
+    """``torch.roll(x, shift, 1)`` on a symbolic axis as torch's exporter writes it: the split
+    point is ``Mod(-shift, L)``, computed from the shape (Swin's shifted windows)."""
+    n = [node("Shape", ["x"], ["sh"], start=1, end=2), node("Mod", ["c", "sh"], ["s"], fmod=0),
+         node("Identity", ["s"], ["s1"]),
+         node("Slice", ["x", "s1", "big", "one"], ["a"]), node("Slice", ["x", "z", "s", "one"], ["b"]),
+         node("Concat", ["a", "b"], ["y"], axis=1)]
+    return model(n, [vi("x", ["N", "L", 8])], [vi("y", ["N", "L", 8])],
+                 [_ints("c", [-shift]), _ints("big", [2 ** 62]), _ints("one", [1]), _ints("z", [0])])
+
+
+def test_a_roll_on_a_symbolic_axis_folds_its_split_point():
+    exe = ember.compile(_roll_model(4).SerializeToString())
+    for n, length in [(1, 12), (2, 9), (1, 4), (1, 3), (1, 1)]:
+        x = np.arange(n * length * 8, dtype=np.float32).reshape(n, length, 8)
+        np.testing.assert_array_equal(exe.run(x)[0], np.roll(x, 4, axis=1), err_msg=f"L={length}")
+
+
+def test_a_slice_start_computed_negative_is_refused_not_read_out_of_bounds():
+    """``x[:, L-4:]`` has a start computed from the shape; at L < 4 it is negative, which ONNX
+    counts from the end. The compiled slice is the one for a start inside the axis: such a run
+    is refused, naming the node, where it used to read before the input."""
+    n = [node("Shape", ["x"], ["sh"], start=1, end=2), node("Sub", ["sh", "four"], ["st"]),
+         node("Slice", ["x", "st", "sh", "one"], ["y"], name="last_four")]
+    m = model(n, [vi("x", [1, "L", 8])], [vi("y", [1, 4, 8])], [_ints("four", [4]), _ints("one", [1])])
+    exe = ember.compile(m.SerializeToString())
+    x = np.arange(6 * 8, dtype=np.float32).reshape(1, 6, 8)
+    np.testing.assert_array_equal(exe.run(x)[0], x[:, 2:])
+    with pytest.raises(ShapeError, match="node last_four: slice start L-4 must not be negative"):
+        exe.run(x[:, :3])
+
+
 # -- sizes a kernel computes: bound while the run goes on -------------------------------------------
 
 def _nonzero_model(path):
