@@ -197,7 +197,7 @@ class _Checker:
 
 
 def _check_dim(c: _Checker, e, what: str, depth: int = 0) -> None:
-    if depth > 16:
+    if depth > shapes.MAX_DEPTH:
         c.fail(f"{what} nests too deep")
     if e is None or isinstance(e, str) or (isinstance(e, int) and not isinstance(e, bool)):
         return

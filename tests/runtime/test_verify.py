@@ -262,3 +262,20 @@ def test_the_requirement_check_itself():
     with pytest.raises(TargetError, match="uses avx512bw, avx512f, which this CPU lacks .*it has: avx, avx2, f16c, fma"):
         check_requirements(req, "m.so", flags=avx2_host, arch="x86_64")
     check_requirements(req, "m.so", flags=avx2_host | {"avx512f", "avx512bw"}, arch="x86_64")
+
+
+def test_a_deep_dimension_passes_and_a_deeper_one_is_a_model_error():
+    """A dimension nests as deep as Swin-V2's padded planes with a dynamic height and width
+    (20-odd levels); past ``shapes.MAX_DEPTH`` it is refused, not recursed into."""
+    from ember.runtime import shapes
+
+    def nest(depth):
+        d = "h"
+        for _ in range(depth):
+            d = ["FloorDiv", ["Add", d, 1], 2]
+        return d
+    meta = lambda d: {"kernels": [{"name": "k", "params": [{"kind": "buffer", "name": "p", "dtype": "float32",  # noqa: E731
+                                                             "shape": [d]}]}]}
+    verify_metadata(meta(nest(12)), "lib.so")  # 24 levels
+    with pytest.raises(ModelError, match="nests too deep"):
+        verify_metadata(meta(nest(shapes.MAX_DEPTH)), "lib.so")
