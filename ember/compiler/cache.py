@@ -72,12 +72,11 @@ def save(exe, key: str) -> None:
 def load(key: str, recompile: Callable) -> Optional[object]:
     """The executable kept for ``key``, or None (a miss: nothing kept, or not readable).
     ``recompile()`` compiles the model without the cache when a profiler needs its schedules."""
+    from ..cache_size import touch
     from ..errors import EmberError
     from ..runtime.executable import Executable, TensorInfo
     from ..runtime.module import Module
     from ..runtime.ndarray import numpy_dtype
-
-    from ..cache_size import touch
 
     d = _dir(key)
     try:
