@@ -92,14 +92,24 @@ def _files(d: str):
         return
 
 
+def _temporary(name: str) -> bool:
+    """A file or folder being written (renamed into place when complete), or left by a process
+    that died: the temporary prefixes, and the linker's ``.<key>-*.so``/``.o``."""
+    return name.startswith(_TEMP_PREFIXES) or (name.startswith(".") and name.endswith((".so", ".o")))
+
+
+def _left_behind(path: str, size: int, mtime: float, now: float) -> list:
+    """A temporary as an entry to delete where it is old enough to be a dead process's."""
+    return [Entry("temporary", [path], size, mtime)] if now - mtime > _TEMP_AGE_SECONDS else []
+
+
 def _grouped(d: str, kind: str, order: tuple, now: float) -> list:
     """The entries of folder ``d`` whose files are ``<key><suffix>`` (grouped by key)."""
     groups: dict = {}
     temps = []
     for name, path, size, mtime in _files(d):
-        if name.startswith(_TEMP_PREFIXES) or (name.startswith(".") and name.endswith((".so", ".o"))):
-            if now - mtime > _TEMP_AGE_SECONDS:
-                temps.append(Entry("temporary", [path], size, mtime))
+        if _temporary(name):
+            temps += _left_behind(path, size, mtime, now)
             continue
         stem, dot, suffix = name.partition(".")
         if not _KEY.match(stem) or "." + suffix not in order:
@@ -123,9 +133,9 @@ def _models(d: str) -> list:
     now = time.time()
     for e in dirs:
         files = list(_files(e.path))
-        if e.name.startswith("."):  # a folder being written (or left by a process that died)
-            if files and now - max(f[3] for f in files) > _TEMP_AGE_SECONDS:
-                out.append(Entry("temporary", [e.path], sum(f[2] for f in files), max(f[3] for f in files)))
+        if _temporary(e.name):
+            if files:
+                out += _left_behind(e.path, sum(f[2] for f in files), max(f[3] for f in files), now)
             continue
         program = os.path.join(e.path, "program.json")
         # (program.json first: without it the entry is a miss, and the folder goes after)
@@ -142,11 +152,7 @@ def entries(root: Optional[str] = None) -> list:
     out += _grouped(os.path.join(root, "objects"), "object", (".o", ".json"), now)
     out += _models(os.path.join(root, "models"))
     for name, path, size, mtime in _files(os.path.join(root, "index")):
-        if name.startswith(".idx-"):
-            if now - mtime > _TEMP_AGE_SECONDS:
-                out.append(Entry("temporary", [path], size, mtime))
-        else:
-            out.append(Entry("index", [path], size, mtime))
+        out += _left_behind(path, size, mtime, now) if _temporary(name) else [Entry("index", [path], size, mtime)]
     return out
 
 

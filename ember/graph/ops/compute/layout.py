@@ -358,8 +358,9 @@ def _f64(v) -> Expr:
 
 def _real(v) -> Expr:
     """A size or scale as a float64 expression (a constant where it is static)."""
-    return v if isinstance(v, Expr) and v.dtype == "float64" else \
-        cast("float64", v) if isinstance(v, Expr) else _f64(v)
+    if not isinstance(v, Expr):
+        return _f64(v)
+    return v if v.dtype == "float64" else cast("float64", v)
 
 
 def _source_coord(ctm: str, y: Expr, scale, n_in, n_out, roi: tuple):
