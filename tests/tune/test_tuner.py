@@ -88,12 +88,11 @@ def test_tuned_kernels_are_checked_in_the_model(small_model, tmp_path):
 
     # (the check tries only candidates ranked above their default's own trace, and 6 s of
     # tuning may find none: CI once did. So a measured candidate of each task is made to rank
-    # first, as a lucky measurement would, and the check, which times in the model, judges it)
+    # first, as a lucky measurement would, and the check, which times in the model, judges it.
+    # Seeded before the copy, so the direct checks at the end judge the same candidates)
     dbpath = str(tmp_path / "unchecked.db")
     tune(small_model, dbpath, minutes=0.1, cluster="none", batch=4, progress=False, validate=False)
-    checked = str(tmp_path / "t.db")
-    shutil.copy(dbpath, checked)
-    with open_database(checked) as db:
+    with open_database(dbpath) as db:
         # (per task its fastest other trace that never failed; the database ranks a trace by the
         # mean of its records, so five lucky ones put it first unless it was 6x the default)
         lucky = {}
@@ -103,6 +102,8 @@ def test_tuned_kernels_are_checked_in_the_model(small_model, tmp_path):
                 lucky.setdefault(r.workload, dataclasses.replace(r, times=(1e-9,), created=0.0))
         assert lucky
         db.add_all([r for r in lucky.values() for _ in range(5)])
+    checked = str(tmp_path / "t.db")
+    shutil.copy(dbpath, checked)
     rep = tune(small_model, checked, minutes=0, cluster="none", batch=4, progress=False)
     assert rep.in_model.rows and all(r.untuned > 0 and r.tuned > 0 for r in rep.in_model.rows)
     assert {r.workload for r in rep.in_model.rows} == set(lucky)
