@@ -256,31 +256,36 @@ HUGE = 1 << 30  # ONNX models spell "to the end" as INT_MAX / INT64_MAX
 def slice_bounds(dim, begin, end, step: int) -> tuple:
     """``(start, length)`` of ``x[begin:end:step]`` on an axis of size ``dim`` (ONNX clamping).
 
-    With a symbolic size or bound, a bound is taken to lie inside the axis (a negative one
-    counts from the end), and the assumption is recorded: the slices exporters write."""
+    On an axis of symbolic size, a constant bound is clamped in the dims themselves:
+    ``x[:, :512]`` on an axis of size ``L`` has ``min(512, L)`` elements, as in torch and ONNX
+    (the truncations exporters write, which a run at ``L < 512`` must take). A bound computed
+    from sizes (``L - 4``, or ``L`` on a buffer of 512 positions) is taken to lie inside the
+    axis and not to be negative (a negative one counts from the end), and the assumptions are
+    checked when a run binds the sizes: the dims then stay as the model wrote them (``L``, not
+    ``min(L, 512)``, which would not match the other tensors of length ``L``)."""
     if step == 0:
         raise ShapeError("slice step must not be 0")
     if all(isinstance(v, int) for v in (dim, begin, end)):
         start, stop, st = slice(begin, end, step).indices(dim)
         return start, len(range(start, stop, st))
     back = step < 0  # from begin down to (not including) end
+    # the range a bound is clamped to: [0, dim] forward; [-1, dim - 1] stepping back (the index
+    # of the first element taken, or of one past the last)
+    low, high = (-1, D.dim_sub(dim, 1)) if back else (0, dim)
 
     def bound(v, what):
         if isinstance(v, int) and v >= HUGE:
-            return D.dim_sub(dim, 1) if back else dim
+            return high
         if isinstance(v, int) and v <= -HUGE:
-            return -1 if back else 0
-        if isinstance(v, int) and v < 0:
-            D.assume_le(-v, dim, f"slice {what} {v} must lie inside the axis of size {dim}")
-            return D.dim_add(dim, v)
-        # (stepping back, a bound is an index: at most dim - 1; a start of dim would be clamped)
+            return low
+        if isinstance(v, int):
+            return D.dim_max(D.dim_add(dim, v), low) if v < 0 else D.dim_min(v, high)
         D.assume_le(D.dim_add(v, 1) if back else v, dim,
                     f"slice {what} {v} must not pass the end of the axis of size {dim}")
-        if not isinstance(v, int):
-            # a bound computed from sizes (``L - 4``) that is negative at run time would count
-            # from the end: a different slice than the one this rule gives, so a run refuses it
-            D.assume_le(0, v, f"slice {what} {v} must not be negative on the axis of size {dim} "
-                              f"(a negative bound computed from sizes is not supported)")
+        # a bound computed from sizes (``L - 4``) that is negative at run time would count
+        # from the end: a different slice than the one this rule gives, so a run refuses it
+        D.assume_le(0, v, f"slice {what} {v} must not be negative on the axis of size {dim} "
+                          f"(a negative bound computed from sizes is not supported)")
         return v
 
     b, e = bound(begin, "start"), bound(end, "end")

@@ -227,6 +227,29 @@ def test_a_slice_start_computed_negative_is_refused_not_read_out_of_bounds():
         exe.run(x[:, :3])
 
 
+def test_constant_slices_of_a_symbolic_axis_clamp_as_onnx_does():
+    """``x[:, :8]`` (a truncation), ``x[:, -6:]`` (the last six) and ``x[:, 9:1:-2]`` on an
+    axis of size L: shorter than the bounds at a run, they take what there is, as torch and
+    ONNX do -- the run at L = 3 was refused ("slice end 8 must not pass the end"). The sizes
+    downstream follow (min(L, 8) rows, added to a reduction of the last six)."""
+    from onnx.reference import ReferenceEvaluator
+
+    n = [node("Slice", ["x", "z", "eight", "one"], ["head"]),
+         node("Slice", ["x", "minus6", "big", "one"], ["tail"]),
+         node("ReduceSum", ["tail", "one"], ["t"], keepdims=1),
+         node("Add", ["head", "t"], ["y"]),
+         node("Slice", ["x", "nine", "one", "one", "minus2"], ["back"])]
+    m = model(n, [vi("x", [2, "L", 4])], [vi("y", None), vi("back", None)],
+              [_ints("z", [0]), _ints("eight", [8]), _ints("one", [1]), _ints("minus6", [-6]),
+               _ints("big", [2 ** 62]), _ints("nine", [9]), _ints("minus2", [-2])], opset=17)
+    exe = ember.compile(m.SerializeToString())
+    ref = ReferenceEvaluator(m)
+    for length in (12, 8, 7, 3, 2):
+        x = np.random.default_rng(length).standard_normal((2, length, 4)).astype(np.float32)
+        for got, want in zip(exe.run(x), ref.run(None, {"x": x})):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=f"L={length}")
+
+
 # -- sizes a kernel computes: bound while the run goes on -------------------------------------------
 
 def _nonzero_model(path):
