@@ -262,12 +262,24 @@ def schedule_conv_nchwc(s: Schedule, conv: te.Tensor, out: Optional[te.Tensor] =
                      _weight_group(conv, target))
         fco, fo = so.split(fo, factor=group)
         so.reorder(n, fco, y, fo)
+    # output-channel blocks per register block (a tuner's decision): their accumulators share
+    # each broadcast input, and a narrow row fills the registers with fewer, whole blocks of
+    # columns (ResNet-50's 14x14 layers, one thread: 2 blocks x 2 columns 1.12-1.15x faster than
+    # 1 x 5, which pads the row to 15; no faster in the model on two threads). Those whose
+    # accumulators and weight vectors fit the registers, a divisor of the task's blocks.
+    vecs = max(1, _static_size(conv.shape[4]) // lanes)
+    registers = 32 if lanes * 32 >= 512 else 16
+    blocks_per = group if mode != "plane" else _static_size(conv.shape[1])
+    nf = knob("conv.filters", [f for f in (1, 2, 3, 4) if blocks_per % f == 0
+                               and (f == 1 or f * vecs * (xb + 1) < registers)], 1)
     if mode:
         if mode == "plane":
+            if nf > 1:
+                fo, _ = so.split(fo, factor=nf)
             task = row = parallel_outer(so, [n, fo])
         else:
             row = parallel_outer(so, [n, fco, y])
-            task = fo
+            task = so.split(fo, factor=nf)[0] if nf > 1 else fo
         # whole blocks of columns: the partial sums' region then rounds up to them (the input
         # is padded for it), so no column tail puts a guard on every FMA
         so.split(x, factor=xb)
@@ -284,14 +296,18 @@ def schedule_conv_nchwc(s: Schedule, conv: te.Tensor, out: Optional[te.Tensor] =
             chunks = [d for d in (32, 16, 8, 4, 2, 1) if C % d == 0]
             rco, rci = st.split(rc, factor=knob("conv.chunk", chunks, next(d for d in chunks if d <= 16)))
             inner = [ry, rx, rci]
-        st.reorder(rco, cn, cfo, cy, cxo, *inner, cxi, cfi)
+        # (the task's blocks inside the chunk where they share a register block)
+        st.reorder(rco, cn, *([cfo] if nf == 1 else []), cy, cxo, *inner, *([cfo] if nf > 1 else []), cxi, cfi)
     else:
         xo, xi = so.split(x, factor=xb)
-        so.reorder(n, fco, y, fo, xo, xi, fi)
+        foi = None
+        if nf > 1:
+            fo, foi = so.split(fo, factor=nf)
+        so.reorder(n, fco, y, fo, xo, *([foi] if foi is not None else []), xi, fi)
         row = parallel_outer(so, [n, fco, y])
-        _whole_reduction(so, st, xo, xi, fi, lanes)
+        _whole_reduction(so, st, xo, foi, xi, fi, lanes)
         return _schedule_pad(s, conv, lanes, (so, row) if _pad_in_task(conv, target) else None)
-    _vector_block(st, cxi, cfi, lanes)
+    _vector_block(st, cfo if nf > 1 else None, cxi, cfi, lanes)
     return _schedule_pad(s, conv, lanes, (so, row) if mode != "plane" and _pad_in_task(conv, target) else None)
 
 
@@ -302,21 +318,30 @@ def _pad_in_task(conv: te.Tensor, target) -> bool:
     return knob("conv.pad_in_task", (False, True), _rows_in_task(conv, target))
 
 
-def _whole_reduction(so, st, xo, xi, fi, lanes: int) -> None:
-    """The accumulators of one block of columns computed at ``xo``, the whole reduction
-    outermost, then written back with the epilogue: columns unrolled, channels in vectors."""
+def _whole_reduction(so, st, xo, foi, xi, fi, lanes: int) -> None:
+    """The accumulators of one block of columns (of ``foi`` output-channel blocks) computed at
+    ``xo``, the whole reduction outermost, then written back with the epilogue: blocks and
+    columns unrolled, channels in vectors."""
+    if foi is not None:
+        so.unroll(foi)
     so.unroll(xi)
     fv, fl = so.split(fi, factor=lanes)
     so.unroll(fv)
     so.vectorize(fl)
     st.compute_at(so, xo)
     cn, cfo, cy, cx, cfi, *red = st.leaf
-    st.reorder(*red, cn, cfo, cy, cx, cfi)
-    _vector_block(st, cx, cfi, lanes)
+    if foi is None:
+        st.reorder(*red, cn, cfo, cy, cx, cfi)
+    else:
+        st.reorder(*red, cn, cy, cfo, cx, cfi)
+    _vector_block(st, cfo if foi is not None else None, cx, cfi, lanes)
 
 
-def _vector_block(st, cx, cfi, lanes: int) -> None:
-    """The register block: its columns and its channels' vectors unrolled, lanes vectorized."""
+def _vector_block(st, cfo, cx, cfi, lanes: int) -> None:
+    """The register block: its output-channel blocks (``cfo``, where it has several), columns
+    and channels' vectors unrolled, lanes vectorized."""
+    if cfo is not None:
+        st.unroll(cfo)
     st.unroll(cx)
     cv, cl = st.split(cfi, factor=lanes)
     st.unroll(cv)
@@ -388,7 +413,7 @@ def _schedule_grouped(s: Schedule, conv: te.Tensor, out: te.Tensor, acc: te.Tens
     order = knob("dw.order", ("channels", "rows"), "channels")
     so.reorder(*((n, fo, y) if order == "channels" else (n, y, fo)), *inner, xo, xi, fi)
     row = parallel_outer(so, [n, fo, y] if order == "channels" else [n, y, fo])
-    _whole_reduction(so, s[acc], xo, xi, fi, lanes)
+    _whole_reduction(so, s[acc], xo, None, xi, fi, lanes)
     # the window's taps unrolled: a block of XB columns then reads XB + kw - 1 input vectors
     # per window row, each shared by the taps that overlap it, instead of one load per FMA
     # (a depthwise conv issues a load per FMA otherwise), and the tap weights stay in registers

@@ -105,6 +105,36 @@ def test_1x1_conv_over_a_small_plane_as_one_row_matches_numpy(c, h, w, f, flat):
     np.testing.assert_allclose(np.moveaxis(out, -1, 2).reshape(want.shape), want, rtol=1e-4, atol=1e-3)
 
 
+@pytest.mark.parametrize("c,h,w,f,k", [
+    (32, 14, 14, 96, 3),   # ResNet's 14x14 3x3 (small): 6 output blocks, 14 columns in blocks of 2
+    (64, 14, 14, 96, 1),   # a 1x1 at 14x14
+    (16, 5, 7, 96, 3),     # a small plane, 7 columns: a tail block
+])
+@pytest.mark.parametrize("chosen", [
+    {"conv.filters": 2, "conv.columns": 2, "conv.reduction": ""},
+    {"conv.filters": 2, "conv.columns": 2, "conv.reduction": "row"},
+    {"conv.filters": 2, "conv.columns": 2, "conv.reduction": "plane"},
+    {"conv.filters": 3, "conv.columns": 1, "conv.reduction": "plane"},
+])
+def test_output_channel_blocks_per_register_block_match_numpy(c, h, w, f, k, chosen):
+    """``conv.filters``: the accumulators of 2 or 4 output-channel blocks in one register
+    block, sharing each broadcast input, in each of the reduction's shapes; only counts whose
+    accumulators and weight vectors fit AVX2's 16 registers are choices."""
+    cb, fb, p = 16, 16, (k // 2,) * 4
+    with decisions(chosen) as d:
+        sch, args = conv2d_nchwc_nd((1, c // cb, h, w, cb), (f // fb, c, k, k, fb), (1, 1), p, target=AVX2)
+    knob = d.seen["conv.filters"]
+    assert knob.default == 1 and chosen["conv.filters"] in knob.choices
+    assert all(n * 2 * (chosen["conv.columns"] + 1) < 16 for n in knob.choices)
+    x, wt = RNG.standard_normal((1, c, h, w)).astype(np.float32), RNG.standard_normal((f, c, k, k)).astype(np.float32)
+    want = _conv_ref(x, wt, 1, p)
+    xb = np.moveaxis(x.reshape(1, c // cb, cb, h, w), 2, -1).copy()
+    wp = np.moveaxis(wt.reshape(f // fb, fb, c, k, k), 1, -1).copy()
+    out = np.full((1, f // fb, h, w, fb), np.nan, np.float32)
+    ember.build(sch, args, "k")["k"](xb, wp, out)
+    np.testing.assert_allclose(np.moveaxis(out, -1, 2).reshape(want.shape), want, rtol=1e-4, atol=1e-3)
+
+
 def test_a_larger_plane_is_never_one_row():
     """Past SMALL_PLANE positions a plane is rows of tasks: the knob is not offered."""
     with decisions() as d:
