@@ -9,8 +9,8 @@ types again. Each call then passes its sizes as the kernel's size arguments (the
 ``scalars``), as a dynamic model passes its batch.
 
 A group generalizes only when its types follow from its parameters' with conditions this
-call's sizes meet: what a shape rule had to *assume* of the new symbols (a slice of the last
-three needs at least three) is checked for each call with its own sizes, so every call that
+call's sizes meet: what a shape rule had to *assume* of the new symbols (split sizes must sum
+to the axis) is checked for each call with its own sizes, so every call that
 shares the kernel meets it; where a call does not (a reshape to a fixed shape its sizes do not
 give), it keeps a static kernel, and so do groups with tensor constants (fixed sizes) and ops
 whose computes need static sizes (anchors: convolutions, products, pools, reductions).
@@ -144,7 +144,7 @@ def generalize(fn: Function) -> Optional[tuple]:
         return None
     sizes = dict(zip(names, values))
     # what the rules assumed of the new sizes must hold for this call's (every call that shares
-    # the kernel checks it for its own): a slice of the last 3 of s0 needs s0 >= 3; and the
+    # the kernel checks it for its own): split sizes must sum to s0; and the
     # result must have this call's shape (a rule whose symbolic form differs from its static
     # one -- a negative-step slice -- keeps the static kernel)
     try:

@@ -52,17 +52,20 @@ def _slice_last_7(n: int) -> Function:
                                                                 "axes": (1,), "strides": (1,)})))
 
 
-def test_sizes_become_symbols_and_rules_are_checked_per_call():
-    """Static dims other than 1 become size symbols; a slice of the last 7 generalizes where
-    the size is at least 7 (what its rule assumes of the symbol) and keeps its static kernel
-    below that; a group with a tensor constant keeps its sizes."""
+def test_sizes_become_symbols_and_slices_clamp_to_them():
+    """Static dims other than 1 become size symbols; a slice of the last 7 generalizes at any
+    size (its length min(7, s0), clamped as ONNX does, 7 at 56 rows and 5 at 5); a group with
+    a tensor constant keeps its sizes."""
+    from ember.graph.ops.dims import eval_dim
+
     with generic_kernels("all"):
         g, sizes = generalize(_slice_last_7(56))
-        assert generalize(_slice_last_7(5)) is None
+        small, small_sizes = generalize(_slice_last_7(5))
         c = Var("p0", T(4, 4))
         assert generalize(infer_types(Function([c], Call("add", [c, const(np.ones((4, 4), np.float32))])))) is None
-    assert sizes == {"s0": 56, "s1": 96}
-    assert g.params[0].type.shape == (1, Dim("s0"), Dim("s1")) and g.body.type.shape == (1, 7, Dim("s1"))
+    assert sizes == {"s0": 56, "s1": 96} and small_sizes == {"s0": 5, "s1": 96}
+    assert g.params[0].type.shape == (1, Dim("s0"), Dim("s1")) and g.body.type.shape[2] == Dim("s1")
+    assert eval_dim(g.body.type.shape[1], sizes) == 7 and eval_dim(small.body.type.shape[1], small_sizes) == 5
 
 
 def test_the_default_leaves_index_remapping_static():
