@@ -69,15 +69,23 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
     exe.kernel_sources_thunk = lambda: [_source(lower_group(fn, g, target, tuned.get(g))) for g, fn in groups]
     exe.target = target
     exe.groups = list(groups)  # (kernel name, group Function): what the tuner extracts as tasks
-    exe.tuned_kernels = sorted(tuned)
+    exe.tuned_kernels = sorted(g for g, t in tuned.items() if t[1] is not None)  # (by a record)
     return exe
 
 
 def _tuned(groups: list) -> dict:
-    """Kernel name -> (decisions, trace) of the groups a tuning record schedules."""
+    """Kernel name -> (decisions, trace) of the groups a tuning record schedules; inside the
+    tuner's :func:`~ember.tune.space.decisions` (an experiment), the others too: (those
+    decisions, no trace), which their compile jobs, in other processes, schedule under."""
     from ..tune.apply import tuned_schedule
+    from ..tune.space import active_values
 
     found = {g: tuned_schedule(fn) for g, fn in groups}
+    chosen = active_values()
+    if chosen:
+        import json
+
+        found = {g: t or (json.dumps(chosen, sort_keys=True), None) for g, t in found.items()}
     return {g: t for g, t in found.items() if t is not None}
 
 
@@ -118,6 +126,16 @@ def _check_memory(prog, values: list, arena_bytes: int, outputs: list, shared: S
     check_bytes(const_bytes + arena_bytes + out_bytes, what)
 
 
+def _decisions_digest() -> str:
+    """The tuner's active decisions, as a compile inside them applies them to every group."""
+    import json
+
+    from ..tune.space import active_values
+
+    chosen = active_values()
+    return json.dumps(chosen, sort_keys=True) if chosen else ""
+
+
 def groups_key(groups: list, target) -> str:
     """The cache key of a model's kernels: the printed group functions (types included, so
     shapes and dtypes), the target, and a digest of Ember's own sources -- the default
@@ -130,7 +148,7 @@ def groups_key(groups: list, target) -> str:
 
     h = hashlib.sha256(b"groups\0")
     for part in [source_digest(), target.triple, target.cpu, target.features, str(target.cores), str(opt_level()),
-                 *(f"{g}\n{astext(fn)}" for g, fn in groups), records_digest(groups)]:
+                 *(f"{g}\n{astext(fn)}" for g, fn in groups), records_digest(groups), _decisions_digest()]:
         h.update(part.encode("utf-8"))
         h.update(b"\0")
     return h.hexdigest()

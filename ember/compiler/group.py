@@ -175,8 +175,9 @@ def _inlinable(t: te.Tensor) -> bool:
 def lower_group(fn: Function, name: str, target, tuned: Optional[tuple] = None) -> GroupKernel:
     """Compute and schedule the fused group ``fn`` as kernel ``name``: by its default
     schedule, or by ``tuned`` = (decisions JSON, trace JSON), a tuning record's schedule (its
-    computes made under its decisions, then its trace replayed). A record that no longer
-    replays (Ember's computes changed since it was measured) gives the default schedule."""
+    computes made under its decisions, then its trace replayed; a trace of None: the default
+    schedule under those decisions). A record that no longer replays (Ember's computes
+    changed since it was measured) gives the default schedule."""
     if tuned is not None:
         import json
         import warnings
@@ -187,8 +188,9 @@ def lower_group(fn: Function, name: str, target, tuned: Optional[tuple] = None) 
 
         try:
             with decisions(json.loads(tuned[0])):
-                k = _lower_group(fn, name, target, schedule=False)
-            Trace.from_json(tuned[1]).apply(k.schedule)
+                k = _lower_group(fn, name, target, schedule=tuned[1] is None)
+            if tuned[1] is not None:
+                Trace.from_json(tuned[1]).apply(k.schedule)
             k.variants = _variants(fn, name, target, k.schedule)
             return k
         except (EmberError, ValueError, KeyError, TypeError, IndexError) as e:

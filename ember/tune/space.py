@@ -22,7 +22,7 @@ import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-__all__ = ["Decisions", "Knob", "deciding", "decisions", "knob"]
+__all__ = ["Decisions", "Knob", "active_values", "deciding", "decisions", "knob"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,6 +61,13 @@ def decisions(values: dict | None = None) -> Iterator[Decisions]:
         yield d
     finally:
         _ACTIVE.reset(token)
+
+
+def active_values() -> dict | None:
+    """The values of the active :func:`decisions` (None outside one): what a compile made
+    inside passes to its compile jobs, which schedule in other processes."""
+    d = _ACTIVE.get()
+    return None if d is None else dict(d.values)
 
 
 def deciding() -> bool:

@@ -26,6 +26,21 @@ def test_knob_takes_the_decision_and_records_the_space():
     assert json.loads(d.to_json()) == {"x": 3, "y": 1, "z": 4}
 
 
+def test_a_model_compiled_inside_decisions_is_scheduled_by_them(small_model):
+    """``ember.compile`` inside ``decisions``: every group schedules under them, in its compile
+    job too (another process), and the kernels are not the default's cached ones -- an A/B of
+    a knob over a whole model compared two identical builds before."""
+    x = np.random.default_rng(0).standard_normal((1, 16, 28, 28)).astype(np.float32)
+    plain = ember.compile(small_model, cache=False)
+    with decisions({"conv.columns": 1}):
+        chosen = ember.compile(small_model, cache=False)
+    assert chosen.module.path != plain.module.path and chosen.tuned_kernels == []
+    traces = [[s.trace.to_json() for s, _, _ in e.kernel_sources_thunk() if hasattr(s, "trace")]
+              for e in (plain, chosen)]
+    assert traces[0] and traces[0] != traces[1]
+    np.testing.assert_allclose(chosen.run(x)[0], plain.run(x)[0], rtol=1e-4, atol=1e-4)
+
+
 def _conv_ref(x, w, stride, pad):
     n, c, h, wd = x.shape
     f, _, kh, kw = w.shape
