@@ -78,14 +78,11 @@ def _tuned(groups: list) -> dict:
     tuner's :func:`~ember.tune.space.decisions` (an experiment), the others too: (those
     decisions, no trace), which their compile jobs, in other processes, schedule under."""
     from ..tune.apply import tuned_schedule
-    from ..tune.space import active_values
 
     found = {g: tuned_schedule(fn) for g, fn in groups}
-    chosen = active_values()
+    chosen = _decisions_digest()
     if chosen:
-        import json
-
-        found = {g: t or (json.dumps(chosen, sort_keys=True), None) for g, t in found.items()}
+        found = {g: t or (chosen, None) for g, t in found.items()}
     return {g: t for g, t in found.items() if t is not None}
 
 
@@ -127,7 +124,8 @@ def _check_memory(prog, values: list, arena_bytes: int, outputs: list, shared: S
 
 
 def _decisions_digest() -> str:
-    """The tuner's active decisions, as a compile inside them applies them to every group."""
+    """The tuner's active decisions as JSON (``""`` outside them), as a compile inside them
+    applies them to every group and keys its library."""
     import json
 
     from ..tune.space import active_values
