@@ -76,8 +76,8 @@ def main(argv=None) -> int:
             if not np.allclose(a, b, rtol=1e-3, atol=1e-3):
                 print(f"{json.dumps(v)}: outputs differ from the first variant's", file=sys.stderr)
                 return 1
-    bound = [(e._inputs(tuple(inputs), {}),) for e in exes]
-    states = [(b, e._layout(b)) for (b,), e in zip(bound, exes)]
+    bound = [e._inputs(tuple(inputs), {}) for e in exes]
+    states = [(b, e._layout(b)) for b, e in zip(bound, exes)]
     times = [None] * len(exes)
     for _ in range(args.rounds):
         for k, e in enumerate(exes):
