@@ -36,13 +36,13 @@ def fma_peak_kernel(lanes: int, threads: int, accumulators: int = 10, iters: int
 def measure_peak(target=None, repeat: int = 5) -> float:
     """Measured fp32 GFLOP/s of the generated FMA kernel on all cores."""
     from ..codegen.llvm import build
-    from ..kernels.common import host, vector_lanes
+    from ..kernels.common import host, vector_lanes, vector_registers
     from .timing import median_time
 
     target = host(target)
     lanes = vector_lanes(target, "float32")
     threads = target.cores
-    regs = 32 if lanes >= 16 else 16
+    regs = vector_registers(lanes)
     func, flops = fma_peak_kernel(lanes, threads, accumulators=regs - 4)
     mod = build([func], target=target, name="fma_peak")
     xy = np.array([0.999999, 1e-6], dtype=np.float32)

@@ -13,6 +13,12 @@ def vector_lanes(target, dtype: str = "float32") -> int:
     return max(1, host(target).vector_bits // max(8, dt.bits(dtype)))
 
 
+def vector_registers(lanes: int) -> int:
+    """Vector registers of a target whose vectors hold ``lanes`` float32s: AVX-512 has 32,
+    AVX2 16 (what register blocks of accumulators are sized against)."""
+    return 32 if lanes * 32 >= 512 else 16
+
+
 def const_int(e):
     """The value of a constant extent, else None."""
     return e.value if isinstance(e, IntImm) else None

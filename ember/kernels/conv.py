@@ -28,7 +28,7 @@ from ..loop import compute as te
 from ..loop import dtype as dt
 from ..loop.expr import as_expr, const, eq, logical_and, select
 from ..loop.schedule import Schedule
-from .common import const_int, fold_size, host, largest_divisor, parallel_outer, vector_lanes
+from .common import const_int, fold_size, host, largest_divisor, parallel_outer, vector_lanes, vector_registers
 
 
 def pad_spatial(data: te.Tensor, begin: Sequence[int], end: Sequence[int], value,
@@ -142,11 +142,7 @@ def conv_blocks(F: int, Cg: int, OW, dtype: str = "float32", target=None, groups
         # so block along the row instead, sharing each broadcast weight between its vectors
         width = const_int(as_expr(OW)) or 2 * lanes
         return 1, lanes * min(4, -(-width // lanes))
-    return register_block(F, OW, lanes, _registers(lanes) - 4, F // groups if groups > 1 else None)
-
-
-def _registers(lanes: int) -> int:
-    return 32 if lanes * 32 >= 512 else 16  # AVX-512 has 32 vector registers, AVX2 16
+    return register_block(F, OW, lanes, vector_registers(lanes) - 4, F // groups if groups > 1 else None)
 
 
 def _channels_read(F: int, fb: int, Fg: int, Cg: int) -> int:

@@ -28,7 +28,7 @@ from ..loop import dtype as dt
 from ..loop.expr import as_expr, min_
 from ..loop.schedule import Schedule
 from ..tune.space import knob
-from .common import const_int, fold_size, host, largest_divisor, parallel_outer, vector_lanes
+from .common import const_int, fold_size, host, largest_divisor, parallel_outer, vector_lanes, vector_registers
 from .conv import conv_out_size, pad_spatial, vectorize_copy
 
 
@@ -131,7 +131,7 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
     oh = conv_out_size(H + padding[0] + padding[2], kh, sh, dh)
     ow = conv_out_size(W + padding[1] + padding[3], kw, sw, dw)
     lanes = vector_lanes(target, data.dtype)
-    registers = 32 if lanes * 32 >= 512 else 16
+    registers = vector_registers(lanes)
     vecs = max(1, FB // lanes)
     flat = False
     if pointwise and (sh, sw) == (1, 1) and not any(padding) and blocked \
@@ -268,7 +268,7 @@ def schedule_conv_nchwc(s: Schedule, conv: te.Tensor, out: Optional[te.Tensor] =
     # 1 x 5, which pads the row to 15; no faster in the model on two threads). Those whose
     # accumulators and weight vectors fit the registers, a divisor of the task's blocks.
     vecs = max(1, _static_size(conv.shape[4]) // lanes)
-    registers = 32 if lanes * 32 >= 512 else 16
+    registers = vector_registers(lanes)
     blocks_per = group if mode != "plane" else _static_size(conv.shape[1])
     nf = knob("conv.filters", [f for f in (1, 2, 3, 4) if blocks_per % f == 0
                                and (f == 1 or f * vecs * (xb + 1) < registers)], 1)

@@ -21,13 +21,13 @@ from ..loop import dtype as dt
 from ..loop.expr import min_, select
 from ..loop.schedule import Schedule
 from ..tune.space import knob
-from .common import const_int, host, vector_lanes
+from .common import const_int, host, vector_lanes, vector_registers
 
 
 def micro_tile(target, dtype: str = "float32") -> tuple[int, int]:
     """(MR, NR) for the target: NR = 2 vectors, MR fills the register file with accumulators."""
     lanes = vector_lanes(target, dtype)
-    regs = 32 if lanes * 32 >= 512 else 16  # AVX-512 has 32 vector registers, AVX2 16
+    regs = vector_registers(lanes)
     nr_vecs = 2
     mr = (regs - nr_vecs - 2) // nr_vecs  # accumulators + B vectors + a broadcast
     return min(mr, 14), nr_vecs * lanes
@@ -90,7 +90,7 @@ def matmul_compute(A: te.Tensor, B: te.Tensor, target=None, name: str = "C",
     target = host(target)
     mr, nr = micro_tile(target, A.dtype)
     lanes = vector_lanes(target, A.dtype)
-    regs = 32 if lanes * 32 >= 512 else 16
+    regs = vector_registers(lanes)
     if units is None and pack:  # (pre-packed weights fixed NR when the graph packed them)
         nr = lanes * knob("gemm.column_vectors", [v for v in (1, 2, 3, 4) if 2 * v + 2 <= regs], nr // lanes)
     elif not pack:
