@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import functools
 
+from ....loop import compute as te
 from ....loop import dtype as dt
-from ....loop.expr import Expr, const
+from ....loop.expr import Expr, IntImm, as_expr, const
 from ...types import Dim
 from ..registry import get_op, set_compute
 
@@ -16,6 +17,23 @@ def te_shape(out_type) -> tuple:
 
 def stage_name(op: str) -> str:
     return op.replace(".", "_")
+
+
+def static_size(d):
+    """A dimension's static size, or None when it is symbolic."""
+    if isinstance(d, int):
+        return d
+    return d.value if isinstance(d, IntImm) else None
+
+
+def index_dims(out_type) -> tuple:
+    """``out_type``'s shape as index expressions."""
+    return tuple(as_expr(d, dt.INDEX) for d in te_shape(out_type))
+
+
+def out_stage(op: str, out_type, body) -> te.Tensor:
+    """The one stage of ``op``'s result: ``body`` over ``out_type``'s shape."""
+    return te.compute(te_shape(out_type), body, stage_name(op))
 
 
 def register_compute(name: str, fn) -> None:
