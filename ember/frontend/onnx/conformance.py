@@ -153,6 +153,9 @@ def run_cases(cases: Iterable, run_model: Callable, progress: Optional[Callable]
     return out
 
 
+STARTUP_SECONDS = 120.0  # a child's start, before it announces a case
+
+
 def run_cases_in_processes(pattern: Optional[str] = None, runner: str = "ember_runner",
                            processes: Optional[int] = None, timeout: float = 120.0,
                            cases: str = "node_cases", progress: Optional[Callable] = None,
@@ -167,7 +170,8 @@ def run_cases_in_processes(pattern: Optional[str] = None, runner: str = "ember_r
     ``progress(k, result)`` is called (under a lock) as the k-th result comes in. A case stuck in
     native code, where its ``timeout`` (a SIGALRM) cannot reach it, is killed with its child
     after ``patience`` seconds without an answer (default: ``timeout`` + 60) and recorded as
-    ``crash: the process hung``."""
+    ``crash: the process hung``; a child not yet running a case has at least
+    :data:`STARTUP_SECONDS`."""
     names = [c.name for c in _named(cases)(pattern)]
     n = max(1, min(processes or len(os.sched_getaffinity(0)), len(names)))
     results: dict = {}
@@ -218,7 +222,10 @@ def _drive_children(names: list, job: dict, env: dict, record: Callable) -> None
         current, hung = None, False
         while True:
             try:
-                line = lines.get(timeout=patience)
+                # patience is for a case: a child starting (Python, Ember, LLVM imported) on a
+                # loaded machine can take longer than a case may, and killing it there lost
+                # every case after it
+                line = lines.get(timeout=patience if current is not None else max(patience, STARTUP_SECONDS))
             except queue.Empty:
                 hung = True
                 proc.kill()

@@ -3,6 +3,7 @@ order, and a case that kills its process is recorded as a crash while the rest s
 import ctypes
 import dataclasses
 import signal
+import time
 
 import numpy as np
 
@@ -54,6 +55,22 @@ def hang_on_relu():
             ctypes.CDLL(None).sleep(3600)
         return run(m, inputs)
     return run_model
+
+
+def slow_to_start():
+    """The runner of a child that starts slowly (its imports on a loaded machine): 7 s."""
+    time.sleep(7)
+    return ember_runner()
+
+
+def test_a_child_slow_to_start_is_not_taken_for_a_hung_case():
+    """``patience`` bounds a case, not a child's start: one that needs longer than that before
+    its first case (CI once saw it, under load) runs its cases; it used to be killed, and every
+    case it had left recorded as a crash."""
+    res = run_cases_in_processes(runner=f"{__name__}:slow_to_start", cases=f"{__name__}:tiny_cases", processes=1,
+                                 timeout=30, patience=5.0)
+    assert [r.name for r in res] == [c.name for c in tiny_cases()] and all(r.passed for r in res), \
+        [r.reason for r in res if not r.passed]
 
 
 def test_child_processes_give_the_same_results_in_order():
