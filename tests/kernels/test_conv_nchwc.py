@@ -158,7 +158,8 @@ def test_width_block_pads_the_row_least():
     (1024, 256, 14, 1, "plane"),  # a block's weights overflow L1, the plane's chunk fits it
     (256, 256, 14, 3, "plane"),   # a 3x3 chunk of the 14x14 plane: 38 KiB, within twice L1
     (128, 128, 28, 3, "row"),     # at 28x28: 117 KiB, by rows
-    (256, 64, 56, 1, "row"),      # 16 channel planes read a column at a time would alias in L1
+    (512, 128, 28, 1, "row"),     # a block's weights fill the L1: chunks of them are reused
+    (256, 64, 56, 1, ""),         # a block's weights are half the L1: they stay there
     (64, 256, 56, 1, ""),         # the weights of a block stay in L1 across columns
     (128, 512, 28, 1, ""),
 ])
