@@ -66,3 +66,49 @@ def test_unswitched_concats_are_exact(sizes):
     out = np.empty((sum(sizes), 24), np.float32)
     _MODS[sizes]["k"](*parts, out)
     np.testing.assert_array_equal(out, np.concatenate(parts))
+
+
+def test_conditions_on_a_vectors_lanes_cut_at_the_vectors_all_in_or_all_out():
+    """``8 v + u`` (``u`` a lane of 8): below the first cut every lane is on one side, from the
+    second on every lane on the other; the one vector between keeps its mask."""
+    from ember.loop.expr import GE, LE
+    from ember.loop.passes.unswitch import _lane_cuts
+
+    v, u, w = Var("v"), Var("u"), Var("w")
+    lanes = {u: (0, 7)}
+    assert _lane_cuts(GE(v * 8 + u, IntImm(1)), v, lanes) == (0, 1)  # vector 0 holds the left pad
+    assert _lane_cuts(GE(v * 8 + u, IntImm(8)), v, lanes) == (1, 1)  # no vector is mixed
+    assert _lane_cuts(LE(v * 8 + u, IntImm(8)), v, lanes) == (1, 2)  # 8 v + u < 9
+    assert _lane_cuts(LT(v * 8 + u, IntImm(225)), v, lanes) == (28, 29)  # 225 = 28 * 8 + 1
+    assert _lane_cuts(LT(v * 8 + u - 3, IntImm(16)), v, lanes) == (2, 3)
+    assert _lane_cuts(LT(v * 8 + w, IntImm(16)), v, lanes) == ()  # w is no lane: not a constant
+    assert _lane_cuts(LT(v * 8 + u, IntImm(16)), v, {}) == ()
+
+
+def _padded_rows(width: int, left: int, right: int):
+    """Rows of ``width`` padded by ``left`` and ``right`` zeros, 8 padded columns a vector
+    (as a conv pads unblocked input: the vectors run along the row)."""
+    A = te.placeholder((3, width), "float32", "A")
+    P = te.compute((3, width + left + right),
+                   lambda i, j: select((j >= left) & (j < width + left), A[i, j - left], 0.0), "P")
+    s = Schedule([P])
+    _, j = s[P].leaf
+    _, ji = s[P].split(j, factor=8)
+    s[P].vectorize(ji)
+    return s, [A, P]
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 40), st.integers(0, 9), st.integers(0, 9))
+def test_a_padded_row_copies_whole_vectors_between_its_borders(width, left, right):
+    s, args = _padded_rows(width, left, right)
+    f = lower_kernel(s, args, "k")
+    stores = [n for n in walk(f.body) if type(n).__name__ == "Store"]
+    if any(8 * v >= left and 8 * v + 7 < width + left for v in range(-(-(width + left + right) // 8))):
+        # a vector wholly inside the row: copied with no mask
+        assert any(n.predicate is None and "select" not in str(n.value) for n in stores), f.script()
+    rng = np.random.default_rng(width)
+    a = rng.standard_normal((3, width)).astype(np.float32)
+    out = np.full((3, width + left + right), np.nan, np.float32)
+    ember.build(s, args, "k")["k"](a, out)
+    np.testing.assert_array_equal(out, np.pad(a, ((0, 0), (left, right))))
