@@ -3,6 +3,7 @@ GEMM schedules compute what the default computes (property-based, against numpy)
 import json
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -79,21 +80,18 @@ def test_conv_decisions_compute_the_convolution(data):
     np.testing.assert_allclose(got, _conv_ref(x, w, stride, 1), rtol=1e-4, atol=1e-4)
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.data())
-def test_depthwise_decisions_compute_the_convolution(data):
-    # every decision of the depthwise schedule (rows per task, loop order, padding, columns,
-    # the window's taps unrolled) against numpy, blocked input and output
+def _check_depthwise(H: int, k: int, stride: int, draw) -> None:
+    """A depthwise conv (2 channel blocks, ``H`` x 9) under the decisions ``draw(name, knob)``
+    picks, against numpy, blocked input and output."""
     target = host()
     fb = target.fp32_lanes
-    blocks, H, W = 2, data.draw(st.sampled_from([7, 10]), label="H"), 9
-    k, stride = data.draw(st.sampled_from([3, 5]), label="k"), data.draw(st.sampled_from([1, 2]), label="stride")
+    blocks, W = 2, 9
     pad = k // 2
     shapes = ((1, blocks, H, W, fb), (blocks, 1, k, k, fb), (stride, stride), (pad, pad, pad, pad))
     with decisions({}) as d:
         conv2d_nchwc_nd(*shapes, target=target, grouped=True)
     assert "dw.unroll" in d.seen
-    values = {name: data.draw(st.sampled_from(kn.choices), label=name) for name, kn in d.seen.items()}
+    values = {name: draw(name, kn) for name, kn in d.seen.items()}
     with decisions(values):
         s, args = conv2d_nchwc_nd(*shapes, target=target, grouped=True)
     mod = ember.build(s, args, "dw")
@@ -113,6 +111,22 @@ def test_depthwise_decisions_compute_the_convolution(data):
         for j in range(k):
             ref += xp[:, :, i:i + stride * oh:stride, j:j + stride * ow:stride] * w[None, :, 0, i, j, None, None]
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_depthwise_decisions_compute_the_convolution(data):
+    # every decision of the depthwise schedule (rows per task, loop order, padding, columns,
+    # the window's taps unrolled) against numpy
+    H, k = data.draw(st.sampled_from([7, 10]), label="H"), data.draw(st.sampled_from([3, 5]), label="k")
+    stride = data.draw(st.sampled_from([1, 2]), label="stride")
+    _check_depthwise(H, k, stride, lambda name, kn: data.draw(st.sampled_from(kn.choices), label=name))
+
+
+@pytest.mark.parametrize("H,k,stride", [(7, 3, 1), (10, 5, 2), (10, 3, 2)])
+def test_a_depthwise_conv_reads_its_padding_in_place(H, k, stride):
+    # dw.pad "inline": no padded copy; each tap's load is guarded where it falls in the padding
+    _check_depthwise(H, k, stride, lambda name, kn: "inline" if name == "dw.pad" else kn.default)
 
 
 @settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
