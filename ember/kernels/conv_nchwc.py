@@ -199,7 +199,7 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
 
     # the padded or subsampled copy of the input: scheduled with the conv (per task or once)
     copy = padded if padded is not data else sub
-    parts = {"kind": "conv_nchwc", "pad": copy, "input": padded, "xb": xb, "grouped": grouped}
+    parts = {"kind": "conv_nchwc", "pad": copy, "input": padded, "xb": xb, "grouped": grouped, "strides": (sh, sw)}
     if not flat:
         return te.compute((data.shape[0], FO, oh, ow, FB), body, name, attrs=parts)
     # the plane as one row of whole blocks, and the result read back as rows and columns (a
@@ -396,9 +396,14 @@ def _schedule_grouped(s: Schedule, conv: te.Tensor, out: te.Tensor, acc: te.Tens
     xo, xi = so.split(x, factor=xb)
     # (tuner's decisions: rows per task, channel blocks outer or rows outer, the padded rows
     # made per task, the whole padded input once, or none: each tap's load guarded where it
-    # falls in the padding -- one thread, 3x3 stride-2 convs at 28x28 ran 1.2-1.4x faster so,
-    # 5x5 stride-2 ones at 56x56 0.7x, those of stride 1 0.4-1.0x)
+    # falls in the padding)
     height = _static_size(conv.shape[2])
+    # A strided conv reads its padding in place, its window unrolled, where its plane is larger
+    # than a task's: its task copied rows of which it reads every other column. In place, two
+    # threads, against a padded copy per task: EfficientNet-B0's three such 1.11-1.35x,
+    # MobileNetV2's 1.16-1.48x; at 7x7 0.82x and 0.97x, at stride 1 0.57-1.20x. (The tuner
+    # found the same for EfficientNet-B0's 96 channels at 112x112: its 12 best all so.)
+    strided = conv.op.attrs["strides"] != (1, 1) and height * _static_size(conv.shape[3]) > SMALL_PLANE
     # rows per task: a task pads the input rows its output rows read once (4 rows of a 3x3
     # window: 6 input rows, where a task per row padded 3 for each), keeping 8 tasks per core
     # (the tuner chose 2-8 rows for 10 of EfficientNet-B0's 11 depthwise convs; in one
@@ -419,7 +424,7 @@ def _schedule_grouped(s: Schedule, conv: te.Tensor, out: te.Tensor, acc: te.Tens
     # the window's taps unrolled: a block of XB columns then reads XB + kw - 1 input vectors
     # per window row, each shared by the taps that overlap it, instead of one load per FMA
     # (a depthwise conv issues a load per FMA otherwise), and the tap weights stay in registers
-    unroll = knob("dw.unroll", ("none", "columns", "window"), "none")
+    unroll = knob("dw.unroll", ("none", "columns", "window"), "window" if strided else "none")
     st = s[acc]
     red = {iv.var.name: iv for iv in st.leaf if iv.var.name in ("rci", "ry", "rx")}
     if unroll != "none":
@@ -432,7 +437,7 @@ def _schedule_grouped(s: Schedule, conv: te.Tensor, out: te.Tensor, acc: te.Tens
         # (unrolled; a gather otherwise, 4x slower)
         st.unroll(red["rci"])
     pad = conv.op.attrs["pad"]
-    where = knob("dw.pad", ("task", "whole", "inline"), "task") if pad is not None else None
+    where = knob("dw.pad", ("task", "whole", "inline"), "inline" if strided else "task") if pad is not None else None
     if where == "inline":
         s[pad].compute_inline()
     elif where == "task":

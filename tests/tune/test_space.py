@@ -123,10 +123,24 @@ def test_depthwise_decisions_compute_the_convolution(data):
     _check_depthwise(H, k, stride, lambda name, kn: data.draw(st.sampled_from(kn.choices), label=name))
 
 
-@pytest.mark.parametrize("H,k,stride", [(7, 3, 1), (10, 5, 2), (10, 3, 2)])
-def test_a_depthwise_conv_reads_its_padding_in_place(H, k, stride):
+@pytest.mark.parametrize("H,k,stride,unroll", [(7, 3, 1, "none"), (10, 5, 2, "none"), (10, 3, 2, "window"),
+                                                (7, 5, 1, "window")])
+def test_a_depthwise_conv_reads_its_padding_in_place(H, k, stride, unroll):
     # dw.pad "inline": no padded copy; each tap's load is guarded where it falls in the padding
-    _check_depthwise(H, k, stride, lambda name, kn: "inline" if name == "dw.pad" else kn.default)
+    _check_depthwise(H, k, stride, lambda name, kn: {"dw.pad": "inline", "dw.unroll": unroll}.get(name, kn.default))
+
+
+def test_a_strided_depthwise_conv_over_a_large_plane_reads_its_padding_in_place():
+    target = host()
+    fb = target.fp32_lanes
+
+    def chosen(hw, stride):
+        with decisions({}) as d:
+            conv2d_nchwc_nd((1, 4, hw, hw, fb), (4, 1, 3, 3, fb), (stride, stride), (1, 1, 1, 1), target=target,
+                            grouped=True)
+        return d.seen["dw.pad"].default, d.seen["dw.unroll"].default
+    assert chosen(112, 2) == ("inline", "window")  # a 56x56 output
+    assert chosen(112, 1) == chosen(14, 2) == ("task", "none")  # stride 1; a 7x7 output
 
 
 @settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
