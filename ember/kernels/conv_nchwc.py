@@ -400,9 +400,10 @@ def _schedule_grouped(s: Schedule, conv: te.Tensor, out: te.Tensor, acc: te.Tens
     height = _static_size(conv.shape[2])
     # A strided conv reads its padding in place, its window unrolled, where its plane is larger
     # than a task's: its task copied rows of which it reads every other column. In place, two
-    # threads, against a padded copy per task: EfficientNet-B0's three such 1.11-1.35x,
-    # MobileNetV2's 1.16-1.48x; at 7x7 0.82x and 0.97x, at stride 1 0.57-1.20x. (The tuner
-    # found the same for EfficientNet-B0's 96 channels at 112x112: its 12 best all so.)
+    # threads, against a padded copy per task (two runs): EfficientNet-B0's three such
+    # 1.06-1.35x, MobileNetV2's three 1.00-1.48x; at 7x7 0.82x and 0.97x, at stride 1
+    # 0.82-1.20x. (The tuner found the same for EfficientNet-B0's 96 channels at 112x112: its
+    # 12 best all so.)
     strided = conv.op.attrs["strides"] != (1, 1) and height * _static_size(conv.shape[3]) > SMALL_PLANE
     # rows per task: a task pads the input rows its output rows read once (4 rows of a 3x3
     # window: 6 input rows, where a task per row padded 3 for each), keeping 8 tasks per core
