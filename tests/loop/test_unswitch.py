@@ -10,7 +10,7 @@ from ember.loop import compute as te
 from ember.loop.expr import LT, FloorDiv, IntImm, Var, select
 from ember.loop.passes.unswitch import _cut
 from ember.loop.schedule import Schedule
-from ember.loop.stmt import IfThenElse
+from ember.loop.stmt import IfThenElse, Store
 from ember.loop.visit import walk
 
 
@@ -103,7 +103,7 @@ def _padded_rows(width: int, left: int, right: int):
 def test_a_padded_row_copies_whole_vectors_between_its_borders(width, left, right):
     s, args = _padded_rows(width, left, right)
     f = lower_kernel(s, args, "k")
-    stores = [n for n in walk(f.body) if type(n).__name__ == "Store"]
+    stores = [n for n in walk(f.body) if isinstance(n, Store)]
     if any(8 * v >= left and 8 * v + 7 < width + left for v in range(-(-(width + left + right) // 8))):
         # a vector wholly inside the row: copied with no mask
         assert any(n.predicate is None and "select" not in str(n.value) for n in stores), f.script()
