@@ -53,8 +53,8 @@ def channel_block(dtype: str = "float32", target=None, channels: Optional[int] =
     return lanes if channels < 2 * lanes or one < two else 2 * lanes
 
 
-def width_block(width, fb: int, lanes: int, registers: int = 16, pointwise: bool = False) -> int:
-    """The columns ``XB`` a micro-kernel keeps in registers: from 4 up to what the
+def width_block(width, fb: int, lanes: int, registers: int = 16, pointwise: bool = False, least: int = 4) -> int:
+    """The columns ``XB`` a micro-kernel keeps in registers: from ``least`` (4) up to what the
     accumulators leave (``FB/lanes`` per column, plus the weight vectors and one broadcast),
     the one that pads the row least, the smaller on ties (measured: 4 columns run as fast as
     6 where both fit the row exactly).
@@ -74,10 +74,10 @@ def width_block(width, fb: int, lanes: int, registers: int = 16, pointwise: bool
     larger = pointwise and vecs == 1
     width = width if isinstance(width, int) else const_int(as_expr(width))
     if width is None:
-        return min(4, most)
+        return min(least, most)
     if width <= most:
         return width
-    cands = range(min(4, most), most + 1)
+    cands = range(min(least, most), most + 1)
     return min(cands, key=lambda xb: (-(-width // xb) * xb, -xb if larger else xb))
 
 
@@ -138,7 +138,10 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
             and isinstance(oh, int) and isinstance(ow, int) and 1 < oh and oh * ow <= SMALL_PLANE:
         # (a larger plane is rows of tasks, which one row would take away: 0.46-0.59x in place)
         flat = knob("conv.flat", (False, True), _flat_pads_less(oh, ow, FB, lanes, registers))
-    xb = width_block(oh * ow if flat else ow, FB, lanes, registers, pointwise=pointwise)
+    wide = grouped and C == 1 and _wide_window((sh, sw), kw, registers)
+    # (a wide window's columns unrolled share each input vector among up to kw taps: blocks
+    # of 4 columns share too few; see _wide_window)
+    xb = width_block(oh * ow if flat else ow, FB, lanes, registers, pointwise=pointwise, least=7 if wide else 4)
     # the tuner may take any block whose accumulators fit the registers with a weight vector
     xb = knob("conv.columns", range(1, max(1, (registers - vecs - 1) // vecs) + 1), xb)
     end, last = [padding[2], padding[3]], None
@@ -199,7 +202,8 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
 
     # the padded or subsampled copy of the input: scheduled with the conv (per task or once)
     copy = padded if padded is not data else sub
-    parts = {"kind": "conv_nchwc", "pad": copy, "input": padded, "xb": xb, "grouped": grouped, "strides": (sh, sw)}
+    parts = {"kind": "conv_nchwc", "pad": copy, "input": padded, "xb": xb, "grouped": grouped, "strides": (sh, sw),
+             "wide_window": wide}
     if not flat:
         return te.compute((data.shape[0], FO, oh, ow, FB), body, name, attrs=parts)
     # the plane as one row of whole blocks, and the result read back as rows and columns (a
@@ -207,6 +211,18 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
     acc = te.compute((data.shape[0], FO, 1, -(-oh * ow // xb) * xb, FB), body, f"{name}_flat", attrs=parts)
     return te.compute((data.shape[0], FO, oh, ow, FB), lambda n, fo, y, x, fi: acc[n, fo, 0, y * ow + x, fi],
                       name, attrs={"kind": "conv_nchwc_flat", "conv": acc})
+
+
+def _wide_window(strides: Sequence[int], kw: int, registers: int) -> bool:
+    """Whether a depthwise conv reads its padding in place with its window's columns unrolled,
+    one row per task, in blocks of at least 7 columns: at stride 1, a window at least 5 wide,
+    on AVX-512's 32 registers (which hold a block's accumulators, its input vectors and the
+    row's taps). Measured in place, two threads, Zen 5, against a padded copy per task of 4
+    rows of 4-7 columns: ConvNeXt-T's 7x7 convs 1.26-1.47x at every size (56x56 to 7x7),
+    EfficientNet-B0's 5x5 ones 1.14-1.33x, MobileNetV3-small's 1.14-1.26x; blocks of 4
+    columns ran EfficientNet-B0's 240 channels at 28x28 0.89x, of 7 1.33x. (3x3 windows: 0.79-1.24x,
+    so they keep the copy; AVX2's 16 registers are not measured.)"""
+    return tuple(strides) == (1, 1) and kw >= 5 and registers >= 32
 
 
 def _flat_pads_less(oh: int, ow: int, fb: int, lanes: int, registers: int) -> bool:
@@ -405,6 +421,7 @@ def _schedule_grouped(s: Schedule, conv: te.Tensor, out: te.Tensor, acc: te.Tens
     # 0.82-1.20x. (The tuner found the same for EfficientNet-B0's 96 channels at 112x112: its
     # 12 best all so.)
     strided = conv.op.attrs["strides"] != (1, 1) and height * _static_size(conv.shape[3]) > SMALL_PLANE
+    wide = conv.op.attrs.get("wide_window", False)  # (:func:`_wide_window`)
     # rows per task: a task pads the input rows its output rows read once (4 rows of a 3x3
     # window: 6 input rows, where a task per row padded 3 for each), keeping 8 tasks per core
     # (the tuner chose 2-8 rows for 10 of EfficientNet-B0's 11 depthwise convs; in one
@@ -412,7 +429,7 @@ def _schedule_grouped(s: Schedule, conv: te.Tensor, out: te.Tensor, acc: te.Tens
     # ConvNeXt-T 0.99x)
     tasks = _static_size(conv.shape[0]) * _static_size(conv.shape[1])
     fits = [r for r in (4, 2) if r <= height and tasks * -(-height // r) >= 8 * target.cores]
-    rows = knob("dw.rows", [r for r in (1, 2, 4, 8) if r <= height], fits[0] if fits else 1)
+    rows = knob("dw.rows", [r for r in (1, 2, 4, 8) if r <= height], fits[0] if fits and not wide else 1)
     if rows > 1:
         y, yi = so.split(y, factor=rows)
         inner = [yi]
@@ -425,7 +442,7 @@ def _schedule_grouped(s: Schedule, conv: te.Tensor, out: te.Tensor, acc: te.Tens
     # the window's taps unrolled: a block of XB columns then reads XB + kw - 1 input vectors
     # per window row, each shared by the taps that overlap it, instead of one load per FMA
     # (a depthwise conv issues a load per FMA otherwise), and the tap weights stay in registers
-    unroll = knob("dw.unroll", ("none", "columns", "window"), "window" if strided else "none")
+    unroll = knob("dw.unroll", ("none", "columns", "window"), "window" if strided else "columns" if wide else "none")
     st = s[acc]
     red = {iv.var.name: iv for iv in st.leaf if iv.var.name in ("rci", "ry", "rx")}
     if unroll != "none":
@@ -438,7 +455,8 @@ def _schedule_grouped(s: Schedule, conv: te.Tensor, out: te.Tensor, acc: te.Tens
         # (unrolled; a gather otherwise, 4x slower)
         st.unroll(red["rci"])
     pad = conv.op.attrs["pad"]
-    where = knob("dw.pad", ("task", "whole", "inline"), "inline" if strided else "task") if pad is not None else None
+    where = knob("dw.pad", ("task", "whole", "inline"), "inline" if strided or wide else "task") \
+        if pad is not None else None
     if where == "inline":
         s[pad].compute_inline()
     elif where == "task":

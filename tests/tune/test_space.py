@@ -124,7 +124,7 @@ def test_depthwise_decisions_compute_the_convolution(data):
 
 
 @pytest.mark.parametrize("H,k,stride,unroll", [(7, 3, 1, "none"), (10, 5, 2, "none"), (10, 3, 2, "window"),
-                                                (7, 5, 1, "window")])
+                                                (7, 5, 1, "window"), (10, 5, 1, "columns")])
 def test_a_depthwise_conv_reads_its_padding_in_place(H, k, stride, unroll):
     # dw.pad "inline": no padded copy; each tap's load is guarded where it falls in the padding
     _check_depthwise(H, k, stride, lambda name, kn: {"dw.pad": "inline", "dw.unroll": unroll}.get(name, kn.default))
@@ -141,6 +141,19 @@ def test_a_strided_depthwise_conv_over_a_large_plane_reads_its_padding_in_place(
         return d.seen["dw.pad"].default, d.seen["dw.unroll"].default
     assert chosen(112, 2) == ("inline", "window")  # a 56x56 output
     assert chosen(112, 1) == chosen(14, 2) == ("task", "none")  # stride 1; a 7x7 output
+
+
+def test_a_wide_depthwise_window_on_avx512_reads_its_padding_in_place_its_columns_unrolled():
+    def chosen(k, stride, target, hw=28):
+        with decisions({}) as d:
+            conv2d_nchwc_nd((1, 4, hw, hw, 16), (4, 1, k, k, 16), (stride, stride), (k // 2,) * 4, target=target,
+                            grouped=True)
+        return tuple(d.seen[n].default for n in ("dw.pad", "dw.unroll", "dw.rows", "conv.columns"))
+    avx512, avx2 = "llvm -mcpu=skylake-avx512", "llvm -mcpu=znver3"
+    assert chosen(5, 1, avx512) == chosen(7, 1, avx512, 56) == ("inline", "columns", 1, 7)  # 28 and 56 in 7s
+    assert chosen(7, 1, avx512, 7) == ("inline", "columns", 1, 7)
+    assert chosen(3, 1, avx512)[:3] == chosen(5, 1, avx2)[:3] == ("task", "none", 4)  # 3x3; AVX2
+    assert chosen(5, 2, avx512)[:2] == ("inline", "window")  # strided: its own rule
 
 
 @settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
