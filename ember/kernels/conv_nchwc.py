@@ -203,7 +203,7 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
     # the padded or subsampled copy of the input: scheduled with the conv (per task or once)
     copy = padded if padded is not data else sub
     parts = {"kind": "conv_nchwc", "pad": copy, "input": padded, "xb": xb, "grouped": grouped, "strides": (sh, sw),
-             "wide_window": wide}
+             "wide_window": wide, "flat": flat}
     if not flat:
         return te.compute((data.shape[0], FO, oh, ow, FB), body, name, attrs=parts)
     # the plane as one row of whole blocks, and the result read back as rows and columns (a
@@ -494,14 +494,21 @@ def reduction_chunks(conv: te.Tensor, target) -> str:
         return ""  # a block's weights are a few vectors: the whole reduction in registers
     _, _, OH, OW, FB = [_static_size(d) for d in conv.shape]
     plane = OH * OW
-    if plane <= SMALL_PLANE:
-        return "plane"
     nbytes = dt.nbytes(conv.dtype)
     window = [_static_size(d.extent) for d in conv.op.reduce_axis]
     # blocked input: (C/cb, cb, kh, kw), the chunk its block; plain: (C, kh, kw) in chunks of 16
     taps, chunk = (math.prod(window[2:]), window[1]) if len(window) == 4 else (math.prod(window[1:]), 16)
     channels = math.prod(window) // taps
-    if channels * taps * FB * nbytes <= target.l1d_bytes // 2:
+    fits = channels * taps * FB * nbytes <= target.l1d_bytes // 2
+    # (a small plane whose block's weights stay in L1 on AVX-512: the whole reduction in
+    # registers. In place at 7x7 on Zen 5, two runs: EfficientNet-B0's and MobileNetV2's
+    # expansions from 160-320 channels 1.03-1.26x and 1.04-1.09x; the projections from
+    # 576-1152 channels ran 0.71-0.88x so, and keep the plane. AVX2 is not measured. A plane computed as one row keeps it too: its
+    # blocks of columns span rows of the result, which the write-back's loops cannot bound.)
+    registers = vector_registers(vector_lanes(target, conv.dtype))
+    if plane <= SMALL_PLANE and not (fits and registers >= 32 and not conv.op.attrs.get("flat")):
+        return "plane"
+    if fits:
         return ""
     src = conv.op.attrs["input"]
     in_plane = _static_size(src.shape[2]) * _static_size(src.shape[3])

@@ -171,6 +171,21 @@ def test_the_reduction_is_chunked_by_the_l1_footprint(c, f, hw, k, chunks):
     assert reduction_chunks(conv, target) == chunks
 
 
+@pytest.mark.parametrize("c,f,vector_bits,chunks", [
+    (160, 960, 512, ""),       # AVX-512, a block's weights in L1: the whole reduction in registers
+    (960, 160, 512, "plane"),  # a projection's weights overflow L1: the plane, a chunk at a time
+    (160, 960, 256, "plane"),  # AVX2 (not measured): the plane
+])
+def test_a_small_plane_whose_weights_stay_in_l1_reduces_in_registers_on_avx512(c, f, vector_bits, chunks):
+    data = te.placeholder((1, c // 16, 7, 7, 16), "float32", "d")
+    packed = te.placeholder((f // 16, c, 1, 1, 16), "float32", "w")
+    target = Target("x86_64-unknown-linux-gnu", "cpu", vector_bits=vector_bits, cores=2, l1d_bytes=48 << 10)
+    conv = conv2d_nchwc(data, packed, target=target)
+    conv = conv.op.attrs.get("conv", conv)  # (AVX2: the plane as one row, seen through a view)
+    assert conv.op.attrs["flat"] == (vector_bits == 256)
+    assert reduction_chunks(conv, target) == chunks
+
+
 def test_rows_run_outer_over_groups_of_channel_blocks_that_fit_the_l2():
     """A small L2 splits the 4 channel blocks into groups of 2 (a divisor): the row loop runs
     between the groups and their blocks, and the result is unchanged."""
