@@ -65,12 +65,20 @@ def width_block(width, fb: int, lanes: int, registers: int = 16, pointwise: bool
     EfficientNet-B0 (AVX2, 8-channel blocks), its 24- and 40-channel projections at 56x56 ran
     1.14-1.23x faster in blocks of 8 columns than of 4, at 28x28 1.11-1.14x in blocks of 7.
     (Blocks of 14, AVX2's whole budget, were faster still there, 1.16-1.32x, but 1.13x slower
-    than 7 on RegNetY-400MF's 208->440 at 14x14: the cap stays.)"""
+    than 7 on RegNetY-400MF's 208->440 at 14x14: the cap stays.)
+
+    On AVX-512 (32 registers) the callers ask for ``least`` 7 for dense convs, and a 1x1 conv
+    of two vectors per column may fill the registers (a 14-wide row in one block: no taps are
+    unrolled, so the spills below do not arise). In place in ResNet-50 on Zen 5 (blocks of
+    32): 7 columns rather than 4 ran its convs at 56x56 and 28x28 1.05-1.16x faster; its 1x1
+    convs at 14x14 in one block of 14 columns, the whole reduction in registers
+    (:func:`reduction_chunks`), 1.08-1.17x."""
     vecs = max(1, fb // lanes)
     # accumulators in at most 3/4 of the registers: at 28 of AVX-512's 32, LLVM's schedule
     # of the unrolled taps spilled them to the stack (a 14-wide row ran at 40-75% of peak,
     # varying with the stack's address from one process to the next)
-    most = max(1, min(registers - vecs - 1, registers * 3 // 4) // vecs)
+    roomy = pointwise and vecs >= 2 and registers >= 32
+    most = max(1, (registers - vecs - 1 if roomy else min(registers - vecs - 1, registers * 3 // 4)) // vecs)
     larger = pointwise and vecs == 1
     width = width if isinstance(width, int) else const_int(as_expr(width))
     if width is None:
@@ -141,7 +149,8 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
     wide = grouped and C == 1 and _wide_window((sh, sw), kw, registers)
     # (a wide window's columns unrolled share each input vector among up to kw taps: blocks
     # of 4 columns share too few; see _wide_window)
-    xb = width_block(oh * ow if flat else ow, FB, lanes, registers, pointwise=pointwise, least=7 if wide else 4)
+    least = 7 if wide or (not grouped and registers >= 32) else 4
+    xb = width_block(oh * ow if flat else ow, FB, lanes, registers, pointwise=pointwise, least=least)
     # the tuner may take any block whose accumulators fit the registers with a weight vector
     xb = knob("conv.columns", range(1, max(1, (registers - vecs - 1) // vecs) + 1), xb)
     end, last = [padding[2], padding[3]], None
@@ -500,12 +509,17 @@ def reduction_chunks(conv: te.Tensor, target) -> str:
     taps, chunk = (math.prod(window[2:]), window[1]) if len(window) == 4 else (math.prod(window[1:]), 16)
     channels = math.prod(window) // taps
     fits = channels * taps * FB * nbytes <= target.l1d_bytes // 2
+    registers = vector_registers(vector_lanes(target, conv.dtype))
+    vecs = FB // vector_lanes(target, conv.dtype)
+    if taps == 1 and registers >= 32 and vecs >= 2 and conv.op.attrs["xb"] >= 14 and not conv.op.attrs.get("flat"):
+        # a 1x1 conv whose block of 14 columns of two vectors fills AVX-512's registers: each
+        # weight vector it loads feeds 14 FMAs, so the weights stream from L2 (see width_block)
+        return ""
     # (a small plane whose block's weights stay in L1 on AVX-512: the whole reduction in
     # registers. In place at 7x7 on Zen 5, two runs: EfficientNet-B0's and MobileNetV2's
     # expansions from 160-320 channels 1.03-1.26x and 1.04-1.09x; the projections from
     # 576-1152 channels ran 0.71-0.88x so, and keep the plane. AVX2 is not measured. A plane computed as one row keeps it too: its
     # blocks of columns span rows of the result, which the write-back's loops cannot bound.)
-    registers = vector_registers(vector_lanes(target, conv.dtype))
     if plane <= SMALL_PLANE and not (fits and registers >= 32 and not conv.op.attrs.get("flat")):
         return "plane"
     if fits:

@@ -151,6 +151,24 @@ def test_width_block_pads_the_row_least():
     assert width_block(56, 16, 8, pointwise=True) == 4  # two vectors per column: as before
     assert width_block(56, 16, 16, registers=32, pointwise=True) == 14  # AVX-512, one vector
     assert SMALL_PLANE >= 49  # ResNet's 7x7 layers take the plane schedule
+    # AVX-512, blocks of two vectors: dense convs from 7 columns; a 1x1's block may fill the
+    # registers (14 columns), a 3x3's stays within 3/4 of them (12)
+    assert [width_block(w, 32, 16, registers=32, least=7) for w in (56, 28, 14, 112)] == [7, 7, 7, 7]
+    assert width_block(14, 32, 16, registers=32, pointwise=True, least=7) == 14
+    assert width_block(28, 16, 16, registers=32, pointwise=True) == 14  # one vector: as before
+
+
+def test_avx512_dense_convs_block_at_least_7_columns_and_a_14_wide_1x1_reduces_in_registers():
+    target = Target("x86_64-unknown-linux-gnu", "cpu", vector_bits=512, cores=2, l1d_bytes=48 << 10)
+
+    def conv(c, hw, k):
+        data = te.placeholder((1, c // 32, hw, hw, 32), "float32", "d")
+        packed = te.placeholder((c // 32, c, k, k, 32), "float32", "w")
+        return conv2d_nchwc(data, packed, (1, 1), (k // 2,) * 4, target=target)
+    assert conv(64, 56, 3).op.attrs["xb"] == conv(64, 28, 1).op.attrs["xb"] == 7
+    one = conv(256, 14, 1)
+    assert one.op.attrs["xb"] == 14 and reduction_chunks(one, target) == ""  # (its weights: 32 KiB)
+    assert reduction_chunks(conv(256, 14, 3), target) == "plane"  # a 3x3 keeps its chunks
 
 
 @pytest.mark.parametrize("c,f,hw,k,chunks", [
