@@ -5,8 +5,10 @@ import numpy as np
 import pytest
 
 import ember
-from ember.kernels.conv_nchwc import SMALL_PLANE, conv2d_nchwc, conv2d_nchwc_nd, reduction_chunks, width_block
+from ember.kernels.conv_nchwc import (SMALL_PLANE, conv2d_nchwc, conv2d_nchwc_nd, reduction_chunks,
+                                      schedule_conv_nchwc, width_block)
 from ember.loop import compute as te
+from ember.loop.schedule import Schedule
 from ember.target import Target
 from ember.tune.space import decisions
 
@@ -156,6 +158,20 @@ def test_width_block_pads_the_row_least():
     assert [width_block(w, 32, 16, registers=32, least=7) for w in (56, 28, 14, 112)] == [7, 7, 7, 7]
     assert width_block(14, 32, 16, registers=32, pointwise=True, least=7) == 14
     assert width_block(28, 16, 16, registers=32, pointwise=True) == 14  # one vector: as before
+
+
+@pytest.mark.parametrize("c,hw,stride,in_task", [
+    (128, 56, 2, True),   # ResNet-50's strided 3x3: 3 rows of 58 columns of 128 channels, 89 KiB
+    (256, 28, 2, True),   # 92 KiB
+    (512, 56, 1, False),  # 348 KiB: the copy made once
+])
+def test_a_task_pads_the_rows_it_reads_where_they_fit_128_kib(c, hw, stride, in_task):
+    data = te.placeholder((1, c // 16, hw, hw, 16), "float32", "d")
+    conv = conv2d_nchwc(data, te.placeholder((c // 16, c, 3, 3, 16), "float32", "w"), (stride, stride), (1,) * 4)
+    target = Target("x86_64-unknown-linux-gnu", "cpu", vector_bits=512, cores=2, l2_bytes=1 << 20)
+    with decisions({}) as d:
+        schedule_conv_nchwc(Schedule(conv), conv, conv, target)
+    assert d.seen["conv.pad_in_task"].default == in_task
 
 
 def test_avx512_dense_convs_block_at_least_7_columns_and_a_14_wide_1x1_reduces_in_registers():
