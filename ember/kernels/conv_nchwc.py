@@ -229,8 +229,8 @@ def _wide_window(strides: Sequence[int], kw: int, registers: int) -> bool:
     row's taps). Measured in place, two threads, Zen 5, against a padded copy per task of 4
     rows of 4-7 columns: ConvNeXt-T's 7x7 convs 1.26-1.47x at every size (56x56 to 7x7),
     EfficientNet-B0's 5x5 ones 1.14-1.33x, MobileNetV3-small's 1.14-1.26x; blocks of 4
-    columns ran EfficientNet-B0's 240 channels at 28x28 0.89x, of 7 1.33x. (3x3 windows: 0.79-1.24x,
-    so they keep the copy; AVX2's 16 registers are not measured.)"""
+    columns ran EfficientNet-B0's 240 channels at 28x28 0.89x, of 7 1.33x. (3x3 windows:
+    0.79-1.24x, so they keep the copy; AVX2's 16 registers are not measured.)"""
     return tuple(strides) == (1, 1) and kw >= 5 and registers >= 32
 
 
@@ -511,18 +511,19 @@ def reduction_chunks(conv: te.Tensor, target) -> str:
     taps, chunk = (math.prod(window[2:]), window[1]) if len(window) == 4 else (math.prod(window[1:]), 16)
     channels = math.prod(window) // taps
     fits = channels * taps * FB * nbytes <= target.l1d_bytes // 2
-    registers = vector_registers(vector_lanes(target, conv.dtype))
-    vecs = FB // vector_lanes(target, conv.dtype)
-    if taps == 1 and registers >= 32 and vecs >= 2 and conv.op.attrs["xb"] >= 14 and not conv.op.attrs.get("flat"):
+    lanes = vector_lanes(target, conv.dtype)
+    avx512, flat = vector_registers(lanes) >= 32, conv.op.attrs.get("flat")
+    if taps == 1 and avx512 and FB >= 2 * lanes and conv.op.attrs["xb"] >= 14 and not flat:
         # a 1x1 conv whose block of 14 columns of two vectors fills AVX-512's registers: each
         # weight vector it loads feeds 14 FMAs, so the weights stream from L2 (see width_block)
         return ""
     # (a small plane whose block's weights stay in L1 on AVX-512: the whole reduction in
     # registers. In place at 7x7 on Zen 5, two runs: EfficientNet-B0's and MobileNetV2's
     # expansions from 160-320 channels 1.03-1.26x and 1.04-1.09x; the projections from
-    # 576-1152 channels ran 0.71-0.88x so, and keep the plane. AVX2 is not measured. A plane computed as one row keeps it too: its
-    # blocks of columns span rows of the result, which the write-back's loops cannot bound.)
-    if plane <= SMALL_PLANE and not (fits and registers >= 32 and not conv.op.attrs.get("flat")):
+    # 576-1152 channels ran 0.71-0.88x so, and keep the plane. AVX2 is not measured. A plane
+    # computed as one row keeps it too: its blocks of columns span rows of the result, which
+    # the write-back's loops cannot bound.)
+    if plane <= SMALL_PLANE and not (fits and avx512 and not flat):
         return "plane"
     if fits:
         return ""
