@@ -520,9 +520,8 @@ def reduction_chunks(conv: te.Tensor, target) -> str:
     # (a small plane whose block's weights stay in L1 on AVX-512: the whole reduction in
     # registers. In place at 7x7 on Zen 5, two runs: EfficientNet-B0's and MobileNetV2's
     # expansions from 160-320 channels 1.03-1.26x and 1.04-1.09x; the projections from
-    # 576-1152 channels ran 0.71-0.88x so, and keep the plane. AVX2 is not measured. A plane
-    # computed as one row keeps it too: its blocks of columns span rows of the result, which
-    # the write-back's loops cannot bound.)
+    # 576-1152 channels ran 0.71-0.88x so, and keep the plane. AVX2 is not measured, nor is a
+    # plane computed as one row (conv.flat), which keeps it too.)
     if plane <= SMALL_PLANE and not (fits and avx512 and not flat):
         return "plane"
     if fits:

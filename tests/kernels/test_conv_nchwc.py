@@ -107,6 +107,23 @@ def test_1x1_conv_over_a_small_plane_as_one_row_matches_numpy(c, h, w, f, flat):
     np.testing.assert_allclose(np.moveaxis(out, -1, 2).reshape(want.shape), want, rtol=1e-4, atol=1e-3)
 
 
+@pytest.mark.parametrize("h,w,xb", [(5, 9, 15), (4, 4, 7), (3, 5, 8)])
+def test_a_plane_as_one_row_runs_its_whole_reduction_in_any_block_of_columns(h, w, xb):
+    """Blocks of positions that span rows of the result: the write-back reads the row back
+    through ``(q // w) * w + q % w``, which must simplify to ``q`` for its bounds (it was a
+    LoweringError, a failed candidate for the tuner)."""
+    c, f, cb = 32, 32, 16
+    with decisions({"conv.flat": True, "conv.reduction": "", "conv.columns": xb}):
+        sch, args = conv2d_nchwc_nd((1, c // cb, h, w, cb), (f // cb, c, 1, 1, cb))
+    x, wt = RNG.standard_normal((1, c, h, w)).astype(np.float32), RNG.standard_normal((f, c, 1, 1)).astype(np.float32)
+    xb_ = np.moveaxis(x.reshape(1, c // cb, cb, h, w), 2, -1).copy()
+    wp = np.moveaxis(wt.reshape(f // cb, cb, c, 1, 1), 1, -1).copy()
+    out = np.full((1, f // cb, h, w, cb), np.nan, np.float32)
+    ember.build(sch, args, "k")["k"](xb_, wp, out)
+    want = _conv_ref(x, wt, 1, (0, 0, 0, 0))
+    np.testing.assert_allclose(np.moveaxis(out, -1, 2).reshape(want.shape), want, rtol=1e-4, atol=1e-3)
+
+
 @pytest.mark.parametrize("c,h,w,f,k", [
     (32, 14, 14, 96, 3),   # ResNet's 14x14 3x3 (small): 6 output blocks, 14 columns in blocks of 2
     (64, 14, 14, 96, 1),   # a 1x1 at 14x14

@@ -95,11 +95,16 @@ class IntegerMixin:
                 if unit is None or (unit[0] and not self._nonzero(a.b, ctx)):
                     continue
                 mb, kb = unit
-                dm = P.merge((FloorDiv(a.a, a.b),), mb)
+                dm, x = P.merge((FloorDiv(a.a, a.b),), mb), a.a
                 if p.terms.get(dm) != wrap_signed(k * kb, p.dtype):
-                    continue
+                    # the dividends may differ by a multiple of a constant divisor: the
+                    # remainder's was reduced (a split's (15 i + j) % 9 is (6 i + j) % 9)
+                    dm = None if mb else _congruent_div(p, a, kb, wrap_signed(k * kb, p.dtype))
+                    if dm is None:
+                        continue
+                    x = dm[0].a
                 pair = P.Poly({m: k, dm: p.terms[dm]}, 0, p.dtype)
-                p = P.add(P.add(p, pair, -1), P.scale(poly_of(a.a), k))
+                p = P.add(P.add(p, pair, -1), P.scale(poly_of(x), k))
                 break
             else:
                 return p
@@ -359,6 +364,20 @@ class IntegerMixin:
         return cls(a, b)
 
     # --- floats, logic, vectors ----------------------------------------------------------------
+
+
+def _congruent_div(p: P.Poly, mod: FloorMod, c: int, want: int):
+    """The monomial ``(y // c,)`` of a term of ``p`` with coefficient ``want`` whose dividend
+    ``y`` differs from ``mod``'s by a multiple of the constant ``c`` (so ``y % c`` is ``mod``),
+    or None."""
+    px = poly_of(mod.a)
+    for m, k in p.terms.items():
+        d = m[0] if len(m) == 1 else None
+        if type(d) is FloorDiv and k == want and d.b == mod.b:
+            diff = P.add(poly_of(d.a), px, -1)
+            if diff.const % c == 0 and all(v % c == 0 for v in diff.terms.values()):
+                return m
+    return None
 
 
 def _divisor_monomial(b: Expr):
