@@ -207,6 +207,14 @@ class TaskSearch:
         xs.append(median)
         self.measured[trace] = statistics.fmean(xs) if all(map(math.isfinite, xs)) else math.inf
 
+    def note_default(self, default: Candidate, median: float) -> None:
+        """The default measured again beside a batch (``median`` on this search's scale): one
+        more sample of its trace, which later proposals may take as a parent. (Its own batch
+        may still be out: with two workers, that measurement came back first, and a parent
+        without its values was a KeyError.)"""
+        self.values_of[default.trace] = default.values
+        self.note(default.trace, median)
+
     def default_measured(self, median: float) -> None:
         """The default, measured beside a batch: its first time fixes the scale of this
         search's times (:func:`ember.tune.tuner._comparable`); later ones do not move it."""

@@ -270,7 +270,7 @@ def tune(model, db, *, minutes: float = 8.0, cluster: str | None = None, target=
                         # too, on that scale (paired with itself: ratio 1, give or take noise)
                         s.default_measured(base.median)
                         times = _comparable(base, s.default_time)
-                        s.note(default.trace, statistics.median(times))
+                        s.note_default(default, statistics.median(times))
                         s.rebest()
                         records.append(Record(s.task.workload, tname, base.trace or default.trace, base.decisions,
                                               times, "", s.task.description, json.dumps(default.features)))

@@ -37,3 +37,14 @@ def test_an_apparent_best_is_measured_again_and_judged_by_its_mean(small_model):
     s.note(default.trace, 80e-6)
     assert s.rebest() is False and math.isclose(s.baseline, 90e-6) and s.best == default.trace  # (no candidate's gain)
     assert s.incumbent() is None and math.isclose(s.speedup, 1.0)
+
+
+def test_the_default_measured_beside_a_batch_before_its_own_is_a_parent_like_any(small_model):
+    # with two workers, the batch that measures the default beside it may come back before the
+    # batch that proposed the default: a later proposal then took its trace as a parent
+    tasks, _ = extract_tasks(small_model, host(), profile=False)
+    s = TaskSearch(tasks[0], host(), 0)
+    default, *_ = s.propose(None, 4)
+    s.default_measured(100e-6)
+    s.note_default(default, 100e-6)
+    assert s.propose(None, 4)  # (a KeyError before)
