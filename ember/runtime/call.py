@@ -50,8 +50,10 @@ def _ptr_expr(var: str) -> str:
     return f"{var}.__array_interface__['data'][0]"
 
 
-def make_call(kernel) -> callable:
-    """Generate ``__call__(*args)`` for ``kernel`` (a :class:`Kernel` with parsed parameters)."""
+def make_call(kernel, prepare: bool = False) -> callable:
+    """Generate ``__call__(*args)`` for ``kernel`` (a :class:`Kernel` with parsed parameters);
+    with ``prepare``, a function that makes the same checks and returns the native function's
+    arguments instead of calling it (a profiler then times the native call alone)."""
     bufs, scalars = kernel._bufs, kernel._scalars
     explicit = [name for name, _, inferred in scalars if not inferred]
     nb = len(bufs)
@@ -114,11 +116,14 @@ def make_call(kernel) -> callable:
         arrays = "(" + "".join(f"a{k}, " for k in range(nb)) + ")"
         lines.append(f"    _k._check_extra({arrays}, {env_expr()})")
     cargs = [f"p{k}" for k in range(nb)] + [local[name] for name, _, _ in scalars]
-    lines += ["    try:",
-              f"        rc = _cfunc({', '.join(cargs)})",
-              "    except _ArgErr as exc:",
-              f"        _k._bad_scalars(args[{nb}:], exc)",
-              "    if rc: _k._failed(rc)"]
+    if prepare:
+        lines.append(f"    return ({''.join(a + ', ' for a in cargs)})")
+    else:
+        lines += ["    try:",
+                  f"        rc = _cfunc({', '.join(cargs)})",
+                  "    except _ArgErr as exc:",
+                  f"        _k._bad_scalars(args[{nb}:], exc)",
+                  "    if rc: _k._failed(rc)"]
     src = "\n".join(lines) + "\n"
     exec(compile(src, f"<ember kernel {kernel.name}>", "exec"), ns)
     fn = ns["__call__"]

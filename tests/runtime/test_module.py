@@ -64,6 +64,18 @@ def test_symbolic_rows(mod, n):
     np.testing.assert_allclose(t.numpy(), want, rtol=1e-6, atol=1e-6)  # a*b+c may fuse
 
 
+def test_prepared_arguments_run_as_the_call_and_are_checked_as_it(mod):
+    # (what a profiler times: the native call alone, the checks made before)
+    s, t = f32(5, 4), rt.zeros((5, 4))
+    cargs = mod.rows.prepare(s, t, 3)
+    assert len(cargs) == 4 and cargs[2:] == (5, 3)  # two pointers, then n (from the shapes) and k
+    mod.rows.run_prepared(cargs)
+    want = s.numpy() * 3 + np.arange(5, dtype=np.float32)[:, None]
+    np.testing.assert_allclose(t.numpy(), want, rtol=1e-6, atol=1e-6)
+    with pytest.raises(ShapeError, match=r"'T' \(#1\) has shape \(4, 4\)"):
+        mod.rows.prepare(f32(5, 4), f32(4, 4), 1)
+
+
 def test_wrong_count(mod):
     with pytest.raises(ArgumentError, match=r"'add' takes 3 argument\(s\).*got 2"):
         mod.add(f32(16), f32(16))
