@@ -107,7 +107,7 @@ def test_1x1_conv_over_a_small_plane_as_one_row_matches_numpy(c, h, w, f, flat):
     np.testing.assert_allclose(np.moveaxis(out, -1, 2).reshape(want.shape), want, rtol=1e-4, atol=1e-3)
 
 
-@pytest.mark.parametrize("h,w,xb", [(5, 9, 15), (4, 4, 7), (3, 5, 8)])
+@pytest.mark.parametrize("h,w,xb", [(5, 9, 15), (4, 4, 7), (3, 5, 8), (5, 3, 5), (2, 3, 5)])  # (5 columns: AVX2 too)
 def test_a_plane_as_one_row_runs_its_whole_reduction_in_any_block_of_columns(h, w, xb):
     """Blocks of positions that span rows of the result: the write-back reads the row back
     through ``(q // w) * w + q % w``, which must simplify to ``q`` for its bounds (it was a
