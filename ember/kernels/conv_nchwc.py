@@ -432,7 +432,9 @@ def _schedule_grouped(s: Schedule, conv: te.Tensor, out: te.Tensor, acc: te.Tens
     # 0.82-1.20x. (The tuner found the same for EfficientNet-B0's 96 channels at 112x112: its
     # 12 best all so.)
     strided = conv.op.attrs["strides"] != (1, 1) and height * _static_size(conv.shape[3]) > SMALL_PLANE
-    wide = conv.op.attrs.get("wide_window", False)  # (:func:`_wide_window`)
+    # the taps a conv that reads its padding in place unrolls, if it does (and on AVX-512 a
+    # stride-1 one with a wide window, its columns: :func:`_wide_window`)
+    in_place = "window" if strided else "columns" if conv.op.attrs.get("wide_window") else None
     # rows per task: a task pads the input rows its output rows read once (4 rows of a 3x3
     # window: 6 input rows, where a task per row padded 3 for each), keeping 8 tasks per core
     # (the tuner chose 2-8 rows for 10 of EfficientNet-B0's 11 depthwise convs; in one
@@ -440,7 +442,7 @@ def _schedule_grouped(s: Schedule, conv: te.Tensor, out: te.Tensor, acc: te.Tens
     # ConvNeXt-T 0.99x)
     tasks = _static_size(conv.shape[0]) * _static_size(conv.shape[1])
     fits = [r for r in (4, 2) if r <= height and tasks * -(-height // r) >= 8 * target.cores]
-    rows = knob("dw.rows", [r for r in (1, 2, 4, 8) if r <= height], fits[0] if fits and not wide else 1)
+    rows = knob("dw.rows", [r for r in (1, 2, 4, 8) if r <= height], fits[0] if fits and in_place != "columns" else 1)
     if rows > 1:
         y, yi = so.split(y, factor=rows)
         inner = [yi]
@@ -453,7 +455,7 @@ def _schedule_grouped(s: Schedule, conv: te.Tensor, out: te.Tensor, acc: te.Tens
     # the window's taps unrolled: a block of XB columns then reads XB + kw - 1 input vectors
     # per window row, each shared by the taps that overlap it, instead of one load per FMA
     # (a depthwise conv issues a load per FMA otherwise), and the tap weights stay in registers
-    unroll = knob("dw.unroll", ("none", "columns", "window"), "window" if strided else "columns" if wide else "none")
+    unroll = knob("dw.unroll", ("none", "columns", "window"), in_place or "none")
     st = s[acc]
     red = {iv.var.name: iv for iv in st.leaf if iv.var.name in ("rci", "ry", "rx")}
     if unroll != "none":
@@ -466,8 +468,7 @@ def _schedule_grouped(s: Schedule, conv: te.Tensor, out: te.Tensor, acc: te.Tens
         # (unrolled; a gather otherwise, 4x slower)
         st.unroll(red["rci"])
     pad = conv.op.attrs["pad"]
-    where = knob("dw.pad", ("task", "whole", "inline"), "inline" if strided or wide else "task") \
-        if pad is not None else None
+    where = knob("dw.pad", ("task", "whole", "inline"), "inline" if in_place else "task") if pad is not None else None
     if where == "inline":
         s[pad].compute_inline()
     elif where == "task":
