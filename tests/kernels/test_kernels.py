@@ -26,10 +26,30 @@ def _r(*shape):
     return RNG.standard_normal(shape).astype(np.float32)
 
 
-@pytest.mark.parametrize("m,n,k", [(64, 64, 64), (37, 29, 53), (1, 100, 7), (130, 17, 1)])
+@pytest.mark.parametrize("m,n,k", [(64, 64, 64), (37, 29, 53), (1, 100, 7), (130, 17, 1), (197, 40, 24),
+                                   (128, 33, 20)])
 def test_matmul(m, n, k):
     a, b = _r(m, k), _r(k, n)
     np.testing.assert_allclose(_run(K.matmul(m, n, k), a, b), a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_a_products_row_block_pads_and_splits_its_rows_least():
+    """MR: the block of rows whose padding and split over the threads cost least, from 3/4 of
+    the register file's block up (the products above run these blocks against numpy)."""
+    from ember.kernels.matmul import block_rows, matmul_compute
+    from ember.loop import compute as te
+    from ember.tune.space import decisions
+
+    assert block_rows(197, 14, 1, 2) == 11  # 18 blocks, 9 a core (of 14: 15 blocks, 13 rows padding)
+    assert block_rows(128, 14, 1, 2) == 13  # 10 blocks, 2 rows padding (of 14: 12)
+    assert block_rows(3136, 14, 1, 2) == block_rows(None, 14, 1, 2) == 14
+    assert block_rows(7, 14, 1, 2) == 7
+    assert block_rows(128, 6, 1, 2) == block_rows(197, 6, 1, 2) == 6  # AVX2's block of 6 rows stays
+    assert all(11 <= block_rows(m, 14, 1, 2) <= 14 for m in range(14, 500))
+    with decisions({}) as d:
+        matmul_compute(te.placeholder((197, 64), "float32", "A"), te.placeholder((64, 96), "float32", "B"),
+                       target="llvm -mcpu=skylake-avx512 -cores=2")
+    assert d.seen["gemm.rows"].default == 11
 
 
 def test_matmul_transposed_b():
