@@ -431,10 +431,21 @@ def _schedule_grouped(s: Schedule, conv: te.Tensor, out: te.Tensor, acc: te.Tens
     # 1.06-1.35x, MobileNetV2's three 1.00-1.48x; at 7x7 0.82x and 0.97x, at stride 1
     # 0.82-1.20x. (The tuner found the same for EfficientNet-B0's 96 channels at 112x112: its
     # 12 best all so.)
-    strided = conv.op.attrs["strides"] != (1, 1) and height * _static_size(conv.shape[3]) > SMALL_PLANE
+    # Not so groups narrower than a vector (a shuffle of the pixel's vector per channel, all
+    # unrolled): RegNetY-400MF's and ResNeXt-50's strided convs of 8-channel groups ran 3.4-4.4x
+    # faster from rows padded per task, their columns unrolled (AVX-512, in place).
+    group = next((_static_size(r.extent) for r in conv.op.reduce_axis if r.var.name == "rci"), 1)
+    narrow = group > 1 and group % lanes != 0
+    strided = conv.op.attrs["strides"] != (1, 1) and height * _static_size(conv.shape[3]) > SMALL_PLANE \
+        and not narrow
     # the taps a conv that reads its padding in place unrolls, if it does (and on AVX-512 a
     # stride-1 one with a wide window, its columns: :func:`_wide_window`)
     in_place = "window" if strided else "columns" if conv.op.attrs.get("wide_window") else None
+    # A grouped conv's window columns unrolled on AVX-512: a block of columns shares each input
+    # vector, shuffled once per channel, among the taps that overlap it. In place, against
+    # none: groups of 4 and 8 channels (ResNeXt-50, RegNetY-400MF) 1.15-1.44x, of 16 1.11-1.13x
+    # (RegNetY-800MF, ResNeXt-50), of 32 1.02-1.04x. (AVX2's 16 registers are not measured.)
+    unrolled = in_place or ("columns" if group > 1 and vector_registers(lanes) >= 32 else "none")
     # rows per task: a task pads the input rows its output rows read once (4 rows of a 3x3
     # window: 6 input rows, where a task per row padded 3 for each), keeping 8 tasks per core
     # (the tuner chose 2-8 rows for 10 of EfficientNet-B0's 11 depthwise convs; in one
@@ -455,7 +466,7 @@ def _schedule_grouped(s: Schedule, conv: te.Tensor, out: te.Tensor, acc: te.Tens
     # the window's taps unrolled: a block of XB columns then reads XB + kw - 1 input vectors
     # per window row, each shared by the taps that overlap it, instead of one load per FMA
     # (a depthwise conv issues a load per FMA otherwise), and the tap weights stay in registers
-    unroll = knob("dw.unroll", ("none", "columns", "window"), in_place or "none")
+    unroll = knob("dw.unroll", ("none", "columns", "window"), unrolled)
     st = s[acc]
     red = {iv.var.name: iv for iv in st.leaf if iv.var.name in ("rci", "ry", "rx")}
     if unroll != "none":

@@ -156,6 +156,19 @@ def test_a_wide_depthwise_window_on_avx512_reads_its_padding_in_place_its_column
     assert chosen(5, 2, avx512)[:2] == ("inline", "window")  # strided: its own rule
 
 
+def test_a_grouped_conv_unrolls_its_window_columns_on_avx512_narrow_groups_padding_rows_per_task():
+    def chosen(g, stride, target):
+        with decisions({}) as d:
+            conv2d_nchwc_nd((1, 4, 56, 56, 16), (4, g, 3, 3, 16), (stride, stride), (1,) * 4, target=target,
+                            grouped=True)
+        return d.seen["dw.pad"].default, d.seen["dw.unroll"].default
+    avx512, avx2 = "llvm -mcpu=skylake-avx512", "llvm -mcpu=znver3"
+    assert chosen(8, 2, avx512) == chosen(4, 1, avx512) == chosen(16, 1, avx512) == ("task", "columns")
+    assert chosen(16, 2, avx512) == chosen(1, 2, avx512) == ("inline", "window")  # whole vectors, depthwise
+    assert chosen(8, 1, avx2) == ("task", "none")
+    assert chosen(4, 2, avx2) == ("task", "none")  # narrower than AVX2's 8 lanes too
+
+
 @settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_gemm_decisions_compute_the_product(data):

@@ -275,6 +275,12 @@ CASES = [
      lambda x, w: per_block_ref(x, w, strides=(2, 2), padding=(1, 1, 1, 1)), "residual", 1e-4),
     ("nn.conv2d_nchwc", {"groups": 12}, [(1, 3, 5, 6, 8), (3, 2, 1, 1, 8)],
      lambda x, w: per_block_ref(x, w), None, 1e-4),
+    # strided over planes larger than a task's: narrow groups pad rows per task, whole-vector
+    # groups read their padding in place (the window unrolled)
+    ("nn.conv2d_nchwc", {"strides": (2, 2), "padding": (1, 1, 1, 1), "groups": 8}, [(1, 2, 21, 23, 16), (2, 4, 3, 3, 16)],
+     lambda x, w: per_block_ref(x, w, strides=(2, 2), padding=(1, 1, 1, 1)), "bias_relu", 1e-4),
+    ("nn.conv2d_nchwc", {"strides": (2, 2), "padding": (1, 1, 1, 1), "groups": 2}, [(1, 2, 21, 23, 16), (2, 16, 3, 3, 16)],
+     lambda x, w: per_block_ref(x, w, strides=(2, 2), padding=(1, 1, 1, 1)), None, 1e-4),
     # conv1d, conv3d
     ("nn.conv1d", {"strides": (2,), "padding": (1, 2), "dilation": (2,)}, [(2, 3, 17), (5, 3, 3)],
      lambda x, w: conv_ref(x, w, (2,), (1, 2), (2,)), "bias_relu", 1e-4),
