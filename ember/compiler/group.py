@@ -167,9 +167,10 @@ def schedule_root(s: Schedule, t: te.Tensor) -> None:
 
 def _inlinable(t: te.Tensor) -> bool:
     """An injective stage is inlined into its readers -- unless its compute marked it a
-    ``table`` (a few values per output index along one axis, like resize's taps): computing
+    ``table`` (a few values per output index along one axis, like resize's taps) or
+    ``materialize`` (an intermediate result, like a resize's pass over one axis): computing
     it once at the root is what it is for."""
-    return not t.op.reduce_axis and not t.op.attrs.get("table")
+    return not t.op.reduce_axis and not t.op.attrs.get("table") and not t.op.attrs.get("materialize")
 
 
 def lower_group(fn: Function, name: str, target, tuned: Optional[tuple] = None) -> GroupKernel:
@@ -233,6 +234,9 @@ def _lower_group(fn: Function, name: str, target, schedule: bool = True, variant
     if (sched is not None and isinstance(anchor_t, te.Tensor) and len(outputs) == 1
             and tuple(outputs[0].shape) == tuple(anchor_t.shape)):
         sched(s, anchor_t, outputs[0], target)
+        for st in list(s.stages):
+            if not st.is_placeholder and st.attach[0] == "root" and st.tensor.op.attrs.get("materialize"):
+                schedule_root(s, st.tensor)
         found = _variants(fn, name, target, s) if variants else ()
     else:
         for t in anchor_stages:
@@ -241,7 +245,7 @@ def _lower_group(fn: Function, name: str, target, schedule: bool = True, variant
         for st in list(s.stages):
             if st.is_placeholder or st.attach[0] == "inline":
                 continue
-            if st.tensor in anchor_stages or st.tensor in out_set:
+            if st.tensor in anchor_stages or st.tensor in out_set or st.tensor.op.attrs.get("materialize"):
                 schedule_root(s, st.tensor)
     return GroupKernel(name, s, inputs, outputs, anchor.op if anchor is not None else None,
                        variants=found)

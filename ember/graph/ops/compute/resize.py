@@ -232,6 +232,39 @@ def _pick(values: list, t: Expr) -> Expr:
     return v
 
 
+def _separable(x: te.Tensor, plan: dict, tables: dict, acc: str, out_type) -> Optional[te.Tensor]:
+    """Linear or cubic resize of several axes as one pass per axis, the innermost first: each
+    pass a weighted sum of its input's taps along one axis, materialized (``materialize``: a
+    stage the group keeps at its root, scheduled like an output), the last the result. The
+    taps of every axis at once are a gather per tap combination for each output element (a
+    bilinear upsample: four); by passes, the innermost axis's gathers run over the input's rows
+    only, and the later passes blend whole rows (DeepLabV3's 8x upsample of 21 classes to
+    256x256 ...). None where the passes do not apply (a crop box; one resized axis)."""
+    if len(plan) < 2 or any(tables[k] is None for k in plan):
+        return None
+    order = sorted(plan, reverse=True)
+    shape = list(x.shape)
+    cur = x
+    for n, k in enumerate(order):
+        idx, w = tables[k]
+        count = static_size(idx.shape[0])
+        first, last = n == 0, n == len(order) - 1
+
+        def body(*i, cur=cur, k=k, idx=idx, w=w, count=count, first=first, last=last):
+            total = None
+            for t in range(count):
+                j = list(i)
+                j[k] = idx[t, i[k]]
+                v = cur[tuple(j)]
+                v = (cast(acc, v) if first else v) * w[t, i[k]]
+                total = v if total is None else total + v
+            return _saturate(total, x.dtype) if last else total
+        if last:
+            return out_stage("resize", out_type, body)
+        shape[k] = plan[k][2]
+        cur = te.compute(tuple(shape), body, f"{stage_name('resize')}_axis{k}", attrs={"materialize": True})
+
+
 def _resize(attrs, inputs, out_type):
     x = inputs[0]
     shape = index_dims(out_type)
@@ -240,6 +273,10 @@ def _resize(attrs, inputs, out_type):
     nearest = attrs["method"] == "nearest"
     acc = None if nearest else _accumulator(x.dtype)
     tables = {k: _axis_tables(attrs, k, plan[k], acc, ctm) for k in plan}
+    if not nearest:
+        by_axis = _separable(x, plan, tables, acc, out_type)
+        if by_axis is not None:
+            return by_axis
 
     def body(*i):
         taps, outside = [], []
