@@ -198,6 +198,28 @@ def test_lanes_reading_constants_of_one_vector_shuffle_it(g, step, c, extent):
     np.testing.assert_array_equal(out.numpy().reshape(3, L), a[:, (k // g) * step + c])
 
 
+@pytest.mark.parametrize("factor", [2, 4, 3])
+def test_lanes_reading_a_base_plus_constants_load_the_window_they_read(factor):
+    """Lane k of block j reads A[b(j) + k // f] (a nearest upsample by f, the base known at
+    run time): one load of the elements the lanes read -- no further, so the last block reads
+    nothing past the row -- and a shuffle, not a gather."""
+    j = Var("j")
+    n = 4 * L // factor + (1 if L % factor else 0)
+    A, C = Buffer("A", (n,)), Buffer("C", (4 * L,))
+    lane = Ramp(IntImm(0), IntImm(1), L) // Broadcast(IntImm(factor), L)
+    base = j * (L // factor) if L % factor == 0 else j * L // factor
+    f = PrimFunc(f"upsample_{factor}", (A, C), For(j, 0, 4, "serial", Store(
+        C, A[Broadcast(base, L) + lane], (ramp(j * L),))))
+    text = emit_llvm(f)
+    assert "masked.gather" not in text and f"load <{(L - 1) // factor + 1} x float>" in text, text
+    a = np.arange(n, dtype=np.float32)
+    out = rt.zeros(4 * L)
+    build(f)[f.name](arr(a), out)
+    k = np.arange(4 * L)
+    want = a[(k // L) * L // factor + (k % L) // factor] if L % factor else a[k // factor]
+    np.testing.assert_array_equal(out.numpy(), want)
+
+
 @pytest.mark.parametrize("n", [0, 3, 13, 16, 32])
 def test_masked(mod, n):
     a = np.arange(32, dtype=np.float32)

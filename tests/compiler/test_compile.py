@@ -246,6 +246,34 @@ def test_a_bilinear_upsample_runs_one_pass_per_axis_each_in_parallel():
     np.testing.assert_allclose(exe.run(xv)[0], want, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("ctm, mode, scale, table", [("asymmetric", "floor", 2.0, False),
+                                                    ("half_pixel", "round_prefer_floor", 3.0, False),
+                                                    ("half_pixel", "floor", 2.0, True),
+                                                    ("asymmetric", "floor", 1.5, True),
+                                                    ("asymmetric", "floor", 0.5, False)])
+def test_a_nearest_resize_by_an_integer_factor_indexes_without_a_table(ctm, mode, scale, table):
+    """Where a nearest axis's taps, evaluated at compile time, are ``j // s`` (PyTorch's
+    Upsample(scale_factor=2) exports asymmetric/floor; ONNX's default is half-pixel/round) or
+    ``s j + b``, the index is that arithmetic, which loads a window of the row and shuffles it;
+    otherwise the taps come from a table. Against ONNX's reference either way."""
+    from onnx.reference.ops.op_resize import _interpolate_nd, _nearest_coeffs
+
+    from ember.driver import lower_kernel
+
+    x = Var("x", T(1, 3, 6, 32))
+    attrs = {"scales": (1.0, 1.0, scale, scale), "method": "nearest", "coordinate_transformation_mode": ctm,
+             "nearest_mode": mode}
+    exe = ember.compile(mod_of([x], Call("resize", [x], attrs)))
+    (sch, args, name), = exe.kernel_sources
+    text = lower_kernel(sch, args, name).script()
+    assert ("resize_idx" in text) == table, text
+    xv = np.random.default_rng(5).standard_normal((1, 3, 6, 32)).astype("float32")
+    out = exe.run(xv)[0]
+    want = _interpolate_nd(xv, lambda r, s: _nearest_coeffs(r, mode=mode), output_size=out.shape,
+                           scale_factors=[1, 1, scale, scale], coordinate_transformation_mode=ctm)
+    np.testing.assert_array_equal(out, want)
+
+
 def _dense_block():
     """A DenseNet-like chain: each step concatenates the running value with a new feature
     computed from it (the first concat's result is itself a part of the second), and a

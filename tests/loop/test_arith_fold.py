@@ -137,3 +137,18 @@ def test_float_rounding_and_identities():
     assert simplify(f - f) != FloatImm(0.0)
     assert simplify(EQ(f, f)) != const(True)  # NaN != NaN
     assert simplify(Not(LT(f, FloatImm(1.0)))) == Not(LT(f, FloatImm(1.0)))  # not GE: NaN
+
+
+@SETTINGS
+@given(st.sampled_from(["floor", "ceil", "trunc", "round"]), st.sampled_from(["float32", "float64"]),
+       st.floats(allow_nan=False, allow_infinity=False, width=32) | st.sampled_from([0.5, -0.5, 2.5, -0.25, -0.0]))
+def test_rounding_intrinsics_fold_as_numpy_rounds(name, dtype, v):
+    """floor, ceil, trunc and round (half to even) of a constant fold to numpy's value, the sign
+    of a zero result included (ceil(-0.25) is -0.0) -- a nearest resize's taps fold to indices."""
+    from ember.loop import intrinsics as intr
+
+    x = FloatImm(float(np.dtype(dtype).type(v)), dtype)
+    got = simplify(getattr(intr, name)(x))
+    want = {"floor": np.floor, "ceil": np.ceil, "trunc": np.trunc, "round": np.round}[name](np.dtype(dtype).type(v))
+    assert isinstance(got, FloatImm) and got.type == dtype
+    assert got.value == want and math.copysign(1, got.value) == math.copysign(1, want)

@@ -6,7 +6,8 @@ inside sums and constant multiples) becomes one vector load or store; one whose 
 the same element becomes a scalar load and a splat; any other vector offset becomes
 ``llvm.masked.gather``/``scatter`` -- unless only the innermost index varies, by constants per
 lane that fit one vector (a grouped conv's lanes reading their group's channel,
-``(lane // g) g + c``): then one vector load and a shuffle; a predicate becomes a masked
+``(lane // g) g + c``), or by a base plus such constants (a nearest upsample's
+``8 i + [0, 0, 1, 1, ...]``): then one vector load and a shuffle; a predicate becomes a masked
 load/store (vector) or a branch (scalar).
 """
 from __future__ import annotations
@@ -92,22 +93,65 @@ def _lane_constants(e, lanes: int):
     return tuple(fn(x, y) for x, y in zip(a, b))
 
 
+def _base_and_lanes(e, lanes: int):
+    """``(base, offsets)`` when lane ``k`` of integer index ``e`` is ``base + offsets[k]``,
+    ``base`` a scalar expression (None: zero) and the offsets constants; else None. (A nearest
+    2x upsample reads ``8 i + [0, 0, 1, 1, ...]``.)"""
+    offsets = _lane_constants(e, lanes)
+    if offsets is not None:
+        return None, offsets
+    if isinstance(e, Broadcast):
+        return e.value, (0,) * lanes
+    if isinstance(e, Ramp):
+        step = _const_int(e.stride)
+        return None if step is None else (e.base, tuple(k * step for k in range(lanes)))
+    if isinstance(e, Cast) and dt.is_int(e.dtype) and dt.is_int(e.value.dtype) \
+            and dt.bits(e.dtype) >= dt.bits(e.value.dtype):
+        inner = _base_and_lanes(e.value, lanes)
+        return None if inner is None or inner[0] is None else (cast(dt.element(e.dtype), inner[0]), inner[1])
+    if isinstance(e, (Add, Sub)):
+        a, b = _base_and_lanes(e.a, lanes), _base_and_lanes(e.b, lanes)
+        if a is None or b is None:
+            return None
+        sign = 1 if isinstance(e, Add) else -1
+        if b[0] is None:
+            base = a[0]
+        elif a[0] is None:
+            base = b[0] if sign == 1 else None
+            if base is None:
+                return None
+        else:
+            base = type(e)(*_same(a[0], b[0]))
+        return base, tuple(x + sign * y for x, y in zip(a[1], b[1]))
+    return None
+
+
 def _shuffled_window(buf, indices, lanes: int):
-    """``(row indices, start, mask)`` when lane ``k`` reads ``buf[row..., start + mask[k]]``:
-    the outer indices the same for every lane and the innermost constant per lane, all within
-    one vector of the row -- else None."""
+    """``(row indices, start, mask, width)`` when lane ``k`` reads ``buf[row..., start +
+    mask[k]]``: the outer indices the same for every lane and the innermost a base plus a
+    constant per lane, all within one vector of the row -- else None. With a constant start
+    the window is a whole vector inside the row; with a base known only at run time it is
+    the ``width`` elements the lanes read, from their least offset (no read past them)."""
     *outer, last = indices
     if any(dt.lanes(i.dtype) > 1 and not isinstance(i, Broadcast) for i in outer):
         return None
-    offsets = _lane_constants(last, lanes)
+    split = _base_and_lanes(last, lanes)
     extent = _const_int(buf.shape[-1]) if buf.shape else None
-    if offsets is None or extent is None or extent < lanes or buf.strides is not None:
+    if split is None or buf.strides is not None:
+        return None
+    base, offsets = split
+    rows = [i.value if isinstance(i, Broadcast) else i for i in outer]
+    if base is not None:
+        low, width = min(offsets), max(offsets) - min(offsets) + 1
+        if width > lanes or dt.is_bool(buf.dtype):
+            return None
+        return rows, base + low if low else base, [o - low for o in offsets], width
+    if extent is None or extent < lanes:
         return None
     start = min(min(offsets), extent - lanes)
     if min(offsets) < 0 or max(offsets) >= start + lanes:
         return None
-    rows = [i.value if isinstance(i, Broadcast) else i for i in outer]
-    return rows, start, [o - start for o in offsets]
+    return rows, IntImm(start), [o - start for o in offsets], lanes
 
 
 def _same(a, b):
@@ -193,10 +237,11 @@ def load(e, node) -> ir.Value:
         return _from_mem(b, v, dtype)
     window = _shuffled_window(buf, node.indices, lanes) if node.predicate is None else None
     if window is not None:
-        rows, start, mask = window
-        addr = b.gep(ptr, [_flat_offset(e, buf, [*rows, IntImm(start)])], source_etype=T.mem_type(buf.dtype))
-        v = b.load(addr, typ=mt, align=ealign)
-        v = b.shuffle_vector(v, ir.Constant(mt, ir.Undefined), ir.Constant(ir.VectorType(T.I32, lanes), mask))
+        rows, start, mask, width = window
+        wt = T.mem_type(dt.with_lanes(dt.element(dtype), width))
+        addr = b.gep(ptr, [_flat_offset(e, buf, [*rows, start])], source_etype=T.mem_type(buf.dtype))
+        v = b.load(addr, typ=wt, align=ealign)
+        v = b.shuffle_vector(v, ir.Constant(wt, ir.Undefined), ir.Constant(ir.VectorType(T.I32, lanes), mask))
         return _from_mem(b, v, dtype)
     # A gather: a vector of addresses.
     offs = _flat_offset(e, buf, node.indices)

@@ -11,6 +11,9 @@ from .common import INDEX, LANE, NEGATE, dtype_of, is_false, is_true, lane_expr,
 from .fold import bool_const, fold_cast, imm, int_range
 from .poly import poly_of, to_expr, vars_of
 
+# float rounding intrinsics folded on constants (``round`` is round-half-even, as generated)
+_ROUNDING = {"floor": math.floor, "ceil": math.ceil, "trunc": math.trunc, "round": round}
+
 
 class NodeMixin:
     """Mixed into the Analyzer (uses ``expr``, ``binary``, ``bind``, ``lane_ctx``, ``iv``)."""
@@ -145,7 +148,14 @@ class NodeMixin:
         return rebuild(e, condition=c, true_value=t, false_value=f)
 
     def _v_call(self, e, ctx):
-        return rebuild(e, args=tuple(self.expr(a, ctx) for a in e.args))
+        args = tuple(self.expr(a, ctx) for a in e.args)
+        rounding = _ROUNDING.get(e.name)
+        if rounding is not None and len(args) == 1 and type(args[0]) is FloatImm and math.isfinite(args[0].value):
+            # exact: an integral float is representable in the argument's type; the result keeps
+            # the argument's sign where it is zero (ceil(-0.25) is -0.0)
+            r = float(rounding(args[0].value))
+            return FloatImm(math.copysign(r, args[0].value) if r == 0 else r, e.type)
+        return rebuild(e, args=args)
 
     def _v_ramp(self, e, ctx):
         base, stride = self.expr(e.base, ctx), self.expr(e.stride, ctx)

@@ -16,7 +16,8 @@ from ....errors import DTypeError, ShapeError, UnsupportedOpError
 from ....loop import compute as te
 from ....loop import dtype as dt
 from ....loop import intrinsics as intr
-from ....loop.expr import Expr, as_expr, cast, const, eq, max_, min_, select
+from ....loop.arith import simplify
+from ....loop.expr import Expr, IntImm, as_expr, cast, const, eq, max_, min_, select
 from .common import const_of, index_dims, out_stage, register_compute, stage_name, static_size
 
 INDEX = dt.INDEX
@@ -224,6 +225,31 @@ def _axis_tables(attrs, k: int, plan_k: tuple, acc, ctm: str) -> Optional[tuple]
     return idx, w
 
 
+def _nearest_affine(attrs, plan_k: tuple, ctm: str):
+    """``index(j)`` of a nearest resize's axis whose source index is ``j // s`` (an upsample by
+    an integer factor: PyTorch's ``Upsample(scale_factor=2)``, ONNX's half-pixel default) or
+    ``s j + b`` (a downsample by one), from its taps evaluated here for every ``j``; else None.
+    In place of a table the index is then arithmetic the vectorizer sees through: a vector of
+    ``j`` reads one contiguous window of the row, shuffled, not a gather (3x on 2x upsamples)."""
+    scale, n_in, n_out, box = plan_k
+    if attrs["method"] != "nearest" or ctm == "tf_crop_and_resize" or not all(
+            isinstance(v, int) for v in (n_in, n_out)) or n_out < 2:
+        return None
+    got = []
+    for j in range(n_out):
+        coord, _ = _source_coord(ctm, as_expr(j, INDEX), scale, n_in, n_out, box)
+        v = simplify(_taps(attrs, coord, n_in)[0][0])
+        if not isinstance(v, IntImm):
+            return None
+        got.append(v.value)
+    if n_out % n_in == 0 and got == [j // (n_out // n_in) for j in range(n_out)]:
+        return lambda j: j // (n_out // n_in)
+    step, start = got[1] - got[0], got[0]
+    if step > 0 and got == [start + step * j for j in range(n_out)]:
+        return lambda j: j * step + start
+    return None
+
+
 def _pick(values: list, t: Expr) -> Expr:
     """``values[t]`` for a small constant list and an index expression."""
     v = values[-1]
@@ -272,7 +298,8 @@ def _resize(attrs, inputs, out_type):
     ctm = attrs["coordinate_transformation_mode"]
     nearest = attrs["method"] == "nearest"
     acc = None if nearest else _accumulator(x.dtype)
-    tables = {k: _axis_tables(attrs, k, plan[k], acc, ctm) for k in plan}
+    direct = {k: _nearest_affine(attrs, plan[k], ctm) for k in plan}
+    tables = {k: _axis_tables(attrs, k, plan[k], acc, ctm) for k in plan if direct[k] is None}
     if not nearest:
         by_axis = _separable(x, plan, tables, acc, out_type)
         if by_axis is not None:
@@ -283,6 +310,9 @@ def _resize(attrs, inputs, out_type):
         for k in range(x.ndim):
             if k not in plan:
                 taps.append([(i[k], None)])
+                continue
+            if direct[k] is not None:
+                taps.append([(direct[k](i[k]), None)])
                 continue
             if tables[k] is not None:
                 idx, w = tables[k]
