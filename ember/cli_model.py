@@ -148,9 +148,10 @@ def model_inputs(exe, items) -> dict:
             raise ArgumentError(f"--input takes NAME=FILE.npy, got {item!r}")
         given[name] = np.load(path)
     rng = np.random.default_rng(0)
+    chosen = bool(given)  # (the random inputs made below are not the user's)
     for i in exe.input_info:
         if i.name not in given:
-            if given:
+            if chosen:
                 raise ArgumentError(f"input {i.name!r} is not given (inputs: {', '.join(x.name for x in exe.input_info)})")
             # a symbolic size (batch) is 1 in the random inputs; give .npy inputs for others
             shape = tuple(d if isinstance(d, int) else 1 for d in i.shape)

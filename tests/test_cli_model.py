@@ -88,3 +88,19 @@ def test_run_a_model_with_a_symbolic_batch_with_random_inputs(tmp_path, capsys):
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
     assert main(["run", path]) == 0  # the symbolic batch is 1 in the random inputs
     assert "y: (1, 3) float32" in capsys.readouterr().out
+
+
+def test_a_model_of_two_inputs_runs_with_random_inputs_and_names_the_one_left_out(tmp_path, capsys):
+    """With no --input, every input is made up (a text model's ids and mask too); with some
+    given, one left out is named."""
+    nodes = [helper.make_node("Add", ["a", "b"], ["y"], name="add0")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("a", TensorProto.FLOAT, [2, 3]),
+                                       helper.make_tensor_value_info("b", TensorProto.FLOAT, [2, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    path = str(tmp_path / "two.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    assert main(["run", path]) == 0
+    assert "y: (2, 3) float32" in capsys.readouterr().out
+    np.save(tmp_path / "a.npy", np.zeros((2, 3), np.float32))
+    assert main(["run", path, "--input", f"a={tmp_path / 'a.npy'}"]) == 2
+    assert "input 'b' is not given" in capsys.readouterr().err
