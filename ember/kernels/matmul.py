@@ -108,6 +108,7 @@ def matmul_compute(A: te.Tensor, B: te.Tensor, target=None, name: str = "C",
     most = min(mr, (regs - nvec - 1) // nvec)
     if pack:
         cols = units if units is not None else (B.shape[-2] if trans_b else B.shape[-1])
+        # (a symbolic batch counts as many units: the blocks' split then hardly matters)
         others = math.prod(const_int(d) or 64 for d in batch) * _column_groups(cols, K, nvec * lanes, A.dtype, target)
         most = block_rows(const_int(M), most, others, target.cores)
     mr = knob("gemm.rows", [r for r in range(1, 17) if r * nvec + nvec + 1 <= regs], most)

@@ -114,14 +114,9 @@ def _base_and_lanes(e, lanes: int):
         if a is None or b is None:
             return None
         sign = 1 if isinstance(e, Add) else -1
-        if b[0] is None:
-            base = a[0]
-        elif a[0] is None:
-            base = b[0] if sign == 1 else None
-            if base is None:
-                return None
-        else:
-            base = type(e)(*_same(a[0], b[0]))
+        if a[0] is None and b[0] is not None and sign < 0:
+            return None  # (a base subtracted from constants: not a base plus constants)
+        base = a[0] if b[0] is None else b[0] if a[0] is None else type(e)(*_same(a[0], b[0]))
         return base, tuple(x + sign * y for x, y in zip(a[1], b[1]))
     return None
 

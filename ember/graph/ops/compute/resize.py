@@ -235,19 +235,23 @@ def _nearest_affine(attrs, plan_k: tuple, ctm: str):
     if attrs["method"] != "nearest" or ctm == "tf_crop_and_resize" or not all(
             isinstance(v, int) for v in (n_in, n_out)) or n_out < 2:
         return None
-    got = []
-    for j in range(n_out):
+    def tap(j):
         coord, _ = _source_coord(ctm, as_expr(j, INDEX), scale, n_in, n_out, box)
         v = simplify(_taps(attrs, coord, n_in)[0][0])
-        if not isinstance(v, IntImm):
+        return v.value if isinstance(v, IntImm) else None
+    s = n_out // n_in if n_out % n_in == 0 else 0
+    start = tap(0)
+    step = None if start is None else tap(1)
+    if step is None:
+        return None
+    step -= start
+    up, down = s > 0, step > 0  # the forms still possible, each checked at every j
+    for j in range(n_out):
+        v = tap(j)
+        up, down = up and v == j // s, down and v == start + step * j
+        if not (up or down):
             return None
-        got.append(v.value)
-    if n_out % n_in == 0 and got == [j // (n_out // n_in) for j in range(n_out)]:
-        return lambda j: j // (n_out // n_in)
-    step, start = got[1] - got[0], got[0]
-    if step > 0 and got == [start + step * j for j in range(n_out)]:
-        return lambda j: j * step + start
-    return None
+    return (lambda j: j // s) if up else (lambda j: j * step + start)
 
 
 def _pick(values: list, t: Expr) -> Expr:
