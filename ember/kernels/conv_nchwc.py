@@ -141,16 +141,18 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
     lanes = vector_lanes(target, data.dtype)
     registers = vector_registers(lanes)
     vecs = max(1, FB // lanes)
-    flat = False
+    flat = wide_out = False
     if pointwise and (sh, sw) == (1, 1) and not any(padding) and blocked \
             and isinstance(oh, int) and isinstance(ow, int) and 1 < oh and oh * ow <= SMALL_PLANE:
         # (a larger plane is rows of tasks, which one row would take away: 0.46-0.59x in place)
-        flat = knob("conv.flat", (False, True), _flat_pads_less(oh, ow, FB, lanes, registers))
+        wide_out = _wide_output(oh * ow, C * FO * FB * dt.nbytes(data.dtype), registers, target)
+        flat = knob("conv.flat", (False, True), wide_out or _flat_pads_less(oh, ow, FB, lanes, registers))
     wide = grouped and C == 1 and _wide_window((sh, sw), kw, registers)
     # (a wide window's columns unrolled share each input vector among up to kw taps: blocks
     # of 4 columns share too few; see _wide_window)
     least = 7 if wide or (not grouped and registers >= 32) else 4
-    xb = width_block(oh * ow if flat else ow, FB, lanes, registers, pointwise=pointwise, least=least)
+    xb = FLAT_COLUMNS if flat and wide_out else \
+        width_block(oh * ow if flat else ow, FB, lanes, registers, pointwise=pointwise, least=least)
     # the tuner may take any block whose accumulators fit the registers with a weight vector
     xb = knob("conv.columns", range(1, max(1, (registers - vecs - 1) // vecs) + 1), xb)
     end, last = [padding[2], padding[3]], None
@@ -212,7 +214,7 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
     # the padded or subsampled copy of the input: scheduled with the conv (per task or once)
     copy = padded if padded is not data else sub
     parts = {"kind": "conv_nchwc", "pad": copy, "input": padded, "xb": xb, "grouped": grouped, "strides": (sh, sw),
-             "wide_window": wide, "flat": flat}
+             "wide_window": wide, "flat": flat, "wide_output": flat and wide_out}
     if not flat:
         return te.compute((data.shape[0], FO, oh, ow, FB), body, name, attrs=parts)
     # the plane as one row of whole blocks, and the result read back as rows and columns (a
@@ -232,6 +234,25 @@ def _wide_window(strides: Sequence[int], kw: int, registers: int) -> bool:
     columns ran EfficientNet-B0's 240 channels at 28x28 0.89x, of 7 1.33x. (3x3 windows:
     0.79-1.24x, so they keep the copy; AVX2's 16 registers are not measured.)"""
     return tuple(strides) == (1, 1) and kw >= 5 and registers >= 32
+
+
+# The block of a wide output's flat plane (_wide_output): found by the tuner on ResNet-50's 7x7
+# convs; in place there, 10 columns 1.33-1.40x, 13 1.25-1.35x, 14 1.21-1.27x, 7 1.07-1.14x
+FLAT_COLUMNS = 10
+
+
+def _wide_output(plane: int, weight_bytes: int, registers: int, target) -> bool:
+    """Whether a stride-1 1x1 conv over a small ``plane`` computes it as one row in blocks of
+    :data:`FLAT_COLUMNS`, the whole reduction in registers: on AVX-512, for weights of 3/4 of
+    the L2 or more, where those blocks pad the plane by a tenth at most. Each weight vector then
+    feeds 10 FMAs. In place on Zen 5 (1 MiB L2) against the plane in rows and its reduction in
+    chunks: ResNet-50's 7x7 convs to and from 2048 channels (4 MiB) 1.33-1.40x,
+    EfficientNet-B0's 192->1152 (0.84 MiB) 1.06-1.09x and its 320->1280 head 1.28x,
+    MobileNetV2's 320->1280 1.09x; lighter weights lost or broke even so (end to end
+    MobileNetV3-small's 96->576, 0.2 MiB: 0.94x; MobileNetV2's 160->960, 0.6 MiB: 0.93-1.00x
+    in place), as did MobileNetV2's 960->160 projections (0.81-0.85x), outside the rule."""
+    padded = -(-plane // FLAT_COLUMNS) * FLAT_COLUMNS
+    return registers >= 32 and 4 * weight_bytes >= 3 * target.l2_bytes and (padded - plane) * 10 <= plane
 
 
 def _flat_pads_less(oh: int, ow: int, fb: int, lanes: int, registers: int) -> bool:
@@ -534,6 +555,8 @@ def reduction_chunks(conv: te.Tensor, target) -> str:
     # expansions from 160-320 channels 1.03-1.26x and 1.04-1.09x; the projections from
     # 576-1152 channels ran 0.71-0.88x so, and keep the plane. AVX2 is not measured, nor is a
     # plane computed as one row (conv.flat), which keeps it too.)
+    if conv.op.attrs.get("wide_output"):
+        return ""  # (see _wide_output)
     if plane <= SMALL_PLANE and not (fits and avx512 and not flat):
         return "plane"
     if fits:

@@ -124,6 +124,33 @@ def test_a_plane_as_one_row_runs_its_whole_reduction_in_any_block_of_columns(h, 
     np.testing.assert_allclose(np.moveaxis(out, -1, 2).reshape(want.shape), want, rtol=1e-4, atol=1e-3)
 
 
+def test_a_1x1_conv_with_heavy_weights_over_a_small_plane_runs_one_row_in_blocks_of_10_on_avx512():
+    """On AVX-512, weights of 3/4 of the L2 or more (ResNet-50's 7x7 convs, EfficientNet-B0's
+    and MobileNetV2's heads): one row of the plane in blocks of 10 columns, the whole reduction
+    in registers; lighter weights (MobileNetV3-small's 96->576) and AVX2 keep their defaults.
+    The chosen schedule against numpy (the last block's extra position never stored)."""
+    avx512 = Target("x86_64-unknown-linux-gnu", "znver4", vector_bits=512, cores=2, l2_bytes=1 << 20)
+
+    def chosen(c, f, target):
+        with decisions({}) as d:
+            conv2d_nchwc_nd((1, c // 16, 7, 7, 16), (f // 32, c, 1, 1, 32), target=target)
+        return tuple(d.seen[n].default for n in ("conv.flat", "conv.columns", "conv.reduction"))
+    assert chosen(512, 2048, avx512) == chosen(192, 1152, avx512) == (True, 10, "")
+    assert chosen(96, 576, avx512)[:2] == (False, 7)
+    assert chosen(512, 2048, AVX2)[1] != 10
+    c, f = 256, 768  # (0.75 MiB of weights)
+    assert chosen(c, f, avx512) == (True, 10, "")
+    with decisions({"conv.flat": True, "conv.columns": 10, "conv.reduction": ""}):  # (run on this host)
+        sch, args = conv2d_nchwc_nd((1, c // 16, 7, 7, 16), (f // 32, c, 1, 1, 32))
+    x, wt = RNG.standard_normal((1, c, 7, 7)).astype(np.float32), RNG.standard_normal((f, c, 1, 1)).astype(np.float32)
+    xb = np.moveaxis(x.reshape(1, c // 16, 16, 7, 7), 2, -1).copy()
+    wp = np.moveaxis(wt.reshape(f // 32, 32, c, 1, 1), 1, -1).copy()
+    out = np.full((1, f // 32, 7, 7, 32), np.nan, np.float32)
+    ember.build(sch, args, "k")["k"](xb, wp, out)
+    want = _conv_ref(x, wt, 1, (0, 0, 0, 0))
+    np.testing.assert_allclose(np.moveaxis(out, -1, 2).reshape(want.shape), want, rtol=1e-4, atol=1e-3)
+
+
 @pytest.mark.parametrize("c,h,w,f,k", [
     (32, 14, 14, 96, 3),   # ResNet's 14x14 3x3 (small): 6 output blocks, 14 columns in blocks of 2
     (64, 14, 14, 96, 1),   # a 1x1 at 14x14
