@@ -165,12 +165,17 @@ def schedule_root(s: Schedule, t: te.Tensor) -> None:
         parallel_outer(st, spatial)
 
 
+def _materialized(t: te.Tensor) -> bool:
+    """Whether ``t``'s compute marked it ``materialize``: an intermediate result (a resize's
+    pass over one axis) kept at the root and scheduled like an output."""
+    return bool(t.op.attrs.get("materialize"))
+
+
 def _inlinable(t: te.Tensor) -> bool:
     """An injective stage is inlined into its readers -- unless its compute marked it a
-    ``table`` (a few values per output index along one axis, like resize's taps) or
-    ``materialize`` (an intermediate result, like a resize's pass over one axis): computing
-    it once at the root is what it is for."""
-    return not t.op.reduce_axis and not t.op.attrs.get("table") and not t.op.attrs.get("materialize")
+    ``table`` (a few values per output index along one axis, like resize's taps) or it is
+    :func:`_materialized`: computing it once at the root is what it is for."""
+    return not t.op.reduce_axis and not t.op.attrs.get("table") and not _materialized(t)
 
 
 def lower_group(fn: Function, name: str, target, tuned: Optional[tuple] = None) -> GroupKernel:
@@ -235,7 +240,7 @@ def _lower_group(fn: Function, name: str, target, schedule: bool = True, variant
             and tuple(outputs[0].shape) == tuple(anchor_t.shape)):
         sched(s, anchor_t, outputs[0], target)
         for st in list(s.stages):
-            if not st.is_placeholder and st.attach[0] == "root" and st.tensor.op.attrs.get("materialize"):
+            if not st.is_placeholder and st.attach[0] == "root" and _materialized(st.tensor):
                 schedule_root(s, st.tensor)
         found = _variants(fn, name, target, s) if variants else ()
     else:
@@ -245,7 +250,7 @@ def _lower_group(fn: Function, name: str, target, schedule: bool = True, variant
         for st in list(s.stages):
             if st.is_placeholder or st.attach[0] == "inline":
                 continue
-            if st.tensor in anchor_stages or st.tensor in out_set or st.tensor.op.attrs.get("materialize"):
+            if st.tensor in anchor_stages or st.tensor in out_set or _materialized(st.tensor):
                 schedule_root(s, st.tensor)
     return GroupKernel(name, s, inputs, outputs, anchor.op if anchor is not None else None,
                        variants=found)

@@ -248,9 +248,10 @@ def _wide_output(plane: int, weight_bytes: int, registers: int, target) -> bool:
     feeds 10 FMAs. In place on Zen 5 (1 MiB L2) against the plane in rows and its reduction in
     chunks: ResNet-50's 7x7 convs to and from 2048 channels (4 MiB) 1.33-1.40x,
     EfficientNet-B0's 192->1152 (0.84 MiB) 1.06-1.09x and its 320->1280 head 1.28x,
-    MobileNetV2's 320->1280 1.09x; lighter weights lost or broke even so (end to end
-    MobileNetV3-small's 96->576, 0.2 MiB: 0.94x; MobileNetV2's 160->960, 0.6 MiB: 0.93-1.00x
-    in place), as did MobileNetV2's 960->160 projections (0.81-0.85x), outside the rule."""
+    MobileNetV2's 320->1280 1.09x, EfficientNet-B0's 1152->192 projections (0.84 MiB)
+    1.16-1.19x; lighter weights lost or broke even so (end to end MobileNetV3-small's
+    96->576, 0.2 MiB: 0.94x; MobileNetV2's 160->960, 0.6 MiB: 0.93-1.00x in place), as did
+    MobileNetV2's 960->160 projections (0.6 MiB: 0.81-0.85x), outside the rule."""
     padded = -(-plane // FLAT_COLUMNS) * FLAT_COLUMNS
     return registers >= 32 and 4 * weight_bytes >= 3 * target.l2_bytes and (padded - plane) * 10 <= plane
 
@@ -550,13 +551,14 @@ def reduction_chunks(conv: te.Tensor, target) -> str:
         # a 1x1 conv whose block of 14 columns of two vectors fills AVX-512's registers: each
         # weight vector it loads feeds 14 FMAs, so the weights stream from L2 (see width_block)
         return ""
+    if conv.op.attrs.get("wide_output"):
+        return ""  # (see _wide_output)
     # (a small plane whose block's weights stay in L1 on AVX-512: the whole reduction in
     # registers. In place at 7x7 on Zen 5, two runs: EfficientNet-B0's and MobileNetV2's
     # expansions from 160-320 channels 1.03-1.26x and 1.04-1.09x; the projections from
-    # 576-1152 channels ran 0.71-0.88x so, and keep the plane. AVX2 is not measured, nor is a
-    # plane computed as one row (conv.flat), which keeps it too.)
-    if conv.op.attrs.get("wide_output"):
-        return ""  # (see _wide_output)
+    # 576-1152 channels ran 0.71-0.88x so, in rows, and keep the plane unless their weights
+    # make them wide outputs. AVX2 is not measured, nor is a plane computed as one row
+    # (conv.flat) otherwise, which keeps it too.)
     if plane <= SMALL_PLANE and not (fits and avx512 and not flat):
         return "plane"
     if fits:
