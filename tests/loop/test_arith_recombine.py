@@ -39,3 +39,44 @@ def test_a_quotient_and_a_congruent_remainder_recombine(a, off, c, t, k, apart):
 def test_a_split_by_15_over_rows_of_9_is_its_position():
     q = I * 15 + J
     assert simplify(FloorDiv(q, C(9)) * 9 + FloorMod(q, C(9))) == simplify(q)
+
+
+# --- a fused loop's split over symbolic sizes ------------------------------------------------
+
+S, N = Var("s"), Var("n")
+
+
+def _sym_ranges(extent) -> dict:
+    from ember.loop.arith.analyzer import Param
+
+    return {S: Param((1, 1 << 40)), N: Param((1, 1 << 40)), I: (C(0), extent - 1)}
+
+
+def _divmods(e) -> int:
+    return sum(isinstance(n, (FloorDiv, FloorMod)) for n in walk(e))
+
+
+def test_a_row_major_offset_over_symbolic_sizes_folds_back_to_the_fused_index():
+    # i over batch * 4 * s, indexing a (batch, 4, s, s) tensor's rows: i * s
+    flat = ((FloorDiv(I, S * 4) * 4 + FloorMod(FloorDiv(I, S), C(4))) * S + FloorMod(I, S)) * S
+    assert simplify(flat, _sym_ranges(N * S * 4)) == simplify(I * S)
+    # (1, n, s, s, 32) fused over its four leading axes: the offset of i's vector is i * 32
+    flat = ((((FloorDiv(FloorDiv(FloorDiv(I, S), S), N) * N + FloorMod(FloorDiv(FloorDiv(I, S), S), N)) * S
+              + FloorMod(FloorDiv(I, S), S)) * S + FloorMod(I, S)) * 32)
+    assert simplify(flat, _sym_ranges(N * S * S)) == simplify(I * 32)
+
+
+@settings(max_examples=60, deadline=None)
+@given(c=st.integers(1, 6), k=st.integers(-3, 3), s=st.integers(1, 7), n=st.integers(1, 5),
+       other=st.booleans())
+def test_a_quotient_and_remainder_by_a_symbolic_divisor_recombine_under_a_common_factor(c, k, s, n, other):
+    # (i // (s*c)) * c * k * r + (i // s % c) * k * r  ==  (i // s) * k * r, r = n or 1
+    r = N if other else C(1)
+    e = FloorDiv(I, S * c) * c * k * r + FloorMod(FloorDiv(I, S), C(c)) * k * r
+    got = simplify(e, _sym_ranges(N * S * 8))
+    if k:
+        assert _divmods(got) <= 1
+    for i in range(0, n * s * 8):
+        env = {I: i, S: s, N: n}
+        want = (i // (s * c)) * c * k * (n if other else 1) + ((i // s) % c) * k * (n if other else 1)
+        assert ev(got, env) == want

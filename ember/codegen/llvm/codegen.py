@@ -20,7 +20,7 @@ from ...loop.expr import (BINARY_OPS, Broadcast, Call, Cast, Expr, FloatImm, Int
 from ...loop.stmt import (Allocate, Buffer, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt,
                           Store)
 from ...loop.visit import walk
-from . import memory, ops, parallel, profile
+from . import lane_reduce, memory, ops, parallel, profile
 from . import types as T
 from ...loop.intrinsics import EFFECTS
 from .intrinsics import declare, emit_call
@@ -275,6 +275,8 @@ class FunctionEmitter:
     def _for(self, node: For) -> None:
         if node.kind == "parallel" and not self.in_parallel:
             parallel.emit_parallel_for(self, node)
+            return
+        if lane_reduce.emit_lane_reduce(self, node):
             return
         # Nested parallel loops, and unroll/vectorize hints that no pass consumed, run serially.
         lo = self._as_var_type(node.min, node.var)

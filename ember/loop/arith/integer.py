@@ -84,31 +84,51 @@ class IntegerMixin:
         return to_expr(self._fuse_divmod(p, ctx))
 
     def _fuse_divmod(self, p: P.Poly, ctx) -> P.Poly:
-        """``(x // c)*c*k + (x % c)*k -> x*k``: recombine what a split took apart."""
+        """``(x // c)*c*k*r + (x % c)*k*r -> x*k*r`` (``r`` a product of other factors):
+        recombine what a split took apart. A fused loop's index into a row-major buffer of
+        symbolic shape, ``((i // (s*4))*4 + i // s % 4)*s + i % s``, folds back to ``i``."""
         for _ in range(8):
+            fused = None
             for m, k in p.terms.items():
-                a = m[0]
-                if len(m) != 1 or type(a) is not FloorMod:
-                    continue
-                unit = _divisor_monomial(a.b)
-                # x // 0 and x % 0 are 0 on the machine: the identity needs a nonzero divisor.
-                if unit is None or (unit[0] and not self._nonzero(a.b, ctx)):
-                    continue
-                mb, kb = unit
-                dm, x = P.merge((FloorDiv(a.a, a.b),), mb), a.a
-                if p.terms.get(dm) != wrap_signed(k * kb, p.dtype):
-                    # the dividends may differ by a multiple of a constant divisor: the
-                    # remainder's was reduced (a split's (15 i + j) % 9 is (6 i + j) % 9)
-                    dm = None if mb else _congruent_div(p, a, kb, wrap_signed(k * kb, p.dtype))
-                    if dm is None:
-                        continue
-                    x = dm[0].a
-                pair = P.Poly({m: k, dm: p.terms[dm]}, 0, p.dtype)
-                p = P.add(P.add(p, pair, -1), P.scale(poly_of(x), k))
-                break
-            else:
+                for j, a in enumerate(m):
+                    if type(a) is FloorMod and (j == 0 or a is not m[j - 1]):
+                        fused = self._fuse_pair(p, m, k, j, ctx)
+                        if fused is not None:
+                            break
+                if fused is not None:
+                    break
+            if fused is None:
                 return p
+            p = fused
         return p
+
+    def _fuse_pair(self, p: P.Poly, m: tuple, k: int, j: int, ctx):
+        """``p`` with its term ``k*m`` (whose factor ``m[j]`` is ``x % c``) and the term of
+        ``x // c`` that pairs with it replaced by ``x`` times the rest, or None."""
+        a = m[j]
+        rest = m[:j] + m[j + 1:]
+        unit = _divisor_monomial(a.b)
+        # x // 0 and x % 0 are 0 on the machine: the identity needs a nonzero divisor.
+        if unit is None or (unit[0] and not self._nonzero(a.b, ctx)):
+            return None
+        mb, kb = unit
+        want = wrap_signed(k * kb, p.dtype)
+        x, dm = a.a, None
+        for q in _quotients(self, a, ctx):
+            cand = P.merge(P.merge((q,), mb), rest)
+            if p.terms.get(cand) == want:
+                dm = cand
+                break
+        if dm is None:
+            # the dividends may differ by a multiple of a constant divisor: the remainder's was
+            # reduced (a split's (15 i + j) % 9 is (6 i + j) % 9)
+            dm = None if mb or rest else _congruent_div(p, a, kb, want)
+            if dm is None:
+                return None
+            x = dm[0].a
+        pair = P.Poly({m: k, dm: p.terms[dm]}, 0, p.dtype)
+        tail = P.mul(poly_of(x), P.make({rest: k}, 0, p.dtype)) if rest else P.scale(poly_of(x), k)
+        return P.add(P.add(p, pair, -1), tail)
 
     def _nonzero(self, b, ctx) -> bool:
         lo, hi = self.iv(b, ctx)
@@ -364,6 +384,16 @@ class IntegerMixin:
         return cls(a, b)
 
     # --- floats, logic, vectors ----------------------------------------------------------------
+
+
+def _quotients(an, mod: FloorMod, ctx):
+    """The quotient atoms that pair with ``mod`` (``x % c``): ``x // c`` as built, and as the
+    simplifier writes it where that differs (``(y // s) // 4`` is ``y // (s*4)``)."""
+    raw = FloorDiv(mod.a, mod.b)
+    yield raw
+    q = an._floordiv(mod.a, mod.b, ctx)
+    if type(q) is FloorDiv and q != raw:
+        yield q
 
 
 def _congruent_div(p: P.Poly, mod: FloorMod, c: int, want: int):

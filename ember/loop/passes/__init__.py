@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ..stmt import PrimFunc
 from .guard_loads import guard_select_loads
+from .index_prefix import fold_index_prefix
 from .instrument import LoopSite, instrument_loops, mark_sites
 from .partition import partition_tails
 from .unroll import unroll_loops
@@ -12,14 +13,14 @@ from .vectorize import vectorize_loops
 
 def default_pipeline(func: PrimFunc) -> PrimFunc:
     """simplify -> guard select loads -> unswitch by ranges -> unroll -> simplify -> vectorize
-    -> partition tails (symbolic extents) -> simplify."""
+    -> partition tails (symbolic extents) -> simplify -> fold index prefixes (symbolic shapes)."""
     from ..arith import simplify
 
     func = unswitch_ranges(guard_select_loads(simplify(func)))
     func = simplify(unroll_loops(func))
     func = simplify(partition_tails(vectorize_loops(func)))
-    return func
+    return fold_index_prefix(func)
 
 
-__all__ = ["LoopSite", "default_pipeline", "guard_select_loads", "instrument_loops", "mark_sites",
+__all__ = ["LoopSite", "default_pipeline", "fold_index_prefix", "guard_select_loads", "instrument_loops", "mark_sites",
            "partition_tails", "unroll_loops", "unswitch_ranges", "vectorize_loops"]
