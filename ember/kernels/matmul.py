@@ -123,12 +123,13 @@ def matmul_compute(A: te.Tensor, B: te.Tensor, target=None, name: str = "C",
     # stride are MR streams the prefetchers follow, and packing costs a pass over A per call
     # (ConvNeXt's 3136x384 activations: a third of the product's time). Each group of column
     # panels reads all of A: with several groups and an A past half the L2, packed panels
-    # (contiguous) pay (1024^3: 210 against 168 GFLOP/s read in place). A symbolic M (a
-    # dynamic batch or sequence) packs too: read in place, the last block's rows are clamped,
-    # min(i, M - 1), and with M unknown that clamp sits on every row's address in every block
-    # (MR row pointers, more than the integer registers): Swin-V2-T's products with a dynamic
-    # batch ran at 0.55x their static speed, packed at 0.9x.
-    direct_a = pack and const_int(M) is not None and (
+    # (contiguous) pay (1024^3: 210 against 168 GFLOP/s read in place). A of unknown size (a
+    # dynamic batch or sequence) counts as large. Its last block's rows are clamped,
+    # min(i, M - 1), as with M known: the lowering proves those reads in bounds (the FMAs
+    # unguarded) and the fused loop's index folds back (ember.loop.passes.index_prefix), where
+    # packing A was a scalar pass of masked loads per call: BERT's attention products with a
+    # dynamic sequence ran 2.5-3.5x their static time packed, 1.1x in place.
+    direct_a = pack and (
         _column_groups(N, K, nr, A.dtype, target) == 1
         or (_nbytes(A.shape[-2:], A.dtype) or math.inf) <= target.l2_bytes // 2)
     if pack:

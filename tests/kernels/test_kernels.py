@@ -203,15 +203,23 @@ def _allocated(stmt) -> set:
     return {n.buffer.name for n in walk(stmt) if isinstance(n, Allocate)}
 
 
-def test_a_product_over_a_symbolic_row_count_packs_its_rows():
-    """Rows read in place with a symbolic count M would clamp every row's address (the last
-    block's rows past M): such a product packs A (zero rows past M) and its micro-kernel reads
-    the panels. Exact at row counts that do and do not fill the last block."""
-    from ember.loop.stmt import IfThenElse
+def test_a_product_over_a_symbolic_row_count_reads_its_rows_in_place():
+    """Rows read in place with a symbolic count M: the last block's rows past M read row
+    M - 1 (clamped, never stored), which the lowering proves in bounds, so no FMA is guarded
+    (packing A instead was a scalar pass of masked loads per call). Exact at row counts that
+    do and do not fill the last block."""
+    from ember.loop.expr import Min
+    from ember.loop.stmt import IfThenElse, Store
+    from ember.loop.visit import walk
 
     exe, func, w = _symbolic_rows_product()
     assert isinstance(func.body, IfThenElse)  # (the few-rows variant first: the next test)
-    assert any(name.endswith("_Ap") for name in _allocated(func.body.else_case))
+    generic = func.body.else_case
+    assert not any(name.endswith("_Ap") for name in _allocated(generic))
+    assert any(isinstance(n, Min) for n in walk(generic))  # the clamp
+    for n in walk(generic):  # only the write-back is guarded, not the accumulators' FMAs
+        if isinstance(n, IfThenElse):
+            assert all(s.buffer.scope != "local" for s in walk(n) if isinstance(s, Store)), n
     for rows in (1, 14, 37, 300):
         a = _r(rows, 96)
         np.testing.assert_allclose(exe.run(a)[0], a @ w, rtol=1e-4, atol=1e-4)

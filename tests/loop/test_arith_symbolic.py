@@ -56,3 +56,20 @@ def _eval(e, env: dict) -> int:
     a, b = _eval(e.a, env), _eval(e.b, env)
     return {Add: a + b, Sub: a - b, Mul: a * b, FloorDiv: a // b if b else 0,
             FloorMod: a % b if b else 0}[type(e)]
+
+
+def test_a_clamped_row_past_a_symbolic_count_is_in_bounds():
+    """``min(i, M - 1)`` over row blocks that run past ``M`` (a product's last block): in
+    [0, M) whatever the block, by the min's second side; the first alone proves nothing."""
+    from ember.loop import Max, Min
+    from ember.loop.arith import can_prove
+
+    v, s = Var("v"), Var("s")
+    m = B * s
+    blocks = (m + 13) // 14
+    r = {B: Param((1, 1 << 40)), s: Param((1, 1 << 40)), v: (C(0), simplify(blocks - 1))}
+    row = Min(FloorMod(v, blocks) * 14 + 13, m - 1)
+    assert can_prove(row < m, r) and can_prove(row >= 0, r)
+    assert not can_prove(FloorMod(v, blocks) * 14 + 13 < m, r)
+    assert can_prove(Max(v * 14 - 20, C(0)) >= 0, r)
+    assert not can_prove(Min(v, m + 1) >= m + 1, r)  # (only where v, not the clamp, reaches m + 1)

@@ -254,6 +254,17 @@ class Analyzer(IntegerMixin, NodeMixin, StmtMixin, BoundMixin):
             hi = self.sym_bounds(to_expr(p), ctx)[1]
             if hi is not None and self.iv(hi, ctx)[1] <= 0:
                 return True
+        return self._prove_le0_by_sides(p, ctx)
+
+    def _prove_le0_by_sides(self, p: P.Poly, ctx: Ctx) -> bool:
+        """``k*min(a, b) + r <= 0`` (k > 0) holds where ``k*a + r <= 0`` or ``k*b + r <= 0`` does
+        (and so for ``max`` with k < 0): a clamped row, ``min(i, M - 1) < M``, with ``i`` past
+        ``M`` and ``M`` symbolic, where bounds of the min as a whole prove nothing."""
+        for m, k in p.terms.items():
+            if len(m) == 1 and ((type(m[0]) is Min and k > 0) or (type(m[0]) is Max and k < 0)):
+                rest = P.add(p, P.Poly({m: k}, 0, p.dtype), -1)
+                return any(self.prove_le0(P.add(rest, P.scale(poly_of(side), k)), ctx)
+                           for side in (m[0].a, m[0].b))
         return False
 
 
