@@ -316,3 +316,35 @@ def test_depthwise_conv2d_nchwc_matches_numpy(c, h, w, k, s, d, fb, rows):
     out = np.zeros((1, c // fb, oh, ow, fb), np.float32)
     ember.build(sch, args, "k")["k"](xb, wp, out)
     np.testing.assert_allclose(np.moveaxis(out, -1, 2).reshape(want.shape), want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("c,f,k,s,p", [
+    (32, 32, 3, 1, 1),   # ResNet's 3x3: the last block of columns reads into padding made for it
+    (32, 32, 3, 2, 1),   # strided 3x3
+    (32, 16, 1, 2, 0),   # a strided 1x1 with no padding: the last block's reads clamped instead
+    (16, 32, 1, 1, 0),   # a pointwise conv
+])
+def test_a_conv_over_a_symbolic_width_guards_no_fma_and_matches_numpy(c, f, k, s, p):
+    """With the width symbolic (an image model exported with dynamic height and width) the
+    last block of columns is partial at most sizes: its reads must be proved in bounds, or
+    the lowering guards every FMA (ResNet-18 ran 10x slower)."""
+    from ember.loop import IfThenElse, Store, Var
+    from ember.loop.lower import lower
+    from ember.loop.visit import walk
+
+    cb, fb = 16, 16
+    h, w = Var("h"), Var("w")
+    sch, args = conv2d_nchwc_nd((1, c // cb, h, w, cb), (f // fb, c, k, k, fb), (s, s), (p,) * 4)
+    func = lower(sch, args, "k")
+    for n in walk(func.body):  # only stores to memory (the write-back, the padded copy) guarded
+        if isinstance(n, IfThenElse):
+            assert all(st.buffer.scope != "local" for st in walk(n) if isinstance(st, Store)), n
+    mod = ember.build(sch, args, "k")
+    for hh, ww in ((9, 9), (11, 16), (6, 23)):
+        x, wt = RNG.standard_normal((1, c, hh, ww)).astype(np.float32), RNG.standard_normal((f, c, k, k)).astype(np.float32)
+        want = _conv_ref(x, wt, s, (p,) * 4)
+        xb = np.moveaxis(x.reshape(1, c // cb, cb, hh, ww), 2, -1).copy()
+        wp = np.moveaxis(wt.reshape(f // fb, fb, c, k, k), 1, -1).copy()
+        out = np.zeros((1, f // fb) + want.shape[2:] + (fb,), np.float32)
+        mod["k"](xb, wp, out)
+        np.testing.assert_allclose(np.moveaxis(out, -1, 2).reshape(want.shape), want, rtol=1e-4, atol=1e-4)

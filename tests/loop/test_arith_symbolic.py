@@ -73,3 +73,18 @@ def test_a_clamped_row_past_a_symbolic_count_is_in_bounds():
     assert not can_prove(FloorMod(v, blocks) * 14 + 13 < m, r)
     assert can_prove(Max(v * 14 - 20, C(0)) >= 0, r)
     assert not can_prove(Min(v, m + 1) >= m + 1, r)  # (only where v, not the clamp, reaches m + 1)
+
+
+def test_a_quotient_times_its_divisor_is_bounded_by_its_dividend():
+    """``c*(a // c)`` lies in [a - c + 1, a]: a strided conv's last block of columns over a
+    symbolic width reads within the row padded for it only by that."""
+    from ember.loop.arith import can_prove
+
+    w, x, rx = Var("w"), Var("x"), Var("rx")
+    ow = FloorDiv(w + 1, C(2))  # a 3x3 stride-2 conv's output width, padding 1
+    blocks = FloorDiv(ow + 6, C(7)) * 7
+    r = {w: Param((1, 1 << 40)), x: (C(0), simplify(blocks - 1, {w: Param((1, 1 << 40))})), rx: (C(0), C(2))}
+    width = w + 2 + (blocks - ow) * 2  # the padded row, extended for the last block
+    assert can_prove(x * 2 + rx < width, r)
+    assert can_prove(FloorDiv(w + 1, C(2)) * 2 <= w + 1, r) and can_prove(FloorDiv(w, C(4)) * 4 >= w - 3, r)
+    assert not can_prove(blocks <= ow + 5, r)  # (ow = 1: 7 > 6)

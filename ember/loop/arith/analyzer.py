@@ -252,9 +252,34 @@ class Analyzer(IntegerMixin, NodeMixin, StmtMixin, BoundMixin):
                 return True
         if ctx.symbolic and ctx.has_sym and _mentions_any(p, ctx.sym):
             hi = self.sym_bounds(to_expr(p), ctx)[1]
-            if hi is not None and self.iv(hi, ctx)[1] <= 0:
+            if hi is not None and (self.iv(hi, ctx)[1] <= 0 or self._prove_le0_by_quotients(poly_of(hi), ctx)):
                 return True
-        return self._prove_le0_by_sides(p, ctx)
+        return self._prove_le0_by_sides(p, ctx) or self._prove_le0_by_quotients(p, ctx)
+
+    _quotient_depth = 0
+
+    def _prove_le0_by_quotients(self, p: P.Poly, ctx: Ctx) -> bool:
+        """``p <= 0`` from ``c*(a // c) <= a`` and ``>= a - c + 1`` (``c`` a positive constant
+        dividing the term's coefficient): each such term replaced by the bound on its side. A
+        conv's last block of columns over a symbolic width reads up to ``((ow + 6) // 7)*14``
+        of a row padded to that plus ``w + 2 - ((w + 1) // 2)*2``: in bounds only by these."""
+        if self._quotient_depth >= 3:
+            return False
+        q, changed = p, False
+        for m, k in p.terms.items():
+            a = m[0]
+            if len(m) == 1 and type(a) is FloorDiv and type(a.b) is IntImm and a.b.value > 0 \
+                    and k % a.b.value == 0 and P.is_int_scalar(dtype_of(a)):
+                c, x = a.b.value, poly_of(a.a)
+                bound = P.scale(x, k // c) if k > 0 else P.scale(P.add(x, P.constant(1 - c, p.dtype)), k // c)
+                q, changed = P.add(P.add(q, P.Poly({m: k}, 0, p.dtype), -1), bound), True
+        if not changed:
+            return False
+        self._quotient_depth += 1
+        try:
+            return self.prove_le0(q, ctx)
+        finally:
+            self._quotient_depth -= 1
 
     def _prove_le0_by_sides(self, p: P.Poly, ctx: Ctx) -> bool:
         """``k*min(a, b) + r <= 0`` (k > 0) holds where ``k*a + r <= 0`` or ``k*b + r <= 0`` does
