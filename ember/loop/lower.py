@@ -16,6 +16,7 @@ from . import dtype as dt
 from .arith import Param, bounds, can_prove, simplify
 from .compute import IterVar, Reduce, Tensor, TensorLoad, combine
 from .expr import Expr, IntImm, Load, Max, Min, Var, as_expr, logical_and
+from .node import field_names
 from .schedule import Schedule, Split, Stage
 from .stmt import Allocate, Buffer, For, IfThenElse, PrimFunc, Store, seq
 from .visit import rewrite, substitute, walk
@@ -82,18 +83,25 @@ class _Lowerer:
 
     # -- one stage ------------------------------------------------------------------------
     def _reads_in_bounds(self, body, ranges) -> bool:
-        """Every load of ``body`` provably inside its buffer while ``ranges`` vary."""
-        from .expr import Select
+        """Every load of ``body`` provably inside its buffer while ``ranges`` vary -- a load in
+        an arm of a select where that arm's condition holds: the loop passes predicate such a
+        load by it (:mod:`.passes.guard_loads`), so it never reads where the condition fails (a
+        padded read, ``select(0 <= y < H, x[y], 0)``, over rows past a symbolic ``H``)."""
+        from .expr import Not, Select
 
-        if any(isinstance(n, Select) for n in walk(body)):
-            return False  # a select arm may read what the condition rules out
         body = self.to_loads(body.source if isinstance(body, Reduce) else body)
-        for n in walk(body):
-            if isinstance(n, Load):
-                for i, extent in zip(n.indices, n.buffer.shape):
-                    if not (can_prove(i >= 0, self.sized(ranges)) and can_prove(i < extent, self.sized(ranges))):
+        sized = self.sized(ranges)
+
+        def ok(e, given: tuple) -> bool:
+            if isinstance(e, Select):
+                return (ok(e.condition, given) and ok(e.true_value, given + (e.condition,))
+                        and ok(e.false_value, given + (Not(e.condition),)))
+            if isinstance(e, Load):
+                for i, extent in zip(e.indices, e.buffer.shape):
+                    if not (can_prove(i >= 0, sized, given) and can_prove(i < extent, sized, given)):
                         return False
-        return True
+            return all(ok(c, given) for c in _children(e))
+        return ok(body, ())
 
     def stage_stmt(self, st: Stage, region: list, outer_ranges: Optional[dict] = None) -> object:
         """The loop nest computing ``st`` over ``region`` [(min, extent) per axis]; the loops
@@ -311,6 +319,16 @@ class _Lowerer:
                     if isinstance(v, Var) and v not in scalars:
                         scalars.append(v)
         return PrimFunc(name, tuple(params) + tuple(scalars), body, tuple(sorted((attrs or {}).items())))
+
+
+def _children(e):
+    """The expressions directly inside ``e`` (its index tuples' too)."""
+    for name in field_names(type(e)):
+        v = getattr(e, name)
+        if isinstance(v, Expr):
+            yield v
+        elif isinstance(v, tuple):
+            yield from (x for x in v if isinstance(x, Expr))
 
 
 def _is_zero(e) -> bool:

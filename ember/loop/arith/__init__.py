@@ -80,11 +80,18 @@ def _fixpoint(x, step):
     return x
 
 
-def can_prove(cond, ranges: Ranges = None) -> bool:
+def can_prove(cond, ranges: Ranges = None, given: tuple = ()) -> bool:
     """True only if ``cond`` holds for every assignment of the ranged variables (and every
-    value of the others). False means "not proven", not "false"."""
-    c = simplify(as_expr(cond), ranges)
-    return is_true(c)
+    value of the others) where the conditions ``given`` hold. False means "not proven", not
+    "false"."""
+    if not given:
+        return is_true(simplify(as_expr(cond), ranges))
+    with _deep_recursion():
+        an = Analyzer()
+        ctx = an.context(ranges)
+        for g in given:
+            ctx = an.assume(ctx, an.expr(as_expr(g), ctx))
+        return is_true(_fixpoint(as_expr(cond), lambda e: an.expr(e, ctx)))
 
 
 def _extreme(dtype: str, hi: bool) -> Expr:
