@@ -14,12 +14,12 @@ def _target_help() -> str:
             "e.g. 'llvm -mcpu=skylake-avx512'")
 
 
-def _shapes(items) -> dict:
+def _shapes(items, flag: str = "--input-shape") -> dict:
     out = {}
     for item in items or ():
         name, _, dims = item.rpartition("=")
         if not name:
-            raise SystemExit(f"--input-shape takes NAME=D1,D2,..., got {item!r}")
+            raise SystemExit(f"{flag} takes NAME=D1,D2,..., got {item!r}")
         out[name] = tuple(int(d) for d in dims.split(","))
     return out
 
@@ -74,6 +74,10 @@ def compile_main(argv) -> int:
     p.add_argument("--input-shape", action="append", metavar="NAME=D1,D2,...",
                    help="fix a symbolic input shape, e.g. --input-shape data=1,3,224,224 (without it a "
                         "symbolic dimension stays symbolic: the library runs any size)")
+    p.add_argument("--shape-hint", action="append", metavar="NAME=D1,D2,...",
+                   help="the shape a symbolic input will mostly have, which the kernels are scheduled for "
+                        "(they still run any size), e.g. --shape-hint x=1,3,512,512 (default: a batch of "
+                        "1, images of 224x224, sequences of 128)")
     p.add_argument("--disable-pass", action="append", default=[], metavar="PASS",
                    help="skip a graph pass (fold_constant, simplify_inference, cse, dce)")
     p.add_argument("--memory-limit", type=_memory_size, default=None, metavar="SIZE",
@@ -108,7 +112,7 @@ def compile_main(argv) -> int:
     exe = ember.compile(path, args.target, args.opt_level, input_shapes=_shapes(args.input_shape),
                         disabled_passes=args.disable_pass, name=name, memory_limit=args.memory_limit,
                         cache=not args.profile_compile,  # (a compile-time profile times a compile)
-                        tuning_db=args.tuning_db)
+                        tuning_db=args.tuning_db, shape_hints=_shapes(args.shape_hint, "--shape-hint"))
     exe.export(out)
     if args.profile_compile:
         print(exe.compile_profile.table(budget=args.compile_budget))

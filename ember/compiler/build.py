@@ -10,7 +10,7 @@ from ..driver import index_lookup, index_store, source_digest
 from ..graph.ir import Module
 from ..graph.types import TensorType
 from ..runtime.executable import Executable
-from .group import lower_group
+from .group import group_likely, lower_group
 from .program import Shared, make_program, nbytes as _nbytes
 
 __all__ = ["build_executable"]
@@ -19,7 +19,8 @@ __all__ = ["build_executable"]
 def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] = None,
                      name: str = "model", timings: Optional[dict] = None,
                      stats: Optional[dict] = None, assumptions: Optional[dict] = None,
-                     subs: Optional[dict] = None, narrow: Optional[dict] = None) -> Executable:
+                     subs: Optional[dict] = None, narrow: Optional[dict] = None,
+                     likely: Optional[dict] = None) -> Executable:
     """Compile every fused group of ``mod`` (made by ``fuse_ops``) and lay out the program.
 
     ``timings`` gets seconds per phase; ``stats`` per kernel (see ``ember.driver.build``, plus
@@ -27,7 +28,9 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
     assumed of the symbolic dims (``ember.graph.ops.dims.collect_assumptions``); the program
     checks them when a run binds the symbols. ``subs``: the fused modules (and assumptions) of
     the subgraph functions control flow runs, by name. ``narrow``: the narrow types of inputs
-    and outputs that the program takes and gives as bytes (``"view"`` in its entries)."""
+    and outputs that the program takes and gives as bytes (``"view"`` in its entries).
+    ``likely``: symbol name -> the likely value of a symbolic size, which the default
+    schedules choose for (:func:`ember.compiler.likely.likely_sizes_of`)."""
     from ..codegen.llvm import build_groups  # (llvmlite's IR builder: only on a cache miss)
 
     shared = Shared()
@@ -44,7 +47,8 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
     # the library by the groups alone: no computes, schedules or lowering
     t0 = time.perf_counter()
     tuned = _tuned(groups)  # (kernel name -> a tuning record's schedule, when a compile applies records)
-    key = groups_key(groups, target) if groups else None
+    per_group = {g: h for g, h in ((g, group_likely(fn, likely)) for g, fn in groups) if h}
+    key = groups_key(groups, target, per_group) if groups else None
     cached = index_lookup(key) if key else None
     if cached is not None:
         from ..runtime.module import Module as KernelModule
@@ -55,7 +59,7 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
     elif groups:
         # each group's whole back end (computes, schedule, lowering, loop passes, LLVM) is one
         # job for the compile workers, on every core
-        module = build_groups(groups, target, name, stats, tuned=tuned)
+        module = build_groups(groups, target, name, stats, tuned=tuned, likely=per_group)
         index_store(key, module.path)
     else:
         module = None
@@ -66,9 +70,11 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
     exe = Executable(module, program, shared.constants)
     # what a profiler needs to rebuild the kernels differently (loop instrumentation): the
     # groups are scheduled here again only when it asks
-    exe.kernel_sources_thunk = lambda: [_source(lower_group(fn, g, target, tuned.get(g))) for g, fn in groups]
+    exe.kernel_sources_thunk = lambda: [_source(lower_group(fn, g, target, tuned.get(g), per_group.get(g)))
+                                        for g, fn in groups]
     exe.target = target
     exe.groups = list(groups)  # (kernel name, group Function): what the tuner extracts as tasks
+    exe.likely_sizes = dict(likely or {})
     exe.tuned_kernels = sorted(g for g, t in tuned.items() if t[1] is not None)  # (by a record)
     return exe
 
@@ -134,7 +140,7 @@ def _decisions_digest() -> str:
     return json.dumps(chosen, sort_keys=True) if chosen else ""
 
 
-def groups_key(groups: list, target) -> str:
+def groups_key(groups: list, target, likely: Optional[dict] = None) -> str:
     """The cache key of a model's kernels: the printed group functions (types included, so
     shapes and dtypes), the target, and a digest of Ember's own sources -- the default
     schedules are a function of exactly these, so any change to Ember misses the cache."""
@@ -146,7 +152,8 @@ def groups_key(groups: list, target) -> str:
 
     h = hashlib.sha256(b"groups\0")
     for part in [source_digest(), target.triple, target.cpu, target.features, str(target.cores), str(opt_level()),
-                 *(f"{g}\n{astext(fn)}" for g, fn in groups), records_digest(groups), _decisions_digest()]:
+                 *(f"{g}\n{astext(fn)}" for g, fn in groups), records_digest(groups), _decisions_digest(),
+                 repr(sorted((likely or {}).items()))]:
         h.update(part.encode("utf-8"))
         h.update(b"\0")
     return h.hexdigest()

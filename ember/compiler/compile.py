@@ -54,7 +54,8 @@ def compile_model(model: Union[str, os.PathLike, bytes, Module, "onnx.ModelProto
                   opt_level: int = 3, *, input_shapes: Optional[Mapping] = None,
                   disabled_passes: Sequence[str] = (), instruments: Sequence = (),
                   name: str = "model", memory_limit: Optional[Union[int, str]] = None,
-                  narrow: Optional[dict] = None, cache: bool = True, tuning_db=None):
+                  narrow: Optional[dict] = None, cache: bool = True, tuning_db=None,
+                  shape_hints: Optional[Mapping] = None):
     """Compile ``model`` (an ONNX path, bytes or ModelProto, or a graph Module) for ``target``
     (default: the host CPU) and return an Executable.
 
@@ -75,11 +76,14 @@ def compile_model(model: Union[str, os.PathLike, bytes, Module, "onnx.ModelProto
     open :class:`ember.tune.database.Database`) whose best record per fused group schedules
     that group (``ember tune`` writes them); groups without a record keep the defaults.
     Default: ``$EMBER_TUNING_DB`` when set.
+    ``shape_hints`` (``{"x": (1, 3, 512, 512)}``): the sizes a model with symbolic dims will
+    mostly run at, which its kernels' schedules are made for; they still run at every size.
+    Default: a batch of 1, images of 224x224, sequences of 128 (:mod:`ember.compiler.likely`).
     """
     t0 = time.perf_counter()
     if tuning_db is None and os.environ.get("EMBER_TUNING_DB"):
         tuning_db = os.environ["EMBER_TUNING_DB"]
-    marker = _compiled_before(model, target, opt_level, input_shapes, disabled_passes)
+    marker = _compiled_before(model, target, opt_level, input_shapes, disabled_passes, shape_hints)
     key = os.path.basename(marker)[len("model-"):] if marker is not None else None
     from ..tune.space import deciding
 
@@ -92,7 +96,7 @@ def compile_model(model: Union[str, os.PathLike, bytes, Module, "onnx.ModelProto
 
         def recompile():
             return compile_model(model, target, opt_level, input_shapes=input_shapes,
-                                 disabled_passes=disabled_passes, name=name, cache=False)
+                                 disabled_passes=disabled_passes, name=name, cache=False, shape_hints=shape_hints)
         exe = kept.load(key, recompile)
         if exe is not None:
             from ..kernels.common import host
@@ -116,7 +120,8 @@ def compile_model(model: Union[str, os.PathLike, bytes, Module, "onnx.ModelProto
     from ..tune.apply import tuning_records
 
     with limits.memory_limit(memory_limit), collect_assumptions(fresh=True), tuning_records(tuning_db, host(target)):
-        exe = _compile(model, target, opt_level, input_shapes, disabled_passes, instruments, name, narrow)
+        exe = _compile(model, target, opt_level, input_shapes, disabled_passes, instruments, name, narrow,
+                       shape_hints)
     if marker is not None:
         with open(marker, "w"):
             pass
@@ -127,7 +132,7 @@ def compile_model(model: Union[str, os.PathLike, bytes, Module, "onnx.ModelProto
     return exe
 
 
-def _compiled_before(model, target, opt_level, input_shapes, disabled_passes) -> Optional[str]:
+def _compiled_before(model, target, opt_level, input_shapes, disabled_passes, shape_hints=None) -> Optional[str]:
     """The marker file saying this model file (by path, size and modification time) was
     compiled with these settings by this Ember; None for a model that is not a file."""
     if not isinstance(model, (str, os.PathLike)) or not os.path.isfile(model):
@@ -139,7 +144,8 @@ def _compiled_before(model, target, opt_level, input_shapes, disabled_passes) ->
 
     st = os.stat(model)
     key = repr((os.path.abspath(model), st.st_size, st.st_mtime_ns, source_digest(), str(target), opt_level,
-                sorted((input_shapes or {}).items()), sorted(disabled_passes)))
+                sorted((input_shapes or {}).items()), sorted(disabled_passes),
+                sorted((k, tuple(v)) for k, v in (shape_hints or {}).items())))
     d = os.path.join(cache_dir(), "index")
     os.makedirs(d, exist_ok=True)
     return os.path.join(d, "model-" + hashlib.sha256(key.encode()).hexdigest())
@@ -153,7 +159,8 @@ def _optimize(mod: Module, ctx: PassContext) -> tuple:
     return mod, assumed
 
 
-def _compile(model, target, opt_level, input_shapes, disabled_passes, instruments, name, narrow=None):
+def _compile(model, target, opt_level, input_shapes, disabled_passes, instruments, name, narrow=None,
+             shape_hints=None):
     times: dict = {}
     t0 = time.perf_counter()
     output_names = None
@@ -179,13 +186,18 @@ def _compile(model, target, opt_level, input_shapes, disabled_passes, instrument
                       config={"target": target})
     # the model's main, and each subgraph function control flow runs, go through the pipeline
     # on their own: each becomes a program of its own
-    subs = {fname: _optimize(Module({"main": fn}), ctx) for fname, fn in mod.functions if fname != "main"}
-    mod, assumed = _optimize(Module({"main": mod.main}), ctx)
+    from ..kernels.common import likely_sizes
+    from .likely import likely_sizes_of
+
+    likely = likely_sizes_of(mod.main, shape_hints)
+    with likely_sizes(likely):  # (passes that choose by size: ember.graph.passes.fold_channel_scale)
+        subs = {fname: _optimize(Module({"main": fn}), ctx) for fname, fn in mod.functions if fname != "main"}
+        mod, assumed = _optimize(Module({"main": mod.main}), ctx)
     for pname, t in timer.times:
         times[f"pass {pname}"] = times.get(f"pass {pname}", 0.0) + t
     stats: dict = {}
     exe = build_executable(mod, target, output_names, name=name, timings=times, stats=stats, assumptions=assumed,
-                           subs=subs, narrow=narrow)
+                           subs=subs, narrow=narrow, likely=likely)
     times["total"] = time.perf_counter() - t0
     exe.compile_times = times
     exe.graph = mod

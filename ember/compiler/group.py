@@ -178,12 +178,21 @@ def _inlinable(t: te.Tensor) -> bool:
     return not t.op.reduce_axis and not t.op.attrs.get("table") and not _materialized(t)
 
 
-def lower_group(fn: Function, name: str, target, tuned: Optional[tuple] = None) -> GroupKernel:
+def lower_group(fn: Function, name: str, target, tuned: Optional[tuple] = None,
+                likely: Optional[dict] = None) -> GroupKernel:
     """Compute and schedule the fused group ``fn`` as kernel ``name``: by its default
     schedule, or by ``tuned`` = (decisions JSON, trace JSON), a tuning record's schedule (its
     computes made under its decisions, then its trace replayed; a trace of None: the default
     schedule under those decisions). A record that no longer replays (Ember's computes
-    changed since it was measured) gives the default schedule."""
+    changed since it was measured) gives the default schedule. ``likely``: symbolic sizes' likely
+    values (:func:`group_likely`), which the default schedule's heuristics choose for."""
+    from ..kernels.common import likely_sizes
+
+    with likely_sizes(likely):
+        return _lower_group_tuned(fn, name, target, tuned)
+
+
+def _lower_group_tuned(fn: Function, name: str, target, tuned: Optional[tuple]) -> GroupKernel:
     if tuned is not None:
         import json
         import warnings
@@ -203,6 +212,23 @@ def lower_group(fn: Function, name: str, target, tuned: Optional[tuple] = None) 
             warnings.warn(f"{name}: its tuning record does not apply ({e}); the default schedule is used",
                           stacklevel=2)
     return _lower_group(fn, name, target)
+
+
+def group_likely(fn: Function, likely: Optional[dict]) -> Optional[dict]:
+    """The likely values (of ``likely``, symbol name -> int) of the symbols in ``fn``'s
+    parameter shapes, or None where it has none: what its kernel's schedule is made for."""
+    if not likely:
+        return None
+    from ..loop.expr import Var as LoopVar
+    from ..loop.visit import walk
+
+    names = set()
+    for p in fn.params:
+        for d in getattr(p.type, "shape", ()) or ():
+            if not isinstance(d, int):
+                names.update(v.name for v in walk(d.expr) if isinstance(v, LoopVar))
+    got = {k: likely[k] for k in sorted(names) if k in likely}
+    return got or None
 
 
 def _lower_group(fn: Function, name: str, target, schedule: bool = True, variants: bool = True) -> GroupKernel:

@@ -1,8 +1,47 @@
 """Helpers the default schedules share: target facts and common loop patterns."""
 from __future__ import annotations
 
+import contextlib
+import contextvars
+from typing import Optional
+
 from ..loop import dtype as dt
 from ..loop.expr import IntImm
+
+# the likely values of symbolic sizes (name -> int) while a schedule is made: what its
+# heuristics assume of a size known only when running, never what the code computes
+_LIKELY: contextvars.ContextVar = contextvars.ContextVar("ember_likely_sizes", default=None)
+
+
+@contextlib.contextmanager
+def likely_sizes(sizes: Optional[dict]):
+    """Within the block, :func:`likely_int` takes symbolic sizes at these values (by name)."""
+    token = _LIKELY.set(dict(sizes) if sizes else None)
+    try:
+        yield
+    finally:
+        _LIKELY.reset(token)
+
+
+def likely_int(e) -> Optional[int]:
+    """A size's value: its constant, or for a symbolic size (an image of any height) its value
+    at the likely sizes of :func:`likely_sizes` -- for a schedule's heuristics to choose as for
+    that size, the code staying correct at every size. None where a symbol has no likely value."""
+    from ..loop.arith import simplify
+    from ..loop.expr import Var, as_expr
+    from ..loop.visit import substitute, walk
+
+    e = as_expr(e)
+    if isinstance(e, IntImm):
+        return e.value
+    hints = _LIKELY.get()
+    if not hints:
+        return None
+    vs = {v for v in walk(e) if isinstance(v, Var)}
+    if not vs or any(v.name not in hints for v in vs):
+        return None
+    v = simplify(substitute(e, {x: IntImm(int(hints[x.name])) for x in vs}))
+    return v.value if isinstance(v, IntImm) else None
 
 
 MAX_LANES = 64  # the loop IR's widest vector

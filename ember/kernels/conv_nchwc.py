@@ -28,7 +28,8 @@ from ..loop import dtype as dt
 from ..loop.expr import as_expr, min_
 from ..loop.schedule import Schedule
 from ..tune.space import knob
-from .common import const_int, fold_size, host, largest_divisor, parallel_outer, vector_lanes, vector_registers
+from .common import (const_int, fold_size, host, largest_divisor, likely_int, parallel_outer, vector_lanes,
+                     vector_registers)
 from .conv import conv_out_size, pad_spatial, vectorize_copy
 
 
@@ -80,7 +81,7 @@ def width_block(width, fb: int, lanes: int, registers: int = 16, pointwise: bool
     roomy = pointwise and vecs >= 2 and registers >= 32
     most = max(1, (registers - vecs - 1 if roomy else min(registers - vecs - 1, registers * 3 // 4)) // vecs)
     larger = pointwise and vecs == 1
-    width = width if isinstance(width, int) else const_int(as_expr(width))
+    width = width if isinstance(width, int) else likely_int(width)  # (symbolic: as for its likely size)
     if width is None:
         return min(least, most)
     if width <= most:
@@ -582,7 +583,8 @@ def _weight_group(conv: te.Tensor, target) -> int:
 
 
 def _static_size(e) -> int:
-    v = const_int(as_expr(e))
+    """A size for a heuristic: its value, or a symbolic one's likely value (large if none)."""
+    v = likely_int(e)
     return (1 << 20) if v is None else v
 
 

@@ -21,7 +21,7 @@ from ..loop import dtype as dt
 from ..loop.expr import min_, select
 from ..loop.schedule import Schedule
 from ..tune.space import knob
-from .common import const_int, host, vector_lanes, vector_registers
+from .common import const_int, host, likely_int, vector_lanes, vector_registers
 
 
 def micro_tile(target, dtype: str = "float32") -> tuple[int, int]:
@@ -108,9 +108,14 @@ def matmul_compute(A: te.Tensor, B: te.Tensor, target=None, name: str = "C",
     most = min(mr, (regs - nvec - 1) // nvec)
     if pack:
         cols = units if units is not None else (B.shape[-2] if trans_b else B.shape[-1])
-        # (a symbolic batch counts as many units: the blocks' split then hardly matters)
-        others = math.prod(const_int(d) or 64 for d in batch) * _column_groups(cols, K, nvec * lanes, A.dtype, target)
-        most = block_rows(const_int(M), most, others, target.cores)
+        # (symbolic sizes at their likely values, ember.compiler.likely; a batch with none
+        # counts as many units: the blocks' split then hardly matters)
+        others = math.prod(likely_int(d) or 64 for d in batch) * _column_groups(cols, K, nvec * lanes, A.dtype, target)
+        rows = likely_int(M)
+        if const_int(M) is None and (rows or 0) < most:
+            rows = None  # (a symbolic row count likely small still gets a full block: the few-rows
+            # variant takes the calls with few rows, and others may have many)
+        most = block_rows(rows, most, others, target.cores)
     mr = knob("gemm.rows", [r for r in range(1, 17) if r * nvec + nvec + 1 <= regs], most)
     if not pack:
         mr = min(mr, const_int(M) or mr)

@@ -135,8 +135,8 @@ def _compile_job(job: tuple, func=None) -> tuple:
         from ...graph.ops import compute as _computes  # noqa: F401  (registers the computes)
 
         t0 = time.perf_counter()
-        group, tuned = pickle.loads(data) if func is None else func
-        k = lower_group(group, arg, target, tuned)
+        group, tuned, likely = pickle.loads(data) if func is None else func
+        k = lower_group(group, arg, target, tuned, likely)
         t1 = time.perf_counter()
         func = k.lowered()
         stats.update(schedule=t1 - t0, lower=time.perf_counter() - t1, **loop_nest(func),
@@ -363,20 +363,24 @@ def compile_objects(funcs: list, target: Target, stats: Optional[dict] = None, p
 
 
 def compile_group_objects(groups: list, target: Target, stats: Optional[dict] = None,
-                          tuned: Optional[dict] = None) -> tuple:
+                          tuned: Optional[dict] = None, likely: Optional[dict] = None) -> tuple:
     """Objects for the fused groups ``groups`` (``(kernel name, group Function)``) and the
     library key, like :func:`compile_objects`; each job computes, schedules and lowers its
-    group too, so that a model's whole back end runs on every core."""
+    group too, so that a model's whole back end runs on every core. ``likely``: kernel name ->
+    the likely values of its symbolic sizes (``ember.compiler.group.group_likely``)."""
     from ...graph.printer import astext
 
     opt = opt_level()
     names = [g for g, _ in groups]
-    tuned = tuned or {}
-    # a tuned group's job carries its record's schedule, and its text (the object's key) too
-    texts = [f"{g}\n{astext(fn)}" + (f"\ntuned {tuned[g][0]} {tuned[g][1]}" if g in tuned else "") for g, fn in groups]
-    jobs = [("group", pickle.dumps((fn, tuned.get(g))), g, target, opt, f"kernel {g!r}") for g, fn in groups]
+    tuned, likely = tuned or {}, likely or {}
+    # a tuned group's job carries its record's schedule, and its text (the object's key) too;
+    # so with the likely sizes its schedule was made for
+    texts = [f"{g}\n{astext(fn)}" + (f"\ntuned {tuned[g][0]} {tuned[g][1]}" if g in tuned else "")
+             + (f"\nlikely {sorted(likely[g].items())}" if likely.get(g) else "") for g, fn in groups]
+    items = [(fn, tuned.get(g), likely.get(g)) for g, fn in groups]
+    jobs = [("group", pickle.dumps(item), g, target, opt, f"kernel {g!r}") for (g, _), item in zip(groups, items)]
     keys = [object_key(t, "group", target, opt) for t in texts]
-    return _compile(jobs, keys, [(fn, tuned.get(g)) for g, fn in groups], names, target, stats, opt)
+    return _compile(jobs, keys, items, names, target, stats, opt)
 
 
 def _compile(jobs: list, keys: list, items: list, names: list, target: Target, stats: Optional[dict],

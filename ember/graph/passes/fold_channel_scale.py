@@ -38,6 +38,7 @@ def _per_channel(s, x) -> bool:
 def _operands(n: Call, uses: dict) -> Optional[tuple]:
     """``(x, s)`` when ``n`` (of the unrewritten graph, whose use counts ``uses`` holds) is a
     conv to fold ``x * s`` into, else None."""
+    from ...kernels.common import likely_int
     from ...kernels.conv_nchwc import SMALL_PLANE
 
     if n.op != "nn.conv2d_nchwc" or len(n.args) != 2 or n.attr("groups", 1) != 1 or any(n.attr("padding", None) or ()):
@@ -45,8 +46,9 @@ def _operands(n: Call, uses: dict) -> Optional[tuple]:
     m = n.args[0]
     if not (isinstance(m, Call) and m.op == "multiply" and uses.get(m) == 1 and m.type.ndim == 5):
         return None
-    oh, ow = n.type.shape[2:4]
-    if not (isinstance(oh, int) and isinstance(ow, int) and oh * ow > SMALL_PLANE):
+    # (a symbolic plane -- dynamic height and width -- at its likely size)
+    oh, ow = (d if isinstance(d, int) else likely_int(d.expr) for d in n.type.shape[2:4])
+    if not (oh is not None and ow is not None and oh * ow > SMALL_PLANE):
         return None
     if m.type.shape[1] * m.type.shape[4] < 2 * n.type.shape[1] * n.type.shape[4]:
         return None  # not a narrowing projection

@@ -83,3 +83,18 @@ def test_a_scale_of_the_wrong_shape_is_a_shape_error():
         infer_type("nn.conv2d_nchwc", [data, w, T(1, 2, 5, 5, FB)], attrs)
     with pytest.raises(ShapeError, match="scale"):
         infer_type("nn.conv2d_nchwc", [data, T(2, 1, 3, 3, FB), T(1, 2, 1, 1, FB)], {**attrs, "groups": 2 * FB})
+
+
+@pytest.mark.parametrize("likely,folded", [({"h": 12, "w": 12}, True), ({"h": 7, "w": 7}, False), (None, False)])
+def test_a_symbolic_plane_folds_by_its_likely_size(likely, folded):
+    """With a dynamic height and width the plane's size is its likely one (what the compile
+    assumes of its symbols, ember.compiler.likely); with none, it is not folded."""
+    from ember.graph.types import Dim
+    from ember.kernels.common import likely_sizes
+
+    c, e, out = FB // 2, 3 * FB, FB
+    x = Var("x", T(1, c, Dim("h"), Dim("w")))
+    mod = module([x], _se_block(x, c, e, out, 12))
+    with likely_sizes(likely):
+        after = _run(mod)
+    assert bool(_scaled_convs(after)) == folded

@@ -1,0 +1,62 @@
+"""The likely values of a model's symbolic sizes: what its kernels' schedules are made for.
+
+A model exported with dynamic axes compiles to kernels over symbolic sizes that run at every
+size. Their default schedules still choose by size: how many rows a task takes, how wide a
+block of columns is, whether a plane is small enough to be one task, whether folding a
+per-channel scale into a conv pays. A size known only when running was taken as large, so an
+EfficientNet-B0 exported with dynamic height and width ran its 7x7 layers' depthwise convs
+with the choices of a huge plane, 2-3x slower than from its static export.
+
+So each symbol gets a likely value, which those heuristics use (the code computes with the
+size itself): the shape a user passes as ``shape_hints`` (TensorRT's "optimization profile"
+asks the same), else a batch -- an input's first axis -- of 1, an image's height and width
+(a 4-d float input's last two axes) of 224, and a token sequence (an integer input's second
+axis) of 128. A symbol none of these covers keeps the old assumption, large.
+"""
+from __future__ import annotations
+
+from typing import Mapping, Optional, Sequence
+
+from ..errors import ShapeError
+from ..loop import dtype as dt
+from ..loop.expr import Var as LoopVar
+
+LIKELY_BATCH = 1
+LIKELY_IMAGE = 224
+LIKELY_SEQUENCE = 128
+
+
+def likely_sizes_of(main, hints: Optional[Mapping[str, Sequence[int]]] = None) -> dict:
+    """Symbol name -> likely value, for the symbols that are whole input dims of ``main`` (a
+    graph Function): from ``hints`` (input name -> shape) where given, else the defaults."""
+    out: dict = {}
+    hints = dict(hints or {})
+    names = [p.name for p in main.params]
+    unknown = sorted(set(hints) - set(names))
+    if unknown:
+        raise ShapeError(f"shape_hints names {', '.join(unknown)}, which are not inputs (inputs: {', '.join(names)})")
+    for p in main.params:
+        shape, dtype = getattr(p.type, "shape", None), getattr(p.type, "dtype", None)
+        if not shape:
+            continue
+        given = hints.get(p.name)
+        if given is not None and len(given) != len(shape):
+            raise ShapeError(f"input {p.name!r} has rank {len(shape)} ({p.type}); shape_hints gives {tuple(given)}")
+        for axis, d in enumerate(shape):
+            if isinstance(d, int) or not isinstance(d.expr, LoopVar):
+                continue
+            if given is not None:
+                v = int(given[axis])
+            elif axis == 0:
+                v = LIKELY_BATCH
+            elif len(shape) == 4 and axis >= 2 and dtype is not None and dt.is_float(dtype):
+                v = LIKELY_IMAGE
+            elif axis == 1 and dtype is not None and dt.is_int(dtype):
+                v = LIKELY_SEQUENCE
+            else:
+                continue
+            out.setdefault(d.expr.name, v)
+    return out
+
+
+__all__ = ["LIKELY_BATCH", "LIKELY_IMAGE", "LIKELY_SEQUENCE", "likely_sizes_of"]
