@@ -284,13 +284,16 @@ def _lower_group(fn: Function, name: str, target, schedule: bool = True, variant
 
 def _variants(fn: Function, name: str, target, s: Schedule) -> tuple:
     """The group's kernels for the sizes its kernel ``s`` serves badly (a product over a
-    symbolic row count called with fewer rows than its block), each the group lowered under
-    the default decisions but those that suit these sizes."""
+    symbolic row count called with fewer rows than its block; a dilated conv over a symbolic
+    plane no larger than its dilation, all taps but the center in padding), each the group
+    lowered under the default decisions but those that suit these sizes."""
+    from ..kernels.conv_nchwc import center_tap_variant
     from ..kernels.matmul import few_rows_variant
     from ..tune.space import decisions
 
-    found = next((v for v in map(few_rows_variant, (st.tensor for st in s.stages if not st.is_placeholder))
-                  if v is not None), None)
+    stages = [st.tensor for st in s.stages if not st.is_placeholder]
+    found = next((v for rule in (few_rows_variant, center_tap_variant) for v in map(rule, stages) if v is not None),
+                 None)
     if found is None:
         return ()
     cond, chosen = found

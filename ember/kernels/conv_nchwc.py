@@ -139,6 +139,16 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
     H, W = fold_size(data.shape[2]), fold_size(data.shape[3])
     oh = conv_out_size(H + padding[0] + padding[2], kh, sh, dh)
     ow = conv_out_size(W + padding[1] + padding[3], kw, sw, dw)
+    # a "same" dilated conv over a symbolic plane (DeepLab's ASPP with a dynamic height and
+    # width) has a variant for planes no larger than the dilation, where every tap but the
+    # center reads padding (a static plane has those taps trimmed: trim_conv_taps): the center
+    # tap alone, which reads the input unpadded (the padding of a rate-36 conv over a 16x16
+    # plane is 30x the plane)
+    centerable = _centerable(oh, ow, (kh, kw), (sh, sw), (dh, dw), padding)
+    center = centerable and knob("conv.center_tap", (False, True), False)
+    ty, tx = (kh // 2, kw // 2) if center else (0, 0)
+    if center:
+        padding, dh, dw = (0, 0, 0, 0), 1, 1
     lanes = vector_lanes(target, data.dtype)
     registers = vector_registers(lanes)
     vecs = max(1, FB // lanes)
@@ -177,11 +187,12 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
     def column(x, r):
         c = x * sw + r * dw
         return c if last is None else min_(c, last)
-    ry, rx = te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")
+    ry, rx = te.reduce_axis(1 if center else kh, "ry"), te.reduce_axis(1 if center else kw, "rx")
+    RY, RX = ry.var + ty, rx.var + tx  # (the tap's row and column in the window)
     if grouped and C == 1:
         def body(n, fo, y, x, fi):
-            v = padded[n, fo, y * sh + ry.var * dh, column(x, rx.var), fi]
-            return te.sum(v * packed[fo, 0, ry.var, rx.var, fi], axis=(ry, rx))
+            v = padded[n, fo, y * sh + (RY - ty) * dh, column(x, RX - tx), fi]
+            return te.sum(v * packed[fo, 0, RY, RX, fi], axis=(ry, rx))
     elif grouped:
         rci = te.reduce_axis(C, "rci")
 
@@ -189,8 +200,8 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
             return rci.var if C == FB else (fi // C) * C + rci.var
 
         def body(n, fo, y, x, fi):
-            v = padded[n, fo, y * sh + ry.var * dh, column(x, rx.var), lane(fi)]
-            return te.sum(v * packed[fo, rci.var, ry.var, rx.var, fi], axis=(rci, ry, rx))
+            v = padded[n, fo, y * sh + (RY - ty) * dh, column(x, RX - tx), lane(fi)]
+            return te.sum(v * packed[fo, rci.var, RY, RX, fi], axis=(rci, ry, rx))
     elif blocked:
         cb = const_int(data.shape[-1])
         rco, rci = te.reduce_axis(C // cb, "rco"), te.reduce_axis(cb, "rci")
@@ -202,10 +213,10 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
         def body(n, fo, y, x, fi):
             if flat:  # x: a position of the plane; the last block's extra ones read the last
                 q = min_(x, oh * ow - 1)
-                v = padded[n, rco.var, q // ow + ry.var, q % ow + rx.var, rci.var]
+                v = padded[n, rco.var, q // ow + RY, q % ow + RX, rci.var]
             else:
-                v = padded[n, rco.var, y * sh + ry.var * dh, column(x, rx.var), rci.var]
-            w = packed[fo, rco.var * cb + rci.var, ry.var, rx.var, fi]
+                v = padded[n, rco.var, y * sh + (RY - ty) * dh, column(x, RX - tx), rci.var]
+            w = packed[fo, rco.var * cb + rci.var, RY, RX, fi]
             if scale is not None:
                 w = scale[n if const_int(scale.shape[0]) != 1 else 0, rco.var, 0, 0, rci.var] * w
             return te.sum(v * w, axis=axes)
@@ -213,13 +224,14 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
         rc = te.reduce_axis(C, "rc")
 
         def body(n, fo, y, x, fi):
-            v = padded[n, rc.var, y * sh + ry.var * dh, column(x, rx.var)]
-            return te.sum(v * packed[fo, rc.var, ry.var, rx.var, fi], axis=(rc, ry, rx))
+            v = padded[n, rc.var, y * sh + (RY - ty) * dh, column(x, RX - tx)]
+            return te.sum(v * packed[fo, rc.var, RY, RX, fi], axis=(rc, ry, rx))
 
     # the padded or subsampled copy of the input: scheduled with the conv (per task or once)
     copy = padded if padded is not data else sub
     parts = {"kind": "conv_nchwc", "pad": copy, "input": padded, "xb": xb, "grouped": grouped, "strides": (sh, sw),
-             "wide_window": wide, "flat": flat, "wide_output": flat and wide_out}
+             "wide_window": wide, "flat": flat, "wide_output": flat and wide_out,
+             "center": (oh, ow) + tuple(dilation) if centerable else None}
     if not flat:
         return te.compute((data.shape[0], FO, oh, ow, FB), body, name, attrs=parts)
     # the plane as one row of whole blocks, and the result read back as rows and columns (a
@@ -227,6 +239,30 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
     acc = te.compute((data.shape[0], FO, 1, -(-oh * ow // xb) * xb, FB), body, f"{name}_flat", attrs=parts)
     return te.compute((data.shape[0], FO, oh, ow, FB), lambda n, fo, y, x, fi: acc[n, fo, 0, y * ow + x, fi],
                       name, attrs={"kind": "conv_nchwc_flat", "conv": acc})
+
+
+def _centerable(oh, ow, window, strides, dilation, padding) -> bool:
+    """Whether a conv has a center-tap variant: stride 1, dilated, padded "same" (``d*(k//2)``
+    each side), over a plane of symbolic size."""
+    (kh, kw), (dh, dw) = window, dilation
+    return (tuple(strides) == (1, 1) and (dh > 1 or dw > 1) and kh % 2 == 1 and kw % 2 == 1
+            and tuple(padding) == (dh * (kh // 2), dw * (kw // 2)) * 2
+            and not (isinstance(oh, int) and isinstance(ow, int)))
+
+
+def center_tap_variant(C: te.Tensor) -> tuple | None:
+    """``(condition, decisions)`` of a second kernel for a "same" dilated conv over a symbolic
+    plane (:func:`_centerable`), for the calls whose plane is no larger than the dilation:
+    there each tap but the center reads only padding, and the kernel computes the center tap
+    alone (DeepLabV3's ASPP at rates 12-36 over a 16x16 plane: 9x fewer FMAs). None for other
+    stages."""
+    from ..loop.expr import LE, logical_and
+
+    parts = getattr(C.op, "attrs", None) or {}
+    if parts.get("kind") != "conv_nchwc" or not parts.get("center"):
+        return None
+    oh, ow, dh, dw = parts["center"]
+    return logical_and(LE(as_expr(oh), as_expr(dh)), LE(as_expr(ow), as_expr(dw))), {"conv.center_tap": True}
 
 
 def _wide_window(strides: Sequence[int], kw: int, registers: int) -> bool:
@@ -599,4 +635,4 @@ def conv2d_nchwc_nd(data_shape, packed_shape, strides=(1, 1), padding=(0, 0, 0, 
     return s, [data, packed, out]
 
 
-__all__ = ["channel_block", "conv2d_nchwc", "conv2d_nchwc_nd", "reduction_chunks", "schedule_conv_nchwc", "width_block"]
+__all__ = ["center_tap_variant", "channel_block", "conv2d_nchwc", "conv2d_nchwc_nd", "reduction_chunks", "schedule_conv_nchwc", "width_block"]

@@ -380,3 +380,30 @@ def test_a_depthwise_conv_over_a_symbolic_plane_guards_no_fma_and_matches_numpy(
         out = np.zeros((1, c // fb, oh, ow, fb), np.float32)
         mod["k"](xb, wp, out)
         np.testing.assert_allclose(np.moveaxis(out, -1, 2).reshape(want.shape), want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_dilated_conv_over_a_symbolic_plane_runs_its_center_tap_alone_on_planes_within_its_rate():
+    """DeepLab's ASPP with a dynamic height and width: a 3x3 conv of rate d, padded d, over a
+    plane no larger than d reads only padding with every tap but the center. Its kernel
+    branches on the plane to a variant that computes the center tap alone, unpadded (the
+    static compile trims those taps: trim_conv_taps). Exact on both sides of the branch."""
+    from ember.graph import Call, Function, Module, Var as GVar, const
+    from ember.graph.infer import infer_types
+    from ember.graph.types import Dim, TensorType
+    from ember.loop import IfThenElse
+
+    c, f, d = 32, 32, 6
+    wt = RNG.standard_normal((f, c, 3, 3)).astype(np.float32)
+    x = GVar("x", TensorType((1, c, Dim("h"), Dim("w")), "float32"))
+    conv = Call("nn.conv2d", [x, const(wt)], {"padding": (d, d, d, d), "dilation": (d, d)})
+    exe = ember.compile(infer_types(Module({"main": Function([x], conv)})))
+    funcs = [fn for fn, _, name in exe.kernel_sources if "conv" in name]
+    assert any(isinstance(fn.body, IfThenElse) for fn in funcs)
+    for h, w in ((4, 6), (6, 5), (9, 7), (13, 13)):
+        a = RNG.standard_normal((1, c, h, w)).astype(np.float32)
+        xp = np.pad(a.astype(np.float64), ((0, 0), (0, 0), (d, d), (d, d)))
+        want = np.zeros((1, f, h, w))
+        for i in range(3):
+            for j in range(3):
+                want += np.einsum("nchw,fc->nfhw", xp[:, :, i * d:i * d + h, j * d:j * d + w], wt[:, :, i, j])
+        np.testing.assert_allclose(exe.run(a)[0], want, rtol=1e-4, atol=1e-4)
