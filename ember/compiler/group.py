@@ -287,7 +287,7 @@ def _variants(fn: Function, name: str, target, s: Schedule) -> tuple:
     symbolic row count called with fewer rows than its block; a dilated conv over a symbolic
     plane no larger than its dilation, all taps but the center in padding), each the group
     lowered under the default decisions but those that suit these sizes."""
-    from ..kernels.conv_nchwc import center_tap_variant
+    from ..kernels.conv_center import center_tap_variant
     from ..kernels.matmul import few_rows_variant
     from ..tune.space import decisions
 

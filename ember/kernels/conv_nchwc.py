@@ -31,6 +31,7 @@ from ..tune.space import knob
 from .common import (const_int, fold_size, host, largest_divisor, likely_int, parallel_outer, vector_lanes,
                      vector_registers)
 from .conv import conv_out_size, pad_spatial, vectorize_copy
+from .conv_center import centerable as _centerable
 
 
 SMALL_PLANE = 64  # output positions per channel up to which a task is a channel block's plane
@@ -239,30 +240,6 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
     acc = te.compute((data.shape[0], FO, 1, -(-oh * ow // xb) * xb, FB), body, f"{name}_flat", attrs=parts)
     return te.compute((data.shape[0], FO, oh, ow, FB), lambda n, fo, y, x, fi: acc[n, fo, 0, y * ow + x, fi],
                       name, attrs={"kind": "conv_nchwc_flat", "conv": acc})
-
-
-def _centerable(oh, ow, window, strides, dilation, padding) -> bool:
-    """Whether a conv has a center-tap variant: stride 1, dilated, padded "same" (``d*(k//2)``
-    each side), over a plane of symbolic size."""
-    (kh, kw), (dh, dw) = window, dilation
-    return (tuple(strides) == (1, 1) and (dh > 1 or dw > 1) and kh % 2 == 1 and kw % 2 == 1
-            and tuple(padding) == (dh * (kh // 2), dw * (kw // 2)) * 2
-            and not (isinstance(oh, int) and isinstance(ow, int)))
-
-
-def center_tap_variant(C: te.Tensor) -> tuple | None:
-    """``(condition, decisions)`` of a second kernel for a "same" dilated conv over a symbolic
-    plane (:func:`_centerable`), for the calls whose plane is no larger than the dilation:
-    there each tap but the center reads only padding, and the kernel computes the center tap
-    alone (DeepLabV3's ASPP at rates 12-36 over a 16x16 plane: 9x fewer FMAs). None for other
-    stages."""
-    from ..loop.expr import LE, logical_and
-
-    parts = getattr(C.op, "attrs", None) or {}
-    if parts.get("kind") != "conv_nchwc" or not parts.get("center"):
-        return None
-    oh, ow, dh, dw = parts["center"]
-    return logical_and(LE(as_expr(oh), as_expr(dh)), LE(as_expr(ow), as_expr(dw))), {"conv.center_tap": True}
 
 
 def _wide_window(strides: Sequence[int], kw: int, registers: int) -> bool:
@@ -635,4 +612,4 @@ def conv2d_nchwc_nd(data_shape, packed_shape, strides=(1, 1), padding=(0, 0, 0, 
     return s, [data, packed, out]
 
 
-__all__ = ["center_tap_variant", "channel_block", "conv2d_nchwc", "conv2d_nchwc_nd", "reduction_chunks", "schedule_conv_nchwc", "width_block"]
+__all__ = ["channel_block", "conv2d_nchwc", "conv2d_nchwc_nd", "reduction_chunks", "schedule_conv_nchwc", "width_block"]
