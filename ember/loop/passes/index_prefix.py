@@ -53,7 +53,9 @@ class _Folder:
         before = _symbolic_divs(prefix)
         if not before:
             return None
-        key = (prefix, tuple(buffer.shape[1:n]), id(ranges))
+        used = {v for e in prefix for v in walk(e) if isinstance(v, Var)}
+        key = (prefix, tuple(buffer.shape[1:n]),
+               tuple(sorted(((v.name, v, ranges[v]) for v in used if v in ranges), key=lambda t: t[0])))
         if key not in self.memo:
             from ..arith import simplify
 
