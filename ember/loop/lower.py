@@ -16,10 +16,9 @@ from . import dtype as dt
 from .arith import Param, bounds, can_prove, simplify
 from .compute import IterVar, Reduce, Tensor, TensorLoad, combine
 from .expr import Expr, IntImm, Load, Max, Min, Var, as_expr, logical_and
-from .node import field_names
 from .schedule import Schedule, Split, Stage
 from .stmt import Allocate, Buffer, For, IfThenElse, PrimFunc, Store, seq
-from .visit import rewrite, substitute, walk
+from .visit import expr_children, rewrite, substitute, walk
 
 SIZE_MAX = 1 << 40  # a symbolic size lies in [1, SIZE_MAX] (ember.runtime.layout.SYMBOL_MAX)
 
@@ -100,7 +99,7 @@ class _Lowerer:
                 for i, extent in zip(e.indices, e.buffer.shape):
                     if not (can_prove(i >= 0, sized, given) and can_prove(i < extent, sized, given)):
                         return False
-            return all(ok(c, given) for c in _children(e))
+            return all(ok(c, given) for c in expr_children(e))
         return ok(body, ())
 
     def stage_stmt(self, st: Stage, region: list, outer_ranges: Optional[dict] = None) -> object:
@@ -319,16 +318,6 @@ class _Lowerer:
                     if isinstance(v, Var) and v not in scalars:
                         scalars.append(v)
         return PrimFunc(name, tuple(params) + tuple(scalars), body, tuple(sorted((attrs or {}).items())))
-
-
-def _children(e):
-    """The expressions directly inside ``e`` (its index tuples' too)."""
-    for name in field_names(type(e)):
-        v = getattr(e, name)
-        if isinstance(v, Expr):
-            yield v
-        elif isinstance(v, tuple):
-            yield from (x for x in v if isinstance(x, Expr))
 
 
 def _is_zero(e) -> bool:

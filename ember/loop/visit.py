@@ -18,6 +18,16 @@ def _children_fields(n: Node):
     return [(name, getattr(n, name)) for name in field_names(type(n))]
 
 
+def expr_children(e: Expr) -> Iterator[Expr]:
+    """The expressions directly inside ``e`` (those in its index tuples too)."""
+    for name in field_names(type(e)):
+        v = getattr(e, name)
+        if isinstance(v, Expr):
+            yield v
+        elif isinstance(v, tuple):
+            yield from (x for x in v if isinstance(x, Expr))
+
+
 def walk(tree, visit_buffers: bool = False) -> Iterator[Node]:
     """Every node of ``tree`` in pre-order (buffers are leaves unless ``visit_buffers``)."""
     stack = [tree]

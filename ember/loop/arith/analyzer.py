@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from .. import dtype as dt
-from ..node import field_names
+from ..visit import expr_children
 from ..expr import (And, BinaryOp, BitAnd, Broadcast, Call, Cast, CmpOp, Div, EQ, Expr, FloatImm, FloorDiv,
                     FloorMod, GE, GT, IntImm, LE, LT, Let, Load, Max, Min, Mod, Mul, Not, Or, Ramp, Select,
                     Shl, Shr, Sub, Add, Var, as_expr)  # noqa: F401 (Div, Mod, Min, Max: _IV_BINARY)
@@ -313,18 +313,9 @@ def _pure(e: Expr) -> bool:
         elif type(e) in (Var, IntImm, FloatImm):
             r = True
         else:
-            r = all(_pure(c) for c in _expr_children(e))
+            r = all(_pure(c) for c in expr_children(e))
         d["_arith_pure"] = r
     return r
-
-
-def _expr_children(e: Expr):
-    for name in field_names(type(e)):
-        v = getattr(e, name)
-        if isinstance(v, Expr):
-            yield v
-        elif isinstance(v, tuple):
-            yield from (x for x in v if isinstance(x, Expr))
 
 
 def _iv_shift(ia, ib, dtype, left):
