@@ -235,8 +235,7 @@ class _Lowerer:
         so that index arithmetic over them can be proved in bounds."""
         if not self._size_vars():
             return ranges
-        return {**{v: Param((0 if v.name.startswith("?") else 1, SIZE_MAX)) for v in self._size_vars()},
-                **ranges}  # "?": a size computed while running (ember.graph.ops.dims.DATA_PREFIX), maybe 0
+        return {**size_ranges(self._size_vars()), **ranges}
 
     def _size_vars(self) -> set:
         """The kernel's symbolic sizes: the variables in its tensors' shapes."""
@@ -318,6 +317,13 @@ class _Lowerer:
                     if isinstance(v, Var) and v not in scalars:
                         scalars.append(v)
         return PrimFunc(name, tuple(params) + tuple(scalars), body, tuple(sorted((attrs or {}).items())))
+
+
+def size_ranges(sizes) -> dict:
+    """The ranges of a kernel's symbolic sizes: [1, SIZE_MAX], what the runtime binds, as
+    parameters (bounded, never substituted); "?" names a size computed while running
+    (ember.graph.ops.dims.DATA_PREFIX), which may be 0."""
+    return {v: Param((0 if v.name.startswith("?") else 1, SIZE_MAX)) for v in sizes}
 
 
 def _is_zero(e) -> bool:

@@ -24,7 +24,6 @@ from ..expr import Div, FloorDiv, FloorMod, IntImm, Load, Mod, Var, as_expr
 from ..stmt import Allocate, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, Store
 from ..visit import rewrite, walk
 
-SIZE_MAX = 1 << 40  # a symbolic size lies in [1, SIZE_MAX] (as ember.loop.lower gives them)
 _DIVS = (FloorDiv, FloorMod, Div, Mod)
 
 
@@ -35,9 +34,6 @@ def _symbolic_divs(exprs) -> int:
 
 class _Folder:
     def __init__(self):
-        from ..arith import Param
-
-        self.Param = Param
         self.memo: dict = {}
 
     def fold(self, buffer, indices: tuple, ranges: dict):
@@ -109,10 +105,9 @@ def fold_index_prefix(func: PrimFunc) -> PrimFunc:
     sizes = {v for b in func.buffers for e in b.shape for v in walk(e) if isinstance(v, Var)}
     if not sizes:
         return func  # constant divisors: LLVM strength-reduces them
-    f = _Folder()
-    # the runtime binds a size in [1, SIZE_MAX]; one computed while running ("?") may be 0
-    ranges = {v: f.Param((0 if v.name.startswith("?") else 1, SIZE_MAX)) for v in sizes}
-    return func.replace(body=f.stmt(func.body, ranges))
+    from ..lower import size_ranges
+
+    return func.replace(body=_Folder().stmt(func.body, size_ranges(sizes)))
 
 
 __all__ = ["fold_index_prefix"]
