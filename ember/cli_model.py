@@ -75,9 +75,9 @@ def compile_main(argv) -> int:
                    help="fix a symbolic input shape, e.g. --input-shape data=1,3,224,224 (without it a "
                         "symbolic dimension stays symbolic: the library runs any size)")
     p.add_argument("--shape-hint", action="append", metavar="NAME=D1,D2,...",
-                   help="the shape a symbolic input will mostly have, which the kernels are scheduled for "
-                        "(they still run any size), e.g. --shape-hint x=1,3,512,512 (default: a batch of "
-                        "1, images of 224x224, sequences of 128)")
+                   help="the shape a symbolic input will mostly have, which the kernels are scheduled and "
+                        "also compiled statically for (they still run any size), e.g. --shape-hint "
+                        "x=1,3,512,512 (default: a batch of 1, images of 224x224, sequences of 128)")
     p.add_argument("--disable-pass", action="append", default=[], metavar="PASS",
                    help="skip a graph pass (fold_constant, simplify_inference, cse, dce)")
     p.add_argument("--memory-limit", type=_memory_size, default=None, metavar="SIZE",

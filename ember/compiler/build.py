@@ -48,7 +48,8 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
     t0 = time.perf_counter()
     tuned = _tuned(groups)  # (kernel name -> a tuning record's schedule, when a compile applies records)
     per_group = {g: h for g, h in ((g, group_likely(fn, likely)) for g, fn in groups) if h}
-    key = groups_key(groups, target, per_group) if groups else None
+    twin_tuned = _twin_tuned(groups, per_group)  # (the records of static twins' workloads)
+    key = groups_key(groups, target, per_group, twin_tuned) if groups else None
     cached = index_lookup(key) if key else None
     if cached is not None:
         from ..runtime.module import Module as KernelModule
@@ -59,7 +60,7 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
     elif groups:
         # each group's whole back end (computes, schedule, lowering, loop passes, LLVM) is one
         # job for the compile workers, on every core
-        module = build_groups(groups, target, name, stats, tuned=tuned, likely=per_group)
+        module = build_groups(groups, target, name, stats, tuned=tuned, likely=per_group, twin_tuned=twin_tuned)
         index_store(key, module.path)
     else:
         module = None
@@ -70,12 +71,13 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
     exe = Executable(module, program, shared.constants)
     # what a profiler needs to rebuild the kernels differently (loop instrumentation): the
     # groups are scheduled here again only when it asks
-    exe.kernel_sources_thunk = lambda: [_source(lower_group(fn, g, target, tuned.get(g), per_group.get(g)))
+    exe.kernel_sources_thunk = lambda: [_source(lower_group(fn, g, target, tuned.get(g), per_group.get(g),
+                                                            twin_tuned.get(g)))
                                         for g, fn in groups]
     exe.target = target
     exe.groups = list(groups)  # (kernel name, group Function): what the tuner extracts as tasks
     exe.likely_sizes = dict(likely or {})
-    exe.tuned_kernels = sorted(g for g, t in tuned.items() if t[1] is not None)  # (by a record)
+    exe.tuned_kernels = sorted({g for g, t in tuned.items() if t[1] is not None} | set(twin_tuned))  # (by a record)
     return exe
 
 
@@ -90,6 +92,23 @@ def _tuned(groups: list) -> dict:
     if chosen:
         found = {g: t or (chosen, None) for g, t in found.items()}
     return {g: t for g, t in found.items() if t is not None}
+
+
+def _twin_tuned(groups: list, likely: dict) -> dict:
+    """Kernel name -> the tuning record of its static twin's workload (``ember tune
+    --input-shape`` tunes a dynamic model at those sizes), while a compile applies records."""
+    from ..tune.apply import active, tuned_schedule
+    from .twin import specialize_group
+
+    if not active():
+        return {}
+    found = {}
+    for g, fn in groups:
+        static = specialize_group(fn, likely[g]) if g in likely else None
+        t = tuned_schedule(static) if static is not None else None
+        if t is not None:
+            found[g] = t
+    return found
 
 
 def _source(k) -> tuple:
@@ -140,7 +159,7 @@ def _decisions_digest() -> str:
     return json.dumps(chosen, sort_keys=True) if chosen else ""
 
 
-def groups_key(groups: list, target, likely: Optional[dict] = None) -> str:
+def groups_key(groups: list, target, likely: Optional[dict] = None, twin_tuned: Optional[dict] = None) -> str:
     """The cache key of a model's kernels: the printed group functions (types included, so
     shapes and dtypes), the target, and a digest of Ember's own sources -- the default
     schedules are a function of exactly these, so any change to Ember misses the cache."""
@@ -153,7 +172,7 @@ def groups_key(groups: list, target, likely: Optional[dict] = None) -> str:
     h = hashlib.sha256(b"groups\0")
     for part in [source_digest(), target.triple, target.cpu, target.features, str(target.cores), str(opt_level()),
                  *(f"{g}\n{astext(fn)}" for g, fn in groups), records_digest(groups), _decisions_digest(),
-                 repr(sorted((likely or {}).items()))]:
+                 repr(sorted((likely or {}).items())), repr(sorted((twin_tuned or {}).items()))]:
         h.update(part.encode("utf-8"))
         h.update(b"\0")
     return h.hexdigest()

@@ -79,6 +79,9 @@ def compile_model(model: Union[str, os.PathLike, bytes, Module, "onnx.ModelProto
     ``shape_hints`` (``{"x": (1, 3, 512, 512)}``): the sizes a model with symbolic dims will
     mostly run at, which its kernels' schedules are made for; they still run at every size.
     Default: a batch of 1, images of 224x224, sequences of 128 (:mod:`ember.compiler.likely`).
+    Each kernel over symbolic sizes also holds its group compiled for those sizes, which the
+    calls at them take (:mod:`ember.compiler.twin`): at the hinted shape a dynamic model runs
+    as its static export would, and the tuning records of that shape apply.
     """
     t0 = time.perf_counter()
     if tuning_db is None and os.environ.get("EMBER_TUNING_DB"):

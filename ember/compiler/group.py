@@ -50,29 +50,37 @@ class GroupKernel:
     # kernels of the same group for the calls whose sizes meet a condition, tried in order
     # before this one: ((condition on the size parameters, GroupKernel), ...)
     variants: tuple = ()
+    # the group compiled for its likely sizes (:mod:`.twin`), for the calls at those sizes:
+    # (condition on the size parameters, GroupKernel), tried before the variants
+    twin: Optional[tuple] = None
 
     @property
     def source(self):
         """What ``ember.driver.build`` takes: ``(schedule, args, name)``, or the PrimFunc."""
-        if self.func is None and not self.variants:
+        if self.func is None and not self.variants and self.twin is None:
             return (self.schedule, self.inputs + self.outputs, self.name)
         return self.lowered()
 
     def lowered(self):
         """The kernel's PrimFunc (before the loop passes): the schedule lowered, and with
         variants one function that branches on its sizes to each variant's loops."""
-        if self.func is not None:
+        if self.func is not None and self.twin is None:
             return self.func
         from ..loop.lower import lower
         from ..loop.stmt import IfThenElse, PrimFunc
 
-        f = lower(self.schedule, self.inputs + self.outputs, self.name)
+        f = self.func if self.func is not None else lower(self.schedule, self.inputs + self.outputs, self.name)
         body = f.body
         for cond, k in reversed(self.variants):
             v = k.lowered()
             if v.params != f.params:  # (the same group: the same parameters, or no variant)
                 continue
             body = IfThenElse(cond, v.body, body)
+        if self.twin is not None:
+            # the twin's buffers are the parameters' under their names, with static shapes:
+            # its loads index with constant strides (the code generator binds buffers by name)
+            cond, k = self.twin
+            body = IfThenElse(cond, k.lowered().body, body)
         return PrimFunc(f.name, f.params, body, f.attrs)
 
 
@@ -179,17 +187,24 @@ def _inlinable(t: te.Tensor) -> bool:
 
 
 def lower_group(fn: Function, name: str, target, tuned: Optional[tuple] = None,
-                likely: Optional[dict] = None) -> GroupKernel:
+                likely: Optional[dict] = None, twin_tuned: Optional[tuple] = None) -> GroupKernel:
     """Compute and schedule the fused group ``fn`` as kernel ``name``: by its default
     schedule, or by ``tuned`` = (decisions JSON, trace JSON), a tuning record's schedule (its
     computes made under its decisions, then its trace replayed; a trace of None: the default
     schedule under those decisions). A record that no longer replays (Ember's computes
     changed since it was measured) gives the default schedule. ``likely``: symbolic sizes' likely
-    values (:func:`group_likely`), which the default schedule's heuristics choose for."""
+    values (:func:`group_likely`), which the default schedule's heuristics choose for; a group
+    over symbolic sizes that all have one also gets its static twin (:mod:`.twin`), scheduled
+    by ``twin_tuned`` where a tuning record of the static workload gives one."""
     from ..kernels.common import likely_sizes
+    from .twin import specialize_group, twin_condition
 
     with likely_sizes(likely):
-        return _lower_group_tuned(fn, name, target, tuned)
+        k = _lower_group_tuned(fn, name, target, tuned)
+    static = specialize_group(fn, likely) if likely else None
+    if static is not None:
+        k.twin = (twin_condition(likely), _lower_group_tuned(static, name, target, twin_tuned))
+    return k
 
 
 def _lower_group_tuned(fn: Function, name: str, target, tuned: Optional[tuple]) -> GroupKernel:

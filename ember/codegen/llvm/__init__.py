@@ -72,16 +72,17 @@ def build(funcs: Union[PrimFunc, Iterable[PrimFunc]], target: Target | None = No
 
 
 def build_groups(groups: list, target: Target | None = None, name: str = "module", stats: dict | None = None,
-                 tuned: dict | None = None, likely: dict | None = None):
+                 tuned: dict | None = None, likely: dict | None = None, twin_tuned: dict | None = None):
     """Compile a model's fused groups (``(kernel name, group Function)`` pairs) into one shared
     library and load it: like :func:`build`, with each group's computes, schedule and lowering
     in its compile job too (``stats`` also gets ``schedule``, ``lower``, ``loops``, ``depth``).
     ``tuned``: kernel name -> (decisions, trace) of a tuning record, the schedule of that group;
-    ``likely``: kernel name -> the likely values of its symbolic sizes."""
+    ``likely``: kernel name -> the likely values of its symbolic sizes; ``twin_tuned``: kernel
+    name -> the record of its static twin's workload (``ember.compiler.twin``)."""
     from .objects import compile_group_objects
 
     target = target or Target.host()
-    objs, key, metadata = compile_group_objects(groups, target, stats, tuned, likely)
+    objs, key, metadata = compile_group_objects(groups, target, stats, tuned, likely, twin_tuned)
     return _library(objs, key, metadata, [g for g, _ in groups], stats)
 
 

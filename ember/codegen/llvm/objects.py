@@ -135,8 +135,8 @@ def _compile_job(job: tuple, func=None) -> tuple:
         from ...graph.ops import compute as _computes  # noqa: F401  (registers the computes)
 
         t0 = time.perf_counter()
-        group, tuned, likely = pickle.loads(data) if func is None else func
-        k = lower_group(group, arg, target, tuned, likely)
+        group, tuned, likely, twin_tuned = pickle.loads(data) if func is None else func
+        k = lower_group(group, arg, target, tuned, likely, twin_tuned)
         t1 = time.perf_counter()
         func = k.lowered()
         stats.update(schedule=t1 - t0, lower=time.perf_counter() - t1, **loop_nest(func),
@@ -363,21 +363,24 @@ def compile_objects(funcs: list, target: Target, stats: Optional[dict] = None, p
 
 
 def compile_group_objects(groups: list, target: Target, stats: Optional[dict] = None,
-                          tuned: Optional[dict] = None, likely: Optional[dict] = None) -> tuple:
+                          tuned: Optional[dict] = None, likely: Optional[dict] = None,
+                          twin_tuned: Optional[dict] = None) -> tuple:
     """Objects for the fused groups ``groups`` (``(kernel name, group Function)``) and the
     library key, like :func:`compile_objects`; each job computes, schedules and lowers its
     group too, so that a model's whole back end runs on every core. ``likely``: kernel name ->
-    the likely values of its symbolic sizes (``ember.compiler.group.group_likely``)."""
+    the likely values of its symbolic sizes (``ember.compiler.group.group_likely``); ``twin_tuned``:
+    kernel name -> the tuning record of its static twin (``ember.compiler.twin``)."""
     from ...graph.printer import astext
 
     opt = opt_level()
     names = [g for g, _ in groups]
-    tuned, likely = tuned or {}, likely or {}
+    tuned, likely, twin_tuned = tuned or {}, likely or {}, twin_tuned or {}
     # a tuned group's job carries its record's schedule, and its text (the object's key) too;
     # so with the likely sizes its schedule was made for
     texts = [f"{g}\n{astext(fn)}" + (f"\ntuned {tuned[g][0]} {tuned[g][1]}" if g in tuned else "")
-             + (f"\nlikely {sorted(likely[g].items())}" if likely.get(g) else "") for g, fn in groups]
-    items = [(fn, tuned.get(g), likely.get(g)) for g, fn in groups]
+             + (f"\nlikely {sorted(likely[g].items())}" if likely.get(g) else "")
+             + (f"\ntwin tuned {twin_tuned[g][0]} {twin_tuned[g][1]}" if g in twin_tuned else "") for g, fn in groups]
+    items = [(fn, tuned.get(g), likely.get(g), twin_tuned.get(g)) for g, fn in groups]
     jobs = [("group", pickle.dumps(item), g, target, opt, f"kernel {g!r}") for (g, _), item in zip(groups, items)]
     keys = [object_key(t, "group", target, opt) for t in texts]
     return _compile(jobs, keys, items, names, target, stats, opt)
