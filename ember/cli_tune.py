@@ -74,9 +74,10 @@ def tune_main(argv) -> int:
                    help="tune only the tasks whose description (ops and output shape, as the table shows "
                         "them) contains TEXT; repeatable")
     p.add_argument("--input-shape", action="append", metavar="NAME=D1,D2,...",
-                   help="fix a symbolic input shape: tuning is for one size, and a compile of the model with "
-                        "--shape-hint at that size uses the records in its kernels' static twins (or with "
-                        "--input-shape, for that size alone)")
+                   help="fix a symbolic input shape: tuning is for one size (default: the likely one, a batch "
+                        "of 1, images of 224x224, sequences of 128), and a compile of the model with --shape-hint "
+                        "at that size uses the records in its kernels' static twins (or with --input-shape, for "
+                        "that size alone)")
     p.add_argument("--target", default=None, help="the target (default: this machine's CPU)")
     p.add_argument("--curve", metavar="FILE.csv", help="write the tuning curve (seconds, estimated latency)")
     p.add_argument("--plot", metavar="FILE.png", help="plot the tuning curve (needs matplotlib)")
@@ -117,7 +118,7 @@ def tune_main(argv) -> int:
             json.dump(report.as_dict(), fh, indent=1)
     # a model with symbolic inputs tuned at one size: its records serve that size, which the
     # compile must be told (the kernels' static twins are made for the hinted sizes)
-    hints = "".join(f" --shape-hint {s}" for s in args.input_shape or ())
+    hints = "".join(f" --shape-hint {k}={','.join(map(str, v))}" for k, v in report.input_shapes.items())
     print(f"records in {args.db}; compile with them: ember compile {os.path.basename(path)} --tuning-db {args.db}{hints}",
           file=sys.stderr)
     return 0

@@ -59,4 +59,22 @@ def likely_sizes_of(main, hints: Optional[Mapping[str, Sequence[int]]] = None) -
     return out
 
 
-__all__ = ["LIKELY_BATCH", "LIKELY_IMAGE", "LIKELY_SEQUENCE", "likely_sizes_of"]
+def likely_shapes(main, hints: Optional[Mapping[str, Sequence[int]]] = None) -> dict:
+    """Input name -> its shape at the likely sizes (:func:`likely_sizes_of`), for the inputs of
+    ``main`` with symbolic dims that all have a likely value: the shape a tuner measures at
+    when none is given, whose records the compile's static twins then use."""
+    from .twin import bound_dim
+
+    sizes = likely_sizes_of(main, hints)
+    out = {}
+    for p in main.params:
+        shape = getattr(p.type, "shape", None)
+        if not shape or all(isinstance(d, int) for d in shape):
+            continue
+        got = tuple(bound_dim(d, sizes) for d in shape)
+        if None not in got:
+            out[p.name] = got
+    return out
+
+
+__all__ = ["LIKELY_BATCH", "LIKELY_IMAGE", "LIKELY_SEQUENCE", "likely_shapes", "likely_sizes_of"]

@@ -21,10 +21,10 @@ from ..errors import EmberError
 from ..graph.ir import Function, Var
 from ..graph.types import Dim, TensorType
 
-__all__ = ["specialize_group", "twin_condition"]
+__all__ = ["bound_dim", "specialize_group", "twin_condition"]
 
 
-def _bound(d, values: dict):
+def bound_dim(d, values: dict):
     """Dimension ``d`` with its symbols at ``values``: an int, or None where one is missing."""
     if not isinstance(d, Dim):
         return d
@@ -52,7 +52,7 @@ def specialize_group(fn: Function, values: dict) -> Optional[Function]:
         t = p.type
         if not isinstance(t, TensorType) or t.is_static:
             continue
-        shape = tuple(_bound(d, values) for d in t.shape)
+        shape = tuple(bound_dim(d, values) for d in t.shape)
         if any(d is None or d < 0 for d in shape):
             return None
         mapping[p] = Var(p.name, TensorType(shape, t.dtype))

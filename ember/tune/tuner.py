@@ -65,6 +65,7 @@ class TuneReport:
     in_model: object = None  # the InModelCheck after the budget (ember.tune.in_model), or None
     timed: str = "alone"  # where candidates were timed: "in the model" (ember.tune.in_place), "alone", or a mix
     remeasured: int = 0  # measurements of apparent bests again (.search.CONFIRM), not counted as trials
+    input_shapes: dict = dataclasses.field(default_factory=dict)  # the shapes of symbolic inputs tuned at
 
     @property
     def trials_per_minute(self) -> float:
@@ -149,6 +150,20 @@ def _resume(search: TaskSearch, records: list) -> None:
         search.trials = 0
 
 
+def _likely_input_shapes(model) -> dict:
+    """The likely shapes (:func:`ember.compiler.likely.likely_shapes`) of ``model``'s inputs
+    with symbolic dims; empty for a static model or one whose symbols have none."""
+    from ..compiler.likely import likely_shapes
+    from ..graph.ir import Module
+
+    if isinstance(model, Module):
+        return likely_shapes(model.main)
+    from ..frontend.onnx.importer import from_onnx, load_model
+
+    proto, _ = load_model(model)
+    return likely_shapes(from_onnx(proto).main)
+
+
 def tune(model, db, *, minutes: float = 8.0, cluster: str | None = None, target=None, batch: int = 8,
          workers: int = 1, timeout: float = 30.0, transfer: bool = True, progress: bool | None = None,
          max_tasks: int | None = None, input_shapes=None, seed: int = 0, log=None,
@@ -176,6 +191,13 @@ def tune(model, db, *, minutes: float = 8.0, cluster: str | None = None, target=
     out = log or sys.stderr
     show = progress if progress is not None else out.isatty()
     t_start = time.monotonic()
+    if input_shapes is None:
+        # a model with symbolic inputs is tuned at its likely shape, which its dynamic compile's
+        # static twins are made for (ember.compiler.twin), so the records serve it as it is
+        input_shapes = _likely_input_shapes(model)
+        if input_shapes:
+            shown = " ".join(f"{k}={','.join(map(str, v))}" for k, v in input_shapes.items())
+            print(f"tuning at the likely input shape {shown} (--input-shape chooses another)", file=out, flush=True)
     print("extracting tasks (compile, profile) ...", file=out, flush=True)
     tasks, exe = extract_tasks(model, target, input_shapes=input_shapes)
     if not tasks:
@@ -322,7 +344,8 @@ def tune(model, db, *, minutes: float = 8.0, cluster: str | None = None, target=
                           s.best_time, s.trials, s.failures, _first_improvement(s), list(s.history))
                for s in searches]
     return TuneReport(str(model), time.monotonic() - t_start, trials, failures, reports, curve, untuned,
-                      transfer_samples, runner.where, check, _timed_where(*timed), confirmations)
+                      transfer_samples, runner.where, check, _timed_where(*timed), confirmations,
+                      {k: tuple(v) for k, v in (input_shapes or {}).items()})
 
 
 def _comparable(r, default_time: float | None) -> tuple:

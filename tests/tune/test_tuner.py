@@ -173,3 +173,26 @@ def test_tune_on_a_local_dask_cluster(small_model, tmp_path):
     rep = tune(small_model, str(tmp_path / "d.db"), minutes=0.1, cluster="local", workers=2, batch=4,
                progress=False)
     assert rep.trials >= 4 and "Dask" in rep.where
+
+
+def test_a_dynamic_model_is_tuned_at_its_likely_shape_and_its_compile_uses_the_records(small_model, tmp_path):
+    """With no input shape given, a model with dynamic axes is tuned at its likely one (a batch
+    of 1, 224x224); the dynamic model compiled with the records runs them in its kernels'
+    static twins at that shape (ember.compiler.twin) and its symbolic kernels elsewhere."""
+    import onnx
+
+    m = onnx.load(small_model)
+    for v in (m.graph.input[0], m.graph.output[0]):
+        for axis, name in ((0, "batch"), (2, "h"), (3, "w")):
+            v.type.tensor_type.shape.dim[axis].dim_param = name
+    path = str(tmp_path / "dynamic.onnx")
+    onnx.save(m, path)
+    dbpath = str(tmp_path / "t.db")
+    rep = tune(path, dbpath, minutes=0.1, cluster="none", batch=4, progress=False, validate=False)
+    assert rep.input_shapes == {"x": (1, 16, 224, 224)} and rep.trials >= 4
+    exe = ember.compile(path, tuning_db=dbpath)
+    assert exe.tuned_kernels
+    ref = ember.compile(path, cache=False)
+    for shape in ((1, 16, 224, 224), (2, 16, 20, 24)):
+        x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+        np.testing.assert_allclose(exe.run(x)[0], ref.run(x)[0], rtol=1e-4, atol=1e-5)
