@@ -13,13 +13,27 @@ from ..loop import compute as te
 from ..loop.expr import as_expr
 
 
-def centerable(oh, ow, window, strides, dilation, padding) -> bool:
-    """Whether a conv has a center-tap variant: stride 1, dilated, padded "same" (``d*(k//2)``
-    each side), over a plane of symbolic size."""
+def _same_dilated(window, strides, dilation, padding) -> bool:
+    """Stride 1, dilated, padded "same" (``d*(k//2)`` each side)."""
     (kh, kw), (dh, dw) = window, dilation
     return (tuple(strides) == (1, 1) and (dh > 1 or dw > 1) and kh % 2 == 1 and kw % 2 == 1
-            and tuple(padding) == (dh * (kh // 2), dw * (kw // 2)) * 2
-            and not (isinstance(oh, int) and isinstance(ow, int)))
+            and tuple(padding) == (dh * (kh // 2), dw * (kw // 2)) * 2)
+
+
+def centerable(oh, ow, window, strides, dilation, padding) -> bool:
+    """Whether a conv has a center-tap variant: "same" and dilated, over a plane of symbolic
+    size."""
+    return _same_dilated(window, strides, dilation, padding) and not (isinstance(oh, int) and isinstance(ow, int))
+
+
+def center_only(oh, ow, window, strides, dilation, padding) -> bool:
+    """Whether a "same" dilated conv over a static plane reads the plane with its center tap
+    alone (the plane no larger than the dilation): then it computes that tap alone. A static
+    model's graph has such taps trimmed already (trim_conv_taps); a dynamic model's kernel's
+    static twin (``ember.compiler.twin``) is where this is met, and where its symbolic kernel
+    would have taken the center-tap variant."""
+    return (isinstance(oh, int) and isinstance(ow, int) and _same_dilated(window, strides, dilation, padding)
+            and oh <= dilation[0] and ow <= dilation[1])
 
 
 def center_tap_variant(C: te.Tensor) -> tuple | None:
@@ -37,4 +51,4 @@ def center_tap_variant(C: te.Tensor) -> tuple | None:
     return logical_and(LE(as_expr(oh), as_expr(dh)), LE(as_expr(ow), as_expr(dw))), {"conv.center_tap": True}
 
 
-__all__ = ["center_tap_variant", "centerable"]
+__all__ = ["center_only", "center_tap_variant", "centerable"]

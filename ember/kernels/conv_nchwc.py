@@ -31,7 +31,7 @@ from ..tune.space import knob
 from .common import (const_int, fold_size, host, largest_divisor, likely_int, parallel_outer, vector_lanes,
                      vector_registers)
 from .conv import conv_out_size, pad_spatial, vectorize_copy
-from .conv_center import centerable as _centerable
+from .conv_center import center_only, centerable as _centerable
 
 
 SMALL_PLANE = 64  # output positions per channel up to which a task is a channel block's plane
@@ -146,7 +146,8 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
     # tap alone, which reads the input unpadded (the padding of a rate-36 conv over a 16x16
     # plane is 30x the plane)
     centerable = _centerable(oh, ow, (kh, kw), (sh, sw), (dh, dw), padding)
-    center = centerable and knob("conv.center_tap", (False, True), False)
+    center = (centerable and knob("conv.center_tap", (False, True), False)) or \
+        center_only(oh, ow, (kh, kw), (sh, sw), (dh, dw), padding)
     ty, tx = (kh // 2, kw // 2) if center else (0, 0)
     if center:
         padding, dh, dw = (0, 0, 0, 0), 1, 1

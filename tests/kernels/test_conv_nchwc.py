@@ -407,3 +407,34 @@ def test_a_dilated_conv_over_a_symbolic_plane_runs_its_center_tap_alone_on_plane
             for j in range(3):
                 want += np.einsum("nchw,fc->nfhw", xp[:, :, i * d:i * d + h, j * d:j * d + w], wt[:, :, i, j])
         np.testing.assert_allclose(exe.run(a)[0], want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("how", ["twin", "static"])
+def test_a_dilated_conv_over_a_static_plane_within_its_rate_computes_its_center_tap_alone(how):
+    """The same conv over a static plane no larger than its rate: the static twin of a dynamic
+    model's kernel at a hinted 5x6 (ember.compiler.twin), or a static model compiled without
+    trim_conv_taps. It computes the center tap alone (no padded copy, one tap's FMAs), as its
+    symbolic kernel's variant would; exact."""
+    from ember.graph import Call, Function, Module, Var as GVar, const
+    from ember.graph.infer import infer_types
+    from ember.graph.types import Dim, TensorType
+
+    c, f, d, (h, w) = 32, 32, 6, (5, 6)
+    wt = RNG.standard_normal((f, c, 3, 3)).astype(np.float32)
+    dims = (1, c, Dim("h"), Dim("w")) if how == "twin" else (1, c, h, w)
+    x = GVar("x", TensorType(dims, "float32"))
+    conv = Call("nn.conv2d", [x, const(wt)], {"padding": (d, d, d, d), "dilation": (d, d)})
+    mod = infer_types(Module({"main": Function([x], conv)}))
+    if how == "twin":
+        exe = ember.compile(mod, shape_hints={"x": (1, c, h, w)})
+    else:
+        exe = ember.compile(mod, disabled_passes=["trim_conv_taps"])
+    from ember.loop.lower import lower
+
+    src = "\n".join((fn if args is None else lower(fn, args, name)).script()
+                    for fn, args, name in exe.kernel_sources if "conv" in name)
+    static = src.split("\n    else:\n")[0]  # (the twin's branch comes first)
+    assert "_pad" not in static and "serial(3)" not in static, static
+    a = RNG.standard_normal((1, c, h, w)).astype(np.float32)
+    want = np.einsum("nchw,fc->nfhw", a.astype(np.float64), wt[:, :, 1, 1])
+    np.testing.assert_allclose(exe.run(a)[0], want, rtol=1e-4, atol=1e-4)
