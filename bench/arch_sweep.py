@@ -2,8 +2,9 @@
 torch.nn's recurrent layers) built with random weights (small configs for the transformers),
 exported as users export them (``torch.onnx.export(..., dynamo=True)`` with a dynamic batch, and
 sequence, frames or samples; an axis the export fixes anyway is reported as the exporter's), compiled
-once by Ember and run at two shapes against PyTorch eager (rtol 1e-3, atol 1e-4 of the output's
-scale). Each model runs in its own process under a time limit, so one that crashes or hangs is
+once by Ember with the first run's shape as its hint (so its kernels' static twins run that shape,
+and their symbolic loops the other), and run at two shapes against PyTorch eager (rtol 1e-3, atol
+1e-4 of the output's scale). Each model runs in its own process under a time limit, so one that crashes or hangs is
 reported and the sweep goes on. The zoo extra (torchvision, transformers).
 
     python bench/arch_sweep.py                       # every architecture, through ONNX
@@ -351,7 +352,15 @@ def check_one(name: str, via: str, out_dir: str, hw: bool = False) -> None:
             shapes, note = [(fixed[0], seq) for _, seq in shapes], f" (the export fixed the batch at {fixed[0]})"
     try:
         if via == "onnx":
-            exe = ember.compile(path)
+            # the likely shape is the first run's: its kernels' static twins serve that run, the
+            # symbolic kernels the others (ember.compiler.twin) -- both checked
+            import onnx
+
+            g = onnx.load(path, load_external_data=False).graph
+            inits = {i.name for i in g.initializer}
+            names = [i.name for i in g.input if i.name not in inits]
+            first = _inputs(kind, shapes[0][0], shapes[0][1], 0)
+            exe = ember.compile(path, shape_hints={n: tuple(a.shape) for n, a in zip(names, first)})
 
             def run(args):
                 return exe.run(*[a.numpy() for a in args])[0]
