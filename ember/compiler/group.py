@@ -63,13 +63,13 @@ class GroupKernel:
 
     def lowered(self):
         """The kernel's PrimFunc (before the loop passes): the schedule lowered, and with
-        variants one function that branches on its sizes to each variant's loops."""
-        if self.func is not None and self.twin is None:
+        variants or a static twin one function that branches on its sizes to their loops."""
+        if self.func is not None:
             return self.func
         from ..loop.lower import lower
         from ..loop.stmt import IfThenElse, PrimFunc
 
-        f = self.func if self.func is not None else lower(self.schedule, self.inputs + self.outputs, self.name)
+        f = lower(self.schedule, self.inputs + self.outputs, self.name)
         body = f.body
         for cond, k in reversed(self.variants):
             v = k.lowered()
@@ -201,7 +201,8 @@ def lower_group(fn: Function, name: str, target, tuned: Optional[tuple] = None,
 
     with likely_sizes(likely):
         k = _lower_group_tuned(fn, name, target, tuned)
-    static = specialize_group(fn, likely) if likely else None
+    # (a loop program an op's kernel hook wrote names its buffers itself: no twin for it)
+    static = specialize_group(fn, likely) if likely and k.func is None else None
     if static is not None:
         k.twin = (twin_condition(likely), _lower_group_tuned(static, name, target, twin_tuned))
     return k
