@@ -41,6 +41,8 @@ def _depends(e, var: Var) -> bool:
 def _plan(loop: For):
     """``(L, n, masks)`` when every condition on the loop's variable is the tail mask and the
     extent is ``(n + L - 1) // L`` over a symbolic ``n``, else None."""
+    if isinstance(loop.extent, IntImm) or not (isinstance(loop.min, IntImm) and loop.min.value == 0):
+        return None  # (a constant extent's tail is known: before walking the body, for every loop)
     var = loop.var
     found, masks = None, []
     for n in walk(loop.body):
@@ -50,7 +52,7 @@ def _plan(loop: For):
                 return None
             found = m
             masks.append(n)
-    if found is None or isinstance(found[1], IntImm) or not isinstance(loop.min, IntImm) or loop.min.value != 0:
+    if found is None or isinstance(found[1], IntImm):
         return None
     lanes, n = found
     from ..arith import simplify

@@ -15,7 +15,7 @@ from .. import dtype as dt
 from ..expr import (BinaryOp, Broadcast, Call, Cast, Expr, IntImm, Let, Load, Not, Ramp, Select, Var,
                     And, Add, Sub, Mul)
 from ..stmt import Allocate, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, Store, seq
-from ..visit import rewrite, substitute
+from ..visit import expr_children, rewrite, substitute, walk
 
 
 def _lanes(e: Expr) -> int:
@@ -29,12 +29,21 @@ def _bcast(e: Expr, n: int) -> Expr:
 class _Vectorizer:
     def __init__(self, var: Var, lanes: int, base: Expr):
         self.var, self.lanes, self.base = var, lanes, base
+        self._free: dict = {}  # expression -> whether the loop variable appears in it
+
+    def _depends(self, e: Expr) -> bool:
+        # (each subexpression once, children first: :meth:`expr` asks at every level of its
+        # recursion, and a walk of the whole subtree each time was quadratic in the depth)
+        got = self._free.get(e)
+        if got is None:
+            got = self._free[e] = e == self.var or any(self._depends(c) for c in expr_children(e))
+        return got
 
     def expr(self, e: Expr, pred=None) -> Expr:
         n = self.lanes
         if e == self.var:
             return Ramp(self.base, IntImm(1), n)
-        if isinstance(e, (Var, IntImm)) or not _depends(e, self.var) and not isinstance(e, Load):
+        if isinstance(e, (Var, IntImm)) or not isinstance(e, Load) and not self._depends(e):
             return e
         if isinstance(e, BinaryOp):
             a, b = self.expr(e.a, pred), self.expr(e.b, pred)
@@ -119,8 +128,6 @@ class _Vectorizer:
 
 
 def _depends(e, var) -> bool:
-    from ..visit import walk
-
     return any(n == var for n in walk(e))
 
 
