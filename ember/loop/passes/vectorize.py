@@ -33,11 +33,21 @@ class _Vectorizer:
 
     def _depends(self, e: Expr) -> bool:
         # (each subexpression once, children first: :meth:`expr` asks at every level of its
-        # recursion, and a walk of the whole subtree each time was quadratic in the depth)
-        got = self._free.get(e)
-        if got is None:
-            got = self._free[e] = e == self.var or any(self._depends(c) for c in expr_children(e))
-        return got
+        # recursion, and a walk of the whole subtree each time was quadratic in the depth;
+        # a stack, not recursion, for however deep an expression is)
+        memo = self._free
+        stack = [(e, False)]
+        while stack:
+            n, ready = stack.pop()
+            if n in memo:
+                continue
+            kids = tuple(expr_children(n))
+            if ready or not kids:
+                memo[n] = n == self.var or any(memo[c] for c in kids)
+            else:
+                stack.append((n, True))
+                stack.extend((c, False) for c in kids)
+        return memo[e]
 
     def expr(self, e: Expr, pred=None) -> Expr:
         n = self.lanes
