@@ -68,3 +68,19 @@ def test_a_product_over_a_sequence_blocks_its_rows_for_the_likely_length(hint, m
     for seq in (1, 5, 128, 200):
         a = np.random.default_rng(seq).standard_normal((1, seq, 64)).astype(np.float32)
         np.testing.assert_allclose(exe.run(a)[0], a @ w, rtol=1e-4, atol=1e-4)
+
+
+def test_the_likely_shapes_of_inputs_with_symbolic_dims():
+    """What ``ember tune`` measures a dynamic model at when given no shape: each input with
+    symbolic dims at its symbols' likely values; a static input, or one with a symbol that has
+    none, is left out."""
+    from ember.compiler.likely import likely_shapes
+
+    image = TensorType((Dim("batch"), 3, Dim.parse("32*h32"), Dim("w")), "float32")
+    feats = TensorType((1, Dim("frames"), 80), "float32")
+    main = _main(image, TensorType((2, 3), "float32"), feats)
+    assert likely_shapes(main) == {}  # (h32 has no likely value: a 32*h32 axis is no plain symbol)
+    main = _main(TensorType((Dim("batch"), 3, Dim("h"), Dim("w")), "float32"), feats,
+                 TensorType((Dim("batch"), Dim("seq")), "int64"))
+    assert likely_shapes(main) == {"in0": (1, 3, 224, 224), "in2": (1, 128)}
+    assert likely_shapes(main, {"in0": (2, 3, 64, 96)}) == {"in0": (2, 3, 64, 96), "in2": (2, 128)}
