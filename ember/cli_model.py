@@ -133,6 +133,11 @@ def print_compiled(exe, headline: str, out: str) -> None:
         print(f"  input  {i.name}: {i.shape} {i.dtype}")
     for o in exe.output_info:
         print(f"  output {o.name}: {o.shape} {o.dtype}")
+    likely = getattr(exe, "likely_sizes", None)
+    if likely and any(not isinstance(d, int) for i in exe.input_info for d in i.shape):
+        # (the size a dynamic model runs fastest at: its kernels' static twins, ember.compiler.twin)
+        sizes = ", ".join(f"{k}={v}" for k, v in likely.items())
+        print(f"  static kernels for {sizes} (other sizes run the symbolic ones; --shape-hint chooses)")
     print(f"wrote {out}")
 
 

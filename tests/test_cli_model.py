@@ -107,14 +107,16 @@ def test_a_model_of_two_inputs_runs_with_random_inputs_and_names_the_one_left_ou
 
 
 def test_compile_with_a_shape_hint(tmp_path, capsys):
-    """--shape-hint: the shape a symbolic input will mostly have; a hint of an unknown input
-    or of the wrong rank is an error that names it (exit 2)."""
+    """--shape-hint: the shape a symbolic input will mostly have, which the summary names; a
+    hint of an unknown input or of the wrong rank is an error that names it (exit 2)."""
     g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
                           [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, "h", "w"])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3, "h", "w"])])
     path = str(tmp_path / "dyn.onnx")
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
     assert main(["compile", path, "-o", str(tmp_path / "a.so"), "--shape-hint", "x=2,3,64,48"]) == 0
+    # (the hinted size is where the kernels' static twins run: the summary says so)
+    assert "static kernels for batch=2, h=64, w=48" in capsys.readouterr().out
     assert main(["compile", path, "-o", str(tmp_path / "b.so"), "--shape-hint", "z=2,3,64,48"]) == 2
     assert "not inputs" in capsys.readouterr().err
     assert main(["compile", path, "-o", str(tmp_path / "c.so"), "--shape-hint", "x=2,3"]) == 2
