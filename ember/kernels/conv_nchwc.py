@@ -25,7 +25,7 @@ from typing import Optional, Sequence
 from ..errors import ShapeError
 from ..loop import compute as te
 from ..loop import dtype as dt
-from ..loop.expr import as_expr, min_
+from ..loop.expr import as_expr, logical_and, min_
 from ..loop.schedule import Schedule
 from ..tune.space import knob
 from .common import (const_int, fold_size, host, largest_divisor, likely_int, parallel_outer, vector_lanes,
@@ -190,6 +190,15 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
         c = x * sw + r * dw
         return c if last is None else min_(c, last)
     ry, rx = te.reduce_axis(1 if center else kh, "ry"), te.reduce_axis(1 if center else kw, "rx")
+
+    def live_row(y):
+        """A dilated conv's tap rows that fall in the padding for output row ``y`` add nothing:
+        the condition that tap row ``ry`` reads the plane (None: every row does), which the
+        loop passes hoist above the tap's FMAs (:mod:`ember.loop.passes.hoist_if`)."""
+        if dh == 1 or flat or not (padding[0] or padding[2]):
+            return None
+        r = y * sh + ry.var * dh
+        return logical_and(r >= padding[0], r < padding[0] + H)
     RY, RX = ry.var + ty, rx.var + tx  # (the tap's row and column in the window)
     if grouped and C == 1:
         def body(n, fo, y, x, fi):
@@ -221,13 +230,13 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
             w = packed[fo, rco.var * cb + rci.var, RY, RX, fi]
             if scale is not None:
                 w = scale[n if const_int(scale.shape[0]) != 1 else 0, rco.var, 0, 0, rci.var] * w
-            return te.sum(v * w, axis=axes)
+            return te.sum(v * w, axis=axes, where=live_row(y))
     else:
         rc = te.reduce_axis(C, "rc")
 
         def body(n, fo, y, x, fi):
             v = padded[n, rc.var, y * sh + (RY - ty) * dh, column(x, RX - tx)]
-            return te.sum(v * packed[fo, rc.var, RY, RX, fi], axis=(rc, ry, rx))
+            return te.sum(v * packed[fo, rc.var, RY, RX, fi], axis=(rc, ry, rx), where=live_row(y))
 
     # the padded or subsampled copy of the input: scheduled with the conv (per task or once)
     copy = padded if padded is not data else sub

@@ -438,3 +438,40 @@ def test_a_dilated_conv_over_a_static_plane_within_its_rate_computes_its_center_
     a = RNG.standard_normal((1, c, h, w)).astype(np.float32)
     want = np.einsum("nchw,fc->nfhw", a.astype(np.float64), wt[:, :, 1, 1])
     np.testing.assert_allclose(exe.run(a)[0], want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("symbolic", [False, True])
+def test_a_dilated_conv_skips_the_tap_rows_that_read_padding(symbolic):
+    """DeepLab's rate-12 ASPP conv over a 14x14 plane: for most output rows two of the three
+    tap rows read only padding. The reduction's condition that a tap row lies in the plane is
+    hoisted above that row's FMAs (ember.loop.passes.hoist_if), so they are skipped, not
+    guarded one by one; exact at planes within and beyond the rate, static and symbolic."""
+    from ember.graph import Call, Function, Module, Var as GVar, const
+    from ember.graph.infer import infer_types
+    from ember.graph.types import Dim, TensorType
+    from ember.loop.lower import lower
+    from ember.loop.passes import default_pipeline
+    from ember.loop.stmt import For, IfThenElse
+    from ember.loop.visit import walk
+
+    c, f, d = 32, 32, 4
+    wt = RNG.standard_normal((f, c, 3, 3)).astype(np.float32)
+    sizes = [(7, 9), (3, 5), (12, 10)] if symbolic else [(7, 9)]
+    dims = (1, c, Dim("h"), Dim("w")) if symbolic else (1, c, 7, 9)
+    x = GVar("x", TensorType(dims, "float32"))
+    conv = Call("nn.conv2d", [x, const(wt)], {"padding": (d, d, d, d), "dilation": (d, d)})
+    mod = infer_types(Module({"main": Function([x], conv)}))
+    exe = ember.compile(mod, disabled_passes=["trim_conv_taps"],
+                        shape_hints={"x": (1, c, 7, 9)} if symbolic else None)
+    (src, args, name), = [k for k in exe.kernel_sources if "conv" in k[2]]
+    func = default_pipeline(src if args is None else lower(src, args, name))
+    guards = [n for n in walk(func.body) if isinstance(n, IfThenElse) and "ry" in str(n.condition)]
+    assert guards and all(isinstance(g.then_case, For) for g in guards)  # (above the loops, not in them)
+    for h, w in sizes:
+        a = RNG.standard_normal((1, c, h, w)).astype(np.float32)
+        xp = np.pad(a.astype(np.float64), ((0, 0), (0, 0), (d, d), (d, d)))
+        want = np.zeros((1, f, h, w))
+        for i in range(3):
+            for j in range(3):
+                want += np.einsum("nchw,fc->nfhw", xp[:, :, i * d:i * d + h, j * d:j * d + w], wt[:, :, i, j])
+        np.testing.assert_allclose(exe.run(a)[0], want, rtol=1e-4, atol=1e-4)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ..stmt import PrimFunc
 from .guard_loads import guard_select_loads
+from .hoist_if import hoist_invariant_ifs
 from .index_prefix import fold_index_prefix
 from .instrument import LoopSite, instrument_loops, mark_sites
 from .partition import partition_tails
@@ -16,7 +17,7 @@ def default_pipeline(func: PrimFunc) -> PrimFunc:
     -> partition tails (symbolic extents) -> simplify -> fold index prefixes (symbolic shapes)."""
     from ..arith import simplify
 
-    func = unswitch_ranges(guard_select_loads(simplify(func)))
+    func = unswitch_ranges(guard_select_loads(hoist_invariant_ifs(simplify(func))))
     func = simplify(unroll_loops(func))
     func = simplify(partition_tails(vectorize_loops(func)))
     return fold_index_prefix(func)

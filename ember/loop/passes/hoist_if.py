@@ -1,0 +1,47 @@
+"""Hoist a loop-invariant condition out of the loops it guards.
+
+A reduction with a condition (``te.sum(..., where=c)``) guards its update innermost: inside the
+register block's unrolled columns and vectorized lanes, under every reduction loop. Where ``c``
+does not change across the loops around the update (a dilated conv's condition that a tap's row
+lies inside the plane depends on the output row and the tap's row, not on its columns or channel
+lanes), it is hoisted:
+
+    for rx: for x: for fi: if c: S      ->      if c: for rx: for x: for fi: S
+
+so the whole block of FMAs is skipped where ``c`` fails and runs unguarded where it holds (a
+guarded update of a register block is no longer registers).
+"""
+from __future__ import annotations
+
+from ..stmt import For, IfThenElse, PrimFunc, Store
+from ..visit import rewrite, walk
+
+
+def _uses(e, var) -> bool:
+    return any(n == var for n in walk(e))
+
+
+def _updates_registers(s) -> bool:
+    """Whether every store in ``s`` is to a local (register) buffer: a guarded accumulator
+    update, not a write-back (whose guards the vectorizer turns into masks)."""
+    stores = [n for n in walk(s) if isinstance(n, Store)]
+    return bool(stores) and all(n.buffer.scope == "local" for n in stores)
+
+
+def _hoist(n):
+    if not isinstance(n, For):
+        return None
+    b = n.body
+    if isinstance(b, IfThenElse) and b.else_case is None and not _uses(b.condition, n.var) \
+            and _updates_registers(b.then_case):
+        return IfThenElse(b.condition, n.replace(body=b.then_case), None)
+    return None
+
+
+def hoist_invariant_ifs(func: PrimFunc) -> PrimFunc:
+    """Move each ``if`` (without ``else``) over accumulator updates that is a loop's whole body
+    and does not use the loop's variable outside that loop, innermost loops first."""
+    return func.replace(body=rewrite(func.body, _hoist))
+
+
+__all__ = ["hoist_invariant_ifs"]
