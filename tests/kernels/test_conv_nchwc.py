@@ -382,31 +382,53 @@ def test_a_depthwise_conv_over_a_symbolic_plane_guards_no_fma_and_matches_numpy(
         np.testing.assert_allclose(np.moveaxis(out, -1, 2).reshape(want.shape), want, rtol=1e-4, atol=1e-4)
 
 
+def _dilated_conv(d: int, plane, c: int = 32, f: int = 32):
+    """A "same" 3x3 conv of rate ``d`` (DeepLab's ASPP) over a (1, c, *plane) input, ``plane``
+    ints or symbols: the graph Module and its weights."""
+    from ember.graph import Call, Function, Module, Var as GVar, const
+    from ember.graph.infer import infer_types
+    from ember.graph.types import Dim, TensorType
+
+    wt = RNG.standard_normal((f, c, 3, 3)).astype(np.float32)
+    x = GVar("x", TensorType((1, c) + tuple(Dim(p) if isinstance(p, str) else p for p in plane), "float32"))
+    conv = Call("nn.conv2d", [x, const(wt)], {"padding": (d, d, d, d), "dilation": (d, d)})
+    return infer_types(Module({"main": Function([x], conv)})), wt
+
+
+def _dilated_reference(a, wt, d: int):
+    """numpy's answer for :func:`_dilated_conv` on input ``a`` (in float64)."""
+    h, w = a.shape[2:]
+    xp = np.pad(a.astype(np.float64), ((0, 0), (0, 0), (d, d), (d, d)))
+    want = np.zeros((a.shape[0], wt.shape[0], h, w))
+    for i in range(3):
+        for j in range(3):
+            want += np.einsum("nchw,fc->nfhw", xp[:, :, i * d:i * d + h, j * d:j * d + w], wt[:, :, i, j])
+    return want
+
+
+def _conv_scripts(exe) -> str:
+    """The loop programs of ``exe``'s conv kernels (before the loop passes)."""
+    from ember.loop.lower import lower
+
+    return "\n".join((fn if args is None else lower(fn, args, name)).script()
+                     for fn, args, name in exe.kernel_sources if "conv" in name)
+
+
 def test_a_dilated_conv_over_a_symbolic_plane_runs_its_center_tap_alone_on_planes_within_its_rate():
     """DeepLab's ASPP with a dynamic height and width: a 3x3 conv of rate d, padded d, over a
     plane no larger than d reads only padding with every tap but the center. Its kernel
     branches on the plane to a variant that computes the center tap alone, unpadded (the
     static compile trims those taps: trim_conv_taps). Exact on both sides of the branch."""
-    from ember.graph import Call, Function, Module, Var as GVar, const
-    from ember.graph.infer import infer_types
-    from ember.graph.types import Dim, TensorType
     from ember.loop import IfThenElse
 
-    c, f, d = 32, 32, 6
-    wt = RNG.standard_normal((f, c, 3, 3)).astype(np.float32)
-    x = GVar("x", TensorType((1, c, Dim("h"), Dim("w")), "float32"))
-    conv = Call("nn.conv2d", [x, const(wt)], {"padding": (d, d, d, d), "dilation": (d, d)})
-    exe = ember.compile(infer_types(Module({"main": Function([x], conv)})))
+    d = 6
+    mod, wt = _dilated_conv(d, ("h", "w"))
+    exe = ember.compile(mod)
     funcs = [fn for fn, _, name in exe.kernel_sources if "conv" in name]
     assert any(isinstance(fn.body, IfThenElse) for fn in funcs)
     for h, w in ((4, 6), (6, 5), (9, 7), (13, 13)):
-        a = RNG.standard_normal((1, c, h, w)).astype(np.float32)
-        xp = np.pad(a.astype(np.float64), ((0, 0), (0, 0), (d, d), (d, d)))
-        want = np.zeros((1, f, h, w))
-        for i in range(3):
-            for j in range(3):
-                want += np.einsum("nchw,fc->nfhw", xp[:, :, i * d:i * d + h, j * d:j * d + w], wt[:, :, i, j])
-        np.testing.assert_allclose(exe.run(a)[0], want, rtol=1e-4, atol=1e-4)
+        a = RNG.standard_normal((1, 32, h, w)).astype(np.float32)
+        np.testing.assert_allclose(exe.run(a)[0], _dilated_reference(a, wt, d), rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("how", ["twin", "static"])
@@ -415,29 +437,16 @@ def test_a_dilated_conv_over_a_static_plane_within_its_rate_computes_its_center_
     model's kernel at a hinted 5x6 (ember.compiler.twin), or a static model compiled without
     trim_conv_taps. It computes the center tap alone (no padded copy, one tap's FMAs), as its
     symbolic kernel's variant would; exact."""
-    from ember.graph import Call, Function, Module, Var as GVar, const
-    from ember.graph.infer import infer_types
-    from ember.graph.types import Dim, TensorType
-
-    c, f, d, (h, w) = 32, 32, 6, (5, 6)
-    wt = RNG.standard_normal((f, c, 3, 3)).astype(np.float32)
-    dims = (1, c, Dim("h"), Dim("w")) if how == "twin" else (1, c, h, w)
-    x = GVar("x", TensorType(dims, "float32"))
-    conv = Call("nn.conv2d", [x, const(wt)], {"padding": (d, d, d, d), "dilation": (d, d)})
-    mod = infer_types(Module({"main": Function([x], conv)}))
+    d, (h, w) = 6, (5, 6)
+    mod, wt = _dilated_conv(d, ("h", "w") if how == "twin" else (h, w))
     if how == "twin":
-        exe = ember.compile(mod, shape_hints={"x": (1, c, h, w)})
+        exe = ember.compile(mod, shape_hints={"x": (1, 32, h, w)})
     else:
         exe = ember.compile(mod, disabled_passes=["trim_conv_taps"])
-    from ember.loop.lower import lower
-
-    src = "\n".join((fn if args is None else lower(fn, args, name)).script()
-                    for fn, args, name in exe.kernel_sources if "conv" in name)
-    static = src.split("\n    else:\n")[0]  # (the twin's branch comes first)
+    static = _conv_scripts(exe).split("\n    else:\n")[0]  # (the twin's branch comes first)
     assert "_pad" not in static and "serial(3)" not in static, static
-    a = RNG.standard_normal((1, c, h, w)).astype(np.float32)
-    want = np.einsum("nchw,fc->nfhw", a.astype(np.float64), wt[:, :, 1, 1])
-    np.testing.assert_allclose(exe.run(a)[0], want, rtol=1e-4, atol=1e-4)
+    a = RNG.standard_normal((1, 32, h, w)).astype(np.float32)
+    np.testing.assert_allclose(exe.run(a)[0], _dilated_reference(a, wt, d), rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("symbolic", [False, True])
@@ -446,32 +455,20 @@ def test_a_dilated_conv_skips_the_tap_rows_that_read_padding(symbolic):
     tap rows read only padding. The reduction's condition that a tap row lies in the plane is
     hoisted above that row's FMAs (ember.loop.passes.hoist_if), so they are skipped, not
     guarded one by one; exact at planes within and beyond the rate, static and symbolic."""
-    from ember.graph import Call, Function, Module, Var as GVar, const
-    from ember.graph.infer import infer_types
-    from ember.graph.types import Dim, TensorType
     from ember.loop.lower import lower
     from ember.loop.passes import default_pipeline
     from ember.loop.stmt import For, IfThenElse
     from ember.loop.visit import walk
 
-    c, f, d = 32, 32, 4
-    wt = RNG.standard_normal((f, c, 3, 3)).astype(np.float32)
+    d = 4
     sizes = [(7, 9), (3, 5), (12, 10)] if symbolic else [(7, 9)]
-    dims = (1, c, Dim("h"), Dim("w")) if symbolic else (1, c, 7, 9)
-    x = GVar("x", TensorType(dims, "float32"))
-    conv = Call("nn.conv2d", [x, const(wt)], {"padding": (d, d, d, d), "dilation": (d, d)})
-    mod = infer_types(Module({"main": Function([x], conv)}))
+    mod, wt = _dilated_conv(d, ("h", "w") if symbolic else (7, 9))
     exe = ember.compile(mod, disabled_passes=["trim_conv_taps"],
-                        shape_hints={"x": (1, c, 7, 9)} if symbolic else None)
+                        shape_hints={"x": (1, 32, 7, 9)} if symbolic else None)
     (src, args, name), = [k for k in exe.kernel_sources if "conv" in k[2]]
     func = default_pipeline(src if args is None else lower(src, args, name))
     guards = [n for n in walk(func.body) if isinstance(n, IfThenElse) and "ry" in str(n.condition)]
     assert guards and all(isinstance(g.then_case, For) for g in guards)  # (above the loops, not in them)
     for h, w in sizes:
-        a = RNG.standard_normal((1, c, h, w)).astype(np.float32)
-        xp = np.pad(a.astype(np.float64), ((0, 0), (0, 0), (d, d), (d, d)))
-        want = np.zeros((1, f, h, w))
-        for i in range(3):
-            for j in range(3):
-                want += np.einsum("nchw,fc->nfhw", xp[:, :, i * d:i * d + h, j * d:j * d + w], wt[:, :, i, j])
-        np.testing.assert_allclose(exe.run(a)[0], want, rtol=1e-4, atol=1e-4)
+        a = RNG.standard_normal((1, 32, h, w)).astype(np.float32)
+        np.testing.assert_allclose(exe.run(a)[0], _dilated_reference(a, wt, d), rtol=1e-4, atol=1e-4)
