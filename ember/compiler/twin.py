@@ -26,17 +26,9 @@ __all__ = ["bound_dim", "specialize_group", "twin_condition"]
 
 def bound_dim(d, values: dict):
     """Dimension ``d`` with its symbols at ``values``: an int, or None where one is missing."""
-    if not isinstance(d, Dim):
-        return d
-    from ..loop.arith import simplify
-    from ..loop.expr import IntImm, Var as LoopVar
-    from ..loop.visit import substitute, walk
+    from ..kernels.common import int_at
 
-    names = {v.name for v in walk(d.expr) if isinstance(v, LoopVar)}
-    if not names <= set(values):
-        return None
-    e = simplify(substitute(d.expr, {LoopVar(n, "int64"): IntImm(values[n], "int64") for n in names}))
-    return e.value if isinstance(e, IntImm) else None
+    return int_at(d.expr, values) if isinstance(d, Dim) else d
 
 
 def specialize_group(fn: Function, values: dict) -> Optional[Function]:

@@ -27,20 +27,27 @@ def likely_int(e) -> Optional[int]:
     """A size's value: its constant, or for a symbolic size (an image of any height) its value
     at the likely sizes of :func:`likely_sizes` -- for a schedule's heuristics to choose as for
     that size, the code staying correct at every size. None where a symbol has no likely value."""
-    from ..loop.arith import simplify
-    from ..loop.expr import Var, as_expr
-    from ..loop.visit import substitute, walk
+    from ..loop.expr import as_expr
 
     e = as_expr(e)
     if isinstance(e, IntImm):
         return e.value
     hints = _LIKELY.get()
-    if not hints:
-        return None
+    return int_at(e, hints) if hints else None
+
+
+def int_at(e, values: dict) -> Optional[int]:
+    """The value of size expression ``e`` with its symbols at ``values`` (name -> int); None
+    where one has no value or the result is not a constant."""
+    from ..loop.arith import simplify
+    from ..loop.expr import Var, as_expr
+    from ..loop.visit import substitute, walk
+
+    e = as_expr(e)
     vs = {v for v in walk(e) if isinstance(v, Var)}
-    if not vs or any(v.name not in hints for v in vs):
+    if any(v.name not in values for v in vs):
         return None
-    v = simplify(substitute(e, {x: IntImm(int(hints[x.name])) for x in vs}))
+    v = simplify(substitute(e, {x: IntImm(int(values[x.name]), x.dtype) for x in vs}))
     return v.value if isinstance(v, IntImm) else None
 
 
