@@ -235,14 +235,8 @@ def group_likely(fn: Function, likely: Optional[dict]) -> Optional[dict]:
     parameter shapes, or None where it has none: what its kernel's schedule is made for."""
     if not likely:
         return None
-    from ..loop.expr import Var as LoopVar
-    from ..loop.visit import walk
-
-    names = set()
-    for p in fn.params:
-        for d in getattr(p.type, "shape", ()) or ():
-            if not isinstance(d, int):
-                names.update(v.name for v in walk(d.expr) if isinstance(v, LoopVar))
+    names = {n for p in fn.params for d in getattr(p.type, "shape", ()) or () if not isinstance(d, int)
+             for n in d.symbols}
     got = {k: likely[k] for k in sorted(names) if k in likely}
     return got or None
 
