@@ -4,8 +4,8 @@ exported as users export them (``torch.onnx.export(..., dynamo=True)`` with a dy
 sequence, frames or samples; an axis the export fixes anyway is reported as the exporter's), compiled
 once by Ember with the first run's shape as its hint (so its kernels' static twins run that shape,
 and their symbolic loops the other), and run at two shapes against PyTorch eager (rtol 1e-3, atol
-1e-4 of the output's scale). Each model runs in its own process under a time limit, so one that crashes or hangs is
-reported and the sweep goes on. The zoo extra (torchvision, transformers).
+1e-4 of the output's scale). Each model runs in its own process under a time limit, so one that
+crashes or hangs is reported and the sweep goes on. The zoo extra (torchvision, transformers).
 
     python bench/arch_sweep.py                       # every architecture, through ONNX
     python bench/arch_sweep.py --via torch           # through ember.from_torch instead
@@ -305,31 +305,32 @@ def _build(source: str):
     return model
 
 
+def _onnxruntime_run(path: str, args):
+    """ONNX Runtime's first output for ``args`` on the exported file, the exception it raised,
+    or None where it is not installed."""
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return None
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    try:
+        return sess.run(None, {i.name: a.numpy() for i, a in zip(sess.get_inputs(), args)})[0]
+    except Exception as e:  # (onnxruntime's own error types)
+        return e
+
+
 def _onnxruntime_agrees(path: str, args, got, scale: float) -> bool:
     """Whether ONNX Runtime (if installed) runs the exported file to Ember's answer ``got``."""
     import numpy as np
 
-    try:
-        import onnxruntime as ort
-    except ImportError:
-        return False
-    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-    theirs = sess.run(None, {i.name: a.numpy() for i, a in zip(sess.get_inputs(), args)})[0]
-    return theirs.shape == got.shape and np.allclose(got, theirs, rtol=1e-4, atol=1e-5 * max(1.0, scale))
+    theirs = _onnxruntime_run(path, args)
+    return (isinstance(theirs, np.ndarray) and theirs.shape == got.shape
+            and np.allclose(got, theirs, rtol=1e-4, atol=1e-5 * max(1.0, scale)))
 
 
 def _onnxruntime_refuses(path: str, args) -> bool:
     """Whether ONNX Runtime (if installed) fails to run the exported file on ``args`` too."""
-    try:
-        import onnxruntime as ort
-    except ImportError:
-        return False
-    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-    try:
-        sess.run(None, {i.name: a.numpy() for i, a in zip(sess.get_inputs(), args)})
-    except Exception:  # (onnxruntime's own error types)
-        return True
-    return False
+    return isinstance(_onnxruntime_run(path, args), Exception)
 
 
 def check_one(name: str, via: str, out_dir: str, hw: bool = False) -> None:
@@ -392,13 +393,13 @@ def check_one(name: str, via: str, out_dir: str, hw: bool = False) -> None:
                 ref = model(*args).numpy()
             try:
                 got = np.asarray(run(args))
-            except ember.ShapeError as e:
+            except ember.ShapeError:
                 if via == "onnx" and _onnxruntime_refuses(path, args):
                     # the export fixed a size at this shape (MobileViT's patch grid, as 16x16), which
                     # Ember's shape checks name: the exporter's, not Ember's
                     refused.append(f"{batch}x{seq}")
                     continue
-                raise e
+                raise
             scale = float(np.abs(ref).max())
             if not scale or float(ref.std()) == 0:  # (a constant output checks nothing: fix the config)
                 print(f"RESULT {name} DIFF the reference output is constant ({scale})", flush=True)
