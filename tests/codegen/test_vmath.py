@@ -6,6 +6,9 @@ dense sweeps of its useful range, random float32 bit patterns (every class: subn
 infinities, huge values) and special values against a float64 numpy reference: at most 4 ulp of
 the reference rounded to float32, and exactly equal (sign of zero included) where the rounded
 reference is 0, inf or NaN.
+
+``silu`` is ``x * sigmoid(x)`` written as such: the code generator computes the product as one
+quotient (``vmath.silu``), whose documented value below x = -87.3 is that at -87.3.
 """
 import importlib
 import math
@@ -26,7 +29,7 @@ llvm_build = importlib.import_module("ember.codegen.llvm.build")
 
 N = 1 << 17
 MAX_ULP = 4.0
-FUNCS = ["exp", "exp2", "expm1", "log", "log2", "log1p", "tanh", "sigmoid", "erf"]
+FUNCS = ["exp", "exp2", "expm1", "log", "log2", "log1p", "tanh", "sigmoid", "erf", "silu"]
 CALLEE = re.compile(r'\bcall [^@]*@"?([\w.$]+)')  # llvmlite quotes names, LLVM does not
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 
@@ -36,8 +39,16 @@ def _sigmoid(x):
     return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
 
 
+def _silu(x):
+    # (vmath.silu's documented value below -87.3: its value at -87.3, about -1e-36)
+    lo = float(np.float32(-87.3))
+    c = np.where(x < lo, lo, x)
+    with np.errstate(over="ignore"):
+        return c / (1 + np.exp(-c))
+
+
 REF = {"exp": np.exp, "exp2": np.exp2, "expm1": np.expm1, "log": np.log, "log2": np.log2,
-       "log1p": np.log1p, "tanh": np.tanh, "sigmoid": _sigmoid, "erf": _erf}
+       "log1p": np.log1p, "tanh": np.tanh, "sigmoid": _sigmoid, "erf": _erf, "silu": _silu}
 
 SPECIAL = [0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, 1.0, -1.0, 2.0, 0.5, 1e-45, -1e-45,
            1.1754944e-38, -1.1754944e-38, 3.4028235e38, -3.4028235e38, 1e-30, -1e-30, 1e30, -1e30,
@@ -66,6 +77,7 @@ def _sweep(name: str) -> np.ndarray:
         "tanh": [lin(-10, 10, n), geo(1e-30, 10, n), -geo(1e-30, 10, n)],
         "erf": [lin(-10, 10, n), geo(1e-30, 10, n), -geo(1e-30, 10, n)],
         "sigmoid": [lin(-10, 10, n), lin(-110, 90, n), geo(1e-30, 10, n // 2), -geo(1e-30, 10, n // 2)],
+        "silu": [lin(-10, 10, n), lin(-110, 90, n), geo(1e-30, 10, n // 2), -geo(1e-30, 10, n // 2)],
     }[name]
     x = np.concatenate(parts + [np.array(SPECIAL)]).astype(np.float32)
     rng = np.random.default_rng(sum(map(ord, name)))
@@ -75,7 +87,8 @@ def _sweep(name: str) -> np.ndarray:
 
 def _schedule(name: str, n: int, vector: bool):
     A = te.placeholder((n,), "float32", "A")
-    B = te.compute((n,), lambda i: getattr(intr, name)(A[i]), "B")
+    f = (lambda a: a * intr.sigmoid(a)) if name == "silu" else getattr(intr, name)
+    B = te.compute((n,), lambda i: f(A[i]), "B")
     s = Schedule(B)
     if vector:
         _, inner = s[B].split(s[B].leaf[0], factor=8)
@@ -204,3 +217,19 @@ def test_other_functions_have_no_calls():
             text = emit_llvm(lower_kernel(s, args, f"nocall_{name}_{int(vector)}"))
             callees = set(CALLEE.findall(text))
             assert callees and all(c.startswith("llvm.") for c in callees), (name, callees)
+
+
+def test_silu_is_found_in_either_order_and_only_on_the_same_operand(monkeypatch):
+    """``x * sigmoid(x)`` and ``sigmoid(x) * x`` take vmath.silu; ``x * sigmoid(y)`` does not."""
+    from ember.codegen.llvm import vmath
+
+    seen = []
+    real = vmath.silu
+    monkeypatch.setattr(vmath, "silu", lambda b, x: seen.append(x) or real(b, x))
+    A, B = te.placeholder((64,), "float32", "A"), te.placeholder((64,), "float32", "B")
+    for f, uses in ((lambda i: A[i] * intr.sigmoid(A[i]), 1), (lambda i: intr.sigmoid(A[i] + 1.0) * (A[i] + 1.0), 1),
+                    (lambda i: A[i] * intr.sigmoid(B[i]), 0)):
+        seen.clear()
+        C = te.compute((64,), lambda i: f(i) + B[i] * 0.0, "C")  # (B in every schedule)
+        emit_llvm(lower_kernel(Schedule(C), [A, B, C], "silu_pattern"))
+        assert len(seen) == uses

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+from typing import Optional
 
 from llvmlite import ir
 
@@ -20,7 +21,7 @@ from ...loop.expr import (BINARY_OPS, Broadcast, Call, Cast, Expr, FloatImm, Int
 from ...loop.stmt import (Allocate, Buffer, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt,
                           Store)
 from ...loop.visit import walk
-from . import lane_reduce, memory, ops, parallel, profile
+from . import lane_reduce, memory, ops, parallel, profile, vmath
 from . import types as T
 from ...loop.intrinsics import EFFECTS
 from .intrinsics import declare, emit_call
@@ -174,6 +175,9 @@ class FunctionEmitter:
         return self._binary_value(node)
 
     def _binary_value(self, node) -> ir.Value:
+        y = _silu_operand(node)
+        if y is not None:
+            return vmath.silu(self.builder, self.expr(y))
         a, b = self.expr(node.a), self.expr(node.b)
         la, lb = T.lanes_of(a), T.lanes_of(b)
         if la != lb:  # hand-built IR may mix scalars and vectors; splat the scalar
@@ -361,6 +365,17 @@ def _pure_index(node: Expr) -> bool:
     if t.__name__ in BINARY_OPS:
         return _pure_index(node.a) and _pure_index(node.b)
     return False
+
+
+def _silu_operand(node) -> Optional[Expr]:
+    """``y`` where ``node`` is ``y * sigmoid(y)`` (either order) in float32: a SiLU, one
+    quotient in :func:`.vmath.silu` where the sigmoid and the product are two steps."""
+    if type(node).__name__ != "Mul" or dt.element(node.dtype) != "float32":
+        return None
+    for y, s in ((node.a, node.b), (node.b, node.a)):
+        if type(s) is Call and s.name == "sigmoid" and s.args[0] == y:
+            return y
+    return None
 
 
 _EXPR = {IntImm: FunctionEmitter._imm, FloatImm: FunctionEmitter._imm, Var: FunctionEmitter._var,

@@ -1,4 +1,4 @@
-"""Inline float32 math: exp, exp2, expm1, log, log2, log1p, tanh, sigmoid and erf.
+"""Inline float32 math: exp, exp2, expm1, log, log2, log1p, tanh, sigmoid and erf, and SiLU.
 
 LLVM scalarizes ``llvm.exp`` and libm calls on vector types (an ``<8 x float>`` exp becomes
 eight ``expf`` calls), which made softmax, GELU, sigmoid and tanh layers run at libm speed.
@@ -29,6 +29,14 @@ module by a weighted minimax (Lawson) fit with float32 rounding of each coeffici
   overflow, subnormal results for very negative x). As ``n <= 0`` here, ``E = 2^64 e`` is an
   exact ``y 2^(n+64)``, and the quotients are taken as ``2^64/(2^64+E)`` and ``E/(2^64+E)``:
   one multiply, no splitting of ``n``, and one rounding (the division's) into the subnormals.
+* silu (``x * sigmoid(x)``, which the code generator finds in a kernel's expression):
+  ``x / (1 + exp(-c))`` with ``c`` = ``x`` clamped to [-87.3, 87.3], so ``exp`` needs one
+  power-of-two factor and no select between two quotients; its exp has a polynomial a term
+  shorter (within 2 ulp). Below -87.3 the result is ``-87.3 / (1 + exp(87.3))``, about -1e-36
+  where the true value is smaller still (an absolute error under 1.1e-36; ``-inf`` gives that
+  too, where ``x * sigmoid(x)`` is NaN). A SiLU is the activation after every convolution of
+  EfficientNet (~6M a run, a fifth of its time): 16 vector operations where the sigmoid and
+  its product take 23, 1.27x faster alone (AVX-512, Zen 5).
 * erf: ``x * (2/sqrt(pi) + x^2 E(x^2))`` for ``|x| < 1`` (the leading constant in two parts);
   ``1 - exp(-x^2) G(|x| - 2.5)`` with ``G ~ erfc(x) exp(x^2)`` for ``1 <= |x| < 4``; 1 beyond.
 
@@ -57,6 +65,9 @@ def _h(*xs):
 # exp(r) - 1 - r = r^2 P(r), |r| <= ln2/2 (max rel. error of exp(r) ~ 0.06 ulp before rounding;
 # a sixth term took it to 0.01 ulp for one more multiply-add in every exp, sigmoid, tanh and erf).
 EXP_P = _h("0x1.fffffcp-2", "0x1.555492p-3", "0x1.5558f2p-5", "0x1.1239d4p-7", "0x1.6a244cp-10")
+# the same a term shorter, for SiLU: max. rel. error of exp(r) ~ 1.1e-7 before rounding (Lawson fit)
+EXP_P5 = _h("0x1.fffdfcp-2", "0x1.5557aep-3", "0x1.5729fp-5", "0x1.106284p-7")
+SILU_CLAMP = 87.3  # |c| <= 87.3: exp(-c) = y 2^n with |n| <= 126, one normal power of two
 # 2^f = 1 + f Q(f), |f| <= 1/2.
 EXP2_Q = _h("0x1.62e43p-1", "0x1.ebfbdcp-3", "0x1.c6af7cp-5", "0x1.3b2dep-7", "0x1.5f082ep-10",
             "0x1.416b52p-13")
@@ -369,6 +380,22 @@ def sigmoid(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     return e.div(num, e.add(big, scaled))
 
 
+def silu(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """``x * sigmoid(x)`` as ``x / (1 + exp(-c))``, ``c`` clamped (see the module's notes)."""
+    e = _Emitter(b, x)
+    # the numerator: x, or -87.3 below it (-inf included); a NaN passes both selects
+    num = e.sel(e.lt(x, e.f(-SILU_CLAMP)), e.f(-SILU_CLAMP), x)
+    c = e.sel(e.gt(num, e.f(SILU_CLAMP)), e.f(SILU_CLAMP), num)
+    # exp(-c) = (1 + r (1 + r P(r))) 2^n, -c = n ln2 + r
+    t = e.fma(c, e.f(-LOG2E), e.f(MAGIC))
+    n_f = e.sub(t, e.f(MAGIC))
+    r = e.fma(n_f, e.f(-LN2_C1), e.b.fneg(c))
+    r = e.fma(n_f, e.f(-LN2_C2), r)
+    y = e.fma(r, e.fma(r, e.poly(r, EXP_P5), e.f(1.0)), e.f(1.0))
+    ex = e.mul(y, e.pow2(e.b.sub(e.bits(t), e.i(MAGIC_BITS))))
+    return e.div(num, e.add(ex, e.f(1.0)))
+
+
 def erf(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     e = _Emitter(b, x)
     a = e.abs(x)
@@ -387,7 +414,7 @@ def erf(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
 
 
 FUNCTIONS = {"exp": exp, "exp2": exp2, "expm1": expm1, "log": log, "log2": log2, "log1p": log1p,
-             "tanh": tanh, "sigmoid": sigmoid, "erf": erf}
+             "tanh": tanh, "sigmoid": sigmoid, "erf": erf, "silu": silu}
 
 
 def emit(b: ir.IRBuilder, name: str, x: ir.Value) -> ir.Value:
