@@ -39,7 +39,15 @@ def schedule_grouped(s: Schedule, conv: te.Tensor, out: te.Tensor, acc: te.Tenso
         and not narrow
     # the taps a conv that reads its padding in place unrolls, if it does (and on AVX-512 a
     # stride-1 one with a wide window, its columns: :func:`_wide_window`)
-    in_place = "window" if strided else "columns" if conv.op.attrs.get("wide_window") else None
+    wide = conv.op.attrs.get("wide_window")
+    # On AVX-512 the other depthwise convs not strided over a large plane read their padding in
+    # place too, their window's columns unrolled (rows and columns per task as before). In place
+    # on Zen 5 against a padded copy per task (the tuner's pick for all five of EfficientNet-B0's
+    # depthwise tasks it tuned): EfficientNet-B0's 3x3 convs 1.14-1.31x, its 5x5 at stride 2
+    # over 14x14 1.46x; MobileNetV2's 1.17-1.55x. (Strided over a larger plane, the columns
+    # against the whole window: EfficientNet-B0 1.12x, MobileNetV2 0.91-1.00x: those keep it.)
+    compact = group == 1 and not strided and not wide and vector_registers(lanes) >= 32
+    in_place = "window" if strided else "columns" if wide or compact else None
     # A grouped conv's window columns unrolled on AVX-512: a block of columns shares each input
     # vector, shuffled once per channel, among the taps that overlap it. In place, against
     # none: groups of 4 and 8 channels (ResNeXt-50, RegNetY-400MF) 1.15-1.44x, of 16 1.11-1.13x
@@ -52,7 +60,7 @@ def schedule_grouped(s: Schedule, conv: te.Tensor, out: te.Tensor, acc: te.Tenso
     # ConvNeXt-T 0.99x)
     tasks = _static_size(conv.shape[0]) * _static_size(conv.shape[1])
     fits = [r for r in (4, 2) if r <= height and tasks * -(-height // r) >= 8 * target.cores]
-    rows = knob("dw.rows", [r for r in (1, 2, 4, 8) if r <= height], fits[0] if fits and in_place != "columns" else 1)
+    rows = knob("dw.rows", [r for r in (1, 2, 4, 8) if r <= height], fits[0] if fits and not wide else 1)
     if rows > 1:
         y, yi = so.split(y, factor=rows)
         inner = [yi]

@@ -131,16 +131,16 @@ def test_a_depthwise_conv_reads_its_padding_in_place(H, k, stride, unroll):
 
 
 def test_a_strided_depthwise_conv_over_a_large_plane_reads_its_padding_in_place():
-    target = host()
-    fb = target.fp32_lanes
-
-    def chosen(hw, stride):
+    def chosen(hw, stride, target):
         with decisions({}) as d:
-            conv2d_nchwc_nd((1, 4, hw, hw, fb), (4, 1, 3, 3, fb), (stride, stride), (1, 1, 1, 1), target=target,
+            conv2d_nchwc_nd((1, 4, hw, hw, 16), (4, 1, 3, 3, 16), (stride, stride), (1, 1, 1, 1), target=target,
                             grouped=True)
         return d.seen["dw.pad"].default, d.seen["dw.unroll"].default
-    assert chosen(112, 2) == ("inline", "window")  # a 56x56 output
-    assert chosen(112, 1) == chosen(14, 2) == ("task", "none")  # stride 1; a 7x7 output
+    avx512, avx2 = "llvm -mcpu=skylake-avx512", "llvm -mcpu=znver3"
+    assert chosen(112, 2, avx512) == chosen(112, 2, avx2) == ("inline", "window")  # a 56x56 output
+    assert chosen(112, 1, avx2) == chosen(14, 2, avx2) == ("task", "none")  # stride 1; a 7x7 output
+    # on AVX-512 those read it in place too, the window's columns unrolled
+    assert chosen(112, 1, avx512) == chosen(14, 2, avx512) == ("inline", "columns")
 
 
 def test_a_wide_depthwise_window_on_avx512_reads_its_padding_in_place_its_columns_unrolled():
@@ -152,7 +152,8 @@ def test_a_wide_depthwise_window_on_avx512_reads_its_padding_in_place_its_column
     avx512, avx2 = "llvm -mcpu=skylake-avx512", "llvm -mcpu=znver3"
     assert chosen(5, 1, avx512) == chosen(7, 1, avx512, 56) == ("inline", "columns", 1, 7)  # 28 and 56 in 7s
     assert chosen(7, 1, avx512, 7) == ("inline", "columns", 1, 7)
-    assert chosen(3, 1, avx512)[:2] == chosen(5, 1, avx2)[:2] == ("task", "none")  # 3x3; AVX2
+    assert chosen(3, 1, avx2)[:2] == chosen(5, 1, avx2)[:2] == ("task", "none")  # AVX2
+    assert chosen(3, 1, avx512) == ("inline", "columns", 4, 4)  # 3x3: rows and columns as with a copy
     assert chosen(5, 2, avx512)[:2] == ("inline", "window")  # strided: its own rule
 
 
