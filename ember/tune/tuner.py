@@ -94,8 +94,10 @@ class TuneReport:
         lines = [f"{'task':44} {'share':>6} {'default us':>11} {'best us':>9} {'speedup':>8} {'trials':>7} {'1st gain':>8}"]
         for t in self.tasks:
             first = "-" if t.first_improvement is None else str(t.first_improvement)
+            # (a task the budget never reached has no times: "-", not "inf")
+            default, best = (f"{x * 1e6:.1f}" if math.isfinite(x) else "-" for x in (t.default, t.best))
             lines.append(f"{t.description[:44]:44} {100 * t.weight / max(self.latency_untuned, 1e-12):5.1f}% "
-                         f"{t.default * 1e6:11.1f} {t.best * 1e6:9.1f} {t.speedup:7.2f}x {t.trials:7d} {first:>8}")
+                         f"{default:>11} {best:>9} {t.speedup:7.2f}x {t.trials:7d} {first:>8}")
         lines.append(f"{self.trials} trials in {self.seconds:.0f} s ({self.trials_per_minute:.0f} per minute, "
                      f"{self.failures} failed{f', {self.remeasured} apparent bests measured again' if self.remeasured else ''}) "
                      f"on {self.where}, timed {self.timed}; estimated latency "

@@ -196,3 +196,14 @@ def test_a_dynamic_model_is_tuned_at_its_likely_shape_and_its_compile_uses_the_r
     for shape in ((1, 16, 224, 224), (2, 16, 20, 24)):
         x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
         np.testing.assert_allclose(exe.run(x)[0], ref.run(x)[0], rtol=1e-4, atol=1e-5)
+
+
+def test_the_table_shows_a_task_the_budget_never_reached_without_times():
+    from ember.tune.tuner import TaskReport, TuneReport
+
+    done = TaskReport("a", "w1", "conv a", 2e-3, 2e-4, 1e-4, 8, 0, 3, [(3, 1e-4)])
+    never = TaskReport("b", "w2", "mean b", 1e-5, math.inf, math.inf, 0, 0, None, [])
+    rep = TuneReport("m", 60.0, 8, 0, [done, never], [(0.0, 3e-3)], 3e-3, 0, "here")
+    rows = rep.table().splitlines()
+    assert "200.0" in rows[1] and "100.0" in rows[1] and "2.00x" in rows[1]
+    assert "inf" not in rows[2] and rows[2].split()[3:5] == ["-", "-"]
