@@ -32,7 +32,7 @@ def kernels_json(prof, path: Optional[str] = None) -> str:
     """The summary and every row (times in seconds)."""
     doc = {"model": prof.model, "warmup": prof.warmup, "repeat": prof.repeat, "cold": prof.cold,
            "latency_s": prof.latency, "kernel_sum_s": prof.kernel_sum, "overhead": prof.overhead,
-           "peak_gflops": prof.peak_gflops, "peak_gbps": prof.peak_gbps,
+           "peak_gflops": prof.peak_gflops, "peak_gbps": prof.peak_gbps, "flop_bound_s": prof.flop_bound,
            "kernels": [{k: r.as_dict()[k] for k in _COLUMNS} for r in prof.rows]}
     return _write(json.dumps(doc, indent=1), path)
 

@@ -106,6 +106,13 @@ class KernelProfile:
             return min(self.run_sums) / min(self.plain_runs) - 1
         return self.kernel_sum / self.latency - 1 if self.latency else 0.0
 
+    @property
+    def flop_bound(self) -> float:
+        """Seconds the calls' FLOPs take at the FMA peak: about the least any schedule of these
+        kernels could take (what tuning can gain is at most about ``kernel_sum / flop_bound``;
+        only fewer operations go below it). 0 without a peak."""
+        return sum(r.flops for r in self.rows) / (self.peak_gflops * 1e9) if self.peak_gflops else 0.0
+
     def select(self, sort: str = "time", top: Optional[int] = None, group_by: str = "call") -> list:
         """Rows grouped (``call``: one per program call; ``kernel``: calls of one kernel
         together; ``op``: by op type), sorted (``time``, ``order``, ``name``, ``gflops``) and cut
@@ -125,7 +132,14 @@ class KernelProfile:
         return (f"{self.model}: {len(self.rows)} kernel calls ({n} kernels), {self.repeat} timed runs {warm}. "
                 f"Sum of kernel times {self.kernel_sum * 1e3:.3f} ms vs end-to-end {self.latency * 1e3:.3f} ms "
                 f"without profiling (medians; best runs {100 * self.overhead:+.1f}%). Peak {self.peak_gflops:.0f} GFLOP/s, "
-                f"{self.peak_gbps:.1f} GB/s (measured).")
+                f"{self.peak_gbps:.1f} GB/s (measured)" + self._bound_text() + ".")
+
+    def _bound_text(self) -> str:
+        bound = self.flop_bound
+        if not bound or not self.kernel_sum:
+            return ""
+        return (f"; at that peak the {sum(r.flops for r in self.rows) / 1e6:.0f} MFLOP take {bound * 1e3:.3f} ms, "
+                f"the kernels {self.kernel_sum / bound:.2f}x that")
 
     # the exports live in their own modules; these are the doors to them
     def table(self, sort: str = "time", top: Optional[int] = None, group_by: str = "call",

@@ -156,3 +156,13 @@ def test_kernel_times_sum_to_the_end_to_end_latency_on_resnet50():
         first = prof.summary()
         prof = profile_kernels(exe, [x], warmup=3, repeat=20, **PEAKS)
         assert abs(prof.overhead) <= 0.15, f"{first}\n{prof.summary()}"
+
+
+def test_the_flop_bound_is_the_calls_flops_at_the_peak(conv_net_exe, x, tmp_path):
+    prof = profile_kernels(conv_net_exe, [x], warmup=1, repeat=2, **PEAKS)
+    flops = sum(r.flops for r in prof.rows)
+    assert flops > 0 and prof.flop_bound == pytest.approx(flops / 100e9)
+    assert f"{flops / 1e6:.0f} MFLOP take {prof.flop_bound * 1e3:.3f} ms" in prof.summary()
+    assert json.loads(prof.to_json())["flop_bound_s"] == pytest.approx(prof.flop_bound)
+    prof.peak_gflops = 0.0  # (no peak: no bound, and the summary says none)
+    assert prof.flop_bound == 0.0 and "MFLOP take" not in prof.summary()
