@@ -13,12 +13,9 @@ guarded update of a register block is no longer registers).
 """
 from __future__ import annotations
 
+from ..arith.poly import vars_of
 from ..stmt import For, IfThenElse, PrimFunc, Store
 from ..visit import rewrite, walk
-
-
-def _uses(e, var) -> bool:
-    return any(n == var for n in walk(e))
 
 
 def _updates_registers(s) -> bool:
@@ -32,7 +29,7 @@ def _hoist(n):
     if not isinstance(n, For):
         return None
     b = n.body
-    if isinstance(b, IfThenElse) and b.else_case is None and not _uses(b.condition, n.var) \
+    if isinstance(b, IfThenElse) and b.else_case is None and n.var not in vars_of(b.condition) \
             and _updates_registers(b.then_case):
         return IfThenElse(b.condition, n.replace(body=b.then_case), None)
     return None

@@ -13,6 +13,7 @@ Loops over a constant extent are left alone: their tails are known when they are
 """
 from __future__ import annotations
 
+from ..arith.poly import vars_of
 from ..expr import LT, Broadcast, IntImm, Load, Mul, Ramp, Select, Var, const
 from ..stmt import For, PrimFunc, SeqStmt, Store
 from ..visit import rewrite, substitute, walk
@@ -34,10 +35,6 @@ def _mask_of(e, var: Var):
     return lanes, b.value
 
 
-def _depends(e, var: Var) -> bool:
-    return any(n is var or n == var for n in walk(e))
-
-
 def _plan(loop: For):
     """``(L, n, masks)`` when every condition on the loop's variable is the tail mask and the
     extent is ``(n + L - 1) // L`` over a symbolic ``n``, else None."""
@@ -46,7 +43,7 @@ def _plan(loop: For):
     var = loop.var
     found, masks = None, []
     for n in walk(loop.body):
-        if isinstance(n, LT) and isinstance(n.a, Ramp) and _depends(n.a.base, var):
+        if isinstance(n, LT) and isinstance(n.a, Ramp) and var in vars_of(n.a.base):
             m = _mask_of(n, var)
             if m is None or (found is not None and m != found):
                 return None

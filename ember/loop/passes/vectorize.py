@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from ...errors import LoweringError
 from .. import dtype as dt
+from ..arith.poly import vars_of
 from ..expr import (BinaryOp, Broadcast, Call, Cast, Expr, IntImm, Let, Load, Not, Ramp, Select, Var,
                     And, Add, Sub, Mul)
 from ..stmt import Allocate, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, Store, seq
-from ..visit import expr_children, rewrite, substitute, walk
+from ..visit import rewrite, substitute
 
 
 def _lanes(e: Expr) -> int:
@@ -29,31 +30,12 @@ def _bcast(e: Expr, n: int) -> Expr:
 class _Vectorizer:
     def __init__(self, var: Var, lanes: int, base: Expr):
         self.var, self.lanes, self.base = var, lanes, base
-        self._free: dict = {}  # expression -> whether the loop variable appears in it
-
-    def _depends(self, e: Expr) -> bool:
-        # (each subexpression once, children first: :meth:`expr` asks at every level of its
-        # recursion, and a walk of the whole subtree each time was quadratic in the depth;
-        # a stack, not recursion, for however deep an expression is)
-        memo = self._free
-        stack = [(e, False)]
-        while stack:
-            n, ready = stack.pop()
-            if n in memo:
-                continue
-            kids = tuple(expr_children(n))
-            if ready or not kids:
-                memo[n] = n == self.var or any(memo[c] for c in kids)
-            else:
-                stack.append((n, True))
-                stack.extend((c, False) for c in kids)
-        return memo[e]
 
     def expr(self, e: Expr, pred=None) -> Expr:
         n = self.lanes
         if e == self.var:
             return Ramp(self.base, IntImm(1), n)
-        if isinstance(e, (Var, IntImm)) or not isinstance(e, Load) and not self._depends(e):
+        if isinstance(e, (Var, IntImm)) or not isinstance(e, Load) and self.var not in vars_of(e):
             return e
         if isinstance(e, BinaryOp):
             a, b = self.expr(e.a, pred), self.expr(e.b, pred)
@@ -120,7 +102,7 @@ class _Vectorizer:
             nc = Not(c)
             return seq(then, self.stmt(s.else_case, nc if pred is None else And(pred, nc)))
         if isinstance(s, For):
-            if _depends(s.min, self.var) or _depends(s.extent, self.var):
+            if self.var in vars_of(s.min) or self.var in vars_of(s.extent):
                 raise LoweringError(f"cannot vectorize loop {self.var.name}: the range of inner loop "
                                     f"{s.var.name} depends on it")
             return s.replace(body=self.stmt(s.body, pred))
@@ -135,10 +117,6 @@ class _Vectorizer:
             raise LoweringError(f"cannot vectorize loop {self.var.name}: it allocates "
                                 f"{s.buffer.name} inside (compute it at an outer loop)")
         raise LoweringError(f"cannot vectorize loop {self.var.name}: unsupported {type(s).__name__}")
-
-
-def _depends(e, var) -> bool:
-    return any(n == var for n in walk(e))
 
 
 def _combine(cls, a: Expr, b: Expr) -> Expr:
