@@ -226,10 +226,10 @@ def _expm1_r(e: _Emitter, r):
     return e.fma(e.mul(r, r), e.poly(r, EXP_P), r)
 
 
-def _exp_r(e: _Emitter, r):
+def _exp_r(e: _Emitter, r, coeffs=EXP_P):
     """``exp(r)`` for ``|r| <= ln2/2`` in Horner form, ``1 + r (1 + r P(r))`` (two operations
-    fewer than ``_expm1_r(r) + 1``; within 1 ulp)."""
-    return e.fma(r, e.fma(r, e.poly(r, EXP_P), e.f(1.0)), e.f(1.0))
+    fewer than ``_expm1_r(r) + 1``; within 1 ulp with ``EXP_P``, 2 with ``EXP_P5``)."""
+    return e.fma(r, e.fma(r, e.poly(r, coeffs), e.f(1.0)), e.f(1.0))
 
 
 def _scale(e: _Emitter, y, n_i):
@@ -385,14 +385,11 @@ def silu(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     e = _Emitter(b, x)
     # the numerator: x, or -87.3 below it (-inf included); a NaN passes both selects
     num = e.sel(e.lt(x, e.f(-SILU_CLAMP)), e.f(-SILU_CLAMP), x)
-    c = e.sel(e.gt(num, e.f(SILU_CLAMP)), e.f(SILU_CLAMP), num)
-    # exp(-c) = (1 + r (1 + r P(r))) 2^n, -c = n ln2 + r
-    t = e.fma(c, e.f(-LOG2E), e.f(MAGIC))
-    n_f = e.sub(t, e.f(MAGIC))
-    r = e.fma(n_f, e.f(-LN2_C1), e.b.fneg(c))
-    r = e.fma(n_f, e.f(-LN2_C2), r)
-    y = e.fma(r, e.fma(r, e.poly(r, EXP_P5), e.f(1.0)), e.f(1.0))
-    ex = e.mul(y, e.pow2(e.b.sub(e.bits(t), e.i(MAGIC_BITS))))
+    a = e.b.fneg(num)
+    a = e.sel(e.lt(a, e.f(-SILU_CLAMP)), e.f(-SILU_CLAMP), a)
+    # exp(a) = exp(r) 2^n, one power of two as |n| <= 126
+    n_i, r = _exp_reduce(e, a)
+    ex = e.mul(_exp_r(e, r, EXP_P5), e.pow2(n_i))
     return e.div(num, e.add(ex, e.f(1.0)))
 
 
