@@ -111,7 +111,12 @@ class KernelProfile:
         """Seconds the calls' FLOPs take at the FMA peak: about the least any schedule of these
         kernels could take (what tuning can gain is at most about ``kernel_sum / flop_bound``;
         only fewer operations go below it). 0 without a peak."""
-        return sum(r.flops for r in self.rows) / (self.peak_gflops * 1e9) if self.peak_gflops else 0.0
+        return self.flops / (self.peak_gflops * 1e9) if self.peak_gflops else 0.0
+
+    @property
+    def flops(self) -> int:
+        """FLOPs of one run: its calls' together."""
+        return sum(r.flops for r in self.rows)
 
     def select(self, sort: str = "time", top: Optional[int] = None, group_by: str = "call") -> list:
         """Rows grouped (``call``: one per program call; ``kernel``: calls of one kernel
@@ -138,7 +143,7 @@ class KernelProfile:
         bound = self.flop_bound
         if not bound or not self.kernel_sum:
             return ""
-        return (f"; at that peak the {sum(r.flops for r in self.rows) / 1e6:.0f} MFLOP take {bound * 1e3:.3f} ms, "
+        return (f"; at that peak the {self.flops / 1e6:.0f} MFLOP take {bound * 1e3:.3f} ms, "
                 f"the kernels {self.kernel_sum / bound:.2f}x that")
 
     # the exports live in their own modules; these are the doors to them
