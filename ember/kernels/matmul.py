@@ -222,7 +222,7 @@ def _group(panels, most: int):
     group of all) when the panel count is symbolic, for the same reason."""
     if panels is None:
         return None
-    return max(g for g in range(1, min(most, panels) + 1) if panels % g == 0)
+    return max((g for g in range(1, min(most, panels) + 1) if panels % g == 0), default=1)
 
 
 def schedule_gemm(s: Schedule, C: te.Tensor, out: te.Tensor = None, target=None) -> Schedule:

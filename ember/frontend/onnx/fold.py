@@ -91,10 +91,12 @@ def _sym_minmax(fn):
     return apply
 
 
-def _sym_eq(x, y):
-    if isinstance(x, Dim) or isinstance(y, Dim):
-        return True if x == y else None  # a symbol vs a number: unknown
-    return x == y
+def _sym_compare(op: str):
+    """A comparison of a dim with a number or a dim: known where it is for every size (a
+    size against -1, TorchScript's ``expand``), else None."""
+    def apply(x, y):
+        return D.dim_compare(op, _i(x), _i(y))
+    return apply
 
 
 def _i(x):
@@ -112,12 +114,12 @@ _BINARY = {
     "Sub": _sym_binary(np.subtract, _sym_sub),
     "Mul": _sym_binary(np.multiply, _sym_mul),
     "Div": _sym_binary(_int_div, _sym_div),
-    "Equal": _sym_binary(np.equal, _sym_eq),
-    "Less": _sym_binary(np.less, None),
-    "Greater": _sym_binary(np.greater, None),
+    "Equal": _sym_binary(np.equal, _sym_compare("==")),
+    "Less": _sym_binary(np.less, _sym_compare("<")),
+    "Greater": _sym_binary(np.greater, _sym_compare(">")),
     "Max": _sym_binary(np.maximum, _sym_minmax(D.dim_max)),
-    "LessOrEqual": _sym_binary(np.less_equal, None),
-    "GreaterOrEqual": _sym_binary(np.greater_equal, None),
+    "LessOrEqual": _sym_binary(np.less_equal, _sym_compare("<=")),
+    "GreaterOrEqual": _sym_binary(np.greater_equal, _sym_compare(">=")),
     "And": _sym_binary(np.logical_and, None),
     "Or": _sym_binary(np.logical_or, None),
     "Xor": _sym_binary(np.logical_xor, None),

@@ -2,7 +2,7 @@
 
 A dimension is an ``int`` or a :class:`~ember.graph.types.Dim`, whose ``expr`` is an int64
 expression of the loop IR over named sizes (``batch``, ``seq``). Every operation here builds
-the expression and simplifies it under the rule that a named size is at least 1 (checked when
+the expression and simplifies it under the rule that a named size is at least 0 (checked when
 a run binds it), so equal computations give equal dims and constants fold back to ints::
 
     >>> dim_mul(Dim("batch"), 12), dim_mul(3, 4), dim_add(Dim("h"), 0)
@@ -29,12 +29,14 @@ from typing import Iterable, Iterator, Optional, Union
 from .. import types as _types
 from ...errors import ShapeError
 from ...loop import expr as E
-from ...loop.arith import simplify
+from ...loop.arith import can_prove, simplify
 
 Dim = _types.Dim
 DimT = Union[int, Dim]
 
-SYMBOL_MAX = 1 << 40  # the range a named size is simplified under: [1, SYMBOL_MAX]
+# the range a named size is simplified under: [0, SYMBOL_MAX]. ONNX lets any size be 0, and a
+# KV-cache decoder's first step has a past of length 0; a data size ('?n') is no different.
+SYMBOL_MAX = 1 << 40
 
 
 # -- expressions ----------------------------------------------------------------------------------
@@ -80,7 +82,7 @@ def is_data_symbol(name: str) -> bool:
 
 @functools.lru_cache(maxsize=65536)
 def _canonical(e: E.Expr) -> E.Expr:
-    ranges = {v: (0 if is_data_symbol(v.name) else 1, SYMBOL_MAX) for v in _symbols(e)}
+    ranges = {v: (0, SYMBOL_MAX) for v in _symbols(e)}
     return simplify(e, ranges)
 
 
@@ -131,6 +133,26 @@ def dim_max(a: DimT, b: DimT) -> DimT:
     if isinstance(a, int) and isinstance(b, int):
         return max(a, b)
     return to_dim(E.max_(index(a), index(b)))
+
+
+_COMPARE = {"==": E.EQ, "!=": E.NE, "<": E.LT, "<=": E.LE, ">": E.GT, ">=": E.GE}
+
+
+def dim_compare(op: str, a: DimT, b: DimT) -> Optional[bool]:
+    """``a op b`` (``op`` one of ``== != < <= > >=``) when it holds, or fails, for every value
+    of the sizes (each at least 0), else None (unknown).
+
+    Exporters compare shapes with numbers: TorchScript writes ``expand`` as
+    ``Where(Equal(shape, -1), 1, shape)``, and ``batch == -1`` is False for every batch."""
+    if isinstance(a, int) and isinstance(b, int):
+        return bool({"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op])
+    cond = _COMPARE[op](index(a), index(b))
+    ranges = {v: (0, SYMBOL_MAX) for v in _symbols(cond)}
+    if can_prove(cond, ranges):
+        return True
+    if can_prove(E.Not(cond), ranges):
+        return False
+    return None
 
 
 def prod(dims: Iterable[DimT]) -> DimT:

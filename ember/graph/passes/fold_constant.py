@@ -2,7 +2,8 @@
 
 Three kinds of folding, cheapest first:
 
-- *shape facts*: ``shape_of``/``size`` of any statically shaped value (its data is not needed);
+- *shape facts*: ``shape_of``/``size`` of any statically shaped value (its data is not needed),
+  and any call whose static result is empty (a zero-length past, no detections);
 - *structural* ops on constants: ``constant_of_shape``, ``reshape``, ``squeeze``,
   ``unsqueeze``, ``flatten`` only create or relabel data, so they fold without computing;
 - everything else (the scale of a folded batch norm, a transposed weight, ...) is *evaluated
@@ -40,6 +41,8 @@ def _structural(n: Call):
         return Constant(value.astype(dt.numpy_dtype(n.type.dtype)))
     if not _static(n.type):
         return None
+    if 0 in n.type.shape:  # an empty result is known without its inputs (a matmul over 0 columns)
+        return Constant.adopt(np.empty(n.type.shape, dt.numpy_dtype(n.type.dtype)))
     if n.op == "constant_of_shape":
         with allocating(tensor_bytes(n.type.shape, n.type.dtype), f"folding the constant {describe(n)}"):
             return Constant.adopt(np.full(n.type.shape, n.attr("value"), dt.numpy_dtype(n.type.dtype)))
