@@ -2,7 +2,7 @@
 
 Axes moved from an attribute to an input at opset 13 for ReduceSum and at opset 18 for the
 others; ``noop_with_empty_axes`` arrived with the input. Without axes the reduction covers
-every axis, unless ``noop_with_empty_axes`` says to return the input unchanged.
+every axis, unless ``noop_with_empty_axes`` says to reduce over none: the elementwise part alone.
 """
 from __future__ import annotations
 
@@ -24,10 +24,22 @@ def _reduce(op, axes_from_input: bool):
             axes = tuple(node.attr("axes", ()))
         if not axes:
             if node.attr("noop_with_empty_axes", 0):
-                return [x]
+                return [_over_no_axes(node, op, x)]
             axes = None
         return [node.call(op, x, axis=axes, keepdims=bool(node.attr("keepdims", 1)))]
     return convert
+
+
+def _over_no_axes(node, op: str, x):
+    """A reduction over no axes is its elementwise part (what ONNX's reference computes):
+    |x| for L1 and L2, x*x for SumSquare, log x for LogSum; x itself for the others."""
+    if op in ("l1_norm", "l2_norm"):
+        return node.call("abs", x)
+    if op == "sum_square":
+        return node.call("multiply", x, x)
+    if op == "log_sum":
+        return node.call("log", x)
+    return x
 
 
 for _onnx, _ember in _REDUCE.items():

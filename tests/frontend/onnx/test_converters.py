@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 
+import ember
 from ember.errors import UnsupportedOpError
 from ember.frontend.onnx import from_onnx
 from ember.graph import Call, TensorType, post_order
@@ -100,7 +101,22 @@ def test_reduce_axes_attribute_then_input(op, since):
     assert c.attrs["axis"] is None and t == T()
     mod, calls = convert([node(op, ["x"], ["y"], noop_with_empty_axes=1)], [vi("x", [2, 3])], [vi("y", None)],
                          opset=since)
-    assert calls == [] and mod.main.ret_type == T(2, 3)
+    # over no axes a reduction is its elementwise part: |x| for L2, x itself for the others
+    assert [c.op for c in calls] == (["abs"] if op == "ReduceL2" else []) and mod.main.ret_type == T(2, 3)
+
+
+@pytest.mark.parametrize("op", ["ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp",
+                                "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd"])
+def test_reductions_over_no_axes_compute_what_onnx_reference_computes(op):
+    from onnx.reference import ReferenceEvaluator
+
+    m = model([node(op, ["x", "a"], ["y"], noop_with_empty_axes=1)], [vi("x", [2, 3])], [vi("y", None)],
+              [init("a", np.zeros(0, np.int64))], opset=18)
+    x = np.random.default_rng(0).uniform(-2, 2, (2, 3)).astype(np.float32)
+    if op == "ReduceLogSum":
+        x = np.abs(x) + 0.1
+    want = ReferenceEvaluator(m).run(None, {"x": x})[0]
+    np.testing.assert_allclose(ember.compile(m).run(x)[0], want, rtol=1e-5)
 
 
 def test_topk_k_attribute_then_input():
