@@ -110,7 +110,10 @@ def partition(body, fuse: bool = True) -> dict:
                     continue
                 if uses[a] != sum(x is a for x in n.args):  # read by another op too
                     diamond = _diamond(a, a.type.shape, consumers, order) if pat in _FLOW and not g.diamond else None
-                    if diamond is None or n not in diamond or n.type.shape != a.type.shape:
+                    # an op another group's diamond already counts on stays that group's: two
+                    # diamonds sharing ops would each end where the other reads out of it
+                    if (diamond is None or n not in diamond or n.type.shape != a.type.shape
+                            or any(m in promised for m in diamond)):
                         continue
                     for m in diamond:
                         promised[m] = g

@@ -75,6 +75,21 @@ def test_readers_that_meet_again_stay_in_the_group():
                                ember.compile(module([x], y), opt_level=0).run(xv)[0], rtol=1e-5, atol=1e-5)
 
 
+def test_two_diamonds_over_the_same_ops_do_not_split_them_between_groups():
+    """a's readers meet in `out`, and so do s's, through the same products (trilinear grid
+    sampling's weights times its taps): the second diamond must not take ops the first
+    counts on, or a value leaves its group without being its output (a LoweringError)."""
+    x, y = Var("x", T(16)), Var("y", T(16))
+    a, s = call("exp", x), call("exp", y)
+    m1 = call("multiply", call("negative", a), call("tanh", s))
+    m2 = call("multiply", call("abs", a), call("sigmoid", s))
+    mod = module([x, y], call("add", m1, m2))
+    fuse(mod)  # (the verifier checks every group)
+    xv, yv = rand(16), rand(16)
+    want = -np.exp(xv) * np.tanh(np.exp(yv)) + np.exp(xv) / (1 + np.exp(-np.exp(yv)))
+    np.testing.assert_allclose(ember.compile(mod).run(xv, yv)[0], want, rtol=1e-5, atol=1e-6)
+
+
 def test_injective_ops_join_an_elementwise_chain_but_not_an_anchor():
     x = Var("x", T(1, 4, 8, 8))
     conv = _conv(x, const(rand(4, 4, 3, 3)))
