@@ -39,13 +39,20 @@ def main(argv=None) -> int:
     import importlib
 
     from .errors import EmberError
+    from .extras import missing_extra_message
 
     modname, _, fn = commands[argv[0]][1].partition(":")
-    entry = getattr(importlib.import_module(modname), fn or "main")
     try:
+        entry = getattr(importlib.import_module(modname), fn or "main")
         return entry(argv[1:])
     except EmberError as e:
         print(f"ember {argv[0]}: error: {e}", file=sys.stderr)
+        return 2
+    except ImportError as e:
+        msg = missing_extra_message(e, f"ember {argv[0]}")
+        if msg is None:
+            raise
+        print(f"ember {argv[0]}: error: {msg}", file=sys.stderr)
         return 2
 
 

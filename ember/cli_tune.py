@@ -86,6 +86,9 @@ def tune_main(argv) -> int:
     p.add_argument("--import", dest="import_", metavar="FILE.jsonl",
                    help="add the records of a JSON-lines file to --db, then stop")
     args = p.parse_args(argv)
+    from .extras import require
+
+    require("sqlalchemy", *(() if args.export or args.import_ else ("lightgbm", "distributed")))
     from .tune.database import open_database
 
     if args.export or args.import_:
