@@ -3,6 +3,11 @@ native program runner (one call into native code per run), through one checked P
 kernel, and through ONNX Runtime, in one process, alternating.
 
     python bench/overhead.py [--kernels 64] [--size 256]
+    python bench/overhead.py --profiler [--model resnet50]   # the profiler's own overhead
+
+The second form profiles one of onnx's light models (``exe.profile``) several times and prints
+the sum of kernel times against an unprofiled run's: what timing each kernel costs (a test
+cannot assert it: on a loaded machine it moves).
 """
 import argparse
 import os
@@ -27,12 +32,32 @@ def tiny_chain(path: str, n: int, size: int) -> str:
     return path
 
 
+def profiler_overhead(model: str, times: int = 3) -> int:
+    """Profile a light model ``times`` times: each profile's overhead (best runs) and summary."""
+    from ember.bench.models import light_path
+
+    exe = ember.compile(light_path(model))
+    x = np.random.default_rng(0).random(exe.input_info[0].shape, dtype=np.float32)
+    figures = []
+    for _ in range(times):
+        prof = exe.profile(x, warmup=3, repeat=20)
+        figures.append(prof.overhead)
+        print(prof.summary())
+    print(f"{model}: profiler overhead (sum of kernel times / unprofiled run - 1, best runs): "
+          + ", ".join(f"{100 * f:+.1f}%" for f in figures) + f"; median {100 * float(np.median(figures)):+.1f}%")
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--kernels", type=int, default=64, help="kernels in the chain (default 64)")
     p.add_argument("--size", type=int, default=256, help="elements per tensor (default 256)")
     p.add_argument("--repeat", type=int, default=30, help="timed turns (default 30)")
+    p.add_argument("--profiler", action="store_true", help="measure the profiler's overhead instead")
+    p.add_argument("--model", default="resnet50", help="the light model --profiler profiles (default resnet50)")
     a = p.parse_args(argv)
+    if a.profiler:
+        return profiler_overhead(a.model)
     with tempfile.TemporaryDirectory() as d:
         path = tiny_chain(os.path.join(d, "chain.onnx"), a.kernels, a.size)
         native, python = ember.compile(path), ember.compile(path)
