@@ -18,7 +18,7 @@ from .compute import IterVar, Reduce, Tensor, TensorLoad, combine
 from .expr import Expr, IntImm, Load, Max, Min, Var, as_expr, logical_and
 from .schedule import Schedule, Split, Stage
 from .stmt import Allocate, Buffer, For, IfThenElse, PrimFunc, Store, seq
-from .visit import expr_children, rewrite, substitute, walk
+from .visit import expr_children, free_vars, rewrite, substitute, walk
 
 SIZE_MAX = 1 << 40  # a symbolic size lies in [0, SIZE_MAX] (ember.runtime.layout.SYMBOL_MAX)
 
@@ -316,6 +316,9 @@ class _Lowerer:
                 for v in walk(s):
                     if isinstance(v, Var) and v not in scalars:
                         scalars.append(v)
+        # a size the computation uses but no buffer's shape holds (a range from ``past`` to
+        # ``past + seq`` writes seq elements): a parameter too, after those of the shapes
+        scalars += sorted((v for v in free_vars(body) if v not in scalars), key=lambda v: v.name)
         return PrimFunc(name, tuple(params) + tuple(scalars), body, tuple(sorted((attrs or {}).items())))
 
 

@@ -274,6 +274,8 @@ def evaluate(node, out_types: list) -> Optional[list]:
                 out = _BINARY[op](vals[0], vals[1])
             elif op == "Identity":
                 out = vals[0]  # (symbolic dims pass through)
+            elif op == "Neg" and is_symbolic(vals[0]):  # -seq: a Slice's start from the end
+                out = _sym_binary(None, _sym_sub)(np.zeros_like(vals[0]), vals[0])
             elif op in _UNARY:
                 out = None if is_symbolic(vals[0]) else _UNARY[op](vals[0])
             else:

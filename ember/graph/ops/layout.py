@@ -280,6 +280,16 @@ def slice_bounds(dim, begin, end, step: int) -> tuple:
             return low
         if isinstance(v, int):
             return D.dim_max(D.dim_add(dim, v), low) if v < 0 else D.dim_min(v, high)
+        if not back and D.dim_compare("<=", v, 0):
+            # ``-L`` (TorchScript's ``x[:, -L:]``: T5's position bias) counts from the end, as a
+            # negative number does; at L = 0 it is 0, which ONNX reads from the start: the same
+            # place only on an empty axis, so a run checks that L > 0 or the axis is empty
+            from_end = D.dim_add(dim, v)
+            if from_end != 0:
+                D.assume(E.Or(E.LT(D.index(v), E.IntImm(0, "int64")), E.EQ(D.index(dim), E.IntImm(0, "int64"))),
+                         f"slice {what} {v} on the axis of size {dim} must be negative (from the end) "
+                         f"or 0 on an empty axis")
+            return D.dim_max(from_end, low)
         D.assume_le(D.dim_add(v, 1) if back else v, dim,
                     f"slice {what} {v} must not pass the end of the axis of size {dim}")
         # a bound computed from sizes (``L - 4``) that is negative at run time would count
