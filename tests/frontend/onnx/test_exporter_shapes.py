@@ -92,3 +92,35 @@ def test_products_with_a_static_empty_dimension(a, b, opt_level):
     got = exe.run(x, y)[0]
     assert got.shape == (x @ y).shape
     np.testing.assert_allclose(got, x @ y)
+
+
+def slice_from_end_model():
+    """y = x[:, -L:] where L is v's length (TorchScript's ``x[:, -L:]``: T5's position bias)."""
+    inits = [_ints("i1", 1), _ints("ax0", [0]), _ints("ax1", [1]), _ints("end", [2**62])]
+    n = [node("Shape", ["v"], ["sv"]), node("Gather", ["sv", "i1"], ["L"]), node("Neg", ["L"], ["negL"]),
+         node("Unsqueeze", ["negL", "ax0"], ["start"]), node("Slice", ["x", "start", "end", "ax1"], ["y"])]
+    return model(n, [vi("x", ["batch", "total"]), vi("v", ["batch", "L"])], [vi("y", None)], inits)
+
+
+def test_a_slice_start_of_minus_a_size_counts_from_the_end():
+    exe = ember.compile(slice_from_end_model())
+    x = np.arange(10, dtype=np.float32).reshape(2, 5)
+    for L in (1, 3, 5):
+        np.testing.assert_array_equal(exe.run(x, np.zeros((2, L), np.float32))[0], x[:, -L:])
+    # at L = 0 the start is 0, which ONNX reads from the start: a different slice than the
+    # compiled one, so the run is refused, naming the node
+    with pytest.raises(ember.errors.ShapeError, match="negative .from the end. or 0 on an empty axis"):
+        exe.run(x, np.zeros((2, 0), np.float32))
+
+
+def test_a_kernel_takes_a_size_only_its_computation_uses():
+    """positions = range(past, past + seq): the kernel writes seq elements, but reads past."""
+    inits = [_ints("i1", 1), init("one", np.array(1, np.int64))]
+    n = [node("Shape", ["past"], ["sp"]), node("Gather", ["sp", "i1"], ["P"]),
+         node("Shape", ["x"], ["sx"]), node("Gather", ["sx", "i1"], ["S"]), node("Add", ["P", "S"], ["end"]),
+         node("Range", ["P", "end", "one"], ["pos"]), node("Cast", ["pos"], ["posf"], to=1),
+         node("Add", ["x", "posf"], ["y"])]
+    exe = ember.compile(model(n, [vi("past", [1, "P"]), vi("x", [1, "S"])], [vi("y", None)], inits))
+    for p, s in [(0, 3), (4, 2), (7, 1)]:
+        x = np.zeros((1, s), np.float32)
+        np.testing.assert_array_equal(exe.run(np.zeros((1, p), np.float32), x)[0], np.arange(p, p + s)[None])
