@@ -110,10 +110,12 @@ def partition(body, fuse: bool = True) -> dict:
                     continue
                 if uses[a] != sum(x is a for x in n.args):  # read by another op too
                     diamond = _diamond(a, a.type.shape, consumers, order) if pat in _FLOW and not g.diamond else None
-                    # an op another group's diamond already counts on stays that group's: two
-                    # diamonds sharing ops would each end where the other reads out of it
+                    # a diamond takes only ops not yet placed: an op another group's diamond
+                    # counts on, or one already in a group (a reader that came first in dataflow
+                    # order and joined an anchor's epilogue), stays where it is, and the value
+                    # read by both leaves this group as its output
                     if (diamond is None or n not in diamond or n.type.shape != a.type.shape
-                            or any(m in promised for m in diamond)):
+                            or any(m in promised or m in group_of for m in diamond)):
                         continue
                     for m in diamond:
                         promised[m] = g

@@ -90,6 +90,21 @@ def test_two_diamonds_over_the_same_ops_do_not_split_them_between_groups():
     np.testing.assert_allclose(ember.compile(mod).run(xv, yv)[0], want, rtol=1e-5, atol=1e-6)
 
 
+def test_a_diamond_does_not_take_a_reader_that_already_joined_an_anchor():
+    """a is read by r1, which joined the conv's epilogue first (dataflow order), and by r2;
+    r1 and r2 meet in `out`. The diamond from a cannot take r1 back (FastViT through from_torch
+    failed this way), so a leaves its group as its output."""
+    x, y = Var("x", T(1, 4, 8, 8)), Var("y", T(1, 4, 8, 8))
+    c = call("add", _conv(x, const(rand(4, 4, 3, 3))), const(rand(4, 1, 1)))
+    a = call("add", call("multiply", y, const(np.float32(2))), const(np.float32(1)))
+    out = call("add", call("add", c, a), call("exp", a))
+    mod = module([x, y], out)
+    fuse(mod)
+    xv, yv = rand(1, 4, 8, 8), rand(1, 4, 8, 8)
+    np.testing.assert_allclose(ember.compile(mod).run(xv, yv)[0], ember.compile(mod, opt_level=0).run(xv, yv)[0],
+                               rtol=1e-5, atol=1e-5)
+
+
 def test_injective_ops_join_an_elementwise_chain_but_not_an_anchor():
     x = Var("x", T(1, 4, 8, 8))
     conv = _conv(x, const(rand(4, 4, 3, 3)))
