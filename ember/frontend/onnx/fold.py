@@ -191,6 +191,11 @@ def _slice(node, vals):
     return x[tuple(sl)]
 
 
+def _transpose(node, vals):
+    perm = node.attr("perm")
+    return np.transpose(vals[0], None if perm is None else tuple(perm))
+
+
 def _cast(node, vals):
     return vals[0]  # evaluate() converts every result to the output type's dtype
 
@@ -235,7 +240,7 @@ _UNARY = {"Identity": lambda x: x, "Neg": np.negative, "Abs": np.abs, "Floor": n
 _OTHER = {
     "Unsqueeze": _unsqueeze, "Squeeze": _squeeze, "Gather": _gather, "Concat": _concat, "Slice": _slice,
     "Cast": _cast, "CastLike": _cast, "Reshape": _reshape, "ConstantOfShape": _const_of_shape, "Range": _range,
-    "Where": _where, "ReduceProd": _reduce_prod,
+    "Where": _where, "ReduceProd": _reduce_prod, "Transpose": _transpose,
 }
 _TYPE_ONLY = {"Shape": _shape_of, "Size": _size}  # need the input's type, not its value
 

@@ -1,0 +1,55 @@
+"""Converter of ONNX's NonMaxSuppression (detection models export it: ultralytics with
+``nms=True``, torchvision's ``nms``).
+
+``nms_select`` (:mod:`ember.graph.ops.detection`) gives each batch and class its kept boxes in
+order, then -1; the ``(count, 3)`` rows ONNX returns -- batch, class, box, ordered by batch,
+class and then the order of keeping -- are the positions of the kept entries in row-major order
+(``nonzero``, whose count the program binds while running) with the box index gathered in.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import ShapeError
+from .dynamic import nonzero
+from .table import converter
+
+
+def _threshold(node, i: int, what: str):
+    """Optional scalar input ``i`` as a float32 of shape (1,), or None when absent (or empty)."""
+    if not node.has(i):
+        return None
+    v = node.value(i)
+    if v is not None and np.asarray(v).size == 0:
+        return None
+    x = node.input(i)
+    if x.type.ndim > 1 or (x.type.ndim == 1 and x.type.shape[0] != 1):
+        raise ShapeError(f"the {what} must be a scalar or a single element, got {x.type}")
+    return node.call("reshape", node.call("cast", x, dtype="float32"), newshape=(1,))
+
+
+@converter("NonMaxSuppression", since=10)
+def _nms(node):
+    boxes, scores = node.input(0), node.input(1)
+    max_out = 0
+    if node.has(2):
+        v = node.const(2, "max_output_boxes_per_class").reshape(-1)
+        max_out = max(int(v[0]), 0) if v.size else 0
+    center = node.attr("center_point_box", 0)
+    if center not in (0, 1):
+        raise ShapeError(f"center_point_box must be 0 or 1, got {center}")
+    if max_out == 0:  # (absent, 0 or empty: no box is kept)
+        return [node.const_like(np.zeros((0, 3), np.int64), "int64")]
+    iou = _threshold(node, 3, "iou_threshold")
+    score = _threshold(node, 4, "score_threshold")
+    zero = node.const_like(np.zeros(1, np.float32), "float32")
+    th = node.call("concat", iou if iou is not None else zero, score if score is not None else zero, axis=0)
+    sel = node.call("nms_select", boxes, scores, th, max_out=max_out, center_point_box=center,
+                    score_threshold=score is not None)
+    # kept entries are >= 0: their positions (batch, class, order) in row-major order
+    where = nonzero(node, node.call("add", sel, node.const_like(1, "int64")))
+    rows = node.call("transpose", where, axes=(1, 0))
+    box = node.call("gather_nd", sel, rows)
+    n = rows.type.shape[0]
+    head = node.call("strided_slice", rows, begin=(0,), end=(2,), axes=(1,))
+    return [node.call("concat", head, node.call("reshape", box, newshape=(n, 1)), axis=1)]

@@ -1,0 +1,40 @@
+"""Ops of object detection: non-maximum suppression.
+
+``nms_select`` is the greedy selection of ONNX's NonMaxSuppression, per batch and class: the
+index of each box it keeps, in the order it keeps them, and -1 after the last (a fixed-size
+result; the frontend compacts it to the ``(count, 3)`` rows ONNX returns with ``nonzero``,
+whose count the program binds while running). Its kernel is a loop program written directly
+(:mod:`.compute.detection`): which box comes next depends on every box kept before it.
+"""
+from __future__ import annotations
+
+from ...errors import DTypeError, ShapeError
+from ...loop import dtype as dt
+from ..types import TensorType
+from . import dims as D
+from .registry import Pattern, attr, register_op, tensor
+
+
+def _infer_nms_select(args, attrs):
+    boxes, scores, th = (tensor(a, f"input {i}") for i, a in enumerate(args))
+    if boxes.ndim != 3 or boxes.shape[2] != 4:
+        raise ShapeError(f"nms_select: boxes must be (batch, boxes, 4), got {boxes}")
+    if scores.ndim != 3:
+        raise ShapeError(f"nms_select: scores must be (batch, classes, boxes), got {scores}")
+    if not (dt.is_float(boxes.dtype) and dt.is_float(scores.dtype)):
+        raise DTypeError(f"nms_select: boxes and scores must be floats, got {boxes.dtype} and {scores.dtype}")
+    if th.shape != (2,) or th.dtype != "float32":
+        raise ShapeError(f"nms_select: the thresholds must be float32 (iou, score), got {th}")
+    batch = D.assume_equal(boxes.shape[0], scores.shape[0], "NonMaxSuppression: boxes and scores have one batch")
+    n = D.assume_equal(boxes.shape[1], scores.shape[2], "NonMaxSuppression: boxes and scores have one box count")
+    k = D.dim_min(attrs["max_out"], n)
+    return TensorType((batch, scores.shape[1], k), "int64")
+
+
+register_op("nms_select", infer=_infer_nms_select, pattern=Pattern.OPAQUE, num_args=3,
+            attrs_schema={"max_out": attr("dim"), "center_point_box": attr("int", 0),
+                          "score_threshold": attr("bool", False)},
+            doc="per batch and class, the boxes NonMaxSuppression keeps, in order, then -1 "
+                "(thresholds: float32 [iou, score]; the score threshold applies when score_threshold)")
+
+__all__: list = []

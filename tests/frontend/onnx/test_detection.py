@@ -1,0 +1,68 @@
+"""NonMaxSuppression (issue 46): the greedy selection of onnx's reference, term for term,
+compacted to its (count, 3) rows at a count known only while running."""
+import numpy as np
+import pytest
+from onnx import numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+import ember
+
+from .helpers import I64, model, node, vi
+
+
+def nms_model(n_boxes, classes, batch, center, max_out, iou, score, opset=11):
+    inits = [numpy_helper.from_array(np.array([max_out], np.int64), "m"),
+             numpy_helper.from_array(np.array([iou], np.float32), "iou")]
+    ins = ["boxes", "scores", "m", "iou"]
+    if score is not None:
+        inits.append(numpy_helper.from_array(np.array([score], np.float32), "st"))
+        ins.append("st")
+    return model([node("NonMaxSuppression", ins, ["y"], center_point_box=center)],
+                 [vi("boxes", [batch, n_boxes, 4]), vi("scores", [batch, classes, n_boxes])],
+                 [vi("y", None, I64)], inits, opset=opset)
+
+
+def random_boxes(rng, batch, n, center):
+    xy, wh = rng.uniform(0, 10, (batch, n, 2)), rng.uniform(0.5, 4, (batch, n, 2))
+    if center:
+        return np.concatenate([xy, wh], -1).astype(np.float32)
+    # corners as [y1, x1, y2, x2], some given the other way round (ONNX allows any diagonal)
+    b = np.concatenate([xy, xy + wh], -1)
+    flip = rng.random((batch, n)) < 0.3
+    b[flip] = b[flip][:, [2, 3, 0, 1]]
+    return b.astype(np.float32)
+
+
+@pytest.mark.parametrize("batch,classes,n,center,max_out,iou,score", [
+    (1, 1, 6, 0, 3, 0.5, 0.0), (2, 3, 50, 0, 10, 0.3, 0.4), (2, 3, 50, 1, 100, 0.5, None),
+    (1, 2, 200, 1, 1000, 0.6, 0.2), (1, 4, 30, 0, 2, 0.0, 0.9)])
+def test_the_selection_is_onnx_references(batch, classes, n, center, max_out, iou, score):
+    m = nms_model(n, classes, batch, center, max_out, iou, score)
+    rng = np.random.default_rng(n)
+    boxes = random_boxes(rng, batch, n, center)
+    scores = rng.random((batch, classes, n)).astype(np.float32)
+    scores[..., 1:4] = 0.625  # equal scores: the lowest index first
+    boxes[0, 5 % n] = boxes[0, 0]  # a box of no extent... and the same box twice
+    boxes[0, 4 % n, 2:] = boxes[0, 4 % n, :2] if not center else 0
+    got = ember.compile(m).run(boxes, scores)[0]
+    want = ReferenceEvaluator(m).run(None, {"boxes": boxes, "scores": scores})[0].reshape(-1, 3)
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, want)
+
+
+def test_no_box_kept_gives_no_rows_and_the_same_executable_runs_again():
+    m = nms_model(20, 2, 1, 0, 5, 0.5, 0.99)
+    exe = ember.compile(m)
+    rng = np.random.default_rng(0)
+    boxes = random_boxes(rng, 1, 20, 0)
+    low = rng.random((1, 2, 20)).astype(np.float32) * 0.5
+    assert exe.run(boxes, low)[0].shape == (0, 3)
+    high = low + 0.6
+    want = ReferenceEvaluator(m).run(None, {"boxes": boxes, "scores": high})[0]
+    np.testing.assert_array_equal(exe.run(boxes, high)[0], want)
+
+
+def test_zero_boxes_per_class_is_an_empty_result():
+    m = nms_model(5, 1, 1, 0, 0, 0.5, None)
+    rng = np.random.default_rng(1)
+    assert ember.compile(m).run(random_boxes(rng, 1, 5, 0), rng.random((1, 1, 5)).astype(np.float32))[0].shape == (0, 3)
