@@ -222,10 +222,11 @@ def _shapes_function(prog: dict, symbols: list, dims: _Dims) -> str:
                             f"snprintf(msg, n, {msg}, buf); return EMBER_E_ARGUMENT; }}")
             elif isinstance(w, str) and w not in bound:
                 bound.add(w)
-                msg = c_format(f"input '{inp['name']}' axis {axis} ({w}) is \x01: a symbolic dimension must lie "
-                               f"in [0, {SYMBOL_MAX}]", "%lld")
+                lo = 0 if w.startswith("?") else 1
+                msg = c_format(f"input '{inp['name']}' axis {axis} ({w}) is \x01: a symbolic dimension must be "
+                               f"at least {lo}", "%lld")
                 body.append(f"    S[{dims.sym[w]}] = {got};")
-                body.append(f"    if (S[{dims.sym[w]}] < 0 || S[{dims.sym[w]}] > INT64_C({SYMBOL_MAX})) {{ "
+                body.append(f"    if (S[{dims.sym[w]}] < {lo} || S[{dims.sym[w]}] > INT64_C({SYMBOL_MAX})) {{ "
                             f"snprintf(msg, n, {msg}, (long long){got}); return EMBER_E_SHAPE; }}")
             else:
                 msg = c_format(f"input '{inp['name']}' axis {axis} must be {text(w)} = \x01 ({env_fmt}), got \x01",

@@ -20,7 +20,7 @@ from .schedule import Schedule, Split, Stage
 from .stmt import Allocate, Buffer, For, IfThenElse, PrimFunc, Store, seq
 from .visit import expr_children, free_vars, rewrite, substitute, walk
 
-SIZE_MAX = 1 << 40  # a symbolic size lies in [0, SIZE_MAX] (ember.runtime.layout.SYMBOL_MAX)
+SIZE_MAX = 1 << 40  # a symbolic size lies in [1, SIZE_MAX] (ember.runtime.layout.SYMBOL_MAX)
 
 
 class _Names:
@@ -231,7 +231,7 @@ class _Lowerer:
         return substitute(body, sub), ranges
 
     def sized(self, ranges: dict) -> dict:
-        """``ranges`` with the kernel's symbolic sizes in [0, SIZE_MAX] (what the runtime binds),
+        """``ranges`` with the kernel's symbolic sizes in [1, SIZE_MAX] (what the runtime binds),
         so that index arithmetic over them can be proved in bounds."""
         if not self._size_vars():
             return ranges
@@ -323,10 +323,11 @@ class _Lowerer:
 
 
 def size_ranges(sizes) -> dict:
-    """The ranges of a kernel's symbolic sizes: [0, SIZE_MAX], what the runtime binds, as
-    parameters (bounded, never substituted). Any size may be 0, as ONNX allows: an input's
-    (a decoder's empty past) or one computed while running (a NonZero's count)."""
-    return {v: Param((0, SIZE_MAX)) for v in sizes}
+    """The ranges of a kernel's symbolic sizes: [1, SIZE_MAX], what the runtime binds, as
+    parameters (bounded, never substituted); "?" names a size that may be 0
+    (ember.graph.ops.dims.DATA_PREFIX): one computed while running, or an input's a model
+    starts at 0 (a decoder's past)."""
+    return {v: Param((0 if v.name.startswith("?") else 1, SIZE_MAX)) for v in sizes}
 
 
 def _is_zero(e) -> bool:

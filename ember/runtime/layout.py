@@ -28,7 +28,7 @@ from .memory_plan import Interval, plan_memory
 from .ndarray import numpy_dtype
 from .shapes import evaluate, shape_symbols, symbols_of, text
 
-SYMBOL_MAX = 1 << 40  # a symbol's value must lie in [0, SYMBOL_MAX] (what the compiler assumed)
+SYMBOL_MAX = 1 << 40  # a symbol's value must lie in [1, SYMBOL_MAX] (what the compiler assumed)
 
 
 def bind_symbols(inputs: list, arrays: list, symbols: list, data: frozenset = frozenset()) -> dict:
@@ -49,9 +49,9 @@ def bind_symbols(inputs: list, arrays: list, symbols: list, data: frozenset = fr
                     raise ShapeError(f"input {info['name']!r} must have shape {_shape_text(want)}, got {shape} "
                                      f"(axis {axis} must be {w})")
             elif isinstance(w, str) and w not in env:
-                if not 0 <= got <= SYMBOL_MAX:
+                if not (0 if w.startswith("?") else 1) <= got <= SYMBOL_MAX:  # '?': a data size, may be 0
                     raise ShapeError(f"input {info['name']!r} axis {axis} ({w}) is {got}: a symbolic "
-                                     f"dimension must lie in [0, {SYMBOL_MAX}]")
+                                     f"dimension must be at least 1")
                 env[w] = got
             else:
                 later.append((info, axis, w, got))

@@ -30,15 +30,16 @@ import onnx
 
 from ...errors import DTypeError, EmberError, ShapeError, UnsupportedOpError
 from ...graph import Constant, Dim, Function, Module, TensorType, Tuple, Var, source_span
+from ...graph.ops.dims import data_dim
 from ...loop import dtype as dt
 from ..errors import ModelError
 from . import fold
 from .context import NodeContext, StructureValueError
 from .versioning import versioned
 from .dtypes import is_supported, narrow_of, onnx_type_name, storage_of, tensor_to_numpy
-from .table import MAX_OPSET, MIN_OPSET, lookup
+from .table import DEFAULT_DOMAINS, MAX_OPSET, MIN_OPSET, lookup, lookup_node
 
-_DEFAULT_DOMAINS = ("", "ai.onnx")
+_DEFAULT_DOMAINS = DEFAULT_DOMAINS
 
 
 # -- loading ------------------------------------------------------------------------------------
@@ -228,12 +229,9 @@ def scan(proto: onnx.ModelProto, *, static_inputs: Optional[Mapping] = None,
         nodes += _subgraph_nodes(n)
     for k, n in enumerate(nodes):
         label = _node_label(n, k)
-        if n.domain not in _DEFAULT_DOMAINS:
-            ops[f"{n.domain}.{n.op_type}"].append(n.name or f"#{k}")
-            continue
-        conv = lookup(n.op_type, opset) if opset is not None else None
+        conv = lookup_node(n, opset)
         if conv is None:
-            ops[n.op_type].append(n.name or f"#{k}")
+            ops[n.op_type if n.domain in _DEFAULT_DOMAINS else f"{n.domain}.{n.op_type}"].append(n.name or f"#{k}")
             continue
         try:
             attrs = decode_attributes(n, label)
@@ -298,7 +296,7 @@ def _shape_deciding_inputs(proto: onnx.ModelProto, opset: Optional[int], inputs:
     producer = {o: n for n in proto.graph.node for o in n.output if o}
     found: dict = {}
     for k, n in enumerate(proto.graph.node):
-        conv = lookup(n.op_type, opset) if n.domain in _DEFAULT_DOMAINS and opset is not None else None
+        conv = lookup_node(n, opset)
         for i in conv.const_inputs if conv else ():
             if i >= len(n.input) or not n.input[i]:
                 continue
@@ -329,7 +327,20 @@ def value_inputs(model, *, keep_initializers_as_inputs: bool = False) -> list:
 
 # -- conversion ---------------------------------------------------------------------------------
 
-def _input_type(vi: onnx.ValueInfoProto) -> TensorType:
+def empty_sizes(graph: onnx.GraphProto) -> frozenset:
+    """The named sizes of ``graph``'s inputs that may be 0, which is rare enough that sizes are
+    otherwise taken to be at least 1 (kernels over them then need no empty-axis cases): a
+    decoder's past, which its first step has none of -- named so (optimum's
+    ``past_sequence_length``, ``past_decoder_sequence_length``), or added to another size in a
+    declared dim (``past_sequence_length + sequence_length`` of the attention mask)."""
+    names = {d.dim_param for vi in graph.input if vi.type.HasField("tensor_type")
+             for d in vi.type.tensor_type.shape.dim if d.dim_param}
+    terms = {t.strip() for n in names if "+" in n for t in n.split("+")}
+    return frozenset(n for n in names if "+" not in n and ("past" in n.lower() or n in terms))
+
+
+def _input_type(vi: onnx.ValueInfoProto, empty: frozenset = frozenset()) -> TensorType:
+    """The declared type of a graph input; a size in ``empty`` may be 0 (a '?' size)."""
     tt = vi.type.tensor_type
     dtype = storage_of(tt.elem_type, f"graph input {vi.name!r}")
     if not tt.HasField("shape"):
@@ -339,7 +350,7 @@ def _input_type(vi: onnx.ValueInfoProto) -> TensorType:
         if d.HasField("dim_value"):
             dims.append(int(d.dim_value))
         elif d.dim_param:
-            dims.append(Dim(d.dim_param))
+            dims.append(data_dim(d.dim_param) if d.dim_param in empty else Dim(d.dim_param))
         else:  # an unnamed unknown size: give it a name of its own
             dims.append(Dim(f"{vi.name}.{i}"))
     return TensorType(dims, dtype)
@@ -453,6 +464,7 @@ class _Importer:
         self.proto, self.opset, self.source = proto, opset, source
         self.static, self.keep = static_inputs, keep
         self.shapes = dict(input_shapes or {})
+        self.empty = empty_sizes(proto.graph) if outer is None else outer.empty
         self.outer = outer
         self.env: dict = _Scope(self, outer) if outer is not None else {}  # ONNX value name -> Ember expression
         self.values: dict = {}  # ONNX value name -> numpy value known at import
@@ -530,7 +542,7 @@ class _Importer:
             elif name in inits and not self.keep:
                 continue  # bound below as a Constant
             else:
-                v = Var(name, _given_shape(_input_type(vi), name, self.shapes.get(name)))
+                v = Var(name, _given_shape(_input_type(vi, self.empty), name, self.shapes.get(name)))
                 self.env[name] = v
                 params.append(v)
                 kind = narrow_of(vi.type.tensor_type.elem_type)
@@ -586,9 +598,10 @@ class _Importer:
 
     def _convert(self, n: onnx.NodeProto, k: int) -> None:
         label = _node_label(n, k)
-        conv = lookup(n.op_type, self.opset) if n.domain in _DEFAULT_DOMAINS else None
+        conv = lookup_node(n, self.opset)
         if conv is None:  # (in a subgraph: the model's scan only saw the main graph)
-            raise UnsupportedOpError(f"{label}: {n.op_type} is not supported at opset {self.opset}")
+            raise UnsupportedOpError(f"{label}: {n.op_type} is not supported at opset {self.opset}"
+                                     + (f" (domain {n.domain!r})" if n.domain not in _DEFAULT_DOMAINS else ""))
         for i in n.input:
             if i and i not in self.env:  # check_structure saw a producer: it comes later, a cycle
                 raise ModelError(f"{self.source}: input {i!r} of {label} depends on the node's own output "

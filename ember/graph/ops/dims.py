@@ -2,7 +2,7 @@
 
 A dimension is an ``int`` or a :class:`~ember.graph.types.Dim`, whose ``expr`` is an int64
 expression of the loop IR over named sizes (``batch``, ``seq``). Every operation here builds
-the expression and simplifies it under the rule that a named size is at least 0 (checked when
+the expression and simplifies it under the rule that a named size is at least 1 (checked when
 a run binds it), so equal computations give equal dims and constants fold back to ints::
 
     >>> dim_mul(Dim("batch"), 12), dim_mul(3, 4), dim_add(Dim("h"), 0)
@@ -34,9 +34,7 @@ from ...loop.arith import can_prove, simplify
 Dim = _types.Dim
 DimT = Union[int, Dim]
 
-# the range a named size is simplified under: [0, SYMBOL_MAX]. ONNX lets any size be 0, and a
-# KV-cache decoder's first step has a past of length 0; a data size ('?n') is no different.
-SYMBOL_MAX = 1 << 40
+SYMBOL_MAX = 1 << 40  # the range a named size is simplified under: [1, SYMBOL_MAX]; [0, ...] for '?n'
 
 
 # -- expressions ----------------------------------------------------------------------------------
@@ -80,9 +78,14 @@ def is_data_symbol(name: str) -> bool:
     return name.startswith(DATA_PREFIX)
 
 
+def _ranges(e: E.Expr) -> dict:
+    """The ranges of ``e``'s sizes: at least 1, or 0 for a size that may be empty ('?n')."""
+    return {v: (0 if is_data_symbol(v.name) else 1, SYMBOL_MAX) for v in _symbols(e)}
+
+
 @functools.lru_cache(maxsize=65536)
 def _canonical(e: E.Expr) -> E.Expr:
-    ranges = {v: (0, SYMBOL_MAX) for v in _symbols(e)}
+    ranges = _ranges(e)
     return simplify(e, ranges)
 
 
@@ -140,14 +143,14 @@ _COMPARE = {"==": E.EQ, "!=": E.NE, "<": E.LT, "<=": E.LE, ">": E.GT, ">=": E.GE
 
 def dim_compare(op: str, a: DimT, b: DimT) -> Optional[bool]:
     """``a op b`` (``op`` one of ``== != < <= > >=``) when it holds, or fails, for every value
-    of the sizes (each at least 0), else None (unknown).
+    of the sizes (a named size is at least 1, a '?' size at least 0), else None (unknown).
 
     Exporters compare shapes with numbers: TorchScript writes ``expand`` as
     ``Where(Equal(shape, -1), 1, shape)``, and ``batch == -1`` is False for every batch."""
     if isinstance(a, int) and isinstance(b, int):
         return bool({"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op])
     cond = _COMPARE[op](index(a), index(b))
-    ranges = {v: (0, SYMBOL_MAX) for v in _symbols(cond)}
+    ranges = _ranges(cond)
     if can_prove(cond, ranges):
         return True
     if can_prove(E.Not(cond), ranges):

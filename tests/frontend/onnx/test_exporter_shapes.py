@@ -94,22 +94,24 @@ def test_products_with_a_static_empty_dimension(a, b, opt_level):
     np.testing.assert_allclose(got, x @ y)
 
 
-def slice_from_end_model():
+def slice_from_end_model(length="L"):
     """y = x[:, -L:] where L is v's length (TorchScript's ``x[:, -L:]``: T5's position bias)."""
     inits = [_ints("i1", 1), _ints("ax0", [0]), _ints("ax1", [1]), _ints("end", [2**62])]
     n = [node("Shape", ["v"], ["sv"]), node("Gather", ["sv", "i1"], ["L"]), node("Neg", ["L"], ["negL"]),
          node("Unsqueeze", ["negL", "ax0"], ["start"]), node("Slice", ["x", "start", "end", "ax1"], ["y"])]
-    return model(n, [vi("x", ["batch", "total"]), vi("v", ["batch", "L"])], [vi("y", None)], inits)
+    return model(n, [vi("x", ["batch", "total"]), vi("v", ["batch", length])], [vi("y", None)], inits)
 
 
-def test_a_slice_start_of_minus_a_size_counts_from_the_end():
-    exe = ember.compile(slice_from_end_model())
+@pytest.mark.parametrize("length", ["L", "past_len"])
+def test_a_slice_start_of_minus_a_size_counts_from_the_end(length):
+    exe = ember.compile(slice_from_end_model(length))
     x = np.arange(10, dtype=np.float32).reshape(2, 5)
     for L in (1, 3, 5):
         np.testing.assert_array_equal(exe.run(x, np.zeros((2, L), np.float32))[0], x[:, -L:])
     # at L = 0 the start is 0, which ONNX reads from the start: a different slice than the
-    # compiled one, so the run is refused, naming the node
-    with pytest.raises(ember.errors.ShapeError, match="negative .from the end. or 0 on an empty axis"):
+    # compiled one, so the run is refused (a size that may be 0), naming the node
+    why = "at least 1" if length == "L" else "negative .from the end. or 0 on an empty axis"
+    with pytest.raises(ember.errors.ShapeError, match=why):
         exe.run(x, np.zeros((2, 0), np.float32))
 
 
@@ -120,7 +122,22 @@ def test_a_kernel_takes_a_size_only_its_computation_uses():
          node("Shape", ["x"], ["sx"]), node("Gather", ["sx", "i1"], ["S"]), node("Add", ["P", "S"], ["end"]),
          node("Range", ["P", "end", "one"], ["pos"]), node("Cast", ["pos"], ["posf"], to=1),
          node("Add", ["x", "posf"], ["y"])]
-    exe = ember.compile(model(n, [vi("past", [1, "P"]), vi("x", [1, "S"])], [vi("y", None)], inits))
+    exe = ember.compile(model(n, [vi("past", [1, "past_len"]), vi("x", [1, "S"])], [vi("y", None)], inits))
     for p, s in [(0, 3), (4, 2), (7, 1)]:
         x = np.zeros((1, s), np.float32)
         np.testing.assert_array_equal(exe.run(np.zeros((1, p), np.float32), x)[0], np.arange(p, p + s)[None])
+
+
+def test_the_sizes_that_may_be_empty_are_a_decoders_past():
+    from ember.frontend.onnx.importer import empty_sizes
+
+    m = model([node("Identity", ["ids"], ["y"])],
+              [vi("ids", ["batch", "sequence_length"], I64), vi("mask", ["batch", "past_sequence_length + sequence_length"], I64),
+               vi("k", ["batch", 2, "past_decoder_sequence_length", 4]), vi("cache", ["batch", "cached + 1"]),
+               vi("c", ["cached"])],
+              [vi("y", None, I64)])
+    assert empty_sizes(m.graph) == {"sequence_length", "past_decoder_sequence_length", "cached"}
+    exe = ember.compile(kv_cache_model())
+    assert exe.input_info[0].shape == ("batch", "?past_len", 4)  # '?': a size that may be 0
+    with pytest.raises(ember.errors.ShapeError, match="at least 1"):  # other sizes may not
+        exe.run(*(np.zeros(s, np.float32) for s in [(0, 1, 4), (0, 5, 4), (0, 5, 4)]))
