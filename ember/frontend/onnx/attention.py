@@ -181,8 +181,13 @@ def _rotary_embedding(node):
     """Rotary position embedding (opset 23): the first ``rotary_embedding_dim`` features of each
     head rotate by the angles in the cos/sin caches (indexed by ``position_ids`` when given),
     as halves or as interleaved pairs; elementwise ops that fuse."""
-    x, cos, sin = node.input(0), node.input(1), node.input(2)
-    rank = x.type.ndim
+    return rotary(node, node.input(0), node.input(1), node.input(2), node.input(3) if node.has(3) else None)
+
+
+def rotary(node, x, cos, sin, positions):
+    """The rotation of :func:`_rotary_embedding` (attributes from ``node``): shared with the
+    contrib op, whose inputs come in another order."""
+    rank, shape = x.type.ndim, x.type.shape
     if rank == 4:  # (batch, heads, seq, head) -> (batch, seq, heads, head)
         x = node.call("transpose", x, axes=(0, 2, 1, 3))
     elif rank == 3:
@@ -199,9 +204,9 @@ def _rotary_embedding(node):
         raise ShapeError(f"the head size must be static, got {x.type}")
     rot = node.attr("rotary_embedding_dim", 0) or head
     half = rot // 2
-    if node.has(3):  # caches indexed by position: (max position, half) -> (batch, seq, half)
-        cos = node.call("gather", cos, node.input(3), axis=0)
-        sin = node.call("gather", sin, node.input(3), axis=0)
+    if positions is not None:  # caches indexed by position: (max position, half) -> (batch, seq, half)
+        cos = node.call("gather", cos, positions, axis=0)
+        sin = node.call("gather", sin, positions, axis=0)
     if cos.type.shape[-1] != half or sin.type.shape[-1] != half:
         raise ShapeError(f"the caches' last dimension must be rotary_embedding_dim / 2 = {half}, "
                          f"got {cos.type} and {sin.type}")
@@ -226,4 +231,4 @@ def _rotary_embedding(node):
     out = rotated if rot == head else node.call("concat", rotated, part(rot, head), axis=3)
     if rank == 4:
         return [node.call("transpose", out, axes=(0, 2, 1, 3))]
-    return [node.call("reshape", out, newshape=tuple(node.input(0).type.shape))]
+    return [node.call("reshape", out, newshape=tuple(shape))]

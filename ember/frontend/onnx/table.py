@@ -34,12 +34,19 @@ class Converter:
 _TABLE: dict[str, list] = {}
 
 
+DEFAULT_DOMAINS = ("", "ai.onnx")
+# ONNX Runtime's contrib ops, which its transformer optimizer and quantizer write into the files
+# people ship (SkipLayerNormalization, Attention, MatMulNBits, ...): one version each
+CONTRIB = "com.microsoft"
+
+
 def converter(*op_types: str, since: int = MIN_OPSET, const_inputs: Sequence[int] = (),
-              check: Optional[Callable[[dict, int, onnx.NodeProto], Optional[str]]] = None):
-    """Decorator: ``fn(node) -> list of output expressions`` converts ``op_types`` from ``since``."""
+              check: Optional[Callable[[dict, int, onnx.NodeProto], Optional[str]]] = None, domain: str = ""):
+    """Decorator: ``fn(node) -> list of output expressions`` converts ``op_types`` from ``since``
+    (of another ``domain``: whatever the model's opset)."""
     def register(fn):
         for op in op_types:
-            entries = _TABLE.setdefault(op, [])
+            entries = _TABLE.setdefault(f"{domain}.{op}" if domain else op, [])
             if any(e.since == since for e in entries):
                 raise ValueError(f"converter for {op} since opset {since} registered twice")
             entries.append(Converter(op, since, fn, tuple(const_inputs), check))
@@ -50,7 +57,7 @@ def converter(*op_types: str, since: int = MIN_OPSET, const_inputs: Sequence[int
 
 
 def _load() -> None:
-    from . import (attention, control, detection, dynamic, elementwise, layout, losses, nn, quantize,  # noqa: F401
+    from . import (attention, contrib, control, detection, dynamic, elementwise, layout, losses, nn, quantize,  # noqa: F401
                    recurrent, reduce, sampling, signal)  # (converters register on import)
 
 
@@ -64,6 +71,15 @@ def lookup(op_type: str, opset: int) -> Optional[Converter]:
         if e.since <= opset:
             best = e
     return best
+
+
+def lookup_node(n: onnx.NodeProto, opset: Optional[int]) -> Optional[Converter]:
+    """The converter for node ``n`` in a model whose default-domain opset is ``opset``, or None."""
+    if n.domain in DEFAULT_DOMAINS:
+        return lookup(n.op_type, opset) if opset is not None else None
+    _load()
+    entries = _TABLE.get(f"{n.domain}.{n.op_type}")
+    return entries[-1] if entries else None
 
 
 def supported_op_types() -> list:

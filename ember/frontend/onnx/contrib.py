@@ -1,0 +1,234 @@
+"""Converters of ONNX Runtime's contrib ops (domain ``com.microsoft``) that its transformer
+optimizer and quantizer write into the files people ship: fused GELUs, the skip-and-bias layer
+norms, BERT's embedding layer norm and its fused self-attention, rotary embeddings.
+
+Each becomes the graph ops a model written out by hand would use, so it reaches the same
+kernels and fusions (a GELU fuses into the product before it, a layer norm's residual add into
+the norm). Semantics follow ONNX Runtime, which the tests compare against: masks in fused
+attention add ``mask_filter_value`` (-10000 by default), not -inf.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...errors import ShapeError, UnsupportedOpError
+from ...graph.ops import dims as D
+from . import attention as onnx_attention
+from .table import CONTRIB, converter
+
+
+def _contrib(*ops, **kw):
+    return converter(*ops, domain=CONTRIB, **kw)
+
+
+def _add(node, *xs):
+    out = xs[0]
+    for x in xs[1:]:
+        if x is not None:
+            out = node.call("add", out, x)
+    return out
+
+
+# -- activations ------------------------------------------------------------------------------------
+
+@_contrib("Gelu")
+def _gelu(node):
+    return [node.call("nn.gelu", node.input(0), approximate="none")]
+
+
+@_contrib("BiasGelu")
+def _bias_gelu(node):
+    return [node.call("nn.gelu", node.call("add", node.input(0), node.input(1)), approximate="none")]
+
+
+@_contrib("FastGelu")
+def _fast_gelu(node):
+    """The tanh approximation of GELU, of ``x + bias``."""
+    x = _add(node, node.input(0), node.input(1) if node.has(1) else None)
+    return [node.call("nn.gelu", x, approximate="tanh")]
+
+
+@_contrib("QuickGelu")
+def _quick_gelu(node):
+    x = node.input(0)
+    alpha = node.const_like(node.attr("alpha", 1.702), x.type.dtype)
+    return [node.call("multiply", x, node.call("sigmoid", node.call("multiply", x, alpha)))]
+
+
+@_contrib("BiasAdd")
+def _bias_add(node):
+    return [_add(node, node.input(0), node.input(1), node.input(2))]
+
+
+# -- normalizations ---------------------------------------------------------------------------------
+
+def _rms(node, x, gamma, eps: float):
+    """``x / sqrt(mean(x^2) + eps) * gamma`` over the last axis, statistics in float32."""
+    xs = x if x.type.dtype == "float32" else node.call("cast", x, dtype="float32")
+    ms = node.call("mean", node.call("multiply", xs, xs), axis=(-1,), keepdims=True)
+    inv = node.call("rsqrt", node.call("add", ms, node.const_like(eps, "float32")))
+    y = node.call("multiply", xs, inv)
+    if y.type.dtype != x.type.dtype:
+        y = node.call("cast", y, dtype=x.type.dtype)
+    return node.call("multiply", y, gamma), inv
+
+
+def _skip_norm(simplified: bool):
+    def convert(node):
+        """input + skip (+ bias), normalized; outputs: the result, mean and inverse std (unused
+        by the optimizer's graphs: given as the norm computes them), and the sum."""
+        x = _add(node, node.input(0), node.input(1), node.input(3 if simplified else 4) if node.has(3 if simplified else 4) else None)
+        eps = node.attr("epsilon", 1e-12 if not simplified else 1e-6)
+        if simplified:
+            y, inv = _rms(node, x, node.input(2), eps)
+            mean = None
+        else:
+            args = [x, node.input(2)] + ([node.input(3)] if node.has(3) else [])
+            y = node.call("nn.layer_norm", *args, axis=-1, epsilon=eps)
+            mean, inv = None, None
+            if node.wants(1) or node.wants(2):
+                xs = x if x.type.dtype == "float32" else node.call("cast", x, dtype="float32")
+                mean = node.call("mean", xs, axis=(-1,), keepdims=True)
+                c = node.call("subtract", xs, mean)
+                var = node.call("mean", node.call("multiply", c, c), axis=(-1,), keepdims=True)
+                inv = node.call("rsqrt", node.call("add", var, node.const_like(eps, "float32")))
+        if (node.wants(1) and mean is None) or (node.wants(2) and inv is None):
+            raise UnsupportedOpError("the mean output of a simplified (RMS) layer norm is not defined")
+        return [y, mean, inv, x][:max(1, node.num_outputs)]
+    return convert
+
+
+_contrib("SkipLayerNormalization")(_skip_norm(False))
+_contrib("SkipSimplifiedLayerNormalization")(_skip_norm(True))
+
+
+@converter("SimplifiedLayerNormalization")  # (ONNX Runtime registers it in the ONNX domain)
+@_contrib("SimplifiedLayerNormalization")
+def _simplified_layer_norm(node):
+    x = node.input(0)
+    if node.attr("axis", -1) not in (-1, x.type.ndim - 1):
+        raise UnsupportedOpError(f"SimplifiedLayerNormalization over axis {node.attr('axis')} (only the last)")
+    y, inv = _rms(node, x, node.input(1), node.attr("epsilon", 1e-5))
+    return [y, inv][:max(1, node.num_outputs)]
+
+
+@_contrib("EmbedLayerNormalization")
+def _embed_layer_norm(node):
+    """BERT's embeddings: word + position (+ segment) rows, layer-normalized; the mask index is
+    each batch row's count of mask ones (int32), the key lengths the fused Attention reads."""
+    ids = node.input(0)
+    b, s = ids.type.shape
+    word = node.call("gather", node.input(2), ids, axis=0)
+    if node.has(8):
+        pos_ids = node.input(8)
+    else:
+        pos_ids = node.call("reshape", node.call("range", start=0, stop=s, step=1, dtype="int64"), newshape=(1, s))
+    pos = node.call("gather", node.input(3), pos_ids, axis=0)
+    seg = node.call("gather", node.input(4), node.input(1), axis=0) if node.has(1) and node.has(4) else None
+    emb = _add(node, word, pos, seg)
+    beta = [node.input(6)] if node.has(6) else []
+    y = node.call("nn.layer_norm", emb, node.input(5), *beta, axis=-1, epsilon=node.attr("epsilon", 1e-12))
+    if node.has(7):
+        mask = node.call("sum", node.call("cast", node.input(7), dtype="int32"), axis=(1,), keepdims=False)
+    else:
+        mask = node.call("expand", node.const_like(np.array([s] if isinstance(s, int) else 0, np.int32), "int32"),
+                         shape=(b,)) if isinstance(s, int) else None
+        if mask is None and node.wants(1):
+            raise UnsupportedOpError("EmbedLayerNormalization without a mask over a symbolic sequence")
+    return [y, mask, emb][:max(1, node.num_outputs)]
+
+
+# -- attention --------------------------------------------------------------------------------------
+
+def _mask_filter(node, m, sq, skv, dtype):
+    """The contrib Attention's mask_index as an additive bias broadcasting to (b, h, sq, skv):
+    key lengths (b,), a raw 0/1 mask (b, skv) or (b, sq, skv); masked: mask_filter_value."""
+    fill = node.const_like(node.attr("mask_filter_value", -10000.0), dtype)
+    zero = node.const_like(0, dtype)
+    if m.type.ndim == 1:
+        b = m.type.shape[0]
+        cols = node.call("reshape", node.call("range", start=0, stop=skv, step=1, dtype="int64"), newshape=(1, skv))
+        lens = node.call("reshape", node.call("cast", m, dtype="int64"), newshape=(b, 1))
+        bias = node.call("where", node.call("less", cols, lens), zero, fill)
+        return node.call("reshape", bias, newshape=(b, 1, 1, skv))
+    if m.type.ndim in (2, 3):
+        keep = node.call("not_equal", m, node.const_like(0, m.type.dtype))
+        bias = node.call("where", keep, zero, fill)
+        shape = (m.type.shape[0], 1, 1, skv) if m.type.ndim == 2 else (m.type.shape[0], 1, sq, skv)
+        return node.call("reshape", bias, newshape=shape)
+    raise UnsupportedOpError(f"a mask_index of rank {m.type.ndim} ({m.type}) is not supported")
+
+
+@_contrib("Attention")
+def _attention(node):
+    """BERT's fused self-attention: one product for Q, K and V, per-head attention with the mask
+    (and past, and causality when unidirectional), heads merged back."""
+    if node.attr("do_rotary", 0):
+        raise UnsupportedOpError("Attention with do_rotary=1 is not supported")
+    x, w = node.input(0), node.input(1)
+    heads = node.attr("num_heads")
+    dtype = x.type.dtype
+    qkv = node.call("nn.matmul", x, w)
+    if node.has(2):
+        qkv = node.call("add", qkv, node.input(2))
+    b, s, total = qkv.type.shape
+    sizes = tuple(node.attr("qkv_hidden_sizes") or ())
+    if not sizes:
+        if not isinstance(total, int) or total % 3:
+            raise ShapeError(f"the QKV width {total} is not three equal parts")
+        sizes = (total // 3,) * 3
+    q, k, v = _split3(node, qkv, sizes)
+    q, k, v = (onnx_attention._heads(node, t, heads, what) for t, what in ((q, "query"), (k, "key"), (v, "value")))
+    present = None
+    past_len = 0
+    if node.has(4):  # past: (2, b, heads, past, head)
+        past = node.input(4)
+        pk = node.call("squeeze", node.call("strided_slice", past, begin=(0,), end=(1,), axes=(0,)), axis=(0,))
+        pv = node.call("squeeze", node.call("strided_slice", past, begin=(1,), end=(2,), axes=(0,)), axis=(0,))
+        past_len = past.type.shape[3]
+        k, v = node.call("concat", pk, k, axis=2), node.call("concat", pv, v, axis=2)
+    if node.wants(1):
+        present = node.call("concat", node.call("unsqueeze", k, axes=(0,)), node.call("unsqueeze", v, axes=(0,)), axis=0)
+    head = q.type.shape[3]
+    scale = node.attr("scale") or 1.0 / math.sqrt(head)
+    scores = node.call("multiply", node.call("nn.matmul", q, node.call("transpose", k, axes=(0, 1, 3, 2))),
+                       node.const_like(scale, dtype))
+    sq, skv = scores.type.shape[2], scores.type.shape[3]
+    bias = _mask_filter(node, node.input(3), sq, skv, dtype) if node.has(3) else None
+    if node.has(5):
+        bias = _add(node, node.input(5), bias) if bias is not None else node.input(5)
+    if node.attr("unidirectional", 0):
+        diff = onnx_attention._diff(node, sq, skv, past_len)
+        causal = node.call("where", node.call("greater_equal", diff, node.const_like(0, "int64")),
+                           node.const_like(0, dtype), node.const_like(node.attr("mask_filter_value", -10000.0), dtype))
+        bias = causal if bias is None else node.call("add", bias, causal)
+    logits = node.call("add", scores, bias) if bias is not None else scores
+    y = node.call("nn.matmul", node.call("nn.softmax", logits, axis=-1), v)
+    bb, h, ss, d = y.type.shape
+    y = node.call("reshape", node.call("transpose", y, axes=(0, 2, 1, 3)), newshape=(bb, ss, D.dim_mul(h, d)))
+    return [y, present][:max(1, node.num_outputs)]
+
+
+def _split3(node, x, sizes):
+    out, start = [], 0
+    for n in sizes:
+        out.append(node.call("strided_slice", x, begin=(start,), end=(start + n,), axes=(2,)))
+        start += n
+    return out
+
+
+@_contrib("RotaryEmbedding")
+def _rotary(node):
+    """The contrib RotaryEmbedding: (input, position_ids, cos_cache, sin_cache), as the ONNX op
+    of opset 23; position ids of one element are the first position, counting up the sequence."""
+    x, pos = node.input(0), node.input(1)
+    if node.attr("is_packed_batching", 0):
+        raise UnsupportedOpError("RotaryEmbedding with is_packed_batching=1 is not supported")
+    if pos.type.ndim == 1 and pos.type.shape == (1,):
+        s = x.type.shape[1] if x.type.ndim == 3 else x.type.shape[2]
+        start = node.call("cast", pos, dtype="int64")
+        pos = node.call("add", node.call("reshape", node.call("range", start=0, stop=s, step=1, dtype="int64"),
+                                         newshape=(1, s)), node.call("reshape", start, newshape=(1, 1)))
+    return onnx_attention.rotary(node, x, node.input(2), node.input(3), pos)

@@ -1,0 +1,140 @@
+"""ONNX Runtime's contrib ops (com.microsoft), as its transformer optimizer writes them, against
+ONNX Runtime itself (issue 46)."""
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import ember
+
+ort = pytest.importorskip("onnxruntime")
+
+F, I32, I64 = TensorProto.FLOAT, TensorProto.INT32, TensorProto.INT64
+
+
+def contrib_model(nodes, inputs, outputs, inits=()):
+    g = helper.make_graph(nodes, "contrib", inputs, outputs, initializer=list(inits))
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+
+
+def ms(op, inputs, outputs, **attrs):
+    return helper.make_node(op, inputs, outputs, domain="com.microsoft", name=f"{op}_0", **attrs)
+
+
+def vi(name, shape, elem=F):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def both(m, feeds, atol=1e-5):
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    got = ember.compile(m).run(**feeds)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=atol)
+
+
+rng = np.random.default_rng(0)
+
+
+def rand(*shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+@pytest.mark.parametrize("op,n_in,attrs", [("Gelu", 1, {}), ("BiasGelu", 2, {}), ("FastGelu", 2, {}),
+                                            ("FastGelu", 1, {}), ("QuickGelu", 1, {"alpha": 1.5})])
+def test_activations(op, n_in, attrs):
+    shapes = [(2, 3, 8), (8,), (2, 3, 8)][:n_in]
+    names = ["x", "bias", "skip"][:n_in]
+    m = contrib_model([ms(op, names, ["y"], **attrs)], [vi(n, s) for n, s in zip(names, shapes)], [vi("y", None)])
+    both(m, {n: rand(*s) for n, s in zip(names, shapes)})
+
+
+def test_bias_add_against_numpy():  # (ONNX Runtime has it on CUDA only)
+    m = contrib_model([ms("BiasAdd", ["x", "bias", "skip"], ["y"])], [vi("x", [2, 3, 8]), vi("bias", [8]),
+                                                                    vi("skip", [2, 3, 8])], [vi("y", None)])
+    x, bias, skip = rand(2, 3, 8), rand(8), rand(2, 3, 8)
+    np.testing.assert_allclose(ember.compile(m).run(x, bias, skip)[0], x + bias + skip, rtol=1e-6)
+
+
+@pytest.mark.parametrize("simplified", [False, True])
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_skip_layer_norms_with_every_output(simplified, with_bias):
+    op = "SkipSimplifiedLayerNormalization" if simplified else "SkipLayerNormalization"
+    h = 16
+    inits = [numpy_helper.from_array(rand(h) + 1, "gamma")]
+    ins = ["x", "skip", "gamma"]
+    if not simplified:
+        inits.append(numpy_helper.from_array(rand(h), "beta"))
+        ins.append("beta")
+    if with_bias:
+        inits.append(numpy_helper.from_array(rand(h), "bias"))
+        ins.append("bias")
+    outs = ["y", "", "", "sum"] if simplified else ["y", "mean", "inv", "sum"]
+    m = contrib_model([ms(op, ins, outs, epsilon=1e-5)], [vi("x", [2, "s", h]), vi("skip", [2, "s", h])],
+                      [vi(o, None) for o in outs if o], inits)
+    both(m, {"x": rand(2, 5, h), "skip": rand(2, 5, h)})
+
+
+def test_simplified_layer_norm_in_the_onnx_domain():
+    m = contrib_model([helper.make_node("SimplifiedLayerNormalization", ["x", "g"], ["y"], axis=-1, epsilon=1e-6)],
+                      [vi("x", [3, 16])], [vi("y", None)], [numpy_helper.from_array(rand(16), "g")])
+    both(m, {"x": rand(3, 16)})
+
+
+def test_embed_layer_norm_with_segments_and_a_mask():
+    v, p, h = 30, 16, 8
+    inits = [numpy_helper.from_array(rand(*s), n) for n, s in
+             [("word", (v, h)), ("pos", (p, h)), ("seg", (2, h)), ("gamma", (h,)), ("beta", (h,))]]
+    node = ms("EmbedLayerNormalization", ["ids", "segs", "word", "pos", "seg", "gamma", "beta", "mask"],
+              ["y", "mask_index", "sum"], epsilon=1e-12)
+    m = contrib_model([node], [vi("ids", [2, 6], I32), vi("segs", [2, 6], I32), vi("mask", [2, 6], I32)],
+                      [vi("y", None), vi("mask_index", None, I32), vi("sum", None)], inits)
+    mask = np.array([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]], np.int32)
+    both(m, {"ids": rng.integers(0, v, (2, 6)).astype(np.int32), "segs": rng.integers(0, 2, (2, 6)).astype(np.int32),
+             "mask": mask})
+
+
+@pytest.mark.parametrize("mask", [None, "lengths", "raw", "raw3"])
+@pytest.mark.parametrize("unidirectional", [0, 1])
+def test_fused_attention_with_masks_and_causality(mask, unidirectional):
+    b, s, h, heads = 2, 5, 16, 4
+    inits = [numpy_helper.from_array(rand(h, 3 * h) * 0.3, "w"), numpy_helper.from_array(rand(3 * h), "bias")]
+    ins, feeds, inputs = ["x", "w", "bias"], {"x": rand(b, s, h)}, [vi("x", [b, s, h])]
+    if mask == "lengths":
+        feeds["m"] = np.array([3, 5], np.int32)
+    elif mask == "raw":
+        feeds["m"] = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], np.int32)
+    elif mask == "raw3":
+        feeds["m"] = (rng.random((b, s, s)) > 0.3).astype(np.int32)
+        feeds["m"][..., 0] = 1
+    if mask:
+        ins.append("m")
+        inputs.append(vi("m", list(feeds["m"].shape), I32))
+    m = contrib_model([ms("Attention", ins, ["y"], num_heads=heads, unidirectional=unidirectional)], inputs,
+                      [vi("y", None)], inits)
+    both(m, feeds)
+
+
+def test_fused_attention_with_a_past_and_its_present():
+    b, s, past, h, heads = 1, 2, 3, 8, 2
+    inits = [numpy_helper.from_array(rand(h, 3 * h) * 0.3, "w"), numpy_helper.from_array(rand(3 * h), "bias")]
+    node = ms("Attention", ["x", "w", "bias", "m", "past"], ["y", "present"], num_heads=heads, unidirectional=1)
+    m = contrib_model([node], [vi("x", [b, s, h]), vi("m", [b, past + s], I32), vi("past", [2, b, heads, past, h // heads])],
+                      [vi("y", None), vi("present", None)], inits)
+    both(m, {"x": rand(b, s, h), "m": np.ones((b, past + s), np.int32), "past": rand(2, b, heads, past, h // heads)})
+
+
+@pytest.mark.parametrize("interleaved", [0, 1])
+def test_rotary_embedding(interleaved):
+    b, s, heads, d = 1, 4, 2, 8
+    inits = [numpy_helper.from_array(rand(16, d // 2), "cos"), numpy_helper.from_array(rand(16, d // 2), "sin")]
+    node = ms("RotaryEmbedding", ["x", "pos", "cos", "sin"], ["y"], interleaved=interleaved, num_heads=heads)
+    m = contrib_model([node], [vi("x", [b, s, heads * d]), vi("pos", [b, s], I64)], [vi("y", None)], inits)
+    both(m, {"x": rand(b, s, heads * d), "pos": np.array([[3, 4, 5, 6]], np.int64)})
+
+
+def test_an_unknown_contrib_op_is_named_with_its_domain():
+    m = contrib_model([ms("NoSuchOp", ["x"], ["y"])], [vi("x", [2])], [vi("y", None)])
+    with pytest.raises(ember.errors.UnsupportedOpError, match="com.microsoft.NoSuchOp"):
+        ember.compile(m)
