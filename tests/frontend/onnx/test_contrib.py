@@ -138,3 +138,42 @@ def test_an_unknown_contrib_op_is_named_with_its_domain():
     m = contrib_model([ms("NoSuchOp", ["x"], ["y"])], [vi("x", [2])], [vi("y", None)])
     with pytest.raises(ember.errors.UnsupportedOpError, match="com.microsoft.NoSuchOp"):
         ember.compile(m)
+
+
+def _nbits_model(k, n, bits, block, zp, bias, rng):
+    """MatMulNBits built by hand: B (n, blocks, block*bits/8) uint8, scales, zero points."""
+    blocks = -(-k // block)
+    q = rng.integers(0, 1 << bits, (n, blocks, block)).astype(np.uint8)
+    per = 8 // bits
+    packed = np.zeros((n, blocks, block // per), np.uint8)
+    for j in range(per):
+        packed |= (q[..., j::per] << (j * bits)).astype(np.uint8)
+    inits = [numpy_helper.from_array(packed, "B"), numpy_helper.from_array(rng.random(n * blocks).astype(np.float32) * 0.1, "s")]
+    ins = ["A", "B", "s"]
+    if zp == "packed":
+        zq = rng.integers(0, 1 << bits, (n, -(-(blocks * bits) // 8) * per)).astype(np.uint8)
+        zpk = np.zeros((n, zq.shape[1] // per), np.uint8)
+        for j in range(per):
+            zpk |= (zq[:, j::per] << (j * bits)).astype(np.uint8)
+        inits.append(numpy_helper.from_array(zpk.reshape(-1), "zp"))
+    elif zp == "float":
+        inits.append(numpy_helper.from_array(rng.random(n * blocks).astype(np.float32) * 8, "zp"))
+    ins.append("zp" if zp else "")
+    if bias:
+        inits.append(numpy_helper.from_array(rng.random(n).astype(np.float32), "bias"))
+        ins += ["", "bias"]
+    node = ms("MatMulNBits", ins, ["y"], K=k, N=n, bits=bits, block_size=block)
+    return contrib_model([node], [vi("A", ["batch", 3, k])], [vi("y", None)], inits)
+
+
+@pytest.mark.parametrize("bits,block,k,zp,bias", [(4, 32, 64, None, False), (4, 16, 40, "packed", True),
+                                                  (8, 16, 48, "packed", False), (4, 32, 64, "float", False),
+                                                  (2, 16, 32, None, True)])
+def test_matmul_nbits(bits, block, k, zp, bias):
+    rng = np.random.default_rng(bits * 100 + k)
+    m = _nbits_model(k, 24, bits, block, zp, bias, rng)
+    try:
+        ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    except Exception as e:  # (an ONNX Runtime without this variant)
+        pytest.skip(f"ONNX Runtime cannot run it: {e}")
+    both(m, {"A": rand(2, 3, k)}, atol=1e-4)
