@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import ShapeError
+from ...graph import Dim
 from .dynamic import nonzero
 from .table import converter
 
@@ -31,10 +32,21 @@ def _threshold(node, i: int, what: str):
 @converter("NonMaxSuppression", since=10)
 def _nms(node):
     boxes, scores = node.input(0), node.input(1)
-    max_out = 0
-    if node.has(2):
-        v = node.const(2, "max_output_boxes_per_class").reshape(-1)
-        max_out = max(int(v[0]), 0) if v.size else 0
+    # the boxes kept per class: a number known now bounds the result; one that comes with the
+    # inputs is read by the kernel, and the result is bounded by the box count
+    limit = node.const_like(np.array([scores.type.shape[2]], np.int64), "int64")
+    max_out = scores.type.shape[2]
+    known = node.value(2) if node.has(2) else np.zeros(0, np.int64)
+    if known is not None and np.asarray(known).size == 0:
+        max_out = 0
+    elif known is not None and not any(isinstance(v, Dim) for v in np.asarray(known).reshape(-1)):
+        max_out = max(node.int_scalar(2, "max_output_boxes_per_class"), 0)
+        limit = node.const_like(np.array([max_out], np.int64), "int64")
+    else:
+        m = node.input(2)
+        if m.type.shape not in ((), (1,)):
+            raise ShapeError(f"max_output_boxes_per_class must be a scalar or a single element, got {m.type}")
+        limit = node.call("reshape", node.call("cast", m, dtype="int64"), newshape=(1,))
     center = node.attr("center_point_box", 0)
     if center not in (0, 1):
         raise ShapeError(f"center_point_box must be 0 or 1, got {center}")
@@ -44,7 +56,7 @@ def _nms(node):
     score = _threshold(node, 4, "score_threshold")
     zero = node.const_like(np.zeros(1, np.float32), "float32")
     th = node.call("concat", iou if iou is not None else zero, score if score is not None else zero, axis=0)
-    sel = node.call("nms_select", boxes, scores, th, max_out=max_out, center_point_box=center,
+    sel = node.call("nms_select", boxes, scores, th, limit, max_out=max_out, center_point_box=center,
                     score_threshold=score is not None)
     # kept entries are >= 0: their positions (batch, class, order) in row-major order
     where = nonzero(node, node.call("add", sel, node.const_like(1, "int64")))

@@ -16,7 +16,9 @@ from .registry import Pattern, attr, register_op, tensor
 
 
 def _infer_nms_select(args, attrs):
-    boxes, scores, th = (tensor(a, f"input {i}") for i, a in enumerate(args))
+    boxes, scores, th, limit = (tensor(a, f"input {i}") for i, a in enumerate(args))
+    if limit.shape != (1,) or limit.dtype != "int64":
+        raise ShapeError(f"nms_select: the boxes to keep per class must be int64 (1,), got {limit}")
     if boxes.ndim != 3 or boxes.shape[2] != 4:
         raise ShapeError(f"nms_select: boxes must be (batch, boxes, 4), got {boxes}")
     if scores.ndim != 3:
@@ -31,10 +33,11 @@ def _infer_nms_select(args, attrs):
     return TensorType((batch, scores.shape[1], k), "int64")
 
 
-register_op("nms_select", infer=_infer_nms_select, pattern=Pattern.OPAQUE, num_args=3,
+register_op("nms_select", infer=_infer_nms_select, pattern=Pattern.OPAQUE, num_args=4,
             attrs_schema={"max_out": attr("dim"), "center_point_box": attr("int", 0),
                           "score_threshold": attr("bool", False)},
-            doc="per batch and class, the boxes NonMaxSuppression keeps, in order, then -1 "
-                "(thresholds: float32 [iou, score]; the score threshold applies when score_threshold)")
+            doc="per batch and class, the boxes NonMaxSuppression keeps (at most the limit, int64 "
+                "(1,), and max_out, the result's bound), in order, then -1 (thresholds: float32 "
+                "[iou, score]; the score threshold applies when score_threshold)")
 
 __all__: list = []

@@ -66,3 +66,15 @@ def test_zero_boxes_per_class_is_an_empty_result():
     m = nms_model(5, 1, 1, 0, 0, 0.5, None)
     rng = np.random.default_rng(1)
     assert ember.compile(m).run(random_boxes(rng, 1, 5, 0), rng.random((1, 1, 5)).astype(np.float32))[0].shape == (0, 3)
+
+
+def test_the_boxes_to_keep_may_come_with_the_inputs():
+    m = model([node("NonMaxSuppression", ["boxes", "scores", "m"], ["y"])],
+              [vi("boxes", [1, 30, 4]), vi("scores", [1, 2, 30]), vi("m", [1], I64)], [vi("y", None, I64)])
+    exe = ember.compile(m)
+    rng = np.random.default_rng(3)
+    boxes, scores = random_boxes(rng, 1, 30, 0), rng.random((1, 2, 30)).astype(np.float32)
+    for keep in (0, 2, 7, 100):
+        feeds = {"boxes": boxes, "scores": scores, "m": np.array([keep], np.int64)}
+        want = ReferenceEvaluator(m).run(None, feeds)[0].reshape(-1, 3)
+        np.testing.assert_array_equal(exe.run(**feeds)[0], want)

@@ -49,8 +49,9 @@ def _suppresses(kept: tuple, other: tuple, iou):
 
 
 def _nms_select(attrs, param_types, out_type, name: str) -> PrimFunc:
-    box_t, score_t, th_t = param_types
-    BOX, SC, TH, OUT = _buffer("p0", box_t), _buffer("p1", score_t), _buffer("p2", th_t), _buffer("nms", out_type)
+    box_t, score_t, th_t, lim_t = param_types
+    BOX, SC, TH, LIM = _buffer("p0", box_t), _buffer("p1", score_t), _buffer("p2", th_t), _buffer("p3", lim_t)
+    OUT = _buffer("nms", out_type)
     C, N, K = SC.shape[1], SC.shape[2], OUT.shape[2]
     zero, one = IntImm(0, INDEX), IntImm(1, INDEX)
     bc, j, k = Var("bc"), Var("j"), Var("k")
@@ -86,14 +87,14 @@ def _nms_select(attrs, param_types, out_type, name: str) -> PrimFunc:
     keep = seq(Store(OUT, here, (b, c, k)), Store(flags, i32(0), (here,)),
                *[Store(kept, v, (IntImm(q, INDEX),)) for q, v in enumerate(corners(here))], suppress)
     is_done = ne(Load(done, (zero,)), i32(0))
-    step = IfThenElse(eq(Load(done, (zero,)), i32(0)),
+    step = IfThenElse(logical_and(eq(Load(done, (zero,)), i32(0)), k < Load(LIM, (zero,))),
                       seq(find, IfThenElse(here >= zero, keep, Store(done, i32(1), (zero,)))))
-    step = seq(step, IfThenElse(is_done, Store(OUT, IntImm(-1, INDEX), (b, c, k))))
+    step = seq(step, IfThenElse(is_done | (k >= Load(LIM, (zero,))), Store(OUT, IntImm(-1, INDEX), (b, c, k))))
     task = seq(For(j, zero, N, "serial", init), Store(done, i32(0), (zero,)), For(k, zero, K, "serial", step))
     for buf in (kept, done, best_score, best, flags):
         task = Allocate(buf, task)
     body = For(bc, zero, SC.shape[0] * C, "parallel", task)
-    bufs = (BOX, SC, TH, OUT)
+    bufs = (BOX, SC, TH, LIM, OUT)
     return PrimFunc(name, bufs + _size_params(bufs), body)
 
 
