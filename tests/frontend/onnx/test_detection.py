@@ -69,8 +69,9 @@ def test_zero_boxes_per_class_is_an_empty_result():
 
 
 def test_the_boxes_to_keep_may_come_with_the_inputs():
-    m = model([node("NonMaxSuppression", ["boxes", "scores", "m"], ["y"])],
-              [vi("boxes", [1, 30, 4]), vi("scores", [1, 2, 30]), vi("m", [1], I64)], [vi("y", None, I64)])
+    m = model([node("NonMaxSuppression", ["boxes", "scores", "m", "iou"], ["y"])],
+              [vi("boxes", [1, 30, 4]), vi("scores", [1, 2, 30]), vi("m", [1], I64)], [vi("y", None, I64)],
+              [numpy_helper.from_array(np.array([0.4], np.float32), "iou")])
     exe = ember.compile(m)
     rng = np.random.default_rng(3)
     boxes, scores = random_boxes(rng, 1, 30, 0), rng.random((1, 2, 30)).astype(np.float32)
