@@ -34,7 +34,7 @@ def _nms(node):
     boxes, scores = node.input(0), node.input(1)
     # the boxes kept per class: a number known now bounds the result; one that comes with the
     # inputs is read by the kernel, and the result is bounded by the box count
-    limit = node.const_like(np.array([scores.type.shape[2]], np.int64), "int64")
+    limit = node.const_like(np.array([1 << 62], np.int64), "int64")  # (no limit but the bound)
     max_out = scores.type.shape[2]
     known = node.value(2) if node.has(2) else np.zeros(0, np.int64)
     if known is not None and np.asarray(known).size == 0:

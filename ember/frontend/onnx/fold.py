@@ -192,6 +192,10 @@ def _slice(node, vals):
 
 
 def _transpose(node, vals):
+    """Of shape values only (sizes, as YOLO's padding of its detections computes them): a
+    transposed weight is model data, which the graph's constant folding computes."""
+    if not (is_symbolic(vals[0]) or vals[0].dtype.kind in "iu"):
+        return None
     perm = node.attr("perm")
     return np.transpose(vals[0], None if perm is None else tuple(perm))
 

@@ -28,7 +28,7 @@ from typing import Mapping, Optional, Sequence, Union
 import numpy as np
 import onnx
 
-from ...errors import DTypeError, EmberError, ShapeError, UnsupportedOpError
+from ...errors import CompileError, DTypeError, EmberError, ShapeError, UnsupportedOpError
 from ...graph import Constant, Dim, Function, Module, TensorType, Tuple, Var, source_span
 from ...graph.ops.dims import data_dim
 from ...loop import dtype as dt
@@ -621,6 +621,11 @@ class _Importer:
                     outs = versioned(node, e)
         except EmberError as e:
             raise type(e)(f"{label} (opset {self.opset}): {e}") from None
+        except (ArithmeticError, AttributeError, IndexError, KeyError, TypeError, ValueError) as e:
+            # a converter's bug must still name the node, as an EmberError (the cause is chained)
+            raise CompileError(f"{label} (opset {self.opset}): Ember's {n.op_type} converter failed "
+                               f"({type(e).__name__}: {e}); this is a bug in Ember, please report it "
+                               f"with the model") from e
         if len(outs) < len([o for o in n.output if o]):
             outs += [None] * (len(n.output) - len(outs))
         if n.op_type == "Constant" and n.attribute and n.attribute[0].type == onnx.AttributeProto.TENSOR \
