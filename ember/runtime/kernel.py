@@ -17,7 +17,7 @@ import numpy as np
 from ..errors import ArgumentError, DTypeError, EmberError, ShapeError
 from .call import make_call
 from .ndarray import NDArray, numpy_dtype
-from .shapes import evaluate, text
+from .shapes import compile_shapes, evaluate, text
 
 
 class _BufferParam:
@@ -75,6 +75,7 @@ class Kernel:
         self._scalars = [(p["name"], p["dtype"], p["name"] in dims) for p in scalars]
         self._explicit = [name for name, _, inferred in self._scalars if not inferred]
         self._nargs = len(self._bufs) + len(self._explicit)
+        self._buffer_shapes = None  # (compiled when a layout first checks a call of this kernel)
         argtypes = [ctypes.c_void_p] * len(self._bufs)
         argtypes += [ctypes.c_double if p["abi"] == "double" else ctypes.c_int64 for p in scalars]
         cfunc.argtypes = argtypes
@@ -172,6 +173,12 @@ class Kernel:
         raise ArgumentError(f"{self._where(index)} is the same memory as argument "
                             f"{self._bufs[other].name!r} (#{other}); kernels assume their buffers "
                             f"do not overlap, so pass a separate output array")
+
+    def buffer_shapes(self, sizes: dict) -> list:
+        """Each buffer parameter's shape at the kernel's size parameters ``sizes`` (by name)."""
+        if self._buffer_shapes is None:
+            self._buffer_shapes = compile_shapes([p.shape for p in self._bufs])
+        return self._buffer_shapes(sizes)
 
     def _bad_scalars(self, values, exc):
         names = ", ".join(self._explicit)

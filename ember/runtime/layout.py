@@ -26,7 +26,7 @@ import numpy as np
 from ..errors import ModelError, ResourceError, ShapeError
 from .memory_plan import Interval, plan_memory
 from .ndarray import numpy_dtype
-from .shapes import evaluate, shape_symbols, symbols_of, text
+from .shapes import compile_shapes, evaluate, shape_symbols, symbols_of, text
 
 SYMBOL_MAX = 1 << 40  # a symbol's value must lie in [1, SYMBOL_MAX] (what the compiler assumed)
 
@@ -156,7 +156,8 @@ class Layout:
     __slots__ = ("env", "phase", "shapes", "offsets", "arena_bytes", "out_new", "scalars", "words",
                  "intermediate_bytes")
 
-    def __init__(self, program: dict, calls: list, env: dict, phase: Phase, earlier: Optional["Layout"] = None):
+    def __init__(self, program: dict, calls: list, env: dict, phase: Phase, earlier: Optional["Layout"] = None,
+                 slot_shapes=None):
         self.env = env
         self.phase = phase
         for chk in phase.checks:
@@ -167,11 +168,14 @@ class Layout:
         # every slot made so far (earlier phases' and this one's) has a shape now
         self.shapes = shapes = list(earlier.shapes) if earlier is not None else [None] * len(slots)
         nbytes = {}
+        # (``slot_shapes``: every slot's shape at once, compiled; None where not bound yet)
+        evaluated = slot_shapes(env) if slot_shapes is not None else \
+            [tuple(evaluate(d, env) for d in s["shape"]) for s in slots]
         for k, s in enumerate(slots):
             if shapes[k] is not None and k not in phase.slots:
                 continue
-            shape = tuple(evaluate(d, env) for d in s["shape"])
-            if any(d is None for d in shape):
+            shape = evaluated[k]
+            if shape is None or any(d is None for d in shape):
                 continue  # made by a later phase, from symbols not bound yet
             if any(d < 0 for d in shape):
                 raise ShapeError(f"slot {k} has shape {_shape_text(s['shape'])} = {shape} for {_bound(env)}")
@@ -212,8 +216,8 @@ class Layout:
                                      f"does not give")
                 vals.append(int(v))
             self.scalars.append(tuple(vals))
-            for j, (p, a) in enumerate(zip(kernel._bufs, args)):
-                want = tuple(evaluate(d, dict(zip((n for n, _, _ in kernel._scalars), vals))) for d in p.shape)
+            wanted = kernel.buffer_shapes(dict(zip((n for n, _, _ in kernel._scalars), vals)))
+            for p, a, want in zip(kernel._bufs, args, wanted):
                 if want != shapes[a]:
                     raise ModelError(f"call of {kernel.name!r} passes slot {a} of shape {shapes[a]} as "
                                      f"{p.name!r}, which has shape {want} for {_bound(env)}")
@@ -241,9 +245,11 @@ class Layout:
 
 
 class Layouts:
-    """The layouts of the symbol values seen so far (the most recent ``size`` per phase)."""
+    """The layouts of the symbol values seen so far (the most recent ``size`` per phase: a
+    decoder generating 64 tokens after its prompt meets 65 pasts, which a bound of 64 evicted
+    one by one, each generation laying out every step again)."""
 
-    def __init__(self, program: dict, calls: list, size: int = 64):
+    def __init__(self, program: dict, calls: list, size: int = 256):
         self._program = program
         self._calls = calls
         self._size = size
@@ -252,6 +258,7 @@ class Layouts:
         self.symbols = list(program.get("symbols", ()))
         self.data = data_symbols(program)
         self.pre, self.phases = phases_of(program)
+        self._slot_shapes = compile_shapes([s["shape"] for s in program["slots"]])
 
     def get(self, env: dict, p: int = 0, earlier: Optional[Layout] = None) -> Layout:
         """The layout of phase ``p`` at ``env`` (``earlier``: the previous phase's layout)."""
@@ -262,7 +269,7 @@ class Layouts:
             if lay is not None:
                 self._cache.move_to_end(key)
                 return lay
-        lay = Layout(self._program, self._calls, env, phase, earlier)
+        lay = Layout(self._program, self._calls, env, phase, earlier, self._slot_shapes)
         with self._lock:
             self._cache[key] = lay
             while len(self._cache) > self._size * len(self.phases):

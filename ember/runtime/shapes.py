@@ -80,4 +80,35 @@ def is_valid(e: Any, symbols, depth: int = 0) -> bool:
             and is_valid(e[1], symbols, depth + 1) and is_valid(e[2], symbols, depth + 1))
 
 
-__all__ = ["OPS", "evaluate", "is_valid", "shape_symbols", "symbols_of", "text"]
+_PY = {"Add": "({} + {})", "Sub": "({} - {})", "Mul": "({} * {})", "FloorDiv": "({} // {})", "FloorMod": "({} % {})",
+       "Min": "min({}, {})", "Max": "max({}, {})", "EQ": "int({} == {})", "NE": "int({} != {})", "LT": "int({} < {})",
+       "LE": "int({} <= {})", "GT": "int({} > {})", "GE": "int({} >= {})", "And": "int(bool({}) and bool({}))",
+       "Or": "int(bool({}) or bool({}))"}
+
+
+def _python(e: Any) -> str:
+    if isinstance(e, int):
+        return repr(int(e))
+    if isinstance(e, str):
+        return f"E[{e!r}]"
+    return _PY[e[0]].format(_python(e[1]), _python(e[2]))
+
+
+def compile_shapes(shapes: list):
+    """A function of ``env`` giving each shape of ``shapes`` (lists of dimensions) as a tuple of
+    ints, or None where a symbol is unbound or a division is by zero: :func:`evaluate` over
+    every dimension, as one Python function compiled once. A model's layout evaluates a few
+    thousand dimensions per new set of sizes (each step of a decoder: its past grew), which
+    walking the JSON trees took most of."""
+    lines = ["def shapes(E):", f"    out = [None] * {len(shapes)}"]
+    for k, shape in enumerate(shapes):
+        dims = ", ".join(_python(d) for d in shape)
+        lines.append(f"    try: out[{k}] = ({dims}{',' if len(shape) == 1 else ''})")
+        lines.append("    except (KeyError, TypeError, ZeroDivisionError): pass")
+    lines.append("    return out")
+    scope: dict = {}
+    exec(compile("\n".join(lines), "<ember shapes>", "exec"), scope)  # (only ints, names and operators)
+    return scope["shapes"]
+
+
+__all__ = ["OPS", "compile_shapes", "evaluate", "is_valid", "shape_symbols", "symbols_of", "text"]
