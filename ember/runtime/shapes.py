@@ -82,8 +82,8 @@ def is_valid(e: Any, symbols, depth: int = 0) -> bool:
 
 _PY = {"Add": "({} + {})", "Sub": "({} - {})", "Mul": "({} * {})", "FloorDiv": "({} // {})", "FloorMod": "({} % {})",
        "Min": "min({}, {})", "Max": "max({}, {})", "EQ": "int({} == {})", "NE": "int({} != {})", "LT": "int({} < {})",
-       "LE": "int({} <= {})", "GT": "int({} > {})", "GE": "int({} >= {})", "And": "int(bool({}) and bool({}))",
-       "Or": "int(bool({}) or bool({}))"}
+       "LE": "int({} <= {})", "GT": "int({} > {})", "GE": "int({} >= {})", "And": "int(bool({}) & bool({}))",
+       "Or": "int(bool({}) | bool({}))"}  # (both sides evaluated, as evaluate() does)
 
 
 def _python(e: Any) -> str:
