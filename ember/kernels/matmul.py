@@ -176,6 +176,10 @@ def block_rows(rows, most: int, others: int, threads: int) -> int:
     return min(choices, key=cost)
 
 
+# vector accumulators a one-row block keeps in flight (the FMA's latency times its throughput,
+# with room to spare: 4 x 2 on Zen and Intel cores)
+ROW_ACCUMULATORS = 8
+
 # rows below which a product over a symbolic row count runs one row at a time: each row then
 # reads B's panels from L2 again, so past a few rows the MR-row block wins despite its padding
 # (768x3072: one row 3.1x faster, four 1.4x, eight 0.8x; a 256-wide model's products still win
@@ -238,10 +242,22 @@ def schedule_gemm(s: Schedule, C: te.Tensor, out: te.Tensor = None, target=None)
     CL = s.cache_write(C, "local") if out is C else C
     so = s[out]
     *batch, i, j = so.leaf
-    io, jo, ii, ji = so.tile(i, j, mr, nr)
+    # one row (a decoding step's products): the block spans several column panels, each k's
+    # broadcast serving all of them, so that enough FMA chains are in flight (one panel of two
+    # vectors is two chains, bound by the FMA's latency); a count of panels dividing theirs, so
+    # that no block reads past the packed weights
+    width = nr
+    if mr == 1:
+        cols = const_int(C.shape[-1])
+        nvec = max(1, nr // lanes)
+        if cols is not None:
+            panels = -(-cols // nr)
+            fits = [p for p in range(1, panels + 1) if panels % p == 0 and p * nvec <= ROW_ACCUMULATORS]
+            width = nr * knob("gemm.row_panels", fits, max(fits))
+    io, jo, ii, ji = so.tile(i, j, mr, width)
     # a group of B panels that fits in L2 is reused by every row block before the next group:
     # each core streams its A panels past L2-resident B instead of all of B past each A panel
-    group = _group(const_int(jo.extent), _panels_per_group(nr, C.op.reduce_axis[0].extent, C.dtype, target))
+    group = _group(const_int(jo.extent), _panels_per_group(width, C.op.reduce_axis[0].extent, C.dtype, target))
     if group is not None:
         panels = const_int(jo.extent)
         group = knob("gemm.panel_group", [g for g in range(1, min(panels, 64) + 1) if panels % g == 0], group)
@@ -266,7 +282,7 @@ def schedule_gemm(s: Schedule, C: te.Tensor, out: te.Tensor = None, target=None)
     st.compute_at(so, jo)
     *cb, ci, cj, ck = st.leaf
     _, ci = st.split(ci, factor=mr)  # one block in the tile: a constant extent to unroll
-    _, cj = st.split(cj, factor=nr)  # (also when the bounds of a symbolic size are not known)
+    _, cj = st.split(cj, factor=width)  # (also when the bounds of a symbolic size are not known)
     st.reorder(ck, *cb, ci, cj)
     st.unroll(ci)
     cjo, cji = st.split(cj, factor=lanes)

@@ -250,6 +250,18 @@ def test_a_product_over_a_symbolic_row_count_runs_few_rows_one_at_a_time():
     few = min(FEW_ROWS, micro_tile(None)[0])
     assert body.condition == LT(Var("rows"), IntImm(few))
     assert not any(name.endswith("_Ap") for name in _allocated(body.then_case))
+    # its block spans as many of the 80 columns' panels (of 2 vectors) as divide their count and
+    # fit ROW_ACCUMULATORS (AVX-512: all three, 6 FMA chains in flight, one broadcast of the
+    # row's element serving them, where a panel alone was 2 latency-bound chains)
+    from ember.kernels.matmul import ROW_ACCUMULATORS
+    from ember.loop.stmt import Allocate
+    from ember.loop.visit import walk
+
+    nr = micro_tile(None)[1]
+    panels = -(-80 // nr)
+    span = max(p for p in range(1, panels + 1) if panels % p == 0 and 2 * p <= ROW_ACCUMULATORS)
+    acc, = [n.buffer for n in walk(body.then_case) if isinstance(n, Allocate) and n.buffer.scope == "local"]
+    assert [int(d.value) for d in acc.shape] == [1, span * nr]
     for rows in (1, 2, few - 1, few, few + 1):
         a = _r(rows, 96)
         np.testing.assert_allclose(exe.run(a)[0], a @ w, rtol=1e-4, atol=1e-4)
