@@ -170,6 +170,27 @@ def _pad(node):
     return _pad_call(node, pads, value, axes)
 
 
+@converter("CenterCropPad", since=18, const_inputs=(1,))
+def _center_crop_pad(node):
+    """Each listed axis cropped or zero-padded to its target size about its center (the odd
+    element on the end side): one pad whose negative widths crop."""
+    x = node.input(0)
+    nd = x.type.ndim
+    target = node.ints(1, "shape")
+    axes = [a % nd for a in (node.attr("axes") or range(nd))]
+    if len(axes) != len(target):
+        raise ShapeError(f"shape {target} gives {len(target)} sizes for {len(axes)} axes")
+    begin, end = [0] * nd, [0] * nd
+    for a, want in zip(axes, target):
+        have = x.type.shape[a]
+        if not isinstance(have, int):
+            raise ShapeError(f"axis {a} of {x.type} must have a static size to crop or pad to {want}")
+        d = want - have  # > 0: pad, < 0: crop; the begin side gets the smaller half either way
+        begin[a] = d // 2 if d >= 0 else -((-d) // 2)
+        end[a] = d - begin[a]
+    return [node.call("pad", x, pad_width=tuple(begin + end), mode="constant", pad_value=0.0)]
+
+
 # -- indexing -------------------------------------------------------------------------------------
 
 @converter("Gather")

@@ -205,3 +205,16 @@ def test_col2im_folds_blocks_into_an_image(blocks, image, block, attrs):
     model = h.make_model(g, opset_imports=[h.make_opsetid("", 18)])
     for n in (1, 2):
         _check(model, {"x": RNG.standard_normal((n, cols, blocks)).astype(np.float32)})
+
+
+@pytest.mark.parametrize("target,axes", [((6, 3), (1, 2)), ((2, 9), (-2, -1)), ((5, 4, 7), None)])
+def test_center_crop_pad_is_onnx_references(target, axes):
+    from onnx import numpy_helper
+
+    attrs = {} if axes is None else {"axes": list(axes)}
+    g = h.make_graph([h.make_node("CenterCropPad", ["x", "s"], ["y"], **attrs)], "g",
+                     [h.make_tensor_value_info("x", T.FLOAT, [5, 4, 5])], [h.make_tensor_value_info("y", T.FLOAT, None)],
+                     initializer=[numpy_helper.from_array(np.array(target, np.int64), "s")])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 18)])
+    x = np.random.default_rng(0).random((5, 4, 5), dtype=np.float32)
+    _check(m, {"x": x})
