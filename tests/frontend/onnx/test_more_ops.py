@@ -218,3 +218,17 @@ def test_center_crop_pad_is_onnx_references(target, axes):
     m = h.make_model(g, opset_imports=[h.make_opsetid("", 18)])
     x = np.random.default_rng(0).random((5, 4, 5), dtype=np.float32)
     _check(m, {"x": x})
+
+
+@pytest.mark.parametrize("size,align", [((2, 3, 4, 5), 0), ((2, 3, 4, 5), 1), ((1, 2, 3, 4, 2), 0), ((1, 1, 1, 3), 1)])
+def test_affine_grid_is_onnx_references(size, align):
+    from onnx import numpy_helper
+
+    d = len(size) - 2
+    g = h.make_graph([h.make_node("AffineGrid", ["theta", "size"], ["grid"], align_corners=align)], "g",
+                     [h.make_tensor_value_info("theta", T.FLOAT, [size[0], d, d + 1])],
+                     [h.make_tensor_value_info("grid", T.FLOAT, None)],
+                     initializer=[numpy_helper.from_array(np.array(size, np.int64), "size")])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 20)])
+    theta = np.random.default_rng(0).standard_normal((size[0], d, d + 1)).astype(np.float32)
+    _check(m, {"theta": theta})
