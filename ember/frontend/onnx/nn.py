@@ -1,6 +1,8 @@
 """Converters of ONNX neural-network ops: Conv, ConvTranspose, Gemm, MatMul, Einsum, the
-normalizations, pooling and Softmax/LogSoftmax/Hardmax."""
+normalizations, pooling (and MaxUnpool) and Softmax/LogSoftmax/Hardmax."""
 from __future__ import annotations
+
+import math
 
 from ...errors import ShapeError, UnsupportedOpError
 from ...graph.ops import dims as D
@@ -364,3 +366,30 @@ converter("GlobalAveragePool")(_global_pool("avg"))
 converter("GlobalMaxPool")(_global_pool("max"))
 
 __all__ = ["window_padding"]
+
+
+@converter("MaxUnpool", since=9, const_inputs=(2,))
+def _max_unpool(node):
+    """MaxPool's values written back where its indices say (flat indices into the unpooled
+    tensor), zeros elsewhere; an ``output_shape`` larger than the unpooled one pads at the end."""
+    x, idx = node.input(0), node.input(1)
+    kernel = node.attr("kernel_shape")
+    nd = len(kernel)
+    strides = node.attr("strides") or [1] * nd
+    pads = node.attr("pads") or [0] * (2 * nd)
+    shape = list(x.type.shape[:2]) + [(x.type.shape[2 + d] - 1) * strides[d] - pads[d] - pads[nd + d] + kernel[d]
+                                      for d in range(nd)]
+    if not all(isinstance(d, int) for d in shape):
+        raise ShapeError(f"MaxUnpool needs static sizes, got {x.type}")
+    flat = node.call("constant_of_shape", shape=(math.prod(shape),), value=0.0, dtype=x.type.dtype)
+    y = node.call("scatter_elements", flat, node.call("reshape", node.call("cast", idx, dtype="int64"), newshape=(-1,)),
+                  node.call("reshape", x, newshape=(-1,)), axis=0)
+    y = node.call("reshape", y, newshape=tuple(shape))
+    if node.has(2):
+        want = node.ints(2, "output_shape")
+        if len(want) != len(shape) or any(w < s for w, s in zip(want, shape)):
+            raise ShapeError(f"output_shape {want} is smaller than the unpooled shape {tuple(shape)}")
+        if tuple(want) != tuple(shape):
+            y = node.call("pad", y, pad_width=tuple([0] * len(shape) + [w - s for w, s in zip(want, shape)]),
+                          mode="constant", pad_value=0.0)
+    return [y]

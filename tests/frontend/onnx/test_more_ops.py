@@ -232,3 +232,25 @@ def test_affine_grid_is_onnx_references(size, align):
     m = h.make_model(g, opset_imports=[h.make_opsetid("", 20)])
     theta = np.random.default_rng(0).standard_normal((size[0], d, d + 1)).astype(np.float32)
     _check(m, {"theta": theta})
+
+
+@pytest.mark.parametrize("out_shape", [None, (1, 2, 6, 7)])
+def test_max_unpool_puts_max_pools_values_back(out_shape):
+    """MaxPool's values and indices (onnx's reference computes them), unpooled: the values where
+    the indices say, zeros elsewhere."""
+    from onnx import numpy_helper
+
+    pool = h.make_model(h.make_graph([h.make_node("MaxPool", ["x"], ["p", "i"], kernel_shape=[2, 2], strides=[2, 2])],
+                                     "pool", [h.make_tensor_value_info("x", T.FLOAT, [1, 2, 4, 6])],
+                                     [h.make_tensor_value_info("p", T.FLOAT, None),
+                                      h.make_tensor_value_info("i", T.INT64, None)]),
+                        opset_imports=[h.make_opsetid("", 11)])
+    x = np.random.default_rng(0).random((1, 2, 4, 6), dtype=np.float32)
+    p, i = ReferenceEvaluator(pool).run(None, {"x": x})
+    node = h.make_node("MaxUnpool", ["p", "i"] + (["s"] if out_shape else []), ["y"], kernel_shape=[2, 2], strides=[2, 2])
+    inits = [numpy_helper.from_array(np.array(out_shape, np.int64), "s")] if out_shape else []
+    g = h.make_graph([node], "g", [h.make_tensor_value_info("p", T.FLOAT, [1, 2, 2, 3]),
+                                   h.make_tensor_value_info("i", T.INT64, [1, 2, 2, 3])],
+                     [h.make_tensor_value_info("y", T.FLOAT, None)], initializer=inits)
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 11)])
+    _check(m, {"p": p, "i": i})
