@@ -365,6 +365,19 @@ def _global_pool(op):
 converter("GlobalAveragePool")(_global_pool("avg"))
 converter("GlobalMaxPool")(_global_pool("max"))
 
+
+@converter("GlobalLpPool")
+def _global_lp_pool(node):
+    """The p-norm over each channel's plane: ``(sum |x|^p) ^ (1/p)``, kept as 1x1."""
+    x = node.input(0)
+    p = node.attr("p", 2)
+    axes = tuple(range(2, x.type.ndim))
+    if p in (1, 2):
+        return [node.call("l1_norm" if p == 1 else "l2_norm", x, axis=axes, keepdims=True)]
+    powered = node.call("power", node.call("abs", x), node.const_like(float(p), x.type.dtype))
+    return [node.call("power", node.call("sum", powered, axis=axes, keepdims=True),
+                      node.const_like(1.0 / p, x.type.dtype))]
+
 __all__ = ["window_padding"]
 
 

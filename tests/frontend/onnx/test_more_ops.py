@@ -254,3 +254,11 @@ def test_max_unpool_puts_max_pools_values_back(out_shape):
                      [h.make_tensor_value_info("y", T.FLOAT, None)], initializer=inits)
     m = h.make_model(g, opset_imports=[h.make_opsetid("", 11)])
     _check(m, {"p": p, "i": i})
+
+
+@pytest.mark.parametrize("p", [1, 2, 3])
+def test_global_lp_pool(p):
+    g = h.make_graph([h.make_node("GlobalLpPool", ["x"], ["y"], p=p)], "g", [h.make_tensor_value_info("x", T.FLOAT, [2, 3, 4, 5])],
+                     [h.make_tensor_value_info("y", T.FLOAT, None)])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    _check(m, {"x": np.random.default_rng(0).standard_normal((2, 3, 4, 5)).astype(np.float32)}, rtol=1e-5, atol=1e-5)
