@@ -211,6 +211,52 @@ def _attention(node):
     return [y, present][:max(1, node.num_outputs)]
 
 
+@_contrib("MultiHeadAttention")
+def _multi_head_attention(node):
+    """Attention over separate (batch, seq, hidden) query, key and value (optional bias for all
+    three, a key padding mask, an additive attention bias, past and present keys and values);
+    packed forms (QKV in one input, or K and V already split into heads) are not supported."""
+    q, k, v = node.input(0), node.input(1) if node.has(1) else None, node.input(2) if node.has(2) else None
+    if k is None or v is None or q.type.ndim != 3 or k.type.ndim != 3 or v.type.ndim != 3:
+        raise UnsupportedOpError("MultiHeadAttention with packed QKV or KV, or keys already split into heads, "
+                                 "is not supported")
+    heads = node.attr("num_heads")
+    dtype = q.type.dtype
+    if node.has(3):  # bias: (q_hidden + k_hidden + v_hidden)
+        hq, hk = q.type.shape[2], k.type.shape[2]
+        sizes = (hq, hk, v.type.shape[2])
+        bias = node.input(3)
+        parts, start = [], 0
+        for n in sizes:
+            parts.append(node.call("strided_slice", bias, begin=(start,), end=(start + n,), axes=(0,)))
+            start += n
+        q, k, v = (node.call("add", t, b) for t, b in zip((q, k, v), parts))
+    q, k, v = (onnx_attention._heads(node, t, heads, what) for t, what in ((q, "query"), (k, "key"), (v, "value")))
+    past_len = 0
+    if node.has(6) and node.has(7):
+        past_len = node.type(6).shape[2]
+        k = node.call("concat", node.input(6), k, axis=2)
+        v = node.call("concat", node.input(7), v, axis=2)
+    head = q.type.shape[3]
+    scale = node.attr("scale") or 1.0 / math.sqrt(head)
+    scores = node.call("multiply", node.call("nn.matmul", q, node.call("transpose", k, axes=(0, 1, 3, 2))),
+                       node.const_like(scale, dtype))
+    sq, skv = scores.type.shape[2], scores.type.shape[3]
+    bias = _mask_filter(node, node.input(4), sq, skv, dtype) if node.has(4) else None
+    if node.has(5):
+        bias = _add(node, node.input(5), bias) if bias is not None else node.input(5)
+    if node.attr("unidirectional", 0):
+        diff = onnx_attention._diff(node, sq, skv, past_len)
+        causal = node.call("where", node.call("greater_equal", diff, node.const_like(0, "int64")),
+                           node.const_like(0, dtype), node.const_like(node.attr("mask_filter_value", -10000.0), dtype))
+        bias = causal if bias is None else node.call("add", bias, causal)
+    logits = node.call("add", scores, bias) if bias is not None else scores
+    y = node.call("nn.matmul", node.call("nn.softmax", logits, axis=-1), v)
+    b, h, s, d = y.type.shape
+    y = node.call("reshape", node.call("transpose", y, axes=(0, 2, 1, 3)), newshape=(b, s, D.dim_mul(h, d)))
+    return [y, k, v][:max(1, node.num_outputs)]
+
+
 def _split3(node, x, sizes):
     out, start = [], 0
     for n in sizes:

@@ -177,3 +177,39 @@ def test_matmul_nbits(bits, block, k, zp, bias):
     except Exception as e:  # (an ONNX Runtime without this variant)
         pytest.skip(f"ONNX Runtime cannot run it: {e}")
     both(m, {"A": rand(2, 3, k)}, atol=1e-4)
+
+
+@pytest.mark.parametrize("mask,bias,past,causal", [(None, False, False, 0), ("raw", True, False, 0),
+                                                   ("lengths", True, True, 1), (None, False, True, 1)])
+def test_multi_head_attention(mask, bias, past, causal):
+    b, s, skv, h, heads, p = 2, 3, 4, 16, 4, 2
+    if past:
+        skv = s
+    ins, feeds = ["q", "k", "v"], {"q": rand(b, s, h), "k": rand(b, skv, h), "v": rand(b, skv, h)}
+    inputs = [vi(n, list(feeds[n].shape)) for n in ins]
+    inits = []
+    ins.append("bias" if bias else "")
+    if bias:
+        inits.append(numpy_helper.from_array(rand(3 * h), "bias"))
+    total = skv + (p if past else 0)
+    if mask == "raw":
+        feeds["m"] = np.array([[1] * total, [1] * (total - 2) + [0, 0]], np.int32)
+    elif mask == "lengths":
+        feeds["m"] = np.array([total, total - 1], np.int32)
+    ins.append("m" if mask else "")
+    if mask:
+        inputs.append(vi("m", list(feeds["m"].shape), I32))
+    ins.append("")  # (no attention bias)
+    outs = ["y"]
+    if past:
+        ins += ["pk", "pv"]
+        feeds.update(pk=rand(b, heads, p, h // heads), pv=rand(b, heads, p, h // heads))
+        inputs += [vi("pk", [b, heads, p, h // heads]), vi("pv", [b, heads, p, h // heads])]
+        outs += ["present_k", "present_v"]
+    node = ms("MultiHeadAttention", ins, outs, num_heads=heads, unidirectional=causal)
+    m = contrib_model([node], inputs, [vi(o, None) for o in outs], inits)
+    try:
+        ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    except Exception as e:  # (an ONNX Runtime without this variant on CPU)
+        pytest.skip(f"ONNX Runtime cannot run it: {e}")
+    both(m, feeds)
