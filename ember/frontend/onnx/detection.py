@@ -1,5 +1,5 @@
-"""Converter of ONNX's NonMaxSuppression (detection models export it: ultralytics with
-``nms=True``, torchvision's ``nms``).
+"""Converters of ONNX's NonMaxSuppression (detection models export it: ultralytics with
+``nms=True``, torchvision's ``nms``) and RoiAlign (two-stage detectors' heads).
 
 ``nms_select`` (:mod:`ember.graph.ops.detection`) gives each batch and class its kept boxes in
 order, then -1; the ``(count, 3)`` rows ONNX returns -- batch, class, box, ordered by batch,
@@ -65,3 +65,18 @@ def _nms(node):
     n = rows.type.shape[0]
     head = node.call("strided_slice", rows, begin=(0,), end=(2,), axes=(1,))
     return [node.call("concat", head, node.call("reshape", box, newshape=(n, 1)), axis=1)]
+
+
+@converter("RoiAlign", since=10)
+def _roi_align(node):
+    x, rois, idx = node.input(0), node.input(1), node.input(2)
+    mode = node.attr("mode", "avg")
+    if mode not in ("avg", "max"):
+        raise ShapeError(f"mode must be avg or max, got {mode!r}")
+    # opset 16 made half_pixel the default; before it, the coordinates were output_half_pixel
+    ctm = node.attr("coordinate_transformation_mode", "half_pixel" if node.opset >= 16 else "output_half_pixel")
+    rois = rois if rois.type.dtype == x.type.dtype else node.call("cast", rois, dtype=x.type.dtype)
+    return [node.call("roi_align", x, rois, node.call("cast", idx, dtype="int64"), mode=mode,
+                      output_height=node.attr("output_height", 1), output_width=node.attr("output_width", 1),
+                      sampling_ratio=node.attr("sampling_ratio", 0), spatial_scale=float(node.attr("spatial_scale", 1.0)),
+                      half_pixel=ctm == "half_pixel")]

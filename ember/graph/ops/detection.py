@@ -1,4 +1,4 @@
-"""Ops of object detection: non-maximum suppression.
+"""Ops of object detection: non-maximum suppression and RoI alignment.
 
 ``nms_select`` is the greedy selection of ONNX's NonMaxSuppression, per batch and class: the
 index of each box it keeps, in the order it keeps them, and -1 after the last (a fixed-size
@@ -39,5 +39,22 @@ register_op("nms_select", infer=_infer_nms_select, pattern=Pattern.OPAQUE, num_a
             doc="per batch and class, the boxes NonMaxSuppression keeps (at most the limit, int64 "
                 "(1,), and max_out, the result's bound), in order, then -1 (thresholds: float32 "
                 "[iou, score]; the score threshold applies when score_threshold)")
+
+def _infer_roi_align(args, attrs):
+    x, rois, idx = (tensor(a, f"input {i}") for i, a in enumerate(args))
+    if x.ndim != 4 or not dt.is_float(x.dtype):
+        raise ShapeError(f"roi_align: the features must be float (N, C, H, W), got {x}")
+    if rois.ndim != 2 or rois.shape[1] != 4 or idx.ndim != 1 or idx.dtype != "int64":
+        raise ShapeError(f"roi_align: rois must be (R, 4) and batch indices int64 (R,), got {rois} and {idx}")
+    r = D.assume_equal(rois.shape[0], idx.shape[0], "RoiAlign: rois and batch indices have one count")
+    return TensorType((r, x.shape[1], attrs["output_height"], attrs["output_width"]), x.dtype)
+
+
+register_op("roi_align", infer=_infer_roi_align, pattern=Pattern.OPAQUE, num_args=3,
+            attrs_schema={"mode": attr("str", "avg"), "output_height": attr("int", 1), "output_width": attr("int", 1),
+                          "sampling_ratio": attr("int", 0), "spatial_scale": attr("float", 1.0),
+                          "half_pixel": attr("bool", True)},
+            doc="each RoI's bins, each the average (or max) of bilinear samples of its batch's features "
+                "(ONNX RoiAlign; sampling_ratio 0: ceil(bin size) samples a side, per RoI)")
 
 __all__: list = []

@@ -79,3 +79,20 @@ def test_the_boxes_to_keep_may_come_with_the_inputs():
         feeds = {"boxes": boxes, "scores": scores, "m": np.array([keep], np.int64)}
         want = ReferenceEvaluator(m).run(None, feeds)[0].reshape(-1, 3)
         np.testing.assert_array_equal(exe.run(**feeds)[0], want)
+
+
+@pytest.mark.parametrize("mode,ratio,ctm,scale", [("avg", 2, "half_pixel", 0.5), ("avg", 0, "half_pixel", 1.0),
+                                                  ("max", 2, "output_half_pixel", 0.25), ("max", 0, "half_pixel", 1.0),
+                                                  ("avg", 0, "output_half_pixel", 1.0)])
+def test_roi_align_is_onnx_references(mode, ratio, ctm, scale):
+    m = model([node("RoiAlign", ["x", "rois", "idx"], ["y"], mode=mode, output_height=3, output_width=4,
+                    sampling_ratio=ratio, spatial_scale=scale, coordinate_transformation_mode=ctm)],
+              [vi("x", [2, 3, 10, 12]), vi("rois", [5, 4]), vi("idx", [5], I64)], [vi("y", None)], opset=16)
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((2, 3, 10, 12)).astype(np.float32)
+    xy = rng.uniform(-2, 12 / scale, (5, 2))
+    rois = np.concatenate([xy, xy + rng.uniform(0, 8 / scale, (5, 2))], -1).astype(np.float32)
+    rois[4] = [3, 3, 3, 3]  # an empty RoI
+    feeds = {"x": x, "rois": rois, "idx": np.array([0, 1, 1, 0, 1], np.int64)}
+    want = ReferenceEvaluator(m).run(None, feeds)[0]
+    np.testing.assert_allclose(ember.compile(m).run(**feeds)[0], want, rtol=1e-5, atol=1e-5)

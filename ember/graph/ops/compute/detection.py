@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ....loop import dtype as dt
 from ....loop.expr import FloorDiv, FloorMod, IntImm, Load, Var, cast, eq, logical_and, max_, min_, ne, select
-from ....loop.stmt import Allocate, Buffer, For, IfThenElse, PrimFunc, Store, seq
+from ....loop.stmt import Allocate, Buffer, For, IfThenElse, LetStmt, PrimFunc, Store, seq
 from ..registry import set_kernel
 from .common import const_of
 from .dynamic import _buffer, _size_params
@@ -99,3 +99,79 @@ def _nms_select(attrs, param_types, out_type, name: str) -> PrimFunc:
 
 
 set_kernel("nms_select", _nms_select)
+
+
+def _roi_align(attrs, param_types, out_type, name: str) -> PrimFunc:
+    """ONNX's RoiAlign, as its reference computes it: per RoI (in parallel) its start, bin
+    sizes and samples a side (``sampling_ratio``, or per RoI ceil(bin size)); per channel and
+    bin the samples' bilinear values (a sample past the features' border by more than one
+    contributes 0; one within is clamped to the edge) averaged, or their largest weighted
+    corner (``max``)."""
+    x_t, r_t, i_t = param_types
+    X, R, BI = _buffer("p0", x_t), _buffer("p1", r_t), _buffer("p2", i_t)
+    OUT = _buffer("roi_align", out_type)
+    C, H, W = X.shape[1], X.shape[2], X.shape[3]
+    PH, PW = int(attrs["output_height"]), int(attrs["output_width"])
+    zero, one = IntImm(0, INDEX), IntImm(1, INDEX)
+    f = lambda v: const_of(v, F32)  # noqa: E731
+    r, c, ph, pw, iy, ix = (Var(n) for n in ("r", "c", "ph", "pw", "iy", "ix"))
+    box = Buffer("box", (IntImm(6, INDEX),), F32, scope="local")  # start_w, start_h, bin_w, bin_h, grid_w, grid_h
+    acc = Buffer("acc", (one,), F32, scope="local")
+    off = f(0.5 if attrs["half_pixel"] else 0.0)
+    scale = f(attrs["spatial_scale"])
+    corner = [cast(F32, Load(R, (r, IntImm(q, INDEX)))) * scale - off for q in range(4)]
+    roi_w, roi_h = corner[2] - corner[0], corner[3] - corner[1]
+    if not attrs["half_pixel"]:  # malformed RoIs count as 1x1
+        roi_w, roi_h = max_(roi_w, f(1)), max_(roi_h, f(1))
+    bin_w, bin_h = roi_w / f(PW), roi_h / f(PH)
+    ratio = int(attrs["sampling_ratio"])
+
+    def grid(size):
+        return f(ratio) if ratio > 0 else cast(F32, cast(INDEX, _ceil(size)))
+    setup = seq(*[Store(box, v, (IntImm(q, INDEX),)) for q, v in
+                  enumerate((corner[0], corner[1], bin_w, bin_h, grid(bin_w), grid(bin_h)))])
+    sw, sh, bw, bh, gw, gh = (Load(box, (IntImm(q, INDEX),)) for q in range(6))
+    b = Load(BI, (r,))
+    y = sh + cast(F32, ph) * bh + (cast(F32, iy) + f(0.5)) * bh / gh
+    x = sw + cast(F32, pw) * bw + (cast(F32, ix) + f(0.5)) * bw / gw
+    yv, xv = Var("y", F32), Var("x", F32)
+    outside = (yv < f(-1)) | (yv > cast(F32, H)) | (xv < f(-1)) | (xv > cast(F32, W))
+    yc, xc = max_(yv, f(0)), max_(xv, f(0))
+    ylo0, xlo0 = cast(INDEX, yc), cast(INDEX, xc)  # (truncation: they are not negative)
+    y_edge, x_edge = ylo0 >= H - 1, xlo0 >= W - 1
+    ylo, xlo = select(y_edge, H - 1, ylo0), select(x_edge, W - 1, xlo0)
+    yhi, xhi = select(y_edge, H - 1, ylo0 + 1), select(x_edge, W - 1, xlo0 + 1)
+    ly = select(y_edge, f(0), yc - cast(F32, ylo0))
+    lx = select(x_edge, f(0), xc - cast(F32, xlo0))
+    hy, hx = f(1) - ly, f(1) - lx
+
+    def at(yy, xx):
+        return cast(F32, Load(X, (b, c, yy, xx)))
+    terms = [hy * hx * at(ylo, xlo), hy * lx * at(ylo, xhi), ly * hx * at(yhi, xlo), ly * lx * at(yhi, xhi)]
+    here = Load(acc, (zero,))
+    if attrs["mode"] == "max":
+        v = max_(max_(terms[0], terms[1]), max_(terms[2], terms[3]))
+        v = select(outside, f(0), v)
+        first = logical_and(eq(iy, zero), eq(ix, zero))
+        update = Store(acc, select(first, v, max_(here, v)), (zero,))
+        finish = here
+    else:
+        update = Store(acc, here + select(outside, f(0), terms[0] + terms[1] + terms[2] + terms[3]), (zero,))
+        finish = here / max_(gh * gw, f(1))
+    sample = LetStmt(yv, y, LetStmt(xv, x, update))
+    samples = For(iy, zero, cast(INDEX, gh), "serial", For(ix, zero, cast(INDEX, gw), "serial", sample))
+    cell = seq(Store(acc, f(0), (zero,)), samples, Store(OUT, cast(out_type.dtype, finish), (r, c, ph, pw)))
+    body = For(c, zero, C, "serial", For(ph, zero, IntImm(PH, INDEX), "serial",
+                                         For(pw, zero, IntImm(PW, INDEX), "serial", cell)))
+    task = Allocate(box, Allocate(acc, seq(setup, body)))
+    bufs = (X, R, BI, OUT)
+    return PrimFunc(name, bufs + _size_params(bufs), For(r, zero, R.shape[0], "parallel", task))
+
+
+def _ceil(v):
+    from ....loop.intrinsics import ceil
+
+    return ceil(v)
+
+
+set_kernel("roi_align", _roi_align)
