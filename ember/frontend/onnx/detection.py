@@ -1,5 +1,5 @@
 """Converters of ONNX's NonMaxSuppression (detection models export it: ultralytics with
-``nms=True``, torchvision's ``nms``) and RoiAlign (two-stage detectors' heads).
+``nms=True``, torchvision's ``nms``), RoiAlign and MaxRoiPool (two-stage detectors' heads).
 
 ``nms_select`` (:mod:`ember.graph.ops.detection`) gives each batch and class its kept boxes in
 order, then -1; the ``(count, 3)`` rows ONNX returns -- batch, class, box, ordered by batch,
@@ -80,3 +80,14 @@ def _roi_align(node):
                       output_height=node.attr("output_height", 1), output_width=node.attr("output_width", 1),
                       sampling_ratio=node.attr("sampling_ratio", 0), spatial_scale=float(node.attr("spatial_scale", 1.0)),
                       half_pixel=ctm == "half_pixel")]
+
+
+@converter("MaxRoiPool")
+def _max_roi_pool(node):
+    x, rois = node.input(0), node.input(1)
+    shape = node.attr("pooled_shape")
+    if not shape or len(shape) != 2:
+        raise ShapeError(f"pooled_shape must give a height and a width, got {shape}")
+    rois = rois if rois.type.dtype == x.type.dtype else node.call("cast", rois, dtype=x.type.dtype)
+    return [node.call("max_roi_pool", x, rois, pooled_height=shape[0], pooled_width=shape[1],
+                      spatial_scale=float(node.attr("spatial_scale", 1.0)))]

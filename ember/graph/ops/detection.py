@@ -1,4 +1,4 @@
-"""Ops of object detection: non-maximum suppression and RoI alignment.
+"""Ops of object detection: non-maximum suppression, RoI alignment and RoI max pooling.
 
 ``nms_select`` is the greedy selection of ONNX's NonMaxSuppression, per batch and class: the
 index of each box it keeps, in the order it keeps them, and -1 after the last (a fixed-size
@@ -56,5 +56,18 @@ register_op("roi_align", infer=_infer_roi_align, pattern=Pattern.OPAQUE, num_arg
                           "half_pixel": attr("bool", True)},
             doc="each RoI's bins, each the average (or max) of bilinear samples of its batch's features "
                 "(ONNX RoiAlign; sampling_ratio 0: ceil(bin size) samples a side, per RoI)")
+
+def _infer_max_roi_pool(args, attrs):
+    x, rois = (tensor(a, f"input {i}") for i, a in enumerate(args))
+    if x.ndim != 4 or not dt.is_float(x.dtype) or rois.ndim != 2 or rois.shape[1] != 5:
+        raise ShapeError(f"max_roi_pool: features (N, C, H, W) and rois (R, 5), got {x} and {rois}")
+    return TensorType((rois.shape[0], x.shape[1], attrs["pooled_height"], attrs["pooled_width"]), x.dtype)
+
+
+register_op("max_roi_pool", infer=_infer_max_roi_pool, pattern=Pattern.OPAQUE, num_args=2,
+            attrs_schema={"pooled_height": attr("int"), "pooled_width": attr("int"),
+                          "spatial_scale": attr("float", 1.0)},
+            doc="each RoI (batch, x1, y1, x2, y2) split into bins of whole pixels, each bin's largest "
+                "feature (0 for an empty bin): ONNX MaxRoiPool")
 
 __all__: list = []

@@ -96,3 +96,16 @@ def test_roi_align_is_onnx_references(mode, ratio, ctm, scale):
     feeds = {"x": x, "rois": rois, "idx": np.array([0, 1, 1, 0, 1], np.int64)}
     want = ReferenceEvaluator(m).run(None, feeds)[0]
     np.testing.assert_allclose(ember.compile(m).run(**feeds)[0], want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("scale", [1.0, 0.5])
+def test_max_roi_pool_is_onnx_runtimes(scale):
+    ort = pytest.importorskip("onnxruntime")
+    m = model([node("MaxRoiPool", ["x", "rois"], ["y"], pooled_shape=[3, 2], spatial_scale=scale)],
+              [vi("x", [2, 3, 9, 11]), vi("rois", [4, 5])], [vi("y", None)], opset=16)
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((2, 3, 9, 11)).astype(np.float32)
+    rois = np.array([[0, 1, 1, 6, 7], [1, 0, 0, 10, 8], [1, 3, 2, 3, 2], [0, -2, 4, 30, 20]], np.float32)
+    rois[:, 1:] /= scale
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x, "rois": rois})[0]
+    np.testing.assert_allclose(ember.compile(m).run(x, rois)[0], want, rtol=1e-6)

@@ -168,6 +168,52 @@ def _roi_align(attrs, param_types, out_type, name: str) -> PrimFunc:
     return PrimFunc(name, bufs + _size_params(bufs), For(r, zero, R.shape[0], "parallel", task))
 
 
+def _max_roi_pool(attrs, param_types, out_type, name: str) -> PrimFunc:
+    """ONNX's MaxRoiPool (Caffe's RoI pooling): per RoI (in parallel) its corners scaled and
+    rounded, its bins of ``size / pooled`` pixels, each bin's pixels (floor of its start to ceil
+    of its end, clipped to the features) maxed; an empty bin is 0."""
+    x_t, r_t = param_types
+    X, R = _buffer("p0", x_t), _buffer("p1", r_t)
+    OUT = _buffer("max_roi_pool", out_type)
+    C, H, W = X.shape[1], X.shape[2], X.shape[3]
+    PH, PW = int(attrs["pooled_height"]), int(attrs["pooled_width"])
+    zero, one = IntImm(0, INDEX), IntImm(1, INDEX)
+    f = lambda v: const_of(v, F32)  # noqa: E731
+    r, c, ph, pw, h, w = (Var(n) for n in ("r", "c", "ph", "pw", "h", "w"))
+    from ....loop.intrinsics import ceil, floor, round as round_
+
+    scale = f(attrs["spatial_scale"])
+    roi = [cast(F32, Load(R, (r, IntImm(q, INDEX)))) for q in range(5)]
+    b = cast(INDEX, roi[0])
+    x1, y1, x2, y2 = (cast(INDEX, round_(v * scale)) for v in roi[1:])
+    box = Buffer("box", (IntImm(4, INDEX),), INDEX, scope="local")  # start_w, start_h, w, h
+    setup = seq(*[Store(box, v, (IntImm(q, INDEX),)) for q, v in
+                  enumerate((x1, y1, max_(x2 - x1 + 1, one), max_(y2 - y1 + 1, one)))])
+    sw, sh, rw, rh = (Load(box, (IntImm(q, INDEX),)) for q in range(4))
+    bh, bw = cast(F32, rh) / f(PH), cast(F32, rw) / f(PW)
+
+    def span(p, size, bin_size, start, limit):
+        lo = cast(INDEX, floor(cast(F32, p) * bin_size)) + start
+        hi = cast(INDEX, ceil(cast(F32, p + 1) * bin_size)) + start
+        return min_(max_(lo, zero), limit), min_(max_(hi, zero), limit)
+    hs, he = span(ph, rh, bh, sh, H)
+    ws, we = span(pw, rw, bw, sw, W)
+    acc = Buffer("acc", (one,), F32, scope="local")
+    seen = Buffer("seen", (one,), "int32", scope="local")
+    v = cast(F32, Load(X, (b, c, h + hs, w + ws)))
+    here = Load(acc, (zero,))
+    first = eq(Load(seen, (zero,)), IntImm(0, "int32"))
+    update = seq(Store(acc, select(first, v, max_(here, v)), (zero,)), Store(seen, IntImm(1, "int32"), (zero,)))
+    pixels = For(h, zero, max_(he - hs, zero), "serial", For(w, zero, max_(we - ws, zero), "serial", update))
+    cell = seq(Store(acc, f(0), (zero,)), Store(seen, IntImm(0, "int32"), (zero,)), pixels,
+               Store(OUT, cast(out_type.dtype, here), (r, c, ph, pw)))
+    body = For(c, zero, C, "serial", For(ph, zero, IntImm(PH, INDEX), "serial",
+                                         For(pw, zero, IntImm(PW, INDEX), "serial", cell)))
+    task = Allocate(box, Allocate(acc, Allocate(seen, seq(setup, body))))
+    bufs = (X, R, OUT)
+    return PrimFunc(name, bufs + _size_params(bufs), For(r, zero, R.shape[0], "parallel", task))
+
+
 def _ceil(v):
     from ....loop.intrinsics import ceil
 
@@ -175,3 +221,4 @@ def _ceil(v):
 
 
 set_kernel("roi_align", _roi_align)
+set_kernel("max_roi_pool", _max_roi_pool)
