@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from ....loop import dtype as dt
 from ....loop.expr import FloorDiv, FloorMod, IntImm, Load, Var, cast, eq, logical_and, max_, min_, ne, select
+from ....loop.intrinsics import ceil, floor
+from ....loop.intrinsics import round as round_
 from ....loop.stmt import Allocate, Buffer, For, IfThenElse, LetStmt, PrimFunc, Store, seq
 from ..registry import set_kernel
 from .common import const_of
@@ -127,7 +129,7 @@ def _roi_align(attrs, param_types, out_type, name: str) -> PrimFunc:
     ratio = int(attrs["sampling_ratio"])
 
     def grid(size):
-        return f(ratio) if ratio > 0 else cast(F32, cast(INDEX, _ceil(size)))
+        return f(ratio) if ratio > 0 else cast(F32, cast(INDEX, ceil(size)))
     setup = seq(*[Store(box, v, (IntImm(q, INDEX),)) for q, v in
                   enumerate((corner[0], corner[1], bin_w, bin_h, grid(bin_w), grid(bin_h)))])
     sw, sh, bw, bh, gw, gh = (Load(box, (IntImm(q, INDEX),)) for q in range(6))
@@ -180,8 +182,6 @@ def _max_roi_pool(attrs, param_types, out_type, name: str) -> PrimFunc:
     zero, one = IntImm(0, INDEX), IntImm(1, INDEX)
     f = lambda v: const_of(v, F32)  # noqa: E731
     r, c, ph, pw, h, w = (Var(n) for n in ("r", "c", "ph", "pw", "h", "w"))
-    from ....loop.intrinsics import ceil, floor, round as round_
-
     scale = f(attrs["spatial_scale"])
     roi = [cast(F32, Load(R, (r, IntImm(q, INDEX)))) for q in range(5)]
     b = cast(INDEX, roi[0])
@@ -212,12 +212,6 @@ def _max_roi_pool(attrs, param_types, out_type, name: str) -> PrimFunc:
     task = Allocate(box, Allocate(acc, Allocate(seen, seq(setup, body))))
     bufs = (X, R, OUT)
     return PrimFunc(name, bufs + _size_params(bufs), For(r, zero, R.shape[0], "parallel", task))
-
-
-def _ceil(v):
-    from ....loop.intrinsics import ceil
-
-    return ceil(v)
 
 
 set_kernel("roi_align", _roi_align)
