@@ -1,4 +1,5 @@
-"""The kernel of ``nms_select`` (:mod:`ember.graph.ops.detection`): ONNX's greedy
+"""The kernels of the detection ops (:mod:`ember.graph.ops.detection`), loop programs written
+directly: ``roi_align`` and ``max_roi_pool`` (below), and ``nms_select``, ONNX's greedy
 non-maximum suppression, one task per (batch, class), the tasks in parallel.
 
 Each task keeps a flag per box, set where the box may still be kept (its score above the
