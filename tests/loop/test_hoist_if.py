@@ -28,3 +28,19 @@ def test_a_guard_of_a_write_back_stays_where_it_is():
     """Stores to memory keep their guard innermost, where the vectorizer makes it a mask."""
     f, _ = _nest("global")
     assert hoist_invariant_ifs(f) == f
+
+
+def test_a_guard_on_what_the_loop_writes_stays_in_the_loop():
+    """for l: if state[0] == 0: state[0] = ...  -- the condition changes inside the loop (a scan
+    that stops at its first find: Unique's row comparison was hoisted and compared only the
+    first column)."""
+    from ember.loop.expr import EQ, NE
+
+    l = Var("l")
+    state = Buffer("state", (1,), "int32", scope="local")
+    inp = Buffer("inp", (8,))
+    zero = IntImm(0)
+    upd = IfThenElse(NE(Load(inp, (l,)), const(0.0)), Store(state, IntImm(1, "int32"), (zero,)), None)
+    body = For(l, zero, IntImm(8), "serial", IfThenElse(EQ(Load(state, (zero,)), IntImm(0, "int32")), upd, None))
+    f = PrimFunc("k", (state, inp), body)
+    assert hoist_invariant_ifs(f) == f
