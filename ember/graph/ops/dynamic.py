@@ -53,4 +53,27 @@ register_op("nonzero", infer=_infer_nonzero, pattern=Pattern.OPAQUE, num_args=2,
             doc="the indices of the nonzero elements of x (rank x size, row-major order); the count "
                 "(bound to size) comes first")
 
+def _infer_unique_classes(args, attrs):
+    rows = tensor(args[0], "input 0")
+    if rows.ndim != 2:
+        raise ShapeError(f"unique_classes: the rows must be 2-D, got {rows}")
+    return TensorType((2, rows.shape[0]), "int64")
+
+
+def _infer_unique_tally(args, attrs):
+    cls, c = tensor(args[0], "input 0"), tensor(args[1], "input 1")
+    if cls.ndim != 2 or cls.shape[0] != 2 or cls.dtype != "int64" or c.shape != () or c.dtype != "int64":
+        raise ShapeError(f"unique_tally: classes (2, n) and an int64 count, got {cls} and {c}")
+    return TensorType((2, attrs["size"]), "int64")
+
+
+register_op("unique_classes", infer=_infer_unique_classes, pattern=Pattern.OPAQUE,
+            attrs_schema={"sorted": attr("bool", True)},
+            doc="for each row of a matrix: the first row equal to it, and its class's place among the "
+                "distinct rows (ascending, lexicographic, when sorted; else by first occurrence)")
+register_op("unique_tally", infer=_infer_unique_tally, pattern=Pattern.OPAQUE, num_args=2,
+            attrs_schema={"size": attr("dim")},
+            doc="per class (size of them, the count bound to it): the row of its first occurrence "
+                "and how many rows it has")
+
 __all__: list = []

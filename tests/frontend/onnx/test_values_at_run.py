@@ -80,3 +80,25 @@ def test_range_with_bounds_from_inputs(dtype, np_dtype):
         got = exe.run(*a)[0]
         np.testing.assert_array_equal(got, np.arange(*a, dtype=np_dtype))
         assert got.dtype == np_dtype
+
+
+@pytest.mark.parametrize("shape,axis,sorted_", [((12,), None, 1), ((12,), None, 0), ((3, 4), None, 1), ((4, 3), 0, 1),
+                                                 ((4, 3), 0, 0), ((2, 3, 4), -1, 1), ((5,), None, 1)])
+# (not sorted along an axis other than 0: onnx's reference takes the slices along axis 0 then)
+def test_unique_values_indices_inverse_and_counts(shape, axis, sorted_):
+    from onnx import TensorProto, helper
+    from onnx.reference import ReferenceEvaluator
+
+    attrs = {"sorted": sorted_} | ({} if axis is None else {"axis": axis})
+    outs = ["y", "i", "inv", "c"]
+    g = helper.make_graph([helper.make_node("Unique", ["x"], outs, **attrs)], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
+                          [helper.make_tensor_value_info(o, TensorProto.FLOAT if o == "y" else TensorProto.INT64, None)
+                           for o in outs])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 11)])
+    x = np.random.default_rng(len(shape)).integers(0, 3, shape).astype(np.float32)
+    exe = ember.compile(m)
+    for xv in (x, np.zeros(shape, np.float32)):  # (one class, the same executable)
+        want = ReferenceEvaluator(m).run(None, {"x": xv})
+        for got, w in zip(exe.run(xv), want):
+            np.testing.assert_array_equal(got, w)
