@@ -29,7 +29,7 @@ import numpy as np
 import onnx
 
 from ...errors import CompileError, DTypeError, EmberError, ShapeError, UnsupportedOpError
-from ...graph import Constant, Dim, Function, Module, TensorType, Tuple, Var, source_span
+from ...graph import Constant, Dim, Function, Module, TensorType, Tuple, TupleType, Var, source_span
 from ...graph.ops.dims import data_dim
 from ...loop import dtype as dt
 from ..errors import ModelError
@@ -484,6 +484,10 @@ class _Importer:
         for k, n in enumerate(_topo_order(list(g.node))):
             self._convert(n, k)
         outs = [self.env[o.name] for o in g.output]
+        for o, e in zip(g.output, outs):
+            if not isinstance(getattr(e, "type", None), (TensorType, TupleType)):
+                raise UnsupportedOpError(f"{self.source}: graph output {o.name!r} is a sequence (or optional): "
+                                         "Ember's outputs are tensors")
         self.io_narrow["outputs"] = [self.narrow_of(o.name) for o in g.output]
         body = outs[0] if len(outs) == 1 else Tuple(outs)
         return Module({"main": Function(params, body, body.type), **self.functions})

@@ -264,3 +264,33 @@ def test_global_lp_pool(p):
     x = np.random.default_rng(0).standard_normal((2, 3, 4, 5)).astype(np.float32)
     want = (np.abs(x.astype(np.float64)) ** p).sum(axis=(2, 3), keepdims=True) ** (1 / p)  # (onnx's reference lacks it)
     np.testing.assert_allclose(ember.compile(m).run(x)[0], want, rtol=1e-5)
+
+
+def test_sequences_known_at_import_become_their_tensors():
+    """Split into a sequence, insert, erase, index and concatenate it again: a sequence is an
+    import-time list, so a graph that only passes through one compiles to tensor ops."""
+    from onnx import numpy_helper
+
+    nodes = [h.make_node("SplitToSequence", ["x", "two"], ["s"], axis=1),  # chunks of 2: (2, 2, 1)
+             h.make_node("SequenceInsert", ["s", "y", "zero"], ["s2"]),
+             h.make_node("SequenceErase", ["s2", "minus1"], ["s3"]),
+             h.make_node("SequenceAt", ["s3", "one"], ["first"]),
+             h.make_node("SequenceLength", ["s3"], ["n"]),
+             h.make_node("ConcatFromSequence", ["s3"], ["cat"], axis=1),
+             h.make_node("SplitToSequence", ["x"], ["rows"], axis=0, keepdims=0),
+             h.make_node("ConcatFromSequence", ["rows"], ["stacked"], axis=0, new_axis=1)]
+    inits = [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in
+             [("two", 2), ("zero", 0), ("minus1", -1), ("one", 1)]]
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [3, 5]), h.make_tensor_value_info("y", T.FLOAT, [3, 1])],
+                     [h.make_tensor_value_info(o, T.FLOAT if o != "n" else T.INT64, None)
+                      for o in ("first", "n", "cat", "stacked")], initializer=inits)
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    rng = np.random.default_rng(0)
+    _check(m, {"x": rng.random((3, 5), dtype=np.float32), "y": rng.random((3, 1), dtype=np.float32)})
+
+
+def test_a_sequence_output_is_named_as_unsupported():
+    g = h.make_graph([h.make_node("SequenceConstruct", ["x"], ["s"])], "g", [h.make_tensor_value_info("x", T.FLOAT, [2])],
+                     [h.make_tensor_sequence_value_info("s", T.FLOAT, None)])
+    with pytest.raises(ember.errors.UnsupportedOpError, match="graph output 's' is a sequence"):
+        ember.compile(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]))
