@@ -184,9 +184,11 @@ def _rotary_embedding(node):
     return rotary(node, node.input(0), node.input(1), node.input(2), node.input(3) if node.has(3) else None)
 
 
-def rotary(node, x, cos, sin, positions):
-    """The rotation of :func:`_rotary_embedding` (attributes from ``node``): shared with the
-    contrib op, whose inputs come in another order."""
+def rotary(node, x, cos, sin, positions, interleaved=None, dim=None):
+    """The rotation of :func:`_rotary_embedding` (attributes from ``node`` unless given): shared
+    with the contrib ops, whose inputs come in another order (GroupQueryAttention's attributes
+    have other names)."""
+    interleaved = node.attr("interleaved", 0) if interleaved is None else interleaved
     rank, shape = x.type.ndim, x.type.shape
     if rank == 4:  # (batch, heads, seq, head) -> (batch, seq, heads, head)
         x = node.call("transpose", x, axes=(0, 2, 1, 3))
@@ -202,7 +204,7 @@ def rotary(node, x, cos, sin, positions):
     head = x.type.shape[3]
     if not isinstance(head, int):
         raise ShapeError(f"the head size must be static, got {x.type}")
-    rot = node.attr("rotary_embedding_dim", 0) or head
+    rot = (node.attr("rotary_embedding_dim", 0) if dim is None else dim) or head
     half = rot // 2
     if positions is not None:  # caches indexed by position: (max position, half) -> (batch, seq, half)
         cos = node.call("gather", cos, positions, axis=0)
@@ -216,13 +218,13 @@ def rotary(node, x, cos, sin, positions):
     def part(begin, end, step=1):
         return node.call("strided_slice", x, begin=(begin,), end=(end,), axes=(3,), strides=(step,))
 
-    if node.attr("interleaved", 0):
+    if interleaved:
         x1, x2 = part(0, rot, 2), part(1, rot, 2)
     else:
         x1, x2 = part(0, half), part(half, rot)
     real = node.call("subtract", node.call("multiply", cos, x1), node.call("multiply", sin, x2))
     imag = node.call("add", node.call("multiply", sin, x1), node.call("multiply", cos, x2))
-    if node.attr("interleaved", 0):
+    if interleaved:
         pairs = node.call("concat", node.call("unsqueeze", real, axes=(4,)), node.call("unsqueeze", imag, axes=(4,)),
                           axis=4)
         rotated = node.call("reshape", pairs, newshape=tuple(x.type.shape[:3]) + (rot,))

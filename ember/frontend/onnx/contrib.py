@@ -257,6 +257,72 @@ def _multi_head_attention(node):
     return [y, k, v][:max(1, node.num_outputs)]
 
 
+@_contrib("GroupQueryAttention")
+def _group_query_attention(node):
+    """Grouped-query attention as ONNX Runtime's LLM exports write it: query, key and value
+    (or packed QKV), a past of the kv heads prepended, rotary embeddings from the caches at each
+    token's position (``do_rotary``), causal attention over the keys each sequence has
+    (``seqlens_k[b] + 1`` of them, the queries its last ones), a local window, a softcap.
+    The past and present are separate buffers of the past's and the total length (a shared
+    buffer is not supported)."""
+    heads, kv_heads = node.attr("num_heads"), node.attr("kv_num_heads")
+    q = node.input(0)
+    dtype = q.type.dtype
+    b, s, width = q.type.shape
+    if node.has(1) and node.has(2):
+        k, v = node.input(1), node.input(2)
+        head = D.dim_div_exact(width, heads)
+    else:  # packed: (b, s, (heads + 2 * kv_heads) * head)
+        head = D.dim_div_exact(width, heads + 2 * kv_heads)
+        q, k, v = _split3(node, q, (heads * head, kv_heads * head, kv_heads * head))
+    if head is None or not isinstance(head, int):
+        raise ShapeError(f"the head size of {q.type} for {heads} heads must be a static whole number")
+    q, k, v = (onnx_attention._heads(node, t, n, what) for t, n, what in
+               ((q, heads, "query"), (k, kv_heads, "key"), (v, kv_heads, "value")))
+    past = node.type(3).shape[2] if node.has(3) else 0
+    positions = None
+    if node.attr("do_rotary", 0):
+        if node.has(9):
+            positions = node.input(9)
+        else:  # each token's position: the past's length on
+            r = node.call("reshape", node.call("range", start=0, stop=s, step=1, dtype="int64"), newshape=(1, s))
+            positions = node.call("add", r, node.const_like(np.array(past, np.int64), "int64")) if past else r
+        cos, sin = node.input(7), node.input(8)
+        q, k = (onnx_attention.rotary(node, t, cos, sin, positions, interleaved=node.attr("rotary_interleaved", 0),
+                                      dim=0)[0] for t in (q, k))
+    if node.has(3):
+        k = node.call("concat", node.input(3), k, axis=2)
+        v = node.call("concat", node.input(4), v, axis=2)
+    present_k, present_v = k, v
+    if heads != kv_heads:
+        k, v = (onnx_attention._repeat_heads(node, t, heads // kv_heads) for t in (k, v))
+    scale = node.attr("scale") or 1.0 / math.sqrt(head)
+    scores = node.call("multiply", node.call("nn.matmul", q, node.call("transpose", k, axes=(0, 1, 3, 2))),
+                       node.const_like(scale, dtype))
+    cap = node.attr("softcap", 0.0) or 0.0
+    if cap > 0:
+        c = node.const_like(cap, dtype)
+        scores = node.call("multiply", node.call("tanh", node.call("divide", scores, c)), c)
+    skv = scores.type.shape[3]
+    # query i of batch b sits at position seqlens_k[b] + 1 - s + i; it sees the keys up to it
+    last = node.call("reshape", node.call("cast", node.input(5), dtype="int64"), newshape=(b, 1, 1, 1))
+    rows = node.call("reshape", node.call("range", start=0, stop=s, step=1, dtype="int64"), newshape=(1, 1, s, 1))
+    cols = node.call("reshape", node.call("range", start=0, stop=skv, step=1, dtype="int64"), newshape=(1, 1, 1, skv))
+    length = node.call("strided_slice", node.call("shape_of", node.input(0)), begin=(1,), end=(2,), axes=(0,))
+    start = node.call("subtract", node.call("add", last, node.const_like(np.array(1, np.int64), "int64")),
+                      node.call("reshape", length, newshape=(1, 1, 1, 1)))
+    pos = node.call("add", start, rows)
+    seen = node.call("less_equal", cols, pos)
+    window = node.attr("local_window_size", -1)
+    if window is not None and window > 0:
+        seen = node.call("logical_and", seen, node.call("greater", cols, node.call(
+            "subtract", pos, node.const_like(np.array(window, np.int64), "int64"))))
+    logits = node.call("where", seen, scores, node.const_like(-np.inf, dtype))
+    y = node.call("nn.matmul", node.call("nn.softmax", logits, axis=-1), v)
+    y = node.call("reshape", node.call("transpose", y, axes=(0, 2, 1, 3)), newshape=(b, s, heads * head))
+    return [y, present_k, present_v][:max(1, node.num_outputs)]
+
+
 def _split3(node, x, sizes):
     out, start = [], 0
     for n in sizes:

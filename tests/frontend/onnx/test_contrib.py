@@ -213,3 +213,36 @@ def test_multi_head_attention(mask, bias, past, causal):
     except Exception as e:  # (an ONNX Runtime without this variant on CPU)
         pytest.skip(f"ONNX Runtime cannot run it: {e}")
     both(m, feeds)
+
+
+@pytest.mark.parametrize("past,rotary,packed,window", [(0, 0, False, -1), (3, 0, False, -1), (3, 1, False, -1),
+                                                       (2, 1, True, -1), (4, 0, False, 2)])
+def test_group_query_attention(past, rotary, packed, window):
+    b, s, heads, kv, d = 1, 3, 4, 2, 16  # (ONNX Runtime's rotary wants heads of a multiple of 16)
+    feeds = {"q": rand(b, s, heads * d), "k": rand(b, s, kv * d), "v": rand(b, s, kv * d)}
+    if packed:
+        feeds = {"q": np.concatenate([feeds["q"], feeds["k"], feeds["v"]], axis=-1)}
+    ins = ["q", "k" if not packed else "", "v" if not packed else ""]
+    inputs = [vi(n, list(feeds[n].shape)) for n in feeds]
+    if past:
+        feeds.update(pk=rand(b, kv, past, d), pv=rand(b, kv, past, d))
+        inputs += [vi("pk", [b, kv, past, d]), vi("pv", [b, kv, past, d])]
+        ins += ["pk", "pv"]
+    else:
+        ins += ["", ""]
+    feeds["seqlens"] = np.array([past + s - 1] * b, np.int32)
+    feeds["total"] = np.array(past + s, np.int32)
+    inputs += [vi("seqlens", [b], I32), vi("total", [], I32)]
+    ins += ["seqlens", "total"]
+    inits = []
+    if rotary:
+        inits = [numpy_helper.from_array(rand(32, d // 2), "cos"), numpy_helper.from_array(rand(32, d // 2), "sin")]
+        ins += ["cos", "sin"]
+    node = ms("GroupQueryAttention", ins, ["y", "present_k", "present_v"], num_heads=heads, kv_num_heads=kv,
+              do_rotary=rotary, local_window_size=window)
+    m = contrib_model([node], inputs, [vi(o, None) for o in ("y", "present_k", "present_v")], inits)
+    try:
+        ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    except Exception as e:  # (an ONNX Runtime without this variant on CPU)
+        pytest.skip(f"ONNX Runtime cannot run it: {e}")
+    both(m, feeds, atol=1e-4)
