@@ -113,22 +113,22 @@ class RunState:
             arena = self.arenas[p] = ARENAS.take(layout.arena_bytes, layout.new_arena, prefer=self.had.get(p))
         if self.layouts.get(p) is layout and self.had.get(p) is arena:
             return
-        slots, shapes, fixed = self.slots, layout.shapes, self.fixed
+        slots, shapes, fixed, ptrs = self.slots, layout.shapes, self.fixed, self.ptrs
         mine = layout.phase.slots
+        # (a decoder's every step is a new layout: one array constructor and one address a slot,
+        # where slicing, viewing and reshaping the arena took three and a lookup of the address)
+        base, offsets = data_pointer(arena), layout.offsets
         for k in mine:
             s = slots[k]
             if s["kind"] == "arena":
-                dt = numpy_dtype(s["dtype"])
-                n = int(np.prod(shapes[k], dtype=np.int64))
-                off = layout.offsets[k]
-                fixed[k] = arena[off: off + n * dt.itemsize].view(dt).reshape(shapes[k])
+                off = offsets[k]
+                fixed[k] = np.ndarray(shapes[k], numpy_dtype(s["dtype"]), arena, off)
+                ptrs[k] = base + off
         for k in mine:  # views are listed after their bases
             s = slots[k]
             if s["kind"] == "view" and slots[s["base"]]["kind"] == "arena":
                 fixed[k] = view_of(fixed[s["base"]], shapes[k], s)
-        for k in mine:
-            if fixed[k] is not None and slots[k]["kind"] in ("arena", "view"):
-                self.ptrs[k] = data_pointer(fixed[k])
+                ptrs[k] = data_pointer(fixed[k])
         self.layouts[p] = layout
         self.had[p] = arena
 
