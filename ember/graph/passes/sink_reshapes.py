@@ -54,7 +54,7 @@ def _sink(n: Call):
     if not views:
         return None
     src = tuple(views[0].args[0].type.shape)
-    if not src or src[-1] != n.type.shape[-1]:
+    if not src or not n.type.shape or src[-1] != n.type.shape[-1]:  # (a scalar result: nothing to sink past)
         return None
     args = []
     for a in n.args:

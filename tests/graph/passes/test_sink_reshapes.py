@@ -45,3 +45,14 @@ def test_ops_whose_attributes_name_an_axis_or_a_shape_keep_the_reshape():
     for y in (call("nn.bias_add", r, const(rand(3)), axis=1), call("expand", r, shape=(2, 2, 3, 4))):
         mod = module([x], y)
         assert PassContext(opt_level=3).run(mod, [sink_reshapes]) is mod
+
+
+def test_a_reshape_to_a_scalar_stays_where_it_is():
+    """QLinearMatMul's scales arrive as (1,) tensors reshaped to scalars: there is no axis to
+    sink the reshape past (the pass used to index the scalar's last axis)."""
+    x, s = Var("x", T()), Var("s", T(1))
+    y = call("multiply", x, call("reshape", s, newshape=()))
+    after = PassContext(opt_level=3).run(module([x, s], y), [sink_reshapes])
+    assert [c.op for c in topo_calls(after)] == ["reshape", "multiply"]
+    xv, sv = np.float32(3.0), rand(1)
+    np.testing.assert_allclose(ember.compile(module([x, s], y)).run(xv, sv)[0], xv * sv[0], rtol=1e-6)
