@@ -331,8 +331,10 @@ def cases() -> Dict[str, Case]:
                                                            "gpt2", "gpt2_opt"), text_feeds(vocab=1000)),
         Case("fp16/resnet18", "fp16", _quantized(lambda: _zoo_file("resnet18"), "fp16", "resnet18_fp16"), image_feeds(),
              rtol=1e-2),
-        Case("fp16/bert", "fp16", _quantized(lambda: _optimum("bert")(os.path.join(CACHE, "optimum")), "fp16",
-                                             "bert_fp16"), text_feeds(vocab=1000), rtol=1e-2),
+        # (the zoo's BERT: onnxconverter-common turns optimum's BERT into a file ONNX Runtime refuses too,
+        # a Cast to float32 feeding a float16 Sub)
+        Case("fp16/bert", "fp16", _quantized(lambda: _zoo_file("bert"), "fp16", "bert_zoo_fp16"),
+             text_feeds(vocab=1000), rtol=1e-2),
     ]
     for name in ("resnet50", "mobilenet_v3_small", "efficientnet_b0", "convnext_tiny", "swin_t", "vit_b_16",
                  "bert", "gpt2"):
