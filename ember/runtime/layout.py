@@ -157,7 +157,7 @@ class Layout:
                  "intermediate_bytes")
 
     def __init__(self, program: dict, calls: list, env: dict, phase: Phase, earlier: Optional["Layout"] = None,
-                 slot_shapes=None):
+                 slot_shapes=None, itemsize: Optional[list] = None):
         self.env = env
         self.phase = phase
         for chk in phase.checks:
@@ -180,8 +180,9 @@ class Layout:
             if any(d < 0 for d in shape):
                 raise ShapeError(f"slot {k} has shape {_shape_text(s['shape'])} = {shape} for {_bound(env)}")
             shapes[k] = shape
+        itemsize = itemsize or _itemsizes(program)
         for k in set(phase.slots) | {x for x in range(len(slots)) if shapes[x] is not None}:
-            n = numpy_dtype(slots[k]["dtype"]).itemsize
+            n = itemsize[k]
             for d in shapes[k]:
                 n *= d
             nbytes[k] = n
@@ -191,9 +192,7 @@ class Layout:
             self.arena_bytes = int(program["arena_bytes"])
             self.intermediate_bytes = int(program.get("intermediate_bytes", self.arena_bytes))
         else:
-            last = phase.end - 1
-            plan = plan_memory([Interval(k, nbytes[k], slots[k]["live"][0], min(slots[k]["live"][1], last))
-                                for k in phase.arena])
+            plan = _plan(program, phase, nbytes)
             self.offsets, self.arena_bytes, self.intermediate_bytes = plan.offsets, plan.arena_bytes, plan.total_bytes
         mine = set(phase.slots)
         self.out_new = [(o["slot"], shapes[o["slot"]], numpy_dtype(o["dtype"])) for o in program["outputs"]
@@ -244,6 +243,18 @@ class Layout:
                                 f"{self.arena_bytes} bytes, more than this process can allocate") from None
 
 
+def _itemsizes(program: dict) -> list:
+    """Each slot's element size."""
+    return [numpy_dtype(s["dtype"]).itemsize for s in program["slots"]]
+
+
+def _plan(program: dict, phase: Phase, nbytes: dict):
+    """The memory plan of the phase's intermediates of ``nbytes`` bytes."""
+    slots, last = program["slots"], phase.end - 1
+    return plan_memory([Interval(k, nbytes[k], slots[k]["live"][0], min(slots[k]["live"][1], last))
+                        for k in phase.arena])
+
+
 class Layouts:
     """The layouts of the symbol values seen so far (the most recent ``size`` per phase: a
     decoder generating 64 tokens after its prompt meets 65 pasts, which a bound of 64 evicted
@@ -259,6 +270,7 @@ class Layouts:
         self.data = data_symbols(program)
         self.pre, self.phases = phases_of(program)
         self._slot_shapes = compile_shapes([s["shape"] for s in program["slots"]])
+        self._itemsize = _itemsizes(program)
 
     def get(self, env: dict, p: int = 0, earlier: Optional[Layout] = None) -> Layout:
         """The layout of phase ``p`` at ``env`` (``earlier``: the previous phase's layout)."""
@@ -269,7 +281,7 @@ class Layouts:
             if lay is not None:
                 self._cache.move_to_end(key)
                 return lay
-        lay = Layout(self._program, self._calls, env, phase, earlier, self._slot_shapes)
+        lay = Layout(self._program, self._calls, env, phase, earlier, self._slot_shapes, self._itemsize)
         with self._lock:
             self._cache[key] = lay
             while len(self._cache) > self._size * len(self.phases):

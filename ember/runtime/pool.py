@@ -81,7 +81,7 @@ class RunState:
     from the process's :data:`~ember.runtime.arenas.ARENAS`. A phase is laid out again when a
     run comes with other symbol values (a new layout) or is lent another arena than last time."""
 
-    __slots__ = ("slots", "constants", "arenas", "had", "fixed", "ptrs", "layouts", "gate")
+    __slots__ = ("slots", "constants", "arenas", "had", "fixed", "ptrs", "layouts", "gate", "dtypes")
 
     def __init__(self, slots: list, constants: list):
         self.slots = slots
@@ -89,6 +89,7 @@ class RunState:
         self.arenas: dict = {}  # phase -> the arena this run borrowed
         self.had: dict = {}  # phase -> the arena its views point into
         self.fixed: list = [None] * len(slots)
+        self.dtypes = [numpy_dtype(s["dtype"]) for s in slots]
         for k, s in enumerate(slots):
             if s["kind"] == "const":
                 self.fixed[k] = constants[s["index"]]
@@ -122,7 +123,7 @@ class RunState:
             s = slots[k]
             if s["kind"] == "arena":
                 off = offsets[k]
-                fixed[k] = np.ndarray(shapes[k], numpy_dtype(s["dtype"]), arena, off)
+                fixed[k] = np.ndarray(shapes[k], self.dtypes[k], arena, off)
                 ptrs[k] = base + off
         for k in mine:  # views are listed after their bases
             s = slots[k]
