@@ -29,14 +29,14 @@ import numpy as np
 import onnx
 
 from ...errors import CompileError, DTypeError, EmberError, ShapeError, UnsupportedOpError
-from ...graph import Constant, Dim, Function, Module, TensorType, Tuple, TupleType, Var, source_span
-from ...graph.ops.dims import data_dim
+from ...graph import Constant, Function, Module, TensorType, Tuple, TupleType, Var, source_span
 from ...loop import dtype as dt
 from ..errors import ModelError
 from . import fold
 from .context import NodeContext, StructureValueError
 from .versioning import versioned
-from .dtypes import is_supported, narrow_of, onnx_type_name, storage_of, tensor_to_numpy
+from .dtypes import is_supported, narrow_of, onnx_type_name, tensor_to_numpy
+from .inputs import empty_sizes, given_shape, input_type
 from .table import DEFAULT_DOMAINS, MAX_OPSET, MIN_OPSET, lookup, lookup_node
 
 _DEFAULT_DOMAINS = DEFAULT_DOMAINS
@@ -327,48 +327,6 @@ def value_inputs(model, *, keep_initializers_as_inputs: bool = False) -> list:
 
 # -- conversion ---------------------------------------------------------------------------------
 
-def empty_sizes(graph: onnx.GraphProto) -> frozenset:
-    """The named sizes of ``graph``'s inputs that may be 0, which is rare enough that sizes are
-    otherwise taken to be at least 1 (kernels over them then need no empty-axis cases): a
-    decoder's past, which its first step has none of -- named so (optimum's
-    ``past_sequence_length``, ``past_decoder_sequence_length``), or added to another size in a
-    declared dim (``past_sequence_length + sequence_length`` of the attention mask)."""
-    names = {d.dim_param for vi in graph.input if vi.type.HasField("tensor_type")
-             for d in vi.type.tensor_type.shape.dim if d.dim_param}
-    terms = {t.strip() for n in names if "+" in n for t in n.split("+")}
-    return frozenset(n for n in names if "+" not in n and ("past" in n.lower() or n in terms))
-
-
-def _input_type(vi: onnx.ValueInfoProto, empty: frozenset = frozenset()) -> TensorType:
-    """The declared type of a graph input; a size in ``empty`` may be 0 (a '?' size)."""
-    tt = vi.type.tensor_type
-    dtype = storage_of(tt.elem_type, f"graph input {vi.name!r}")
-    if not tt.HasField("shape"):
-        raise ShapeError(f"graph input {vi.name!r} has no shape; Ember needs at least its rank")
-    dims = []
-    for i, d in enumerate(tt.shape.dim):
-        if d.HasField("dim_value"):
-            dims.append(int(d.dim_value))
-        elif d.dim_param:
-            dims.append(data_dim(d.dim_param) if d.dim_param in empty else Dim(d.dim_param))
-        else:  # an unnamed unknown size: give it a name of its own
-            dims.append(Dim(f"{vi.name}.{i}"))
-    return TensorType(dims, dtype)
-
-
-def _given_shape(t: TensorType, name: str, shape: Optional[Sequence]) -> TensorType:
-    """``t`` with the shape ``input_shapes`` gives input ``name`` (checked against ``t``)."""
-    if shape is None:
-        return t
-    dims = tuple(Dim(d) if isinstance(d, str) else int(d) for d in shape)
-    if len(dims) != t.ndim:
-        raise ShapeError(f"input {name!r} has rank {t.ndim} ({t}); input_shapes gives {tuple(shape)}")
-    for want, got in zip(t.shape, dims):
-        if isinstance(want, int) and want != got:
-            raise ShapeError(f"input {name!r} has shape {t.shape}; input_shapes gives {tuple(shape)}")
-    return TensorType(dims, t.dtype)
-
-
 def _topo_order(nodes) -> list:
     """Nodes in dataflow order (ONNX requires it, but tools do not always deliver it)."""
     produced_by = {o: k for k, n in enumerate(nodes) for o in n.output if o}
@@ -525,7 +483,7 @@ class _Importer:
         enclosing graph's values it reads. Returns ``(function name, outer values it reads,
         its output expressions' types)``."""
         params = [Var(vi.name or f"in{k}", formal_types[k] if formal_types is not None and k < len(formal_types)
-                      else _input_type(vi)) for k, vi in enumerate(graph.input)]
+                      else input_type(vi)) for k, vi in enumerate(graph.input)]
         child = self._child(graph, label, {vi.name: v for vi, v in zip(graph.input, params)})
         outs = [child.env[o.name] for o in graph.output]
         if not outs:
@@ -546,7 +504,7 @@ class _Importer:
             elif name in inits and not self.keep:
                 continue  # bound below as a Constant
             else:
-                v = Var(name, _given_shape(_input_type(vi, self.empty), name, self.shapes.get(name)))
+                v = Var(name, given_shape(input_type(vi, self.empty), name, self.shapes.get(name)))
                 self.env[name] = v
                 params.append(v)
                 kind = narrow_of(vi.type.tensor_type.elem_type)
@@ -591,7 +549,7 @@ class _Importer:
                                     f"{format_bytes(max(sizes))})")
 
     def _bind_static(self, vi) -> None:
-        want = _input_type(vi)
+        want = input_type(vi)
         v = np.asarray(self.static[vi.name])
         if dt.from_numpy(v.dtype) != want.dtype:
             raise DTypeError(f"static input {vi.name!r} has dtype {v.dtype}, the model declares {want.dtype}")

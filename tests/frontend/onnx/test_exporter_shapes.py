@@ -129,7 +129,7 @@ def test_a_kernel_takes_a_size_only_its_computation_uses():
 
 
 def test_the_sizes_that_may_be_empty_are_a_decoders_past():
-    from ember.frontend.onnx.importer import empty_sizes
+    from ember.frontend.onnx.inputs import empty_sizes
 
     m = model([node("Identity", ["ids"], ["y"])],
               [vi("ids", ["batch", "sequence_length"], I64), vi("mask", ["batch", "past_sequence_length + sequence_length"], I64),

@@ -60,7 +60,7 @@ def test_unsupported_ops_are_all_reported_at_once_before_converting():
     nodes = [node("Bernoulli", ["x"], ["a"], name="nz1"),
              node("Add", ["x", "bad"], ["b"], name="add_shape_error"),  # would fail if converted
              node("Bernoulli", ["x"], ["c"], name="nz2"),
-             node("Unique", ["x"], ["d"], name="uniq"),
+             node("Det", ["x"], ["d"], name="det"),
              helper_node_custom()]
     m = model(nodes, [vi("x", [2, 3]), vi("bad", [4])], [vi("a", [2, 3]), vi("b", [2, 3]),
                                                           vi("c", [2, 3]), vi("d", [6]), vi("e", [2, 3])])
@@ -68,9 +68,9 @@ def test_unsupported_ops_are_all_reported_at_once_before_converting():
         from_onnx(m)
     msg = str(info.value)
     assert "opset 17" in msg and "3 op type(s)" in msg
-    assert "Bernoulli: node(s) 'nz1', 'nz2'" in msg and "Unique: node(s) 'uniq'" in msg
+    assert "Bernoulli: node(s) 'nz1', 'nz2'" in msg and "Det: node(s) 'det'" in msg
     assert "com.example.Custom: node(s) 'custom'" in msg
-    assert info.value.unsupported_ops == {"Bernoulli": ["nz1", "nz2"], "Unique": ["uniq"],
+    assert info.value.unsupported_ops == {"Bernoulli": ["nz1", "nz2"], "Det": ["det"],
                                           "com.example.Custom": ["custom"]}
 
 
