@@ -194,6 +194,11 @@ def _row(r: dict) -> str:
 def _summary(results: list, torch_too: bool) -> None:
     ok = [r for r in results if r["ok"]]
     print(f"\n{len(ok)} of {len(results)} compile as exported and match at both shapes")
+    not_ember = [r for r in results if not r["ok"] and (r.get("stage") == "build" or str(r.get("stage", "")).startswith(
+        ("EXPORT", "TOOL")))]
+    if not_ember:
+        print(f"{len(not_ember)} failed before Ember: the tool could not make the file, made an invalid one, or "
+              "fixed a shape (ONNX Runtime refuses it too): " + ", ".join(r["name"] for r in not_ember))
     crashes = [r for r in results if not r["ok"] and not r.get("ember_error", True)]
     if crashes:
         print(f"{len(crashes)} failed with something other than an EmberError: "
