@@ -327,6 +327,15 @@ def value_inputs(model, *, keep_initializers_as_inputs: bool = False) -> list:
 
 # -- conversion ---------------------------------------------------------------------------------
 
+def _tensor_outputs(graph, outs: list, what: str) -> None:
+    """UnsupportedOpError where an output of ``graph`` is a sequence known at import
+    (:mod:`.sequence`): the values Ember computes and returns are tensors."""
+    for o, e in zip(graph.output, outs):
+        if not isinstance(getattr(e, "type", None), (TensorType, TupleType)):
+            raise UnsupportedOpError(f"{what}: graph output {o.name!r} is a sequence (or optional): "
+                                     "Ember's outputs are tensors")
+
+
 def _topo_order(nodes) -> list:
     """Nodes in dataflow order (ONNX requires it, but tools do not always deliver it)."""
     produced_by = {o: k for k, n in enumerate(nodes) for o in n.output if o}
@@ -442,10 +451,7 @@ class _Importer:
         for k, n in enumerate(_topo_order(list(g.node))):
             self._convert(n, k)
         outs = [self.env[o.name] for o in g.output]
-        for o, e in zip(g.output, outs):
-            if not isinstance(getattr(e, "type", None), (TensorType, TupleType)):
-                raise UnsupportedOpError(f"{self.source}: graph output {o.name!r} is a sequence (or optional): "
-                                         "Ember's outputs are tensors")
+        _tensor_outputs(g, outs, self.source)
         self.io_narrow["outputs"] = [self.narrow_of(o.name) for o in g.output]
         body = outs[0] if len(outs) == 1 else Tuple(outs)
         return Module({"main": Function(params, body, body.type), **self.functions})
@@ -488,6 +494,7 @@ class _Importer:
         outs = [child.env[o.name] for o in graph.output]
         if not outs:
             raise ModelError(f"{self.source}: the subgraph of {label} has no outputs")
+        _tensor_outputs(graph, outs, f"the subgraph of {label}")
         body = outs[0] if len(outs) == 1 else Tuple(outs)
         fn = Function(params + [v for v, _ in child.captured], body, body.type)
         name = f"subgraph{len(self.functions)}"
