@@ -169,7 +169,6 @@ def _attention(node):
         raise UnsupportedOpError("Attention with do_rotary=1 is not supported")
     x, w = node.input(0), node.input(1)
     heads = node.attr("num_heads")
-    dtype = x.type.dtype
     qkv = node.call("nn.matmul", x, w)
     if node.has(2):
         qkv = node.call("add", qkv, node.input(2))
@@ -191,23 +190,7 @@ def _attention(node):
         k, v = node.call("concat", pk, k, axis=2), node.call("concat", pv, v, axis=2)
     if node.wants(1):
         present = node.call("concat", node.call("unsqueeze", k, axes=(0,)), node.call("unsqueeze", v, axes=(0,)), axis=0)
-    head = q.type.shape[3]
-    scale = node.attr("scale") or 1.0 / math.sqrt(head)
-    scores = node.call("multiply", node.call("nn.matmul", q, node.call("transpose", k, axes=(0, 1, 3, 2))),
-                       node.const_like(scale, dtype))
-    sq, skv = scores.type.shape[2], scores.type.shape[3]
-    bias = _mask_filter(node, node.input(3), sq, skv, dtype) if node.has(3) else None
-    if node.has(5):
-        bias = _add(node, node.input(5), bias) if bias is not None else node.input(5)
-    if node.attr("unidirectional", 0):
-        diff = onnx_attention._diff(node, sq, skv, past_len)
-        causal = node.call("where", node.call("greater_equal", diff, node.const_like(0, "int64")),
-                           node.const_like(0, dtype), node.const_like(node.attr("mask_filter_value", -10000.0), dtype))
-        bias = causal if bias is None else node.call("add", bias, causal)
-    logits = node.call("add", scores, bias) if bias is not None else scores
-    y = node.call("nn.matmul", node.call("nn.softmax", logits, axis=-1), v)
-    bb, h, ss, d = y.type.shape
-    y = node.call("reshape", node.call("transpose", y, axes=(0, 2, 1, 3)), newshape=(bb, ss, D.dim_mul(h, d)))
+    y = _attend(node, q, k, v, past_len, 3, 5)
     return [y, present][:max(1, node.num_outputs)]
 
 
@@ -221,15 +204,8 @@ def _multi_head_attention(node):
         raise UnsupportedOpError("MultiHeadAttention with packed QKV or KV, or keys already split into heads, "
                                  "is not supported")
     heads = node.attr("num_heads")
-    dtype = q.type.dtype
     if node.has(3):  # bias: (q_hidden + k_hidden + v_hidden)
-        hq, hk = q.type.shape[2], k.type.shape[2]
-        sizes = (hq, hk, v.type.shape[2])
-        bias = node.input(3)
-        parts, start = [], 0
-        for n in sizes:
-            parts.append(node.call("strided_slice", bias, begin=(start,), end=(start + n,), axes=(0,)))
-            start += n
+        parts = _split3(node, node.input(3), (q.type.shape[2], k.type.shape[2], v.type.shape[2]), axis=0)
         q, k, v = (node.call("add", t, b) for t, b in zip((q, k, v), parts))
     q, k, v = (onnx_attention._heads(node, t, heads, what) for t, what in ((q, "query"), (k, "key"), (v, "value")))
     past_len = 0
@@ -237,23 +213,7 @@ def _multi_head_attention(node):
         past_len = node.type(6).shape[2]
         k = node.call("concat", node.input(6), k, axis=2)
         v = node.call("concat", node.input(7), v, axis=2)
-    head = q.type.shape[3]
-    scale = node.attr("scale") or 1.0 / math.sqrt(head)
-    scores = node.call("multiply", node.call("nn.matmul", q, node.call("transpose", k, axes=(0, 1, 3, 2))),
-                       node.const_like(scale, dtype))
-    sq, skv = scores.type.shape[2], scores.type.shape[3]
-    bias = _mask_filter(node, node.input(4), sq, skv, dtype) if node.has(4) else None
-    if node.has(5):
-        bias = _add(node, node.input(5), bias) if bias is not None else node.input(5)
-    if node.attr("unidirectional", 0):
-        diff = onnx_attention._diff(node, sq, skv, past_len)
-        causal = node.call("where", node.call("greater_equal", diff, node.const_like(0, "int64")),
-                           node.const_like(0, dtype), node.const_like(node.attr("mask_filter_value", -10000.0), dtype))
-        bias = causal if bias is None else node.call("add", bias, causal)
-    logits = node.call("add", scores, bias) if bias is not None else scores
-    y = node.call("nn.matmul", node.call("nn.softmax", logits, axis=-1), v)
-    b, h, s, d = y.type.shape
-    y = node.call("reshape", node.call("transpose", y, axes=(0, 2, 1, 3)), newshape=(b, s, D.dim_mul(h, d)))
+    y = _attend(node, q, k, v, past_len, 4, 5)
     return [y, k, v][:max(1, node.num_outputs)]
 
 
@@ -323,12 +283,36 @@ def _group_query_attention(node):
     return [y, present_k, present_v][:max(1, node.num_outputs)]
 
 
-def _split3(node, x, sizes):
+def _split3(node, x, sizes, axis: int = 2):
+    """``x`` cut along ``axis`` into consecutive parts of ``sizes``."""
     out, start = [], 0
     for n in sizes:
-        out.append(node.call("strided_slice", x, begin=(start,), end=(start + n,), axes=(2,)))
+        out.append(node.call("strided_slice", x, begin=(start,), end=(start + n,), axes=(axis,)))
         start += n
     return out
+
+
+def _attend(node, q, k, v, past_len, mask_input: int, bias_input: int):
+    """The fused attention ops' core, heads split (b, h, s, d): scaled scores, the mask (input
+    ``mask_input``) and attention bias (``bias_input``) added, causality when unidirectional
+    (all masking by ``mask_filter_value``), softmax, and the heads merged back (b, s, h*d)."""
+    dtype = q.type.dtype
+    scale = node.attr("scale") or 1.0 / math.sqrt(q.type.shape[3])
+    scores = node.call("multiply", node.call("nn.matmul", q, node.call("transpose", k, axes=(0, 1, 3, 2))),
+                       node.const_like(scale, dtype))
+    sq, skv = scores.type.shape[2], scores.type.shape[3]
+    bias = _mask_filter(node, node.input(mask_input), sq, skv, dtype) if node.has(mask_input) else None
+    if node.has(bias_input):
+        bias = _add(node, node.input(bias_input), bias) if bias is not None else node.input(bias_input)
+    if node.attr("unidirectional", 0):
+        diff = onnx_attention._diff(node, sq, skv, past_len)
+        causal = node.call("where", node.call("greater_equal", diff, node.const_like(0, "int64")),
+                           node.const_like(0, dtype), node.const_like(node.attr("mask_filter_value", -10000.0), dtype))
+        bias = causal if bias is None else node.call("add", bias, causal)
+    logits = node.call("add", scores, bias) if bias is not None else scores
+    y = node.call("nn.matmul", node.call("nn.softmax", logits, axis=-1), v)
+    b, h, s, d = y.type.shape
+    return node.call("reshape", node.call("transpose", y, axes=(0, 2, 1, 3)), newshape=(b, s, D.dim_mul(h, d)))
 
 
 @_contrib("RotaryEmbedding")
