@@ -40,20 +40,23 @@ def _round(n: int) -> int:
 
 def plan_memory(values: list) -> MemoryPlan:
     """Offsets for ``values`` (a list of :class:`Interval`)."""
-    placed: list = []  # (offset, size, interval)
+    placed: list = []  # (first instruction, last instruction, offset, end offset): plain tuples,
+    # as a new size of a dynamic model plans again (a decoder's every step) and this loop is
+    # quadratic in the intermediates
     offsets = {}
     order = sorted(values, key=lambda v: (-v.nbytes, v.start))
     for v in order:
-        size = _round(v.nbytes)
-        busy = sorted((o, o + s) for o, s, w in placed if not (w.end < v.start or v.end < w.start))
+        size, start, end = _round(v.nbytes), v.start, v.end
+        busy = sorted([(o, e) for s0, e0, o, e in placed if s0 <= end and start <= e0])
         at = 0
         for lo, hi in busy:
             if at + size <= lo:
                 break
-            at = max(at, hi)
-        placed.append((at, size, v))
+            if hi > at:
+                at = hi
+        placed.append((start, end, at, at + size))
         offsets[v.key] = at
-    arena = max((o + s for o, s, _ in placed), default=0)
+    arena = max((e for _, _, _, e in placed), default=0)
     return MemoryPlan(offsets, arena, sum(_round(v.nbytes) for v in values))
 
 
