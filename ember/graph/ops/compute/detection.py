@@ -104,6 +104,32 @@ def _nms_select(attrs, param_types, out_type, name: str) -> PrimFunc:
 set_kernel("nms_select", _nms_select)
 
 
+def _f(v):
+    return const_of(v, F32)
+
+
+def _task_values(name: str, values, dtype: str) -> tuple:
+    """(buffer, its stores, its loads): values a task computes once and reads in its loops."""
+    buf = Buffer(name, (IntImm(len(values), INDEX),), dtype, scope="local")
+    stores = seq(*[Store(buf, v, (IntImm(q, INDEX),)) for q, v in enumerate(values)])
+    return buf, stores, tuple(Load(buf, (IntImm(q, INDEX),)) for q in range(len(values)))
+
+
+def _per_roi_bins(name: str, bufs: tuple, loops: tuple, sizes: tuple, setup, cell, scratch) -> PrimFunc:
+    """The RoI kernels' nest: RoIs in parallel, each its ``setup`` then, per channel and bin,
+    ``cell``; ``loops`` the (roi, channel, bin row, bin column) variables, ``sizes`` their
+    extents, ``scratch`` the task's local buffers."""
+    zero = IntImm(0, INDEX)
+    r, c, ph, pw = loops
+    rois, channels, rows, cols = sizes
+    body = For(c, zero, channels, "serial", For(ph, zero, IntImm(rows, INDEX), "serial",
+                                                For(pw, zero, IntImm(cols, INDEX), "serial", cell)))
+    task = seq(setup, body)
+    for buf in scratch:
+        task = Allocate(buf, task)
+    return PrimFunc(name, bufs + _size_params(bufs), For(r, zero, rois, "parallel", task))
+
+
 def _roi_align(attrs, param_types, out_type, name: str) -> PrimFunc:
     """ONNX's RoiAlign, as its reference computes it: per RoI (in parallel) its start, bin
     sizes and samples a side (``sampling_ratio``, or per RoI ceil(bin size)); per channel and
@@ -115,10 +141,8 @@ def _roi_align(attrs, param_types, out_type, name: str) -> PrimFunc:
     OUT = _buffer("roi_align", out_type)
     C, H, W = X.shape[1], X.shape[2], X.shape[3]
     PH, PW = int(attrs["output_height"]), int(attrs["output_width"])
-    zero, one = IntImm(0, INDEX), IntImm(1, INDEX)
-    f = lambda v: const_of(v, F32)  # noqa: E731
+    zero, one, f = IntImm(0, INDEX), IntImm(1, INDEX), _f
     r, c, ph, pw, iy, ix = (Var(n) for n in ("r", "c", "ph", "pw", "iy", "ix"))
-    box = Buffer("box", (IntImm(6, INDEX),), F32, scope="local")  # start_w, start_h, bin_w, bin_h, grid_w, grid_h
     acc = Buffer("acc", (one,), F32, scope="local")
     off = f(0.5 if attrs["half_pixel"] else 0.0)
     scale = f(attrs["spatial_scale"])
@@ -131,9 +155,8 @@ def _roi_align(attrs, param_types, out_type, name: str) -> PrimFunc:
 
     def grid(size):
         return f(ratio) if ratio > 0 else cast(F32, cast(INDEX, ceil(size)))
-    setup = seq(*[Store(box, v, (IntImm(q, INDEX),)) for q, v in
-                  enumerate((corner[0], corner[1], bin_w, bin_h, grid(bin_w), grid(bin_h)))])
-    sw, sh, bw, bh, gw, gh = (Load(box, (IntImm(q, INDEX),)) for q in range(6))
+    box, setup, (sw, sh, bw, bh, gw, gh) = _task_values(
+        "box", (corner[0], corner[1], bin_w, bin_h, grid(bin_w), grid(bin_h)), F32)
     b = Load(BI, (r,))
     y = sh + cast(F32, ph) * bh + (cast(F32, iy) + f(0.5)) * bh / gh
     x = sw + cast(F32, pw) * bw + (cast(F32, ix) + f(0.5)) * bw / gw
@@ -164,11 +187,7 @@ def _roi_align(attrs, param_types, out_type, name: str) -> PrimFunc:
     sample = LetStmt(yv, y, LetStmt(xv, x, update))
     samples = For(iy, zero, cast(INDEX, gh), "serial", For(ix, zero, cast(INDEX, gw), "serial", sample))
     cell = seq(Store(acc, f(0), (zero,)), samples, Store(OUT, cast(out_type.dtype, finish), (r, c, ph, pw)))
-    body = For(c, zero, C, "serial", For(ph, zero, IntImm(PH, INDEX), "serial",
-                                         For(pw, zero, IntImm(PW, INDEX), "serial", cell)))
-    task = Allocate(box, Allocate(acc, seq(setup, body)))
-    bufs = (X, R, BI, OUT)
-    return PrimFunc(name, bufs + _size_params(bufs), For(r, zero, R.shape[0], "parallel", task))
+    return _per_roi_bins(name, (X, R, BI, OUT), (r, c, ph, pw), (R.shape[0], C, PH, PW), setup, cell, (acc, box))
 
 
 def _max_roi_pool(attrs, param_types, out_type, name: str) -> PrimFunc:
@@ -180,25 +199,22 @@ def _max_roi_pool(attrs, param_types, out_type, name: str) -> PrimFunc:
     OUT = _buffer("max_roi_pool", out_type)
     C, H, W = X.shape[1], X.shape[2], X.shape[3]
     PH, PW = int(attrs["pooled_height"]), int(attrs["pooled_width"])
-    zero, one = IntImm(0, INDEX), IntImm(1, INDEX)
-    f = lambda v: const_of(v, F32)  # noqa: E731
+    zero, one, f = IntImm(0, INDEX), IntImm(1, INDEX), _f
     r, c, ph, pw, h, w = (Var(n) for n in ("r", "c", "ph", "pw", "h", "w"))
     scale = f(attrs["spatial_scale"])
     roi = [cast(F32, Load(R, (r, IntImm(q, INDEX)))) for q in range(5)]
     b = cast(INDEX, roi[0])
     x1, y1, x2, y2 = (cast(INDEX, round_(v * scale)) for v in roi[1:])
-    box = Buffer("box", (IntImm(4, INDEX),), INDEX, scope="local")  # start_w, start_h, w, h
-    setup = seq(*[Store(box, v, (IntImm(q, INDEX),)) for q, v in
-                  enumerate((x1, y1, max_(x2 - x1 + 1, one), max_(y2 - y1 + 1, one)))])
-    sw, sh, rw, rh = (Load(box, (IntImm(q, INDEX),)) for q in range(4))
+    box, setup, (sw, sh, rw, rh) = _task_values("box", (x1, y1, max_(x2 - x1 + 1, one), max_(y2 - y1 + 1, one)),
+                                                INDEX)
     bh, bw = cast(F32, rh) / f(PH), cast(F32, rw) / f(PW)
 
-    def span(p, size, bin_size, start, limit):
+    def span(p, bin_size, start, limit):
         lo = cast(INDEX, floor(cast(F32, p) * bin_size)) + start
         hi = cast(INDEX, ceil(cast(F32, p + 1) * bin_size)) + start
         return min_(max_(lo, zero), limit), min_(max_(hi, zero), limit)
-    hs, he = span(ph, rh, bh, sh, H)
-    ws, we = span(pw, rw, bw, sw, W)
+    hs, he = span(ph, bh, sh, H)
+    ws, we = span(pw, bw, sw, W)
     acc = Buffer("acc", (one,), F32, scope="local")
     seen = Buffer("seen", (one,), "int32", scope="local")
     v = cast(F32, Load(X, (b, c, h + hs, w + ws)))
@@ -208,11 +224,7 @@ def _max_roi_pool(attrs, param_types, out_type, name: str) -> PrimFunc:
     pixels = For(h, zero, max_(he - hs, zero), "serial", For(w, zero, max_(we - ws, zero), "serial", update))
     cell = seq(Store(acc, f(0), (zero,)), Store(seen, IntImm(0, "int32"), (zero,)), pixels,
                Store(OUT, cast(out_type.dtype, here), (r, c, ph, pw)))
-    body = For(c, zero, C, "serial", For(ph, zero, IntImm(PH, INDEX), "serial",
-                                         For(pw, zero, IntImm(PW, INDEX), "serial", cell)))
-    task = Allocate(box, Allocate(acc, Allocate(seen, seq(setup, body))))
-    bufs = (X, R, OUT)
-    return PrimFunc(name, bufs + _size_params(bufs), For(r, zero, R.shape[0], "parallel", task))
+    return _per_roi_bins(name, (X, R, OUT), (r, c, ph, pw), (R.shape[0], C, PH, PW), setup, cell, (seen, acc, box))
 
 
 set_kernel("roi_align", _roi_align)
