@@ -156,8 +156,11 @@ class Layout:
     __slots__ = ("env", "phase", "shapes", "offsets", "arena_bytes", "out_new", "scalars", "words",
                  "intermediate_bytes")
 
-    def __init__(self, program: dict, calls: list, env: dict, phase: Phase, earlier: Optional["Layout"] = None,
-                 slot_shapes=None, itemsize: Optional[list] = None):
+    def __init__(self, program: dict, calls: list, env: dict, phase: Phase, earlier: Optional["Layout"],
+                 slot_shapes, itemsize: list):
+        # (``slot_shapes``: every slot's shape at once, compiled (``shapes.compile_shapes``;
+        # None where not bound yet); ``itemsize``: each slot's element size: both made once
+        # per program by :class:`Layouts`)
         self.env = env
         self.phase = phase
         for chk in phase.checks:
@@ -168,9 +171,7 @@ class Layout:
         # every slot made so far (earlier phases' and this one's) has a shape now
         self.shapes = shapes = list(earlier.shapes) if earlier is not None else [None] * len(slots)
         nbytes = {}
-        # (``slot_shapes``: every slot's shape at once, compiled; None where not bound yet)
-        evaluated = slot_shapes(env) if slot_shapes is not None else \
-            [tuple(evaluate(d, env) for d in s["shape"]) for s in slots]
+        evaluated = slot_shapes(env)
         for k, s in enumerate(slots):
             if shapes[k] is not None and k not in phase.slots:
                 continue
@@ -180,7 +181,6 @@ class Layout:
             if any(d < 0 for d in shape):
                 raise ShapeError(f"slot {k} has shape {_shape_text(s['shape'])} = {shape} for {_bound(env)}")
             shapes[k] = shape
-        itemsize = itemsize or _itemsizes(program)
         for k in set(phase.slots) | {x for x in range(len(slots)) if shapes[x] is not None}:
             n = itemsize[k]
             for d in shapes[k]:
@@ -192,7 +192,9 @@ class Layout:
             self.arena_bytes = int(program["arena_bytes"])
             self.intermediate_bytes = int(program.get("intermediate_bytes", self.arena_bytes))
         else:
-            plan = _plan(program, phase, nbytes)
+            last = phase.end - 1
+            plan = plan_memory([Interval(k, nbytes[k], slots[k]["live"][0], min(slots[k]["live"][1], last))
+                                for k in phase.arena])
             self.offsets, self.arena_bytes, self.intermediate_bytes = plan.offsets, plan.arena_bytes, plan.total_bytes
         mine = set(phase.slots)
         self.out_new = [(o["slot"], shapes[o["slot"]], numpy_dtype(o["dtype"])) for o in program["outputs"]
@@ -246,13 +248,6 @@ class Layout:
 def _itemsizes(program: dict) -> list:
     """Each slot's element size."""
     return [numpy_dtype(s["dtype"]).itemsize for s in program["slots"]]
-
-
-def _plan(program: dict, phase: Phase, nbytes: dict):
-    """The memory plan of the phase's intermediates of ``nbytes`` bytes."""
-    slots, last = program["slots"], phase.end - 1
-    return plan_memory([Interval(k, nbytes[k], slots[k]["live"][0], min(slots[k]["live"][1], last))
-                        for k in phase.arena])
 
 
 class Layouts:
