@@ -239,14 +239,14 @@ def _group_query_attention(node):
         raise ShapeError(f"the head size of {q.type} for {heads} heads must be a static whole number")
     q, k, v = (onnx_attention._heads(node, t, n, what) for t, n, what in
                ((q, heads, "query"), (k, kv_heads, "key"), (v, kv_heads, "value")))
-    past = node.type(3).shape[2] if node.has(3) else 0
-    positions = None
     if node.attr("do_rotary", 0):
         if node.has(9):
             positions = node.input(9)
-        else:  # each token's position: the past's length on
-            r = node.call("reshape", node.call("range", start=0, stop=s, step=1, dtype="int64"), newshape=(1, s))
-            positions = node.call("add", r, node.const_like(np.array(past, np.int64), "int64")) if past else r
+        else:  # each token's position: the past's length on (a size that may be symbolic)
+            positions = node.call("reshape", node.call("range", start=0, stop=s, step=1, dtype="int64"), newshape=(1, s))
+            if node.has(3):
+                offset = node.call("strided_slice", node.call("shape_of", node.input(3)), begin=(2,), end=(3,), axes=(0,))
+                positions = node.call("add", positions, node.call("reshape", offset, newshape=(1, 1)))
         cos, sin = node.input(7), node.input(8)
         q, k = (onnx_attention.rotary(node, t, cos, sin, positions, interleaved=node.attr("rotary_interleaved", 0),
                                       dim=0)[0] for t in (q, k))

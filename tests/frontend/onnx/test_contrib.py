@@ -246,3 +246,22 @@ def test_group_query_attention(past, rotary, packed, window):
     except Exception as e:  # (an ONNX Runtime without this variant on CPU)
         pytest.skip(f"ONNX Runtime cannot run it: {e}")
     both(m, feeds, atol=1e-4)
+
+
+def test_group_query_attention_over_a_symbolic_past_with_rotary():
+    """As exported for generation: past and sequence lengths symbolic; one executable at two."""
+    b, heads, kv, d = 1, 4, 2, 16
+    inits = [numpy_helper.from_array(rand(64, d // 2), "cos"), numpy_helper.from_array(rand(64, d // 2), "sin")]
+    node = ms("GroupQueryAttention", ["q", "k", "v", "pk", "pv", "seqlens", "total", "cos", "sin"],
+              ["y", "present_k", "present_v"], num_heads=heads, kv_num_heads=kv, do_rotary=1)
+    m = contrib_model([node], [vi("q", [b, "s", heads * d]), vi("k", [b, "s", kv * d]), vi("v", [b, "s", kv * d]),
+                               vi("pk", [b, kv, "past", d]), vi("pv", [b, kv, "past", d]), vi("seqlens", [b], I32),
+                               vi("total", [], I32)], [vi(o, None) for o in ("y", "present_k", "present_v")], inits)
+    exe = ember.compile(m)
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    for past, s in [(0, 5), (5, 1)]:
+        feeds = {"q": rand(b, s, heads * d), "k": rand(b, s, kv * d), "v": rand(b, s, kv * d),
+                 "pk": rand(b, kv, past, d), "pv": rand(b, kv, past, d),
+                 "seqlens": np.array([past + s - 1], np.int32), "total": np.array(past + s, np.int32)}
+        for g, w in zip(exe.run(**feeds), sess.run(None, feeds)):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
