@@ -36,7 +36,7 @@ def _inputs(name: str, batch: int, seq: int) -> dict:
 def child(kind: str, name: str, path: str, batch: int, seq: int, repeat: int) -> dict:
     import numpy as np
 
-    from ember.bench.timing import median_time
+    from ember.profile.timing import median_time
 
     feeds = _inputs(name, batch, seq)
     out: dict = {}

@@ -4,7 +4,7 @@
     python bench/knob_ab.py MODEL.onnx '{}' '{"conv.filters": 2, "conv.columns": 2}' --weights 256,1,1
     OMP_NUM_THREADS=1 python bench/knob_ab.py MODEL.onnx '{}' '{"conv.columns": 6}' --rounds 30
 
-Each variant is the model compiled with a set of knob values (``ember.tune.space``) applied the
+Each variant is the model compiled with a set of knob values (``ember.loop.knobs``) applied the
 way a tuning record is, to the groups that have those knobs (``--weights C,KH,KW``: only the
 convolutions whose packed weights are ``(F/FB, C, KH, KW, FB)``; ``--only TEXT``: only tasks
 whose description contains it). The variants' kernel calls are then timed in place, one
@@ -25,7 +25,7 @@ import types
 
 def _records(tasks, target, values: dict, weights, only) -> dict:
     """``{workload: record}`` making each selected task's kernel under ``values``."""
-    from ember.tune.space import decisions
+    from ember.loop.knobs import decisions
 
     out = {}
     for t in tasks:

@@ -20,7 +20,7 @@ from onnx import TensorProto, helper
 
 import ember
 from ember.bench.peers import onnxruntime as ort_peer
-from ember.bench.timing import interleaved
+from ember.profile.timing import interleaved
 
 
 def tiny_chain(path: str, n: int, size: int) -> str:

@@ -20,7 +20,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import ember
 from ember.bench.peers import onnxruntime as ort_peer
-from ember.bench.timing import interleaved
+from ember.profile.timing import interleaved
 
 RNG = np.random.default_rng(0)
 

@@ -1,9 +1,11 @@
 """Ember: a deep-learning compiler in Python that generates native code through LLVM."""
+import os
+
 from .errors import (ArgumentError, CompileError, DTypeError, EmberError, LoweringError, ModelError,
                      ParseError, ProfileError, ResourceError, ScheduleError, ShapeError, TuneError,
-                     UnsupportedOpError)
-
-__version__ = "0.1.0"
+                     TargetError, UnsupportedOpError)
+from .options import CompileOptions  # noqa: F401
+from .version import __version__  # noqa: F401
 
 
 def build(*args, **kwargs):
@@ -13,13 +15,26 @@ def build(*args, **kwargs):
     return _build(*args, **kwargs)
 
 
-def compile(model, target=None, opt_level: int = 3, **kwargs):
+def compile(model, target=None, opt_level: int = 3, *, options=None, tuning_db=None, **kwargs):
     """Compile a model (ONNX path, bytes or ModelProto, or a graph Module) to an Executable:
-    ``exe = ember.compile("model.onnx"); y, = exe.run(x)``. See
-    :func:`ember.compiler.compile.compile_model` for the options."""
+    ``exe = ember.compile("model.onnx"); y, = exe.run(x)``.
+
+    The keywords make a :class:`~ember.options.CompileOptions` (or pass ``options=``); see
+    :func:`ember.compiler.compile.compile_model` for what each does. ``tuning_db``: a tuning
+    database (an SQLite path, a ``postgresql://`` URL, an open ``Database``, or a dict of
+    records) whose best record per fused group schedules that group; default
+    ``$EMBER_TUNING_DB`` when set."""
     from .compiler.compile import compile_model
 
-    return compile_model(model, target, opt_level, **kwargs)
+    if options is None:
+        options = CompileOptions.create(target, opt_level, **kwargs)
+    elif target is not None or opt_level != 3 or kwargs:
+        raise ArgumentError("ember.compile takes options= or the keywords that make them, not both")
+    if tuning_db is not None or os.environ.get("EMBER_TUNING_DB"):
+        from .tune.apply import with_tuning_db
+
+        options = with_tuning_db(options, tuning_db)
+    return compile_model(model, options=options)
 
 
 def from_torch(model, example_args=(), dynamic_shapes=None, **kwargs):
@@ -33,9 +48,10 @@ def from_torch(model, example_args=(), dynamic_shapes=None, **kwargs):
 
 def load(path):
     """Load a model exported with ``exe.export(path)`` (needs only ctypes and numpy)."""
+    from .compiler.executable import Executable
     from .runtime.load import load as _load
 
-    return _load(path)
+    return _load(path, Executable)
 
 
 def c_include_dir() -> str:

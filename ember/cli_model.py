@@ -101,7 +101,7 @@ def compile_main(argv) -> int:
     import ember
 
     if args.torch:
-        from .frontend.torch.cli import compile_torch
+        from .cli_torch import compile_torch
 
         return compile_torch(args)
     path = model_path(args, "ember compile")

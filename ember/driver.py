@@ -2,15 +2,16 @@
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 from typing import Optional, Sequence, Union
 
-from .config import cache_dir, debug_level, opt_level
+from .codegen.index import index_lookup, index_store
+from .config import debug_level, opt_level
 from .loop.lower import lower
 from .loop.passes import default_pipeline
 from .loop.schedule import Schedule
 from .loop.stmt import PrimFunc
+from .loop.visit import loop_nest
+from .version import source_digest
 
 
 def lower_kernel(sch: Schedule, args: Sequence, name: str = "kernel", attrs: Optional[dict] = None) -> PrimFunc:
@@ -70,29 +71,6 @@ def build(kernels: Union[Schedule, PrimFunc, Sequence], args: Optional[Sequence]
     return mod
 
 
-def loop_nest(func: PrimFunc) -> dict:
-    """The size of a kernel's loop nest: ``loops`` (For statements) and ``depth`` (deepest)."""
-    import dataclasses
-
-    from .loop.stmt import For, Stmt
-
-    loops = depth = 0
-    stack = [(func.body, 0)]
-    while stack:
-        n, d = stack.pop()
-        if isinstance(n, tuple):
-            stack.extend((c, d) for c in n)
-            continue
-        if not isinstance(n, Stmt):  # expressions hold no statements
-            continue
-        if isinstance(n, For):
-            loops += 1
-            d += 1
-            depth = max(depth, d)
-        stack.extend((getattr(n, f.name), d) for f in dataclasses.fields(n))
-    return {"loops": loops, "depth": depth}
-
-
 def _index_key(funcs: list, target) -> str:
     # the sources' digest: the code a library holds besides its kernels (the program runner,
     # the metadata) and how kernels are emitted change with Ember, not with the loop programs
@@ -102,52 +80,3 @@ def _index_key(funcs: list, target) -> str:
         h.update(part.encode("utf-8"))
         h.update(b"\0")
     return h.hexdigest()
-
-
-_SOURCE_DIGEST: list = []
-
-
-def source_digest() -> str:
-    """A hash of every Python file of the ember package (computed once per process): cached
-    libraries are keyed by it, so any change to Ember misses the cache."""
-    if not _SOURCE_DIGEST:
-        root = os.path.dirname(os.path.abspath(__file__))
-        h = hashlib.sha256()
-        for d, dirs, files in sorted(os.walk(root)):
-            dirs.sort()
-            for f in sorted(files):
-                if f.endswith(".py"):
-                    p = os.path.join(d, f)
-                    h.update(os.path.relpath(p, root).encode())
-                    with open(p, "rb") as fh:
-                        h.update(fh.read())
-        _SOURCE_DIGEST.append(h.hexdigest())
-    return _SOURCE_DIGEST[0]
-
-
-def _index_dir() -> str:
-    d = os.path.join(cache_dir(), "index")
-    os.makedirs(d, exist_ok=True)
-    return d
-
-
-def index_lookup(key: str) -> Optional[str]:
-    """The library stored under ``key`` in the cache's index, if it (and its object) exist."""
-    try:
-        with open(os.path.join(_index_dir(), key)) as f:
-            path = f.read().strip()
-    except OSError:
-        return None
-    # the object file is needed to export a model: an entry without it is rebuilt
-    from .cache_size import touch
-
-    return path if os.path.exists(path[:-3] + ".o") and touch(path) and touch(os.path.join(_index_dir(), key)) else None
-
-
-def index_store(key: str, library: str) -> None:
-    """Record ``library`` under ``key`` (atomically: readers see no half-written entry)."""
-    d = _index_dir()
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".idx-")
-    with os.fdopen(fd, "w") as f:
-        f.write(library)
-    os.replace(tmp, os.path.join(d, key))

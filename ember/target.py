@@ -1,7 +1,12 @@
-"""The machine Ember generates code for: triple, CPU, features, vector width, cores and caches.
+"""The machines Ember generates code for, as *kinds*: ``llvm`` (an x86 CPU: triple, CPU,
+features, vector width, cores and caches) and ``cuda`` (an NVIDIA GPU: architecture and the
+limits of a thread block).
 
-Schedules read the vector width and cache sizes to pick tile shapes; the code generator reads
-the triple, CPU and features to create an LLVM target machine.
+A kind owns its schedule table (``set_schedule(op, kind, fn)``), its code generator and its
+runtime; the layers above them name no kind. Schedules read a target's widths and limits to
+pick tile shapes; the CPU's code generator reads the triple, CPU and features to create an
+LLVM target machine. :func:`as_target` turns what a user passes (None, a string, a target)
+into one.
 """
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ import json
 import os
 import platform
 import shlex
+from typing import ClassVar, Union
 
 _SYS_CACHE = "/sys/devices/system/cpu/cpu0/cache"
 # Used when sysfs is unavailable (containers, non-Linux): typical current x86 server values.
@@ -20,7 +26,9 @@ _DEFAULT_CACHES = {"l1d": 32 * 1024, "l2": 1024 * 1024, "l3": 32 * 1024 * 1024}
 
 @dataclasses.dataclass(frozen=True)
 class Target:
-    """A code-generation target (immutable, hashable; part of the compile-cache key)."""
+    """An x86 CPU, the ``llvm`` kind (immutable, hashable; part of the compile-cache key)."""
+
+    kind: ClassVar[str] = "llvm"
 
     triple: str
     cpu: str
@@ -78,15 +86,23 @@ class Target:
         return _make(triple, cpu, features)
 
     @staticmethod
-    def from_string(spec: str) -> "Target":
-        """Parse ``"llvm -mcpu=skylake-avx512 -mattr=+avx2 -mtriple=..."`` (host defaults).
+    def from_string(spec: str) -> "Union[Target, CudaTarget]":
+        """Parse ``"llvm -mcpu=skylake-avx512 -mattr=+avx2 -mtriple=..."`` (host defaults), or
+        a GPU, ``"cuda -arch=sm_90"`` (:class:`CudaTarget`).
 
         ``-mcpu`` alone selects that CPU's default feature set (the host's features are dropped,
         so the code does not claim instructions the named CPU lacks).
         """
         words = shlex.split(spec)
+        if words and words[0] == "cuda":
+            return CudaTarget.from_words(words[1:], spec)
         if words and words[0] in ("llvm", "cpu"):
             words = words[1:]
+        elif words and not words[0].startswith("-"):
+            from .errors import TargetError
+
+            raise TargetError(f"unknown target kind {words[0]!r} in {spec!r}: the kinds are 'llvm' (a CPU, the "
+                              f"default) and 'cuda' (an NVIDIA GPU, 'cuda -arch=sm_90')")
         host = Target.host()
         triple, cpu, features = host.triple, host.cpu, host.features
         opts = {}
@@ -120,6 +136,81 @@ class Target:
             return [self.triple.split("-")[0]]
         have = {f[1:] for f in host.features.split(",") if f.startswith("+")}
         return sorted(f[1:] for f in self.features.split(",") if f.startswith("+") and f[1:] not in have)
+
+
+# Per architecture: the shared memory one block may use (bytes, with the opt-in above the 48 KiB
+# default) and the registers of a multiprocessor, from NVIDIA's CUDA programming guide.
+_CUDA_ARCHS = {
+    "sm_70": (96 * 1024, 65536), "sm_75": (64 * 1024, 65536), "sm_80": (163 * 1024, 65536),
+    "sm_86": (99 * 1024, 65536), "sm_87": (163 * 1024, 65536), "sm_89": (99 * 1024, 65536),
+    "sm_90": (227 * 1024, 65536),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class CudaTarget:
+    """An NVIDIA GPU, the ``cuda`` kind: its architecture and the limits every GPU schedule
+    must respect (threads per block, shared memory, registers, warp size)."""
+
+    kind: ClassVar[str] = "cuda"
+
+    arch: str = "sm_80"
+    max_threads_per_block: int = 1024
+    max_shared_memory_per_block: int = _CUDA_ARCHS["sm_80"][0]
+    max_registers_per_thread: int = 255
+    registers_per_multiprocessor: int = 65536
+    warp_size: int = 32
+
+    @property
+    def compute_capability(self) -> tuple:
+        """``(9, 0)`` for ``sm_90``."""
+        digits = self.arch[3:]
+        return int(digits[:-1]), int(digits[-1])
+
+    @staticmethod
+    def for_arch(arch: str) -> "CudaTarget":
+        """The target of architecture ``arch`` (``"sm_90"``) with its limits."""
+        if arch not in _CUDA_ARCHS:
+            from .errors import TargetError
+
+            raise TargetError(f"unknown CUDA architecture {arch!r}: known are {', '.join(_CUDA_ARCHS)}")
+        shared, regs = _CUDA_ARCHS[arch]
+        return CudaTarget(arch, max_shared_memory_per_block=shared, registers_per_multiprocessor=regs)
+
+    @staticmethod
+    def from_words(words: list, spec: str) -> "CudaTarget":
+        arch = "sm_80"
+        for w in words:
+            key, sep, value = w.partition("=")
+            if key != "-arch" or not sep:
+                from .errors import TargetError
+
+                raise TargetError(f"bad target option {w!r} in {spec!r}: a cuda target takes -arch=sm_XX "
+                                  f"(one of {', '.join(_CUDA_ARCHS)})")
+            arch = value
+        return CudaTarget.for_arch(arch)
+
+    def __str__(self) -> str:
+        return f"cuda -arch={self.arch}"
+
+
+AnyTarget = Union[Target, CudaTarget]
+KINDS = ("llvm", "cuda")
+
+
+def as_target(target: "Union[None, str, AnyTarget]" = None) -> AnyTarget:
+    """``target`` as a target: None is the host CPU, a string is parsed (``"llvm
+    -mcpu=znver4"``, ``"cuda -arch=sm_90"``), a target is itself."""
+    if target is None:
+        return Target.host()
+    if isinstance(target, str):
+        return Target.from_string(target)
+    if isinstance(target, (Target, CudaTarget)):
+        return target
+    from .errors import TargetError
+
+    raise TargetError(f"target must be None, a string such as 'llvm' or 'cuda -arch=sm_90', or a target; "
+                      f"got {type(target).__name__}")
 
 
 def _host_key_file():

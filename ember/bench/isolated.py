@@ -49,7 +49,7 @@ def _runner(runtime: str, path: str, threads: int, feeds: dict):
 
 def child(runtime: str, path: str, inputs: str, threads: int, repeat: int) -> dict:
     from ..runtime.placement import core_round_trip_ns
-    from .timing import median_time
+    from ..profile.timing import median_time
 
     with np.load(inputs) as z:
         feeds = {k: z[k] for k in z.files}

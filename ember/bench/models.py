@@ -102,7 +102,7 @@ def bench_model(path: str, peers: list, threads: int, repeat: int, out=print, is
     it), or all in this process, alternating turns. Without ``feeds``, random inputs at
     ``input_shapes`` (per input name; symbolic dims not given there are 1)."""
     import ember
-    from ember.bench.timing import interleaved
+    from ember.profile.timing import interleaved
 
     import tempfile
 

@@ -101,8 +101,8 @@ def run(quick: bool = False, only: Optional[str] = None, repeat: int = 10, check
     """Measure every kernel; returns {"peak_gflops": ..., "rows": [...]}."""
     from .. import driver
     from ..kernels.common import host
-    from .peak import measure_peak
-    from .timing import interleaved
+    from ..profile.peak import measure_peak
+    from ..profile.timing import interleaved
 
     target = host()
     peak = measure_peak(target)

@@ -6,11 +6,13 @@ import functools
 import time
 from typing import Optional, Sequence
 
-from ..driver import index_lookup, index_store, source_digest
+from ..codegen.index import index_lookup, index_store
 from ..graph.ir import Module
+from ..graph.printer import astext
 from ..graph.types import TensorType
-from ..runtime.executable import Executable
-from .group import group_likely, lower_group
+from ..version import source_digest
+from .executable import Executable
+from .group import group_likely, lower_group, make_group_kernel
 from .program import Shared, make_program, nbytes as _nbytes
 
 __all__ = ["build_executable"]
@@ -31,7 +33,7 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
     and outputs that the program takes and gives as bytes (``"view"`` in its entries).
     ``likely``: symbol name -> the likely value of a symbolic size, which the default
     schedules choose for (:func:`ember.compiler.likely.likely_sizes_of`)."""
-    from ..codegen.llvm import build_groups  # (llvmlite's IR builder: only on a cache miss)
+    from ..codegen.llvm import build_made  # (llvmlite's IR builder: only on a cache miss)
 
     shared = Shared()
     program = make_program(mod, shared, output_names, assumptions, subs,
@@ -60,7 +62,7 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
     elif groups:
         # each group's whole back end (computes, schedule, lowering, loop passes, LLVM) is one
         # job for the compile workers, on every core
-        module = build_groups(groups, target, name, stats, tuned=tuned, likely=per_group, twin_tuned=twin_tuned)
+        module = build_made(_group_kernels(groups, tuned, per_group, twin_tuned), target, stats)
         index_store(key, module.path)
     else:
         module = None
@@ -81,11 +83,25 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
     return exe
 
 
+
+def _group_kernels(groups: list, tuned: dict, likely: dict, twin_tuned: dict) -> list:
+    """The fused groups as kernels made in their compile jobs (``build_made``): each job's
+    text (its object's key) is the group's, with the record and likely sizes it is scheduled
+    by."""
+    out = []
+    for g, fn in groups:
+        text = (f"{g}\n{astext(fn)}" + (f"\ntuned {tuned[g][0]} {tuned[g][1]}" if g in tuned else "")
+                + (f"\nlikely {sorted(likely[g].items())}" if likely.get(g) else "")
+                + (f"\ntwin tuned {twin_tuned[g][0]} {twin_tuned[g][1]}" if g in twin_tuned else ""))
+        out.append((g, text, make_group_kernel, (fn, tuned.get(g), likely.get(g), twin_tuned.get(g))))
+    return out
+
+
 def _tuned(groups: list) -> dict:
     """Kernel name -> (decisions, trace) of the groups a tuning record schedules; inside the
-    tuner's :func:`~ember.tune.space.decisions` (an experiment), the others too: (those
+    tuner's :func:`~ember.loop.knobs.decisions` (an experiment), the others too: (those
     decisions, no trace), which their compile jobs, in other processes, schedule under."""
-    from ..tune.apply import tuned_schedule
+    from .records import tuned_schedule
 
     found = {g: tuned_schedule(fn) for g, fn in groups}
     chosen = _decisions_digest()
@@ -97,7 +113,7 @@ def _tuned(groups: list) -> dict:
 def _twin_tuned(groups: list, likely: dict) -> dict:
     """Kernel name -> the tuning record of its static twin's workload (``ember tune
     --input-shape`` tunes a dynamic model at those sizes), while a compile applies records."""
-    from ..tune.apply import active, tuned_schedule
+    from .records import active, tuned_schedule
     from .twin import specialize_group
 
     if not active():
@@ -153,7 +169,7 @@ def _decisions_digest() -> str:
     applies them to every group and keys its library."""
     import json
 
-    from ..tune.space import active_values
+    from ..loop.knobs import active_values
 
     chosen = active_values()
     return json.dumps(chosen, sort_keys=True) if chosen else ""
@@ -166,8 +182,7 @@ def groups_key(groups: list, target, likely: Optional[dict] = None, twin_tuned: 
     import hashlib
 
     from ..config import opt_level
-    from ..graph.printer import astext
-    from ..tune.apply import records_digest
+    from .records import records_digest
 
     h = hashlib.sha256(b"groups\0")
     for part in [source_digest(), target.triple, target.cpu, target.features, str(target.cores), str(opt_level()),

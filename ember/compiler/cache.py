@@ -74,7 +74,8 @@ def load(key: str, recompile: Callable) -> Optional[object]:
     ``recompile()`` compiles the model without the cache when a profiler needs its schedules."""
     from ..cache_size import touch
     from ..errors import EmberError
-    from ..runtime.executable import Executable, TensorInfo
+    from ..runtime.executable import TensorInfo
+    from .executable import Executable
     from ..runtime.module import Module
     from ..runtime.ndarray import numpy_dtype
 

@@ -5,15 +5,17 @@ import os
 import time
 from typing import Mapping, Optional, Sequence, Union
 
-from ..errors import ShapeError
+from ..errors import ArgumentError, ShapeError, TargetError
 from ..graph import limits
 from ..graph.infer import infer_types
 from ..graph.ir import Function, Module, Var
 from ..graph.ops.dims import collect_assumptions
 from ..graph.passes import PassContext, PassTimer, default_pipeline
 from ..graph.types import TensorType
-from ..kernels.common import host
+from ..options import CompileOptions
 from .build import build_executable
+from .fold import evaluate_constants
+from .records import applying
 
 
 def _bind_shapes(mod: Module, shapes: Mapping[str, Sequence[int]]) -> Module:
@@ -51,13 +53,11 @@ def _untyped(body):
 
 
 def compile_model(model: Union[str, os.PathLike, bytes, Module, "onnx.ModelProto"], target=None,  # noqa: F821
-                  opt_level: int = 3, *, input_shapes: Optional[Mapping] = None,
-                  disabled_passes: Sequence[str] = (), instruments: Sequence = (),
-                  name: str = "model", memory_limit: Optional[Union[int, str]] = None,
-                  narrow: Optional[dict] = None, cache: bool = True, tuning_db=None,
-                  shape_hints: Optional[Mapping] = None):
-    """Compile ``model`` (an ONNX path, bytes or ModelProto, or a graph Module) for ``target``
-    (default: the host CPU) and return an Executable.
+                  opt_level: int = 3, *, options: Optional[CompileOptions] = None, **kwargs):
+    """Compile ``model`` (an ONNX path, bytes or ModelProto, or a graph Module) with ``options``
+    (a :class:`~ember.options.CompileOptions`; or made from ``target``, ``opt_level`` and the
+    keywords, see :meth:`CompileOptions.create`) and return an Executable. ``target`` defaults
+    to the host CPU.
 
     ``input_shapes`` fixes symbolic input dims (``{"data": (1, 3, 224, 224)}``), before the
     model's shape computations are imported; without it a symbolic dim (a dynamic batch)
@@ -72,10 +72,9 @@ def compile_model(model: Union[str, os.PathLike, bytes, Module, "onnx.ModelProto
     float8/int4 inputs and outputs, which the executable takes and gives as ml_dtypes arrays).
     A model file compiled before with the same settings (and the same Ember) loads the
     executable kept then (:mod:`ember.compiler.cache`) unless ``cache=False``.
-    ``tuning_db``: a tuning database (a path to an SQLite file, a ``postgresql://`` URL, or an
-    open :class:`ember.tune.database.Database`) whose best record per fused group schedules
-    that group (``ember tune`` writes them); groups without a record keep the defaults.
-    Default: ``$EMBER_TUNING_DB`` when set.
+    ``tuning_records``: workload -> the best tuning record, which schedules each fused group
+    that has one (``ember.compile(..., tuning_db=...)`` reads them from a database); groups
+    without a record keep the defaults.
     ``shape_hints`` (``{"x": (1, 3, 512, 512)}``): the sizes a model with symbolic dims will
     mostly run at, which its kernels' schedules are made for; they still run at every size.
     Default: a batch of 1, images of 224x224, sequences of 128 (:mod:`ember.compiler.likely`).
@@ -83,33 +82,36 @@ def compile_model(model: Union[str, os.PathLike, bytes, Module, "onnx.ModelProto
     calls at them take (:mod:`ember.compiler.twin`): at the hinted shape a dynamic model runs
     as its static export would, and the tuning records of that shape apply.
     """
+    if options is None:
+        options = CompileOptions.create(target, opt_level, **kwargs)
+    elif target is not None or opt_level != 3 or kwargs:
+        raise ArgumentError("compile_model takes options or the keywords that make them, not both")
+    if options.target.kind != "llvm":
+        raise TargetError(f"target {options.target}: Ember has no code generator for the {options.target.kind!r} "
+                          f"kind yet; compile for the CPU (target='llvm', the default)")
     t0 = time.perf_counter()
-    if tuning_db is None and os.environ.get("EMBER_TUNING_DB"):
-        tuning_db = os.environ["EMBER_TUNING_DB"]
-    marker = _compiled_before(model, target, opt_level, input_shapes, disabled_passes, shape_hints)
+    marker = _compiled_before(model, options)
     key = os.path.basename(marker)[len("model-"):] if marker is not None else None
-    from ..tune.space import deciding
+    from ..loop.knobs import deciding
 
     # (a compile under the tuner's decisions makes other kernels than the defaults: neither
     # loaded from nor kept as this model's executable)
-    use_cache = (cache and marker is not None and not instruments and memory_limit is None and tuning_db is None
-                 and not deciding())
+    use_cache = (options.cache and marker is not None and not options.instruments and options.memory_limit is None
+                 and options.tuning_records is None and not deciding())
     if use_cache and os.path.exists(marker):
         from . import cache as kept
 
         def recompile():
-            return compile_model(model, target, opt_level, input_shapes=input_shapes,
-                                 disabled_passes=disabled_passes, name=name, cache=False, shape_hints=shape_hints)
+            return compile_model(model, options=options.replace(cache=False))
         exe = kept.load(key, recompile)
         if exe is not None:
-            from ..kernels.common import host
             from ..profile.compile import CompileProfile
 
-            exe.target = host(target)
+            exe.target = options.target
             exe.graph = None
             exe.compile_times = {"load kept executable": time.perf_counter() - t0,
                                  "total": time.perf_counter() - t0}
-            exe.compile_profile = CompileProfile.collect(name, exe.compile_times, {}, [])
+            exe.compile_profile = CompileProfile.collect(options.name, exe.compile_times, {}, [])
             return exe
     if marker is not None and not os.path.exists(marker):
         # a model file this Ember has not compiled: its kernels will miss the cache, so the
@@ -119,12 +121,9 @@ def compile_model(model: Union[str, os.PathLike, bytes, Module, "onnx.ModelProto
         warm_up_workers()
     # (fresh: the constant-folding program compiled inside a model's passes keeps what its own
     # kernels assume to itself)
-    from ..kernels.common import host
-    from ..tune.apply import tuning_records
-
-    with limits.memory_limit(memory_limit), collect_assumptions(fresh=True), tuning_records(tuning_db, host(target)):
-        exe = _compile(model, target, opt_level, input_shapes, disabled_passes, instruments, name, narrow,
-                       shape_hints)
+    with (limits.memory_limit(options.memory_limit), collect_assumptions(fresh=True),
+          applying(options.tuning_records, options.target)):
+        exe = _compile(model, options)
     if marker is not None:
         with open(marker, "w"):
             pass
@@ -135,7 +134,7 @@ def compile_model(model: Union[str, os.PathLike, bytes, Module, "onnx.ModelProto
     return exe
 
 
-def _compiled_before(model, target, opt_level, input_shapes, disabled_passes, shape_hints=None) -> Optional[str]:
+def _compiled_before(model, options: CompileOptions) -> Optional[str]:
     """The marker file saying this model file (by path, size and modification time) was
     compiled with these settings by this Ember; None for a model that is not a file."""
     if not isinstance(model, (str, os.PathLike)) or not os.path.isfile(model):
@@ -143,12 +142,11 @@ def _compiled_before(model, target, opt_level, input_shapes, disabled_passes, sh
     import hashlib
 
     from ..config import cache_dir
-    from ..driver import source_digest
+    from ..version import source_digest
 
     st = os.stat(model)
-    key = repr((os.path.abspath(model), st.st_size, st.st_mtime_ns, source_digest(), str(target), opt_level,
-                sorted((input_shapes or {}).items()), sorted(disabled_passes),
-                sorted((k, tuple(v)) for k, v in (shape_hints or {}).items())))
+    key = repr((os.path.abspath(model), st.st_size, st.st_mtime_ns, source_digest(), repr(options.target),
+                options.opt_level, options.input_shapes, sorted(options.disabled_passes), options.shape_hints))
     d = os.path.join(cache_dir(), "index")
     os.makedirs(d, exist_ok=True)
     return os.path.join(d, "model-" + hashlib.sha256(key.encode()).hexdigest())
@@ -162,12 +160,12 @@ def _optimize(mod: Module, ctx: PassContext) -> tuple:
     return mod, assumed
 
 
-def _compile(model, target, opt_level, input_shapes, disabled_passes, instruments, name, narrow=None,
-             shape_hints=None):
+def _compile(model, options: CompileOptions):
     times: dict = {}
+    input_shapes, name = options.input_shape_map, options.name
     t0 = time.perf_counter()
     output_names = None
-    narrow = dict(narrow or {})  # narrow-typed inputs and outputs (float8, int4, ...): their bytes as uint8
+    narrow = dict(options.narrow or {})  # narrow-typed inputs and outputs (float8, int4, ...): their bytes as uint8
     if isinstance(model, Module):
         mod = model
     else:
@@ -183,16 +181,18 @@ def _compile(model, target, opt_level, input_shapes, disabled_passes, instrument
         mod = _bind_shapes(mod, input_shapes)
     import ember.graph.ops.compute  # noqa: F401  (registers the op computes)
 
-    target = host(target)
+    target = options.target
     timer = PassTimer()
-    ctx = PassContext(opt_level=opt_level, disabled=disabled_passes, instruments=[timer, *instruments],
-                      config={"target": target})
+    # (the constant folder computes with this compiler: a pass below it cannot name it)
+    ctx = PassContext(opt_level=options.opt_level, disabled=options.disabled_passes,
+                      instruments=[timer, *options.instruments],
+                      config={"target": target, "options": options, "evaluate": evaluate_constants})
     # the model's main, and each subgraph function control flow runs, go through the pipeline
     # on their own: each becomes a program of its own
     from ..kernels.common import likely_sizes
     from .likely import likely_sizes_of
 
-    likely = likely_sizes_of(mod.main, shape_hints)
+    likely = likely_sizes_of(mod.main, options.shape_hint_map)
     with likely_sizes(likely):  # (passes that choose by size: ember.graph.passes.fold_channel_scale)
         subs = {fname: _optimize(Module({"main": fn}), ctx) for fname, fn in mod.functions if fname != "main"}
         mod, assumed = _optimize(Module({"main": mod.main}), ctx)

@@ -18,7 +18,6 @@ output(s). Scheduling follows the group's shape:
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Optional
 
 from ..errors import LoweringError, ShapeError, UnsupportedOpError
@@ -28,10 +27,10 @@ from ..graph.ops.compute.common import te_shape
 from ..graph.ops.registry import Pattern
 from ..graph.types import TensorType
 from ..graph.visit import post_order
-from ..kernels.common import const_int, parallel_outer
-from ..kernels.elementwise import schedule_elementwise
+from ..kernels.elementwise import schedule_root
 from ..loop import compute as te
 from ..loop.schedule import Schedule
+from ..target import as_target
 
 ANCHORS = (Pattern.OUT_ELEMWISE_FUSABLE, Pattern.REDUCTION, Pattern.OPAQUE)
 
@@ -159,20 +158,6 @@ def _copy(t: te.Tensor, name: str) -> te.Tensor:
     return te.compute(tuple(s.value for s in t.shape), lambda *i: t[i], name)
 
 
-def schedule_root(s: Schedule, t: te.Tensor) -> None:
-    """Generic schedule of a stage at the root: vectorized and parallel when elementwise; a
-    reduction runs its spatial loops, fused into one, in parallel (its leading axes are often
-    of extent 1: a batch of one, a kept reduced axis)."""
-    st = s[t]
-    if not t.op.reduce_axis:
-        schedule_elementwise(s, t)
-        return
-    spatial = [iv for iv in st.leaf if iv in t.op.axis]
-    extents = [const_int(iv.extent) for iv in spatial]
-    if spatial and (None in extents or math.prod(extents) > 1):
-        parallel_outer(st, spatial)
-
-
 def _materialized(t: te.Tensor) -> bool:
     """Whether ``t``'s compute marked it ``materialize``: an intermediate result (a resize's
     pass over one axis) kept at the root and scheduled like an output."""
@@ -215,7 +200,7 @@ def _lower_group_tuned(fn: Function, name: str, target, tuned: Optional[tuple]) 
 
         from ..errors import EmberError
         from ..loop.schedule import Trace
-        from ..tune.space import decisions
+        from ..loop.knobs import decisions
 
         try:
             with decisions(json.loads(tuned[0])):
@@ -270,7 +255,7 @@ def _lower_group(fn: Function, name: str, target, schedule: bool = True, variant
             if t not in out_set and _inlinable(t):
                 s[t].compute_inline()
     anchor_t = env[anchor] if anchor is not None else None
-    sched = get_op(anchor.op).schedule.get("llvm") if anchor is not None else None
+    sched = get_op(anchor.op).schedule.get(as_target(target).kind) if anchor is not None else None
     found: tuple = ()
     if (sched is not None and isinstance(anchor_t, te.Tensor) and len(outputs) == 1
             and tuple(outputs[0].shape) == tuple(anchor_t.shape)):
@@ -299,7 +284,7 @@ def _variants(fn: Function, name: str, target, s: Schedule) -> tuple:
     lowered under the default decisions but those that suit these sizes."""
     from ..kernels.conv_center import center_tap_variant
     from ..kernels.matmul import few_rows_variant
-    from ..tune.space import decisions
+    from ..loop.knobs import decisions
 
     stages = [st.tensor for st in s.stages if not st.is_placeholder]
     found = next((v for rule in (few_rows_variant, center_tap_variant) for v in map(rule, stages) if v is not None),
@@ -312,4 +297,21 @@ def _variants(fn: Function, name: str, target, s: Schedule) -> tuple:
     return ((cond, k),)
 
 
-__all__ = ["GroupKernel", "compute_group", "group_anchor", "lower_group", "schedule_root"]
+def make_group_kernel(payload: tuple, name: str, target) -> tuple:
+    """A compile job's maker (``ember.codegen.llvm.build_made``): the fused group of
+    ``payload`` = (group, tuned, likely, twin_tuned), as :func:`lower_group` makes it, lowered
+    -> (PrimFunc, stats: seconds to ``schedule`` and ``lower``, the loop nest, the trace)."""
+    import time
+
+    from ..loop.visit import loop_nest
+
+    t0 = time.perf_counter()
+    group, tuned, likely, twin_tuned = payload
+    k = lower_group(group, name, target, tuned, likely, twin_tuned)
+    t1 = time.perf_counter()
+    func = k.lowered()
+    return func, dict(schedule=t1 - t0, lower=time.perf_counter() - t1, **loop_nest(func),
+                      trace=k.schedule.trace.text() if k.func is None else "(a loop program written directly)")
+
+
+__all__ = ["GroupKernel", "compute_group", "group_anchor", "lower_group", "make_group_kernel"]

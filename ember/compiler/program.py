@@ -23,7 +23,7 @@ from ..runtime.memory_plan import Interval, plan_memory
 from ..runtime.shapes import shape_symbols, symbols_of
 from .generic import enabled as generic_enabled
 from .generic import mode as generic_mode
-from ..tune.apply import tuned_schedule
+from .records import tuned_schedule
 from .generic import generalize
 from .group import group_anchor
 

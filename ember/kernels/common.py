@@ -85,13 +85,9 @@ def fold_size(e):
 
 def host(target=None):
     """``target`` as a Target: None means the host CPU, a string is parsed (``"llvm -mcpu=..."``)."""
-    from ..target import Target
+    from ..target import as_target
 
-    if target is None:
-        return Target.host()
-    if isinstance(target, str):
-        return Target.from_string(target)
-    return target
+    return as_target(target)
 
 
 def largest_divisor(n: int, at_most: int) -> int:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..loop import compute as te
 from ..loop.schedule import Schedule
-from ..tune.space import knob
+from ..loop.knobs import knob
 from .common import const_int, parallel_outer, vector_registers
 from .conv_nchwc import SMALL_PLANE, _schedule_pad, _static_size, _whole_reduction
 

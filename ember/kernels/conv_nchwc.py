@@ -27,7 +27,7 @@ from ..loop import compute as te
 from ..loop import dtype as dt
 from ..loop.expr import logical_and, min_
 from ..loop.schedule import Schedule
-from ..tune.space import knob
+from ..loop.knobs import knob
 from .common import (const_int, fold_size, host, largest_divisor, likely_int, parallel_outer, vector_lanes,
                      vector_registers)
 from .conv import conv_out_size, pad_spatial, vectorize_copy

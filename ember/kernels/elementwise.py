@@ -1,14 +1,15 @@
 """Elementwise ops with numpy broadcasting, and the default schedule of any injective stage."""
 from __future__ import annotations
 
+import math
 from typing import Callable, Sequence
 
 from ..errors import ShapeError
 from ..loop import compute as te
 from ..loop.expr import IntImm
 from ..loop.schedule import Schedule
-from ..tune.space import knob
-from .common import host, parallel_outer, vectorize_inner, vector_lanes
+from ..loop.knobs import knob
+from .common import const_int, host, parallel_outer, vectorize_inner, vector_lanes
 
 
 def broadcast_shape(a: Sequence, b: Sequence) -> tuple:
@@ -59,3 +60,17 @@ def broadcast_binary(fn: Callable, shape_a: Sequence[int], shape_b: Sequence[int
     s = Schedule(C)
     schedule_elementwise(s, C, target)
     return s, [A, B, C]
+
+
+def schedule_root(s: Schedule, t: te.Tensor) -> None:
+    """Generic schedule of a stage at the root: vectorized and parallel when elementwise; a
+    reduction runs its spatial loops, fused into one, in parallel (its leading axes are often
+    of extent 1: a batch of one, a kept reduced axis)."""
+    st = s[t]
+    if not t.op.reduce_axis:
+        schedule_elementwise(s, t)
+        return
+    spatial = [iv for iv in st.leaf if iv in t.op.axis]
+    extents = [const_int(iv.extent) for iv in spatial]
+    if spatial and (None in extents or math.prod(extents) > 1):
+        parallel_outer(st, spatial)

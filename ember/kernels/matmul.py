@@ -20,7 +20,7 @@ from ..loop import compute as te
 from ..loop import dtype as dt
 from ..loop.expr import min_, select
 from ..loop.schedule import Schedule
-from ..tune.space import knob
+from ..loop.knobs import knob
 from .common import const_int, host, likely_int, vector_lanes, vector_registers
 
 

@@ -11,7 +11,7 @@ from typing import Callable, Iterator, Optional
 
 from .expr import Expr, Load, Var
 from .node import Node, field_names
-from .stmt import Buffer
+from .stmt import Buffer, For, PrimFunc, Stmt
 
 
 def _children_fields(n: Node):
@@ -109,3 +109,22 @@ def buffers_used(tree) -> list:
             seen.add(n.buffer)
             out.append(n.buffer)
     return out
+
+
+def loop_nest(func: PrimFunc) -> dict:
+    """The size of a kernel's loop nest: ``loops`` (For statements) and ``depth`` (deepest)."""
+    loops = depth = 0
+    stack = [(func.body, 0)]
+    while stack:
+        n, d = stack.pop()
+        if isinstance(n, tuple):
+            stack.extend((c, d) for c in n)
+            continue
+        if not isinstance(n, Stmt):  # expressions hold no statements
+            continue
+        if isinstance(n, For):
+            loops += 1
+            d += 1
+            depth = max(depth, d)
+        stack.extend((getattr(n, f.name), d) for f in dataclasses.fields(n))
+    return {"loops": loops, "depth": depth}

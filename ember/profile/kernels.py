@@ -199,7 +199,7 @@ def _group(rows: list, by: str) -> list:
 
 
 def _peaks(target) -> tuple:
-    from ..bench.peak import measure_bandwidth, measure_peak
+    from .peak import measure_bandwidth, measure_peak
 
     key = str(target)
     if key not in _PEAKS:

@@ -461,21 +461,7 @@ class Executable:
                     if rc > 0 else "the native program runner met a call it was not built for")
             raise EmberError(f"{what} (call {rc} of {len(self._calls)})")
 
-    def profile(self, *arrays: Any, warmup: int = 3, repeat: int = 10, **named: Any):
-        """Time every kernel call over ``repeat`` runs after ``warmup`` untimed ones; returns an
-        :class:`ember.profile.KernelProfile` (table, CSV, JSON, Chrome trace, plot)."""
-        from ..profile.kernels import profile_kernels
-
-        return profile_kernels(self, list(arrays), warmup=warmup, repeat=repeat, named=named)
-
     __call__ = run
-
-    def export(self, path: str) -> str:
-        """Write one shared library holding the kernels, the program and the weights
-        (``ember.load(path)`` brings it back)."""
-        from ..compiler.export import export
-
-        return export(self, path)
 
     # -- reporting ------------------------------------------------------------------------------
     @property

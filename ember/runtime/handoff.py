@@ -218,16 +218,9 @@ def functions() -> Optional[tuple]:
             try:
                 if text is None:
                     raise RuntimeError("no futex hand-off for this platform")
-                import llvmlite.binding as llvm
+                from .jit import jit_engine
 
-                from ..codegen.llvm.build import target_machine
-                from ..target import Target
-
-                tm = target_machine(Target.host())
-                mod = llvm.parse_assembly(text)
-                mod.verify()
-                engine = llvm.create_mcjit_compiler(mod, tm)
-                engine.finalize_object()
+                engine = jit_engine(text)
                 vp, i32, i64 = ctypes.c_void_p, ctypes.c_int32, ctypes.c_int64
                 serve = ctypes.CFUNCTYPE(i32, vp)(engine.get_function_address("ember_lane_serve"))
                 call = ctypes.CFUNCTYPE(i32, vp, i32, i64, i64, i64, i64)(

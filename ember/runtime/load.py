@@ -26,8 +26,9 @@ WEIGHTS_SYMBOL = "__ember_weights"
 WEIGHTS_END_SYMBOL = "__ember_weights_end"
 
 
-def load(path: str) -> Executable:
-    """The Executable exported to ``path`` by ``exe.export(path)``.
+def load(path: str, cls: type = Executable) -> Executable:
+    """The Executable exported to ``path`` by ``exe.export(path)``, as a ``cls`` (``ember.load``
+    gives the compiler's, which can also profile and export).
 
     Raises :class:`ModelError` for a truncated, corrupted or malformed export, before any
     offset from it is used, and :class:`TargetError` when this host lacks what its code needs
@@ -61,7 +62,7 @@ def load(path: str) -> Executable:
         dt = numpy_dtype(dtype)
         n = int(np.prod(shape, dtype=np.int64))
         constants.append(blob[off: off + n * dt.itemsize].view(dt).reshape(shape))
-    exe = Executable(module, program, constants, where=f"{path}: program")
+    exe = cls(module, program, constants, where=f"{path}: program")
     names = program.get("output_names")
     if names:
         exe.output_info = [TensorInfo(n, i.shape, i.dtype) for n, i in zip(names, exe.output_info)]

@@ -62,16 +62,9 @@ def _function():
     global _FN
     with _LOCK:
         if _FN is None:
-            import llvmlite.binding as llvm
+            from .jit import jit_engine
 
-            from ..codegen.llvm.build import target_machine
-            from ..target import Target
-
-            tm = target_machine(Target.host())  # (initializes LLVM's native target)
-            mod = llvm.parse_assembly(_IR)
-            mod.verify()
-            engine = llvm.create_mcjit_compiler(mod, tm)
-            engine.finalize_object()
+            engine = jit_engine(_IR)
             addr = engine.get_function_address("ember_ping_pong")
             proto = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32,
                                      ctypes.c_int64)

@@ -17,7 +17,7 @@ from ..errors import ScheduleError
 from ..loop import compute as te
 from ..loop import select
 from ..loop.schedule import Schedule
-from ..tune.space import knob
+from ..loop.knobs import knob
 
 FAULTS = ("none", "crash", "hang", "wrong", "error", "exit", "crash_in_place")
 

@@ -135,7 +135,7 @@ def _filled(r: Record) -> Record:
     if not r.created:
         changes["created"] = time.time()
     if not r.ember_version:
-        from .. import __version__
+        from ..version import __version__
 
         changes["ember_version"] = __version__
     return dataclasses.replace(r, **changes) if changes else r

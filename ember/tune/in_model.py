@@ -24,7 +24,7 @@ import math
 from typing import Sequence
 
 from .records import PASSED_OVER, SET_ASIDE, Record
-from .workload import target_name, workload_key
+from ..compiler.workload import target_name, workload_key
 
 __all__ = ["PASSED_OVER", "SET_ASIDE", "InModel", "InModelCheck", "check_in_model", "time_in_place"]
 
@@ -198,7 +198,7 @@ def check_in_model(model, database, untuned_exe, target, *, input_shapes=None, r
     for j in range(max((len(r) for r in ranked.values()), default=0)):
         chosen = {w: recs[j] for w, recs in ranked.items() if len(recs) > j}
         with generic_kernels("none"):
-            exe = compile_model(model, target, input_shapes=input_shapes, tuning_db=chosen)
+            exe = compile_model(model, target, input_shapes=input_shapes, tuning_records=chosen)
         names = set(getattr(exe, "tuned_kernels", ()))
         if not names or len(exe.kernel_calls) != len(untuned_exe.kernel_calls):
             break

@@ -57,7 +57,7 @@ class PlaceTimer:
     a candidate kernel in their place."""
 
     def __init__(self, where: InPlace):
-        from .. import load
+        from ..runtime.load import load
         from .tasks import random_inputs
 
         self.exe = exe = load(where.path)

@@ -242,7 +242,7 @@ class Measurer:
 def _build(builder, target, values: dict):
     """``(kernel, decisions JSON, trace JSON)`` of the builder's schedule under ``values``."""
     from ..driver import build
-    from .space import decisions
+    from ..loop.knobs import decisions
 
     with decisions(values) as d:
         sch, args, name = builder.schedule(target)

@@ -28,7 +28,7 @@ from ..errors import EmberError
 from .features import loop_features
 from .measure import quiet
 from .partition import output_partition
-from .space import decisions
+from ..loop.knobs import decisions
 
 __all__ = ["CONFIRM", "Candidate", "TaskSearch"]
 

@@ -6,7 +6,7 @@ the groups whose schedule has decisions to make. A task's ``weight`` is its shar
 model's time: its kernel's seconds per model run.
 
 A :class:`GroupBuilder` is what travels to a measurement worker: the group's function (it
-pickles) and its name; under a tuner's :func:`~ember.tune.space.decisions` it makes the
+pickles) and its name; under a tuner's :func:`~ember.loop.knobs.decisions` it makes the
 candidate's schedule.
 """
 from __future__ import annotations
@@ -16,8 +16,8 @@ import dataclasses
 import numpy as np
 
 from ..errors import TuneError
-from .space import decisions
-from .workload import describe, workload_key, workload_text
+from ..loop.knobs import decisions
+from ..compiler.workload import describe, workload_key, workload_text
 
 __all__ = ["GroupBuilder", "Task", "extract_tasks", "random_inputs"]
 

@@ -28,7 +28,7 @@ from .cost_model import CostModel
 from .measure import quiet
 from .records import Record
 from .search import TaskSearch
-from .workload import target_name
+from ..compiler.workload import target_name
 
 __all__ = ["TuneReport", "tune"]
 

@@ -35,7 +35,7 @@ def test_a_second_compile_of_a_model_file_loads_the_kept_executable(conv_net_pat
 def test_a_compile_under_the_tuners_decisions_is_not_kept(conv_net_path, tmp_path, monkeypatch):
     """Kernels made under ``decisions()`` are not the defaults: such a compile neither loads the
     kept executable nor keeps its own for the next plain compile to load."""
-    from ember.tune.space import decisions
+    from ember.loop.knobs import decisions
 
     monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path / "cache"))
     path = str(tmp_path / "net.onnx")

@@ -11,8 +11,8 @@ from ember.graph.infer import infer_types
 from ember.graph.types import Dim, TensorType
 from ember.kernels.common import host
 from ember.tune.records import Record
-from ember.tune.space import decisions
-from ember.tune.workload import target_name, workload_key
+from ember.loop.knobs import decisions
+from ember.compiler.workload import target_name, workload_key
 
 HINT = (1, 8, 20, 20)
 

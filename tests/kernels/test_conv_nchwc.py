@@ -10,7 +10,7 @@ from ember.kernels.conv_nchwc import (SMALL_PLANE, conv2d_nchwc, conv2d_nchwc_nd
 from ember.loop import compute as te
 from ember.loop.schedule import Schedule
 from ember.target import Target
-from ember.tune.space import decisions
+from ember.loop.knobs import decisions
 
 RNG = np.random.default_rng(3)
 AVX2 = Target("x86_64-unknown-linux-gnu", "znver3", vector_bits=256, cores=2)

@@ -38,7 +38,7 @@ def test_a_products_row_block_pads_and_splits_its_rows_least():
     the register file's block up (the products above run these blocks against numpy)."""
     from ember.kernels.matmul import block_rows, matmul_compute
     from ember.loop import compute as te
-    from ember.tune.space import decisions
+    from ember.loop.knobs import decisions
 
     assert block_rows(197, 14, 1, 2) == 11  # 18 blocks, 9 a core (of 14: 15 blocks, 13 rows padding)
     assert block_rows(128, 14, 1, 2) == 13  # 10 blocks, 2 rows padding (of 14: 12)

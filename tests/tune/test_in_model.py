@@ -12,7 +12,7 @@ from ember.tune.in_model import InModel, InModelCheck, check_in_model
 from ember.tune.records import PASSED_OVER, SET_ASIDE
 from ember.tune.tasks import extract_tasks
 from ember.tune.tuner import tune
-from ember.tune.workload import target_name
+from ember.compiler.workload import target_name
 
 
 def _fake_rounds(rank_us: dict):

@@ -90,7 +90,7 @@ def test_the_search_proposes_only_the_defaults_split(tmp_path):
 
 def output_partition_of(search, c):
     from ember.loop.lower import lower as lower_
-    from ember.tune.space import decisions
+    from ember.loop.knobs import decisions
 
     with decisions(c.values):
         sch, args, name = search.task.builder.schedule(search.target)

@@ -11,7 +11,7 @@ import ember
 from ember.kernels.common import host
 from ember.kernels.conv_nchwc import conv2d_nchwc_nd
 from ember.kernels.matmul import matmul
-from ember.tune.space import decisions, knob
+from ember.loop.knobs import decisions, knob
 
 
 def test_knob_is_its_default_outside_tuning():

@@ -18,7 +18,7 @@ from ...target import Target
 from . import build as _build
 from .codegen import emit_module
 
-__all__ = ["build", "build_groups", "export_library", "emit_llvm"]
+__all__ = ["build", "build_made", "export_library", "emit_llvm"]
 
 
 def _as_list(funcs) -> list:
@@ -71,19 +71,17 @@ def build(funcs: Union[PrimFunc, Iterable[PrimFunc]], target: Target | None = No
     return _library(objs, key, metadata, [f.name for f in funcs], stats)
 
 
-def build_groups(groups: list, target: Target | None = None, name: str = "module", stats: dict | None = None,
-                 tuned: dict | None = None, likely: dict | None = None, twin_tuned: dict | None = None):
-    """Compile a model's fused groups (``(kernel name, group Function)`` pairs) into one shared
-    library and load it: like :func:`build`, with each group's computes, schedule and lowering
-    in its compile job too (``stats`` also gets ``schedule``, ``lower``, ``loops``, ``depth``).
-    ``tuned``: kernel name -> (decisions, trace) of a tuning record, the schedule of that group;
-    ``likely``: kernel name -> the likely values of its symbolic sizes; ``twin_tuned``: kernel
-    name -> the record of its static twin's workload (``ember.compiler.twin``)."""
-    from .objects import compile_group_objects
+def build_made(kernels: list, target: Target | None = None, stats: dict | None = None):
+    """Compile kernels whose loop programs are made in their compile jobs into one shared
+    library and load it: like :func:`build`, for ``(name, key text, make, payload)`` entries
+    (see :func:`.objects.compile_made_objects`; the compiler's fused groups, whose computes,
+    schedule and lowering then run on every core too). ``stats`` also gets what ``make``
+    reports."""
+    from .objects import compile_made_objects
 
     target = target or Target.host()
-    objs, key, metadata = compile_group_objects(groups, target, stats, tuned, likely, twin_tuned)
-    return _library(objs, key, metadata, [g for g, _ in groups], stats)
+    objs, key, metadata = compile_made_objects(kernels, target, stats)
+    return _library(objs, key, metadata, [k[0] for k in kernels], stats)
 
 
 def _library(objs: list, key: str, metadata: str, names: list, stats: dict | None):

@@ -41,7 +41,7 @@ def data_layout(target: Target) -> str:
 
 
 def cache_key(ir_text: str, target: Target, opt: int = OPT_LEVEL) -> str:
-    from ... import __version__
+    from ...version import __version__
 
     h = hashlib.sha256()
     for part in (ir_text, target.triple, target.cpu, target.features, str(opt), __version__):

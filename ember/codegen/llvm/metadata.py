@@ -60,7 +60,7 @@ def kernel_metadata(func, scalars: list) -> dict:
 
 
 def module_metadata(entries: list) -> str:
-    from ... import __version__
+    from ...version import __version__
 
     return json.dumps({"format": FORMAT_VERSION, "ember_version": __version__, "kernels": entries},
                       separators=(",", ":"), sort_keys=True)

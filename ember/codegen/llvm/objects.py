@@ -42,7 +42,7 @@ PARALLEL_MIN_SECONDS = 0.3
 
 def _estimate(job: tuple) -> float:
     """Rough CPU seconds of a job (to choose between workers and this process)."""
-    return 0.1 if job[0] == "group" else 60e-6 * len(job[1])
+    return 0.1 if job[0] == "made" else 60e-6 * len(job[1])
 
 
 def kernel_ir(func, target: Target) -> tuple:
@@ -122,25 +122,19 @@ def _reads_back(text: str, func) -> bool:
 def _compile_job(job: tuple, func=None) -> tuple:
     """Worker: one kernel's whole back end, so that it runs on every core -> (object bytes,
     metadata entry, stats). A job is ``("func", loop-IR text, run the loop passes?, target,
-    opt, what)`` or ``("group", pickled fused group function, kernel name, target, opt,
-    what)``, which computes, schedules and lowers the group first. In this process ``func``
-    (the PrimFunc or group function the job carries) saves reading it back."""
+    opt, what)`` or ``("made", pickled (make, payload), kernel name, target, opt, what)``,
+    whose ``make(payload, name, target) -> (PrimFunc, stats)`` makes the loop program first (a
+    layer above, by reference: the compiler's computes, schedule and lowering of a fused
+    group). In this process ``func`` (the PrimFunc or (make, payload) the job carries) saves
+    reading it back."""
     from ...loop.passes import default_pipeline
 
     kind, data, arg, target, opt, what = job
     stats: dict = {}
-    if kind == "group":
-        from ...compiler.group import lower_group
-        from ...driver import loop_nest
-        from ...graph.ops import compute as _computes  # noqa: F401  (registers the computes)
-
-        t0 = time.perf_counter()
-        group, tuned, likely, twin_tuned = pickle.loads(data) if func is None else func
-        k = lower_group(group, arg, target, tuned, likely, twin_tuned)
-        t1 = time.perf_counter()
-        func = k.lowered()
-        stats.update(schedule=t1 - t0, lower=time.perf_counter() - t1, **loop_nest(func),
-                     trace=k.schedule.trace.text() if k.func is None else "(a loop program written directly)")
+    if kind == "made":
+        make, payload = pickle.loads(data) if func is None else func
+        func, made = make(payload, arg, target)
+        stats.update(made)
         passes = True
     else:
         from ...loop.parser import parse
@@ -151,7 +145,7 @@ def _compile_job(job: tuple, func=None) -> tuple:
     if passes:
         func = default_pipeline(func)
     t2 = time.perf_counter()
-    if kind == "group":
+    if kind == "made":
         from ...config import debug_level
 
         if debug_level() >= 2:  # (jobs run in this process then)
@@ -338,7 +332,7 @@ def object_key(text: str, kind: str, target: Target, opt: int) -> str:
     or after the loop passes, or its fused group's text and name), the target, the
     optimization level and a digest of Ember's own sources (the computes, schedules, passes
     and code generator are a function of exactly these)."""
-    from ...driver import source_digest
+    from ...version import source_digest
 
     return cache_key(f"{source_digest()}\0{kind}\0{text}", target, opt)
 
@@ -362,28 +356,17 @@ def compile_objects(funcs: list, target: Target, stats: Optional[dict] = None, p
                     here=lambda i: not _reads_back(texts[i], funcs[i]))
 
 
-def compile_group_objects(groups: list, target: Target, stats: Optional[dict] = None,
-                          tuned: Optional[dict] = None, likely: Optional[dict] = None,
-                          twin_tuned: Optional[dict] = None) -> tuple:
-    """Objects for the fused groups ``groups`` (``(kernel name, group Function)``) and the
-    library key, like :func:`compile_objects`; each job computes, schedules and lowers its
-    group too, so that a model's whole back end runs on every core. ``likely``: kernel name ->
-    the likely values of its symbolic sizes (``ember.compiler.group.group_likely``); ``twin_tuned``:
-    kernel name -> the tuning record of its static twin (``ember.compiler.twin``)."""
-    from ...graph.printer import astext
-
+def compile_made_objects(kernels: list, target: Target, stats: Optional[dict] = None) -> tuple:
+    """Objects for ``kernels`` (``(name, key text, make, payload)``: each job calls
+    ``make(payload, name, target)`` for its loop program, see :func:`_compile_job`) and the
+    library key, like :func:`compile_objects`: a model's whole back end, from its fused groups
+    on, runs on every core. ``key text`` says everything the kernel is made from (its object's
+    cache key); ``make`` is a module-level function, which pickles by name."""
     opt = opt_level()
-    names = [g for g, _ in groups]
-    tuned, likely, twin_tuned = tuned or {}, likely or {}, twin_tuned or {}
-    # a tuned group's job carries its record's schedule, and its text (the object's key) too;
-    # so with the likely sizes its schedule was made for
-    texts = [f"{g}\n{astext(fn)}" + (f"\ntuned {tuned[g][0]} {tuned[g][1]}" if g in tuned else "")
-             + (f"\nlikely {sorted(likely[g].items())}" if likely.get(g) else "")
-             + (f"\ntwin tuned {twin_tuned[g][0]} {twin_tuned[g][1]}" if g in twin_tuned else "") for g, fn in groups]
-    items = [(fn, tuned.get(g), likely.get(g), twin_tuned.get(g)) for g, fn in groups]
-    jobs = [("group", pickle.dumps(item), g, target, opt, f"kernel {g!r}") for (g, _), item in zip(groups, items)]
-    keys = [object_key(t, "group", target, opt) for t in texts]
-    return _compile(jobs, keys, items, names, target, stats, opt)
+    items = [(make, payload) for _, _, make, payload in kernels]
+    jobs = [("made", pickle.dumps(item), k[0], target, opt, f"kernel {k[0]!r}") for k, item in zip(kernels, items)]
+    keys = [object_key(k[1], "made", target, opt) for k in kernels]
+    return _compile(jobs, keys, items, [k[0] for k in kernels], target, stats, opt)
 
 
 def _compile(jobs: list, keys: list, items: list, names: list, target: Target, stats: Optional[dict],
@@ -444,4 +427,4 @@ def _compile(jobs: list, keys: list, items: list, names: list, target: Target, s
     return objs + [shared], lib_key, metadata
 
 
-__all__ = ["compile_group_objects", "compile_objects", "kernel_ir", "shared_ir"]
+__all__ = ["compile_made_objects", "compile_objects", "kernel_ir", "shared_ir"]

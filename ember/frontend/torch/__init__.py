@@ -40,6 +40,8 @@ def from_torch(model, example_args: Sequence = (), dynamic_shapes: Any = None, *
     import time
 
     from ...compiler.compile import compile_model
+    from ...options import CompileOptions
+    from ...tune.apply import with_tuning_db
     from .export import export_program
     from .importer import import_program
     from .model import TorchModel
@@ -51,7 +53,9 @@ def from_torch(model, example_args: Sequence = (), dynamic_shapes: Any = None, *
     program = import_program(ep, names, source=f"the exported {label}")
     del ep
     t2 = time.perf_counter()
-    exe = compile_model(program.module, target, opt_level, name=label, **compile_options)
+    tuning_db = compile_options.pop("tuning_db", None)
+    options = with_tuning_db(CompileOptions.create(target, opt_level, name=label, **compile_options), tuning_db)
+    exe = compile_model(program.module, options=options)
     exe.compile_times = {"torch.export": t1 - t0, "import": t2 - t1, **exe.compile_times}
     return TorchModel(exe, program, label)
 

@@ -191,7 +191,12 @@ def set_kernel(name: str, fn: Callable) -> None:
 
 
 def set_schedule(name: str, target: str, fn: Callable) -> None:
-    """Kernel hook: the default schedule of op ``name`` on ``target`` (``"llvm"``, ...)."""
+    """Kernel hook: the default schedule of op ``name`` on targets of kind ``target``
+    (``"llvm"``, ``"cuda"``)."""
+    from ...target import KINDS
+
+    if target not in KINDS:
+        raise ArgumentError(f"set_schedule({name!r}, {target!r}): no target kind {target!r} (kinds: {', '.join(KINDS)})")
     get_op(name).schedule[target] = fn
 
 

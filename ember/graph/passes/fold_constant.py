@@ -7,9 +7,10 @@ Three kinds of folding, cheapest first:
 - *structural* ops on constants: ``constant_of_shape``, ``reshape``, ``squeeze``,
   ``unsqueeze``, ``flatten`` only create or relabel data, so they fold without computing;
 - everything else (the scale of a folded batch norm, a transposed weight, ...) is *evaluated
-  by Ember itself*: the constant subgraphs' results are gathered into one function with no
-  inputs, which is compiled (with folding disabled) and run once. One build for the whole
-  pass; numpy never computes a model value.
+  by Ember itself*: the constant subgraphs' results are gathered into one list, which the
+  pass context's evaluator computes (:func:`ember.compiler.fold.evaluate_constants`: one
+  function with no inputs, compiled with folding disabled and run once). One build for the
+  whole pass; numpy never computes a model value.
 
 Every value is checked against the compile's memory limit (:mod:`ember.graph.limits`) before
 it is made: a ``constant_of_shape`` of 2^50 elements is a ResourceError naming the node, not
@@ -20,8 +21,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...loop import dtype as dt
-from ..ir import Call, Constant, Function, Module, Tuple
-from ..limits import allocating, check_bytes, describe, format_bytes, tensor_bytes
+from ..ir import Call, Constant, Module
+from ..limits import allocating, describe, tensor_bytes
 from ..types import TensorType
 from ..visit import post_order, rewrite, use_counts
 from .context import PassContext, graph_pass
@@ -88,38 +89,17 @@ def fold_expr(body, ctx: PassContext):
 
 
 def evaluate(exprs: list, ctx: PassContext) -> list:
-    """Compute the constant expressions ``exprs`` with Ember (one compiled function)."""
-    from ...config import llvm_opt_level
-    from ...compiler.compile import compile_model
-    from ...compiler.generic import generic_kernels
+    """Compute the constant expressions ``exprs`` with the evaluator the context gives
+    (``ctx.config["evaluate"]``: the compiler's, :func:`ember.compiler.fold.evaluate_constants`,
+    which ``ember.compile`` installs; this layer cannot name it)."""
+    fn = ctx.config.get("evaluate")
+    if fn is None:
+        from ...errors import CompileError
 
-    # the results are new memory: check each, then all of them beside the constants they are
-    # computed from (both are alive while the folding program runs), before anything is built
-    sizes = [tensor_bytes(e.type.shape, e.type.dtype) for e in exprs]
-    for e, b in zip(exprs, sizes):
-        check_bytes(b, f"folding the constant {describe(e)}")
-    leaves = {n for n in post_order(Tuple(exprs)) if isinstance(n, Constant)}
-    inputs = sum(int(c.value.nbytes) for c in leaves)
-    big = max(range(len(exprs)), key=sizes.__getitem__)
-    what = (f"folding {len(exprs)} constant value(s) ({format_bytes(sum(sizes))}; the largest: "
-            f"{describe(exprs[big])}, {format_bytes(sizes[big])}) from {len(leaves)} constant(s) "
-            f"({format_bytes(inputs)})")
-    mod = Module({"main": Function([], Tuple(exprs))})
-    disabled = set(ctx.disabled) | {"fold_constant", "simplify_inference", "block_layout", "pack_conv_weights"}
-    # the folding program runs here, on the host: compiled for the model's target (another
-    # CPU's instructions) it would die of an illegal instruction
-    # it runs once: LLVM's optimizations would cost more than they save (O1 compiles ~3x
-    # faster than O3)
-    # and its kernels take their sizes as arguments (``compiler.generic``): the folds of every
-    # model share a few kernels, compiled once into the cache
-    with allocating(sum(sizes) + inputs, what), llvm_opt_level(1), generic_kernels():
-        exe = compile_model(mod, None, max(ctx.opt_level, 1), disabled_passes=disabled, name="constants")
-        values = exe.run()
-    # its program, arena and inputs (the constants before folding, which the caller may drop
-    # next) go now, by reference count: no gc.collect() here, which in a process that has
-    # imported torch and transformers (360k objects) costs ~330 ms per fold
-    del exe
-    return [Constant.adopt(v) for v in values]  # new arrays of the run's: no second copy
+        raise CompileError("fold_constant computes constants by compiling them: its PassContext needs an "
+                           "evaluator, config={'evaluate': ember.compiler.fold.evaluate_constants} "
+                           "(ember.compile gives it one)")
+    return fn(exprs, ctx)
 
 
 @graph_pass("fold_constant", opt_level=1)

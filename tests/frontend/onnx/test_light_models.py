@@ -8,6 +8,9 @@ import pytest
 from onnx import numpy_helper
 
 import ember
+from ember.compiler.fold import evaluate_constants
+
+FOLD = {"evaluate": evaluate_constants}  # (fold_constant computes with the compiler)
 
 LIGHT = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
 MODELS = ["squeezenet", "shufflenet", "inception_v1", "inception_v2", "resnet50", "densenet121",
@@ -48,7 +51,7 @@ def test_resnet50_fuses_to_one_kernel_per_conv():
 
     mod = infer_types(from_onnx(os.path.join(LIGHT, "light_resnet50.onnx")))
     convs = sum(c.op == "nn.conv2d" for c in topo_calls(mod))
-    fused = PassContext(opt_level=3, instruments=[VerifyAfterPass()]).run(mod, default_pipeline())
+    fused = PassContext(opt_level=3, instruments=[VerifyAfterPass()], config=FOLD).run(mod, default_pipeline())
     kernels = [c for c in topo_calls(fused.main) if not is_relabel(fused[c.op])]
     anchors, layout = Counter(), []
     for k in kernels:

@@ -8,6 +8,9 @@ from ember.errors import ShapeError
 from ember.graph import Var, const, topo_calls
 from ember.graph.passes import PassContext, block_layout, dce, fold_channel_scale, fold_constant, simplify_inference
 from ember.kernels.conv_nchwc import channel_block
+from ember.compiler.fold import evaluate_constants
+
+FOLD = {"evaluate": evaluate_constants}  # (fold_constant computes with the compiler)
 
 from .conftest import T, call, module, rand
 
@@ -34,7 +37,7 @@ def _se_block(x, c: int, e: int, out: int, hw: int, extra_reader: bool = False, 
 
 
 def _run(mod):
-    return PassContext(opt_level=3).run(mod, [simplify_inference, block_layout, fold_channel_scale, fold_constant, dce])
+    return PassContext(opt_level=3, config=FOLD).run(mod, [simplify_inference, block_layout, fold_channel_scale, fold_constant, dce])
 
 
 def _scaled_convs(mod) -> list:

@@ -2,12 +2,15 @@ import numpy as np
 
 from ember.graph import Constant, Var, assert_structural_equal, const
 from ember.graph.passes import PassContext, fold_constant
+from ember.compiler.fold import evaluate_constants
+
+FOLD = {"evaluate": evaluate_constants}  # (fold_constant computes with the compiler)
 
 from .conftest import T, call, module
 
 
 def run(mod):
-    return PassContext(opt_level=3).run(mod, [fold_constant])
+    return PassContext(opt_level=3, config=FOLD).run(mod, [fold_constant])
 
 
 def test_shape_of_a_static_value_is_a_constant():
@@ -78,7 +81,7 @@ def test_the_folding_executable_is_freed_before_the_pass_returns(monkeypatch):
     # a process that has imported torch (the pass no longer calls gc.collect)
     gc.disable()
     try:
-        after = PassContext(opt_level=3).run(mod, [fold_constant])
+        after = PassContext(opt_level=3, config=FOLD).run(mod, [fold_constant])
         alive = [r() is not None for r in made]  # (looked at before the collector may run again)
     finally:
         gc.enable()

@@ -4,6 +4,9 @@ import ember
 from ember.graph import Var, const, topo_calls
 from ember.graph.passes import PassContext, fold_constant, pack_conv_weights, simplify_inference
 from ember.kernels.conv import conv_blocks
+from ember.compiler.fold import evaluate_constants
+
+FOLD = {"evaluate": evaluate_constants}  # (fold_constant computes with the compiler)
 
 from .conftest import T, call, module, rand
 
@@ -28,7 +31,7 @@ def _ref(x, w, groups=1):
 
 
 def run(mod):
-    return PassContext(opt_level=3).run(mod, [simplify_inference, pack_conv_weights, fold_constant])
+    return PassContext(opt_level=3, config=FOLD).run(mod, [simplify_inference, pack_conv_weights, fold_constant])
 
 
 def test_constant_weights_are_packed_once_for_the_micro_kernel():

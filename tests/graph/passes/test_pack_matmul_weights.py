@@ -3,12 +3,15 @@ import numpy as np
 import ember
 from ember.graph import Var, const, topo_calls
 from ember.graph.passes import PassContext, fold_constant, pack_matmul_weights
+from ember.compiler.fold import evaluate_constants
+
+FOLD = {"evaluate": evaluate_constants}  # (fold_constant computes with the compiler)
 
 from .conftest import T, call, module, rand
 
 
 def run(mod):
-    return PassContext(opt_level=3).run(mod, [pack_matmul_weights, fold_constant])
+    return PassContext(opt_level=3, config=FOLD).run(mod, [pack_matmul_weights, fold_constant])
 
 
 def test_a_product_by_a_constant_weight_reads_it_packed_at_compile_time():

@@ -4,21 +4,20 @@ Such a reduction -- a global mean over the plane of a blocked ``N C/b H W b`` te
 (squeeze-excitation), a sum over the rows of a matrix -- reads contiguous vectors along the
 kept axis: the outer kept axes run in parallel, the reduced axes loop outside one vector of
 the last axis, and the partial results stay in registers. Reductions of the last axis keep
-the generic schedule (:func:`ember.compiler.group.schedule_root`).
+the generic schedule (:func:`ember.kernels.elementwise.schedule_root`).
 """
 from __future__ import annotations
 
 from ....kernels.common import const_int, parallel_outer, vector_lanes
+from ....kernels.elementwise import schedule_root
 from ....loop import compute as te
 from ....loop.schedule import Schedule
-from ....tune.space import knob
+from ....loop.knobs import knob
 from ..reduce import _REDUCTIONS
 from ..registry import set_schedule
 
 
 def _generic(s: Schedule, acc: te.Tensor, anchor: te.Tensor, out: te.Tensor) -> None:
-    from ....compiler.group import schedule_root
-
     if anchor is not acc and anchor is not out:
         s[anchor].compute_inline()
     schedule_root(s, acc)

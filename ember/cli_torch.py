@@ -19,7 +19,7 @@ import os
 import sys
 import time
 
-from ...errors import ArgumentError
+from .errors import ArgumentError
 
 
 def load_factory(spec: str):
@@ -47,7 +47,7 @@ def load_factory(spec: str):
 
 def compile_torch(args) -> int:
     """The ``--torch`` branch of ``ember compile`` (its parsed arguments)."""
-    from . import from_torch
+    from .frontend.torch import from_torch
 
     if args.model or args.light or args.input_shape:
         raise ArgumentError("--torch takes the model from its factory: give no model file, --light or --input-shape")
@@ -61,7 +61,7 @@ def compile_torch(args) -> int:
     exe.export(out)
     if args.profile_compile:
         print(exe.compile_profile.table(budget=args.compile_budget))
-    from ...cli_model import print_compiled
+    from .cli_model import print_compiled
 
     print_compiled(exe, f"compiled {args.torch} ({type(model).__name__}) through torch.export in "
                         f"{time.perf_counter() - t0:.2f} s", out)

@@ -1,0 +1,46 @@
+"""The constant folder's evaluator: the constant expressions ``fold_constant`` gathers, computed
+by compiling them with Ember (numpy never computes a model value). The graph pass cannot name
+the compiler, a layer above it: ``ember.compile`` gives it this function in its PassContext."""
+from __future__ import annotations
+
+from ..config import llvm_opt_level
+from ..graph.ir import Constant, Function, Module, Tuple
+from ..graph.limits import allocating, check_bytes, describe, format_bytes, tensor_bytes
+from ..graph.passes.context import PassContext
+from ..graph.visit import post_order
+from .generic import generic_kernels
+
+__all__ = ["evaluate_constants"]
+
+
+def evaluate_constants(exprs: list, ctx: PassContext) -> list:
+    """Compute the constant expressions ``exprs`` with Ember (one compiled function)."""
+    from .compile import compile_model
+
+    # the results are new memory: check each, then all of them beside the constants they are
+    # computed from (both are alive while the folding program runs), before anything is built
+    sizes = [tensor_bytes(e.type.shape, e.type.dtype) for e in exprs]
+    for e, b in zip(exprs, sizes):
+        check_bytes(b, f"folding the constant {describe(e)}")
+    leaves = {n for n in post_order(Tuple(exprs)) if isinstance(n, Constant)}
+    inputs = sum(int(c.value.nbytes) for c in leaves)
+    big = max(range(len(exprs)), key=sizes.__getitem__)
+    what = (f"folding {len(exprs)} constant value(s) ({format_bytes(sum(sizes))}; the largest: "
+            f"{describe(exprs[big])}, {format_bytes(sizes[big])}) from {len(leaves)} constant(s) "
+            f"({format_bytes(inputs)})")
+    mod = Module({"main": Function([], Tuple(exprs))})
+    disabled = set(ctx.disabled) | {"fold_constant", "simplify_inference", "block_layout", "pack_conv_weights"}
+    # the folding program runs here, on the host: compiled for the model's target (another
+    # CPU's instructions) it would die of an illegal instruction
+    # it runs once: LLVM's optimizations would cost more than they save (O1 compiles ~3x
+    # faster than O3)
+    # and its kernels take their sizes as arguments (``compiler.generic``): the folds of every
+    # model share a few kernels, compiled once into the cache
+    with allocating(sum(sizes) + inputs, what), llvm_opt_level(1), generic_kernels():
+        exe = compile_model(mod, None, max(ctx.opt_level, 1), disabled_passes=disabled, name="constants")
+        values = exe.run()
+    # its program, arena and inputs (the constants before folding, which the caller may drop
+    # next) go now, by reference count: no gc.collect() here, which in a process that has
+    # imported torch and transformers (360k objects) costs ~330 ms per fold
+    del exe
+    return [Constant.adopt(v) for v in values]  # new arrays of the run's: no second copy

@@ -1,0 +1,86 @@
+"""One value for everything a compile is asked to do: built once at the front door
+(``ember.compile``, ``ember.from_torch``, the CLI) and passed down, each layer reading the
+fields it needs, instead of a dozen keyword arguments threaded through every layer."""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from typing import Any, Mapping, Optional, Union
+
+from .errors import ArgumentError
+from .target import AnyTarget, as_target
+
+__all__ = ["CompileOptions"]
+
+
+def _frozen_shapes(shapes: Optional[Mapping], what: str) -> Optional[tuple]:
+    if shapes is None:
+        return None
+    if not isinstance(shapes, Mapping):
+        raise ArgumentError(f"{what} must map input names to shapes ({{'x': (1, 3, 224, 224)}}), got "
+                            f"{type(shapes).__name__}")
+    try:
+        return tuple(sorted((str(k), tuple(int(d) for d in v)) for k, v in shapes.items()))
+    except (TypeError, ValueError):
+        raise ArgumentError(f"{what}: each shape must be a sequence of integers, got {dict(shapes)!r}") from None
+
+
+@dataclasses.dataclass(frozen=True)
+class CompileOptions:
+    """What a compile is asked for (immutable; :meth:`create` checks and normalizes).
+
+    ``target``: the machine (``ember.target``: an ``llvm`` CPU, the host by default).
+    ``opt_level``: 0-3, the graph passes that run. ``input_shapes``: symbolic input dims fixed
+    before the model's shape computations are imported. ``shape_hints``: the sizes a dynamic
+    model will mostly run at, which its kernels' schedules are made for. ``disabled_passes``,
+    ``instruments``: for the pass pipeline. ``name``: the model's, in messages and profiles.
+    ``memory_limit``: bytes (or ``"4GiB"``) the compile and one run may hold. ``narrow``: the
+    float8/int4 inputs and outputs of a Module imported with ``io_narrow``. ``cache``: load and
+    keep compiled model files. ``tuning_records``: workload -> tuning record, the best per
+    fused group (``ember.tune.apply.best_records`` reads them from a database).
+    """
+
+    target: AnyTarget
+    opt_level: int = 3
+    input_shapes: Optional[tuple] = None  # ((name, shape), ...) sorted
+    shape_hints: Optional[tuple] = None
+    disabled_passes: frozenset = frozenset()
+    instruments: tuple = ()
+    name: str = "model"
+    memory_limit: Optional[Union[int, str]] = None
+    narrow: Optional[dict] = None
+    cache: bool = True
+    tuning_records: Optional[Mapping] = None
+
+    @staticmethod
+    def create(target: Any = None, opt_level: int = 3, **kwargs: Any) -> "CompileOptions":
+        """Options from ``ember.compile``'s arguments: an unknown keyword is an ArgumentError
+        that names the closest known one."""
+        fields = {f.name for f in dataclasses.fields(CompileOptions)} - {"target", "opt_level"}
+        unknown = sorted(set(kwargs) - fields)
+        if unknown:
+            hints = []
+            for k in unknown:
+                close = difflib.get_close_matches(k, sorted(fields | {"target", "opt_level", "tuning_db"}), n=1)
+                hints.append(f"{k!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+            raise ArgumentError(f"unknown compile option(s) {', '.join(hints)}; the options are "
+                                f"{', '.join(sorted(fields | {'target', 'opt_level', 'tuning_db'}))}")
+        if opt_level not in (0, 1, 2, 3):
+            raise ArgumentError(f"opt_level must be 0, 1, 2 or 3, got {opt_level!r}")
+        kwargs["input_shapes"] = _frozen_shapes(kwargs.get("input_shapes"), "input_shapes")
+        kwargs["shape_hints"] = _frozen_shapes(kwargs.get("shape_hints"), "shape_hints")
+        kwargs["disabled_passes"] = frozenset(kwargs.get("disabled_passes") or ())
+        kwargs["instruments"] = tuple(kwargs.get("instruments") or ())
+        return CompileOptions(as_target(target), opt_level, **kwargs)
+
+    def replace(self, **changes: Any) -> "CompileOptions":
+        """These options with ``changes``."""
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def input_shape_map(self) -> Optional[dict]:
+        return None if self.input_shapes is None else dict(self.input_shapes)
+
+    @property
+    def shape_hint_map(self) -> Optional[dict]:
+        return None if self.shape_hints is None else dict(self.shape_hints)

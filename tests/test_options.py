@@ -1,0 +1,76 @@
+"""The one options value (``CompileOptions``) and target kinds, at the front door."""
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+import ember
+from ember.errors import ArgumentError, TargetError
+from ember.options import CompileOptions
+from ember.target import CudaTarget, Target, as_target
+
+
+def _relu_model():
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="relu0")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_unknown_keyword_names_the_closest_option():
+    with pytest.raises(ArgumentError, match="'input_shape' \\(did you mean 'input_shapes'\\?\\)"):
+        ember.compile(_relu_model(), input_shape={"x": (2, 3)})
+
+
+def test_bad_values_are_argument_errors():
+    with pytest.raises(ArgumentError, match="opt_level"):
+        CompileOptions.create(opt_level=5)
+    with pytest.raises(ArgumentError, match="input_shapes"):
+        CompileOptions.create(input_shapes={"x": ("a", 3)})
+    with pytest.raises(ArgumentError, match="not both"):
+        ember.compile(_relu_model(), "llvm", options=CompileOptions.create())
+
+
+def test_options_value_compiles_like_the_keywords():
+    opts = CompileOptions.create(None, 2, name="tiny", disabled_passes=["cse"], cache=False)
+    assert opts.target == Target.host() and opts.disabled_passes == frozenset({"cse"})
+    exe = ember.compile(_relu_model(), options=opts)
+    x = np.array([[-1, 0, 1], [2, -3, 4]], np.float32)
+    np.testing.assert_array_equal(exe.run(x)[0], np.maximum(x, 0))
+    assert opts.replace(opt_level=1).opt_level == 1 and opts.opt_level == 2  # (immutable)
+
+
+def test_target_kinds_parse():
+    t = as_target("cuda -arch=sm_90")
+    assert isinstance(t, CudaTarget) and t.kind == "cuda" and t.compute_capability == (9, 0)
+    assert t.max_shared_memory_per_block == 227 * 1024 and t.warp_size == 32 and str(t) == "cuda -arch=sm_90"
+    assert as_target("cuda").arch == "sm_80"
+    assert as_target("llvm").kind == "llvm" and as_target(None) == Target.host()
+    with pytest.raises(TargetError, match="unknown CUDA architecture 'sm_12'"):
+        as_target("cuda -arch=sm_12")
+    with pytest.raises(TargetError, match="-arch=sm_XX"):
+        as_target("cuda -mcpu=znver4")
+    with pytest.raises(TargetError, match="unknown target kind 'rocm'"):
+        as_target("rocm")
+
+
+def test_a_kind_without_a_code_generator_is_a_target_error():
+    with pytest.raises(TargetError, match="no code generator for the 'cuda' kind"):
+        ember.compile(_relu_model(), "cuda -arch=sm_90")
+
+
+def test_schedules_register_per_kind():
+    from ember.graph.ops.registry import get_op, set_schedule
+
+    with pytest.raises(ArgumentError, match="no target kind 'gpu'"):
+        set_schedule("nn.softmax", "gpu", lambda *a: None)
+    assert "llvm" in get_op("nn.softmax").schedule and "cuda" not in get_op("nn.softmax").schedule
+
+
+def test_cli_target_kind_error(tmp_path, capsys):
+    from ember.cli import main
+
+    path = str(tmp_path / "m.onnx")
+    onnx.save(_relu_model(), path)
+    assert main(["compile", path, "--target", "cuda -arch=sm_90", "-o", str(tmp_path / "m.so")]) != 0
+    assert "no code generator for the 'cuda' kind" in capsys.readouterr().err
