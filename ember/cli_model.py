@@ -11,7 +11,8 @@ import numpy as np
 
 def _target_help() -> str:
     return ("target: 'llvm' for the host CPU (the default), or 'llvm -mcpu=NAME' for another x86 CPU, "
-            "e.g. 'llvm -mcpu=skylake-avx512'")
+            "e.g. 'llvm -mcpu=skylake-avx512'; 'cuda -arch=sm_90' names an NVIDIA GPU (a target kind "
+            "whose code generator is not built yet: compiling for it says so)")
 
 
 def _shapes(items, flag: str = "--input-shape") -> dict:
