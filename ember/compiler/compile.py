@@ -5,7 +5,7 @@ import os
 import time
 from typing import Mapping, Optional, Sequence, Union
 
-from ..errors import ArgumentError, ShapeError, TargetError
+from ..errors import ArgumentError, ShapeError, TargetError, UnsupportedOpError
 from ..graph import limits
 from ..graph.infer import infer_types
 from ..graph.ir import Function, Module, Var
@@ -123,7 +123,19 @@ def compile_model(model: Union[str, os.PathLike, bytes, Module, "onnx.ModelProto
     # kernels assume to itself)
     with (limits.memory_limit(options.memory_limit), collect_assumptions(fresh=True),
           applying(options.tuning_records, options.target)):
-        exe = _compile(model, options)
+        try:
+            exe = _compile(model, options)
+        except (UnsupportedOpError, ShapeError) as e:
+            if isinstance(model, Module):
+                raise
+            # inputs whose values decide what no one program can (an axis, an output size from
+            # a scale): compiled per value as runs give them
+            from .specialize import specializing
+
+            spec = specializing(model, options, e)
+            if spec is None:
+                raise
+            return spec
     if marker is not None:
         with open(marker, "w"):
             pass

@@ -120,8 +120,8 @@ def _col2im(node):
     from ...graph import Constant
 
     x = node.input(0)
-    image = tuple(int(v) for v in node.const(1, "the image shape").reshape(-1))
-    block = tuple(int(v) for v in node.const(2, "the block shape").reshape(-1))
+    image = node.ints(1, "image shape")
+    block = node.ints(2, "block shape")
     n = len(block)
     if len(image) != n:
         raise ShapeError(f"image_shape {image} and block_shape {block} have different ranks")
