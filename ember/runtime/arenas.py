@@ -23,6 +23,7 @@ from typing import Callable, Optional
 import numpy as np
 
 KEEP = 4  # free arenas kept: enough for the concurrent runs of a few models on a small host
+GROWTH = 1.5  # an outgrown arena's successor is this much larger (see ArenaCache.take)
 
 
 class ArenaCache:
@@ -34,24 +35,28 @@ class ArenaCache:
         self._lock = threading.Lock()
         self.made = 0  # arenas allocated so far (a steady state makes none)
 
-    def take(self, nbytes: int, make: Callable[[], np.ndarray], prefer: Optional[np.ndarray] = None) -> np.ndarray:
+    def take(self, nbytes: int, make: Callable[[int], np.ndarray], prefer: Optional[np.ndarray] = None) -> np.ndarray:
         """An arena of at least ``nbytes`` for one run to use alone until it is given back:
         ``prefer`` if it is free and large enough, else the free one given back last that is,
-        else ``make()``."""
+        else ``make(size)``: of ``nbytes``, or :data:`GROWTH` times ``prefer``'s size where the
+        caller outgrew it (a sequence that grows a little each run -- a decoder's past -- then
+        gets a new arena every so many runs, not every run: a new arena is memory the kernels
+        fault in page by page)."""
+        size = nbytes
         with self._lock:
             free = self._free
             pick = next((i for i, a in enumerate(free) if a is prefer), None) if prefer is not None else None
             if pick is not None and free[pick].nbytes < nbytes:
                 # the caller outgrew its arena (a larger symbol value): drop it rather than keep
                 # one more arena per size a dynamic model has run at
-                free.pop(pick)
+                size = max(nbytes, int(free.pop(pick).nbytes * GROWTH))
                 pick = None
             if pick is None:
                 pick = next((i for i in range(len(free) - 1, -1, -1) if free[i].nbytes >= nbytes), None)
             if pick is not None:
                 return free.pop(pick)
             self.made += 1
-        return make()
+        return make(size)
 
     def give(self, arena: np.ndarray) -> None:
         """Give back an arena: no run may touch it after this."""

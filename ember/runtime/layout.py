@@ -235,11 +235,12 @@ class Layout:
             self.words = np.array(words, np.int64)
         return self.words
 
-    def new_arena(self) -> np.ndarray:
+    def new_arena(self, nbytes: Optional[int] = None) -> np.ndarray:
+        """A new arena of ``nbytes`` (at least this layout's ``arena_bytes``)."""
         from .ndarray import _aligned_empty
 
         try:
-            return _aligned_empty((max(1, self.arena_bytes),), np.dtype(np.uint8), 64)
+            return _aligned_empty((max(1, self.arena_bytes, nbytes or 0),), np.dtype(np.uint8), 64)
         except MemoryError:
             raise ResourceError(f"the intermediates of a run at {_bound(self.env) or 'these shapes'} need "
                                 f"{self.arena_bytes} bytes, more than this process can allocate") from None

@@ -24,7 +24,8 @@ def increment():
 @pytest.mark.parametrize("threads", [1, 2, 3, 5, 64, 65])
 def test_every_iteration_runs_once(increment, omp_threads, threads):
     omp_threads(threads)
-    for n in (0, 1, 2, 3, 7, 8, 9, 15, 16, 17, 63, 64, 65, 127, 1000, 4099):
+    # (below SERIAL_WORK updates the calling thread runs the loop alone; above it, the team)
+    for n in (0, 1, 2, 3, 7, 8, 9, 15, 16, 17, 63, 64, 65, 127, 1000, 4099, 16383, 16384, 16385, 40001):
         y = np.zeros(n, "float32")
         increment(y)
         assert (y == 1).all(), (threads, n, np.flatnonzero(y != 1)[:10])
@@ -50,3 +51,28 @@ def test_a_finished_thread_takes_over_a_slow_threads_pieces(omp_threads):
     slow_runs = LoopCounters(mod, "uneven").counts()[:, 2]  # entries of the slow loop, per thread
     assert slow_runs.sum() == 16
     assert slow_runs[1] > 0, slow_runs.tolist()
+
+
+def test_little_work_runs_on_the_calling_thread_and_much_on_the_team(omp_threads):
+    """A parallel loop whose whole work is below ``SERIAL_WORK`` element updates is not worth
+    waking the team for: one thread runs it; a larger one is shared."""
+    from ember.codegen.llvm.parallel import SERIAL_WORK, static_work
+
+    n, i, k = Var("n"), Var("i"), Var("k")
+    Y = Buffer("Y", (n, 16), align=4)
+    inner = For(k, const(0), const(16), "serial", Store(Y, Y[(i, k)] + 1.0, (i, k)))
+    assert static_work(inner) == 16 and static_work(For(k, const(0), n, "serial", inner)) is None
+    g, _ = instrument_loops(PrimFunc("rows", (Y,), For(i, const(0), n, "parallel", inner)), 2, max_threads=4)
+    mod = build([g], name="rows")
+    omp_threads(2)
+    # (the instrumentation adds its counters' updates to the work: well below and well above)
+    # (and a shared loop long enough, milliseconds, that the second thread surely takes a piece)
+    for rows, shared in ((8, False), (SERIAL_WORK // 64, False), (1 << 18, True)):
+        counters = LoopCounters(mod, "rows")
+        counters.reset()
+        y = np.zeros((rows, 16), "float32")
+        mod["rows"](y)
+        assert (y == 1).all()
+        per_thread = counters.counts()[:, 2]  # entries of the inner loop, per thread
+        assert per_thread.sum() == rows
+        assert (per_thread[1] > 0) == shared, (rows, per_thread.tolist())

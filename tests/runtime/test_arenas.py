@@ -14,7 +14,7 @@ from ember.runtime.arenas import ARENAS, ArenaCache
 
 
 def make(n):
-    return lambda: np.empty(n, np.uint8)
+    return lambda size: np.empty(max(n, size), np.uint8)
 
 
 def test_take_prefers_the_arena_a_state_had_then_the_last_given_back():
@@ -26,8 +26,20 @@ def test_take_prefers_the_arena_a_state_had_then_the_last_given_back():
     assert c.take(50, make(50), prefer=a) is a  # its own, though b came back later
     assert c.take(50, make(50)) is b
     c.give(a)
-    assert c.take(150, make(150), prefer=a) is not a  # too small: a new one, and a is dropped
+    bigger = c.take(150, make(150), prefer=a)
+    assert bigger is not a  # too small: a new one, and a is dropped
     assert c.made == 3 and c.free == 0
+
+
+def test_an_outgrown_arena_is_replaced_with_room_to_grow():
+    # a decoder's past grows by one position a run: its next runs fit the new arena
+    c = ArenaCache(keep=3)
+    a = c.take(1000, make(1000))
+    c.give(a)
+    b = c.take(1010, make(1010), prefer=a)
+    assert b.nbytes == 1500
+    c.give(b)
+    assert c.take(1400, make(1400), prefer=b) is b and c.made == 2
 
 
 def test_the_cache_keeps_the_largest_free_arenas():

@@ -109,3 +109,20 @@ def test_max_roi_pool_is_onnx_runtimes(scale):
     rois[:, 1:] /= scale
     want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x, "rois": rois})[0]
     np.testing.assert_allclose(ember.compile(m).run(x, rois)[0], want, rtol=1e-6)
+
+
+def test_inputs_at_any_address():
+    # a kernel written as a loop program promises its parameters only natural alignment: an
+    # input 4 bytes off a vector boundary (a slice of a larger buffer) must run as an aligned one
+    m = nms_model(20, 2, 1, 0, 5, 0.5, 0.0)
+    exe = ember.compile(m)
+    rng = np.random.default_rng(3)
+    boxes, scores = random_boxes(rng, 1, 20, 0), rng.random((1, 2, 20)).astype(np.float32)
+    want = ReferenceEvaluator(m).run(None, {"boxes": boxes, "scores": scores})[0]
+    raw = np.zeros(boxes.size + 17, np.float32)
+    off = next(k for k in range(1, 17) if raw[k:].ctypes.data % 64)
+    moved = raw[off:off + boxes.size].reshape(boxes.shape)
+    moved[...] = boxes
+    assert moved.ctypes.data % 64
+    for _ in range(3):
+        np.testing.assert_array_equal(exe.run(moved, scores)[0], want)

@@ -18,7 +18,9 @@ INDEX = dt.INDEX
 
 
 def _buffer(name: str, t) -> Buffer:
-    return Buffer(name, tuple(as_expr(d, INDEX) for d in te_shape(t)), t.dtype)
+    # a kernel's parameter promises only natural alignment (as the lowering's do): a model's
+    # input is the caller's numpy array, 16-byte aligned at best
+    return Buffer(name, tuple(as_expr(d, INDEX) for d in te_shape(t)), t.dtype, align=dt.nbytes(t.dtype))
 
 
 def _size_params(buffers) -> tuple:
