@@ -154,13 +154,16 @@ class Layout:
     arguments (a static program: its one phase, with the compiler's memory plan)."""
 
     __slots__ = ("env", "phase", "shapes", "offsets", "arena_bytes", "out_new", "scalars", "words",
-                 "intermediate_bytes")
+                 "intermediate_bytes", "capacity")
 
     def __init__(self, program: dict, calls: list, env: dict, phase: Phase, earlier: Optional["Layout"],
-                 slot_shapes, itemsize: list):
+                 slot_shapes, itemsize: list, prior: Optional["Layout"] = None, call_scalars=None):
         # (``slot_shapes``: every slot's shape at once, compiled (``shapes.compile_shapes``;
-        # None where not bound yet); ``itemsize``: each slot's element size: both made once
-        # per program by :class:`Layouts`)
+        # None where not bound yet); ``itemsize``: each slot's element size; ``call_scalars``:
+        # every call's size arguments at once, compiled likewise: made once per program by
+        # :class:`Layouts`; ``prior``: this phase's layout made last)
+        if call_scalars is None:
+            call_scalars = compile_call_scalars(program, calls)
         self.env = env
         self.phase = phase
         for chk in phase.checks:
@@ -176,9 +179,9 @@ class Layout:
             if shapes[k] is not None and k not in phase.slots:
                 continue
             shape = evaluated[k]
-            if shape is None or any(d is None for d in shape):
+            if shape is None or None in shape:
                 continue  # made by a later phase, from symbols not bound yet
-            if any(d < 0 for d in shape):
+            if shape and min(shape) < 0:
                 raise ShapeError(f"slot {k} has shape {_shape_text(s['shape'])} = {shape} for {_bound(env)}")
             shapes[k] = shape
         for k in set(phase.slots) | {x for x in range(len(slots)) if shapes[x] is not None}:
@@ -187,15 +190,27 @@ class Layout:
                 n *= d
             nbytes[k] = n
         # the intermediates: the compiler's static plan, or one made now for these sizes
+        self.capacity = None
         if program["arena_bytes"] is not None:
             self.offsets = {k: slots[k]["offset"] for k in phase.arena}
             self.arena_bytes = int(program["arena_bytes"])
             self.intermediate_bytes = int(program.get("intermediate_bytes", self.arena_bytes))
+        elif prior is not None and prior.capacity is not None and all(
+                nbytes[k] <= prior.capacity[k] for k in phase.arena):
+            # every intermediate fits the room the last plan of this phase gave it: the plan holds
+            # (same lifetimes, each buffer inside its region), so a decoder's next past length
+            # is laid out without planning again
+            self.offsets, self.arena_bytes, self.capacity = prior.offsets, prior.arena_bytes, prior.capacity
+            self.intermediate_bytes = sum(nbytes[k] for k in phase.arena)
         else:
+            # planned with room to grow (ROOM): the sizes of the next runs of a growing sequence
+            # fit it too
             last = phase.end - 1
-            plan = plan_memory([Interval(k, nbytes[k], slots[k]["live"][0], min(slots[k]["live"][1], last))
+            room = {k: _with_room(nbytes[k]) for k in phase.arena}
+            plan = plan_memory([Interval(k, room[k], slots[k]["live"][0], min(slots[k]["live"][1], last))
                                 for k in phase.arena])
-            self.offsets, self.arena_bytes, self.intermediate_bytes = plan.offsets, plan.arena_bytes, plan.total_bytes
+            self.offsets, self.arena_bytes, self.capacity = plan.offsets, plan.arena_bytes, room
+            self.intermediate_bytes = sum(nbytes[k] for k in phase.arena)
         mine = set(phase.slots)
         self.out_new = [(o["slot"], shapes[o["slot"]], numpy_dtype(o["dtype"])) for o in program["outputs"]
                         if slots[o["slot"]]["kind"] == "output" and not o["copy"] and o["slot"] in mine]
@@ -205,18 +220,21 @@ class Layout:
                     nbytes[k] + s.get("offset", 0) > nbytes[s["base"]] if "offset" in s else nbytes[k] != nbytes[s["base"]]):
                 raise ModelError(f"slot {k} views slot {s['base']} ({nbytes[s['base']]} bytes) as "
                                  f"{shapes[k]} ({nbytes[k]} bytes) at offset {s.get('offset', 0)} for {_bound(env)}")
-        # each call's size arguments, by the kernel's scalar parameter names
+        # each call's size arguments, by the kernel's scalar parameter names (all of the phase's
+        # at once: ``call_scalars``, compiled once per program)
         self.scalars = []
-        for c, (kernel, args) in zip(program["calls"][phase.start:phase.end], calls[phase.start:phase.end]):
-            given = c.get("scalars", {})
-            vals = []
-            for name, _, _ in kernel._scalars:
-                v = evaluate(given[name], env) if name in given else env.get(name)
-                if v is None:
-                    raise ModelError(f"kernel {kernel.name!r} takes size {name!r}, which the program "
-                                     f"does not give")
-                vals.append(int(v))
-            self.scalars.append(tuple(vals))
+        for c, (kernel, args), vals in zip(program["calls"][phase.start:phase.end], calls[phase.start:phase.end],
+                                           call_scalars(env)[phase.start:phase.end]):
+            if vals is None or None in vals:
+                given = c.get("scalars", {})
+                name = next(n for (n, _, _), v in zip(kernel._scalars, vals or [None] * len(kernel._scalars))
+                            if v is None)
+                if name in given or name in env:
+                    raise ShapeError(f"kernel {kernel.name!r}: its size {name!r} cannot be computed for "
+                                     f"{_bound(env)}")
+                raise ModelError(f"kernel {kernel.name!r} takes size {name!r}, which the program "
+                                 f"does not give")
+            self.scalars.append(vals)
             wanted = kernel.buffer_shapes(dict(zip((n for n, _, _ in kernel._scalars), vals)))
             for p, a, want in zip(kernel._bufs, args, wanted):
                 if want != shapes[a]:
@@ -229,9 +247,10 @@ class Layout:
         ``[ncalls, (fn, nptr, nscalar, slots..., scalars...)...]``."""
         if self.words is None:
             calls = calls[self.phase.start:self.phase.end]
+            index = {id(k): i for i, k in enumerate(kernels)}
             words = [len(calls)]
             for (kernel, args), sc in zip(calls, self.scalars):
-                words += [kernels.index(kernel), len(args), len(sc), *args, *sc]
+                words += [index[id(kernel)], len(args), len(sc), *args, *sc]
             self.words = np.array(words, np.int64)
         return self.words
 
@@ -244,6 +263,21 @@ class Layout:
         except MemoryError:
             raise ResourceError(f"the intermediates of a run at {_bound(self.env) or 'these shapes'} need "
                                 f"{self.arena_bytes} bytes, more than this process can allocate") from None
+
+
+def compile_call_scalars(program: dict, calls: list):
+    """A function of ``env`` giving every call's size arguments (a tuple per call, in its
+    kernel's scalar parameter order; None where one cannot be computed): the program's
+    expression for each, or the symbol of the parameter's name."""
+    return compile_shapes([[c.get("scalars", {}).get(name, name) for name, _, _ in kernel._scalars]
+                           for c, (kernel, _) in zip(program["calls"], calls)])
+
+
+ROOM = 1.25  # a plan made for new sizes gives each intermediate this much room (see Layout)
+
+
+def _with_room(nbytes: int) -> int:
+    return nbytes if nbytes <= 64 else int(nbytes * ROOM)
 
 
 def _itemsizes(program: dict) -> list:
@@ -261,12 +295,14 @@ class Layouts:
         self._calls = calls
         self._size = size
         self._cache: collections.OrderedDict = collections.OrderedDict()
+        self._last: dict = {}  # phase -> the layout made last (whose memory plan a new one may reuse)
         self._lock = threading.Lock()
         self.symbols = list(program.get("symbols", ()))
         self.data = data_symbols(program)
         self.pre, self.phases = phases_of(program)
         self._slot_shapes = compile_shapes([s["shape"] for s in program["slots"]])
         self._itemsize = _itemsizes(program)
+        self._call_scalars = compile_call_scalars(program, calls)
 
     def get(self, env: dict, p: int = 0, earlier: Optional[Layout] = None) -> Layout:
         """The layout of phase ``p`` at ``env`` (``earlier``: the previous phase's layout)."""
@@ -277,9 +313,11 @@ class Layouts:
             if lay is not None:
                 self._cache.move_to_end(key)
                 return lay
-        lay = Layout(self._program, self._calls, env, phase, earlier, self._slot_shapes, self._itemsize)
+        lay = Layout(self._program, self._calls, env, phase, earlier, self._slot_shapes, self._itemsize,
+                     self._last.get(p), self._call_scalars)
         with self._lock:
             self._cache[key] = lay
+            self._last[p] = lay
             while len(self._cache) > self._size * len(self.phases):
                 self._cache.popitem(last=False)
         return lay
