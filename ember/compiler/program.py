@@ -31,8 +31,11 @@ _RELABEL = ("reshape", "squeeze", "unsqueeze", "flatten")
 
 
 def is_relabel(fn: Function) -> bool:
-    """A group that only gives its input a new shape: a view of the same bytes, no kernel."""
+    """A group that only gives its input a new shape (or reads its bits as another type of
+    their width): a view of the same bytes, no kernel."""
     b = fn.body
+    if isinstance(b, Call) and b.op == "bitcast":  # (the bytes read as another type of their width)
+        return len(fn.params) == 1 and b.args == (fn.params[0],)
     return (isinstance(b, Call) and b.op in _RELABEL and len(fn.params) == 1 and b.args == (fn.params[0],)
             and b.type.dtype == fn.params[0].type.dtype)
 

@@ -119,6 +119,9 @@ class Executable:
         # views of inputs and outputs are made per run; every other slot's value lives in a RunState
         self._views = [(k, s["base"]) for k, s in enumerate(self._slots)
                        if s["kind"] == "view" and self._slots[s["base"]]["kind"] in ("input", "output", "value")]
+        # (a view read as another type than its base's: a bitcast)
+        self._view_dtypes = {k: numpy_dtype(self._slots[k]["dtype"]) for k, b in self._views
+                             if self._slots[k]["dtype"] != self._slots[b]["dtype"]}
         # the programs of the subgraphs control steps run (same kernels, same constants)
         self._subs = [Executable(module, f, constants, where=f"{where} function {k}")
                       for k, f in enumerate(program.get("functions", ()))]
@@ -231,6 +234,8 @@ class Executable:
         shapes = layout.shapes
         for k, base in self._views:
             vals[k] = vals[base].reshape(shapes[k])
+        for k, dtype in self._view_dtypes.items():
+            vals[k] = vals[k].view(dtype)
         return vals
 
     def _outputs(self, vals: list, dest: Optional[dict] = None) -> list:
@@ -350,6 +355,8 @@ class Executable:
                 shape = shapes[k] if env is None else [evaluate(d, env) for d in self._slots[k]["shape"]]
                 if shape is not None and all(d is not None for d in shape):
                     vals[k] = vals[base].reshape(shape)
+                    if k in self._view_dtypes:
+                        vals[k] = vals[k].view(self._view_dtypes[k])
 
     @staticmethod
     def _bind_sizes(vals: list, env: dict, binds: list) -> None:

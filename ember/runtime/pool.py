@@ -38,13 +38,15 @@ from .call import data_pointer
 from .ndarray import numpy_dtype
 
 
-def view_of(base: np.ndarray, shape, slot: dict) -> np.ndarray:
-    """The value of view ``slot`` of ``base``: the same bytes reshaped, or -- at a byte
-    ``offset`` (a part of a concat its producer wrote in place) -- the bytes from there."""
+def view_of(base: np.ndarray, shape, slot: dict, dtype: Optional[np.dtype] = None) -> np.ndarray:
+    """The value of view ``slot`` of ``base``: the same bytes reshaped (and read as the slot's
+    type: a bitcast's view), or -- at a byte ``offset`` (a part of a concat its producer wrote
+    in place) -- the bytes from there. ``dtype``: the slot's, where the caller has it."""
+    dtype = numpy_dtype(slot["dtype"]) if dtype is None else dtype
     if "offset" not in slot:
-        return base.reshape(shape)
+        v = base.reshape(shape)
+        return v if v.dtype == dtype else v.view(dtype)
     off = slot["offset"]
-    dtype = numpy_dtype(slot["dtype"])
     n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     return base.reshape(-1).view(np.uint8)[off: off + n].view(dtype).reshape(shape)
 
@@ -95,7 +97,7 @@ class RunState:
                 self.fixed[k] = constants[s["index"]]
         for k, s in enumerate(slots):
             if s["kind"] == "view" and self.fixed[s["base"]] is not None:
-                self.fixed[k] = self.fixed[s["base"]].reshape([int(d) for d in s["shape"]])
+                self.fixed[k] = view_of(self.fixed[s["base"]], [int(d) for d in s["shape"]], s, self.dtypes[k])
         self.ptrs = (ctypes.c_void_p * max(1, len(slots)))()
         for k, v in enumerate(self.fixed):
             if v is not None:
@@ -128,7 +130,7 @@ class RunState:
         for k in mine:  # views are listed after their bases
             s = slots[k]
             if s["kind"] == "view" and slots[s["base"]]["kind"] == "arena":
-                fixed[k] = view_of(fixed[s["base"]], shapes[k], s)
+                fixed[k] = view_of(fixed[s["base"]], shapes[k], s, self.dtypes[k])
                 ptrs[k] = data_pointer(fixed[k])
         self.layouts[p] = layout
         self.had[p] = arena

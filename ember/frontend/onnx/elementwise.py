@@ -165,6 +165,16 @@ def cast_to(node, x, src_narrow, dtype: str, dst_narrow, saturate: bool = True, 
     return narrow.encode(node, x, dst_narrow, saturate, round_mode)
 
 
+@converter("BitCast", since=26)
+def _bitcast(node):
+    """The input's bits read as ``to`` (the same width): a view of its bytes, no kernel. (Narrow
+    types -- float8, int4 -- are not supported: Ember keeps their bytes, not their bits.)"""
+    to = node.attr("to")
+    if narrow_of(to) or node.narrow(0):
+        raise UnsupportedOpError("BitCast to or from a narrow type (float8, int4, ...) is not supported")
+    return [node.call("bitcast", node.input(0), dtype=to_ember(to, "the bitcast's target"))]
+
+
 @converter("Cast", check=_check_cast)
 def _cast(node):
     to = node.attr("to")

@@ -57,6 +57,22 @@ def _infer_reshape(args, attrs):
     return TensorType(tuple(new), x.dtype)
 
 
+def _infer_bitcast(args, attrs):
+    from ...loop import dtype as dt
+
+    x = tensor(args[0])
+    if dt.nbytes(x.dtype) != dt.nbytes(attrs["dtype"]):  # (bool: one byte, as stored)
+        raise ShapeError(f"bitcast: {x.dtype} ({dt.nbytes(x.dtype)} bytes) and {attrs['dtype']} "
+                         f"({dt.nbytes(attrs['dtype'])} bytes) differ in width: only the bits of same-width "
+                         f"types can be reinterpreted")
+    return TensorType(x.shape, attrs["dtype"])
+
+
+# the same bytes read as another type of the same width: a view in the program, never a kernel
+# (opaque: nothing fuses with it; ``ember.compiler.program.is_relabel``)
+register_op("bitcast", infer=_infer_bitcast, pattern=Pattern.OPAQUE, attrs_schema={"dtype": attr("dtype")},
+            doc="reinterpret the bits as dtype (same width)")
+
 register_op("reshape", infer=_infer_reshape, pattern=INJ,
             attrs_schema={"newshape": attr("dims"), "allowzero": attr("bool", False)})
 

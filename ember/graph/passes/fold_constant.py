@@ -49,6 +49,8 @@ def _structural(n: Call):
             return Constant.adopt(np.full(n.type.shape, n.attr("value"), dt.numpy_dtype(n.type.dtype)))
     if n.op in _RELABEL and isinstance(n.args[0], Constant):
         return Constant.adopt(n.args[0].value.reshape(n.type.shape))  # a view: no new bytes
+    if n.op == "bitcast" and isinstance(n.args[0], Constant):
+        return Constant.adopt(np.ascontiguousarray(n.args[0].value).view(dt.numpy_dtype(n.type.dtype)))
     return None
 
 

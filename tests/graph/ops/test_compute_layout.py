@@ -329,9 +329,13 @@ def test_layout_compute(built, i):
 
 def test_every_layout_op_has_a_compute_and_a_case():
     family = [n for n in list_ops() if get_op(n).infer.__module__ == "ember.graph.ops.layout"]
-    assert len(family) == 16
+    assert len(family) == 17
     covered = {c[0] for c in CASES}
-    assert [n for n in family if get_op(n).compute is None or n not in covered] == []
+    # (bitcast is never a kernel: alone in its group (opaque), a view of its input's bytes;
+    # tests/frontend/onnx/test_bitcast.py runs it)
+    views = {"bitcast"}
+    assert get_op("bitcast").pattern == "opaque"
+    assert [n for n in family if n not in views and (get_op(n).compute is None or n not in covered)] == []
 
 
 def test_resize_errors():
