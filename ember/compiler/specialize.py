@@ -27,6 +27,7 @@ def specializing(model, options, err: EmberError):
     """A :class:`SpecializingExecutable` for ``model`` (an ONNX file, bytes or proto) whose
     compile failed with ``err``, where inputs whose values decide shapes explain it; else None.
     Problems no value would cure (an unsupported op, attribute or type) are raised now."""
+    from ..frontend.onnx.functions import expand_functions
     from ..frontend.onnx.importer import load_model, model_opset, raise_problems, scan, value_inputs
 
     if getattr(err, "problems", None) is not None:  # (the import's own scan: not about values)
@@ -35,7 +36,8 @@ def specializing(model, options, err: EmberError):
     values = value_inputs(proto)
     if not values:
         return None
-    raise_problems(scan(proto, static_inputs=dict.fromkeys(values), source=source), model_opset(proto, source),
+    opset = model_opset(proto, source)
+    raise_problems(scan(expand_functions(proto, opset), static_inputs=dict.fromkeys(values), source=source), opset,
                    source)
     return SpecializingExecutable(proto, options, values, err)
 

@@ -34,6 +34,7 @@ from ...loop import dtype as dt
 from ..errors import ModelError
 from . import fold
 from .context import NodeContext, StructureValueError
+from .functions import expand_functions
 from .versioning import versioned
 from .dtypes import is_supported, narrow_of, onnx_type_name, tensor_to_numpy
 from .inputs import empty_sizes, given_shape, input_type
@@ -322,7 +323,8 @@ def value_inputs(model, *, keep_initializers_as_inputs: bool = False) -> list:
     ``from_onnx(model, static_inputs={name: array})``."""
     proto, source = load_model(model)
     inputs = _graph_input_names(proto, keep_initializers_as_inputs)
-    return list(_shape_deciding_inputs(proto, model_opset(proto, source), inputs))
+    opset = model_opset(proto, source)
+    return list(_shape_deciding_inputs(expand_functions(proto, opset), opset, inputs))
 
 
 # -- conversion ---------------------------------------------------------------------------------
@@ -383,6 +385,7 @@ def from_onnx(model: Union[onnx.ModelProto, str, os.PathLike, bytes], *,
     proto, source = load_model(model)
     check_structure(proto, source)
     opset = model_opset(proto, source)
+    proto = expand_functions(proto, opset)  # (ops ONNX defines as functions of other ops)
     check_nodes(proto, opset, source)
     static_inputs = dict(static_inputs or {})
     problems = scan(proto, static_inputs=static_inputs, keep_initializers_as_inputs=keep_initializers_as_inputs,
