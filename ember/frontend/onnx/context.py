@@ -26,8 +26,11 @@ def decode_attributes(node: onnx.NodeProto, what: str) -> dict:
             continue
         if a.type == onnx.AttributeProto.GRAPHS:
             raise UnsupportedOpError(f"{what}: attribute {a.name!r} is a list of subgraphs")
+        if a.type == onnx.AttributeProto.TYPE_PROTO:  # (Optional's element type: kept as the TypeProto)
+            out[a.name] = a.tp
+            continue
         if a.type in (onnx.AttributeProto.SPARSE_TENSOR, onnx.AttributeProto.SPARSE_TENSORS,
-                      onnx.AttributeProto.TYPE_PROTO, onnx.AttributeProto.TYPE_PROTOS):
+                      onnx.AttributeProto.TYPE_PROTOS):
             raise UnsupportedOpError(f"{what}: attribute {a.name!r} of kind "
                                      f"{onnx.AttributeProto.AttributeType.Name(a.type)} is not supported")
         if a.ref_attr_name:

@@ -35,6 +35,7 @@ from ..errors import ModelError
 from . import fold
 from .context import NodeContext, StructureValueError
 from .functions import expand_functions
+from .optional import tensor_type_of
 from .versioning import versioned
 from .dtypes import is_supported, narrow_of, onnx_type_name, tensor_to_numpy
 from .inputs import empty_sizes, given_shape, input_type
@@ -245,7 +246,8 @@ def scan(proto: onnx.ModelProto, *, static_inputs: Optional[Mapping] = None,
     for i in g.input:
         if i.name in static:
             continue
-        et = i.type.tensor_type.elem_type if i.type.HasField("tensor_type") else None
+        tt = tensor_type_of(i.type)  # (an optional input of a tensor compiles as present)
+        et = tt.elem_type if tt is not None else None
         if et is None:
             dtypes.append(f"graph input {i.name!r} is not a tensor")
         elif not is_supported(et):
@@ -517,7 +519,7 @@ class _Importer:
                 v = Var(name, given_shape(input_type(vi, self.empty), name, self.shapes.get(name)))
                 self.env[name] = v
                 params.append(v)
-                kind = narrow_of(vi.type.tensor_type.elem_type)
+                kind = narrow_of((tensor_type_of(vi.type) or vi.type.tensor_type).elem_type)
                 if kind:
                     self.narrow[name] = self.io_narrow["inputs"][name] = kind
         self._check_initializers([t for name, t in inits.items() if name not in self.env])

@@ -26,7 +26,9 @@ def empty_sizes(graph: onnx.GraphProto) -> frozenset:
 
 def input_type(vi: onnx.ValueInfoProto, empty: frozenset = frozenset()) -> TensorType:
     """The declared type of a graph input; a size in ``empty`` may be 0 (a '?' size)."""
-    tt = vi.type.tensor_type
+    from .optional import tensor_type_of
+
+    tt = tensor_type_of(vi.type) or vi.type.tensor_type  # (an optional input: its element, as present)
     dtype = storage_of(tt.elem_type, f"graph input {vi.name!r}")
     if not tt.HasField("shape"):
         raise ShapeError(f"graph input {vi.name!r} has no shape; Ember needs at least its rank")

@@ -58,7 +58,7 @@ def converter(*op_types: str, since: int = MIN_OPSET, const_inputs: Sequence[int
 
 def _load() -> None:
     from . import (attention, contrib, control, detection, dynamic, elementwise, layout, losses, nbits, nn, quantize, sequence,  # noqa: F401
-                   kv_cache, recurrent, reduce, sampling, signal, state_space)  # (converters register on import)
+                   kv_cache, optional, recurrent, reduce, sampling, signal, state_space)  # (converters register on import)
 
 
 def lookup(op_type: str, opset: int) -> Optional[Converter]:
