@@ -58,6 +58,9 @@ class CompileOptions:
         that names the closest known one."""
         fields = {f.name for f in dataclasses.fields(CompileOptions)} - {"target", "opt_level"}
         unknown = sorted(set(kwargs) - fields)
+        if "tuning_db" in unknown:
+            raise ArgumentError("tuning_db is read by ember.compile (the front door), which turns it into "
+                                "tuning_records: pass ember.tune.apply.best_records(db, target) as tuning_records here")
         if unknown:
             hints = []
             for k in unknown:

@@ -196,6 +196,16 @@ class CudaTarget:
 
 AnyTarget = Union[Target, CudaTarget]
 KINDS = ("llvm", "cuda")
+BUILDABLE = ("llvm",)  # the kinds whose code generator and runtime exist
+
+
+def check_buildable(target: AnyTarget) -> None:
+    """TargetError unless Ember can generate code for ``target``'s kind."""
+    if target.kind not in BUILDABLE:
+        from .errors import TargetError
+
+        raise TargetError(f"target {target}: Ember has no code generator for the {target.kind!r} kind yet; "
+                          f"compile for the CPU (target='llvm', the default)")
 
 
 def as_target(target: "Union[None, str, AnyTarget]" = None) -> AnyTarget:

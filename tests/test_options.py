@@ -74,3 +74,13 @@ def test_cli_target_kind_error(tmp_path, capsys):
     onnx.save(_relu_model(), path)
     assert main(["compile", path, "--target", "cuda -arch=sm_90", "-o", str(tmp_path / "m.so")]) != 0
     assert "no code generator for the 'cuda' kind" in capsys.readouterr().err
+
+
+def test_a_gpu_target_is_refused_before_a_tuning_database_is_read(monkeypatch, tmp_path):
+    monkeypatch.setenv("EMBER_TUNING_DB", str(tmp_path / "never.db"))
+    with pytest.raises(TargetError, match="no code generator"):
+        ember.compile(_relu_model(), "cuda -arch=sm_90")
+    with pytest.raises(TargetError, match="no code generator"):
+        ember.build(None, target="cuda")
+    with pytest.raises(ArgumentError, match="tuning_records"):
+        CompileOptions.create(tuning_db="x.db")

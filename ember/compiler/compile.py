@@ -5,7 +5,7 @@ import os
 import time
 from typing import Mapping, Optional, Sequence, Union
 
-from ..errors import ArgumentError, ShapeError, TargetError, UnsupportedOpError
+from ..errors import ArgumentError, ShapeError, UnsupportedOpError
 from ..graph import limits
 from ..graph.infer import infer_types
 from ..graph.ir import Function, Module, Var
@@ -13,6 +13,7 @@ from ..graph.ops.dims import collect_assumptions
 from ..graph.passes import PassContext, PassTimer, default_pipeline
 from ..graph.types import TensorType
 from ..options import CompileOptions
+from ..target import check_buildable
 from .build import build_executable
 from .fold import evaluate_constants
 from .records import applying
@@ -86,9 +87,7 @@ def compile_model(model: Union[str, os.PathLike, bytes, Module, "onnx.ModelProto
         options = CompileOptions.create(target, opt_level, **kwargs)
     elif target is not None or opt_level != 3 or kwargs:
         raise ArgumentError("compile_model takes options or the keywords that make them, not both")
-    if options.target.kind != "llvm":
-        raise TargetError(f"target {options.target}: Ember has no code generator for the {options.target.kind!r} "
-                          f"kind yet; compile for the CPU (target='llvm', the default)")
+    check_buildable(options.target)
     t0 = time.perf_counter()
     marker = _compiled_before(model, options)
     key = os.path.basename(marker)[len("model-"):] if marker is not None else None

@@ -30,16 +30,31 @@ def specializing(model, options, err: EmberError):
     from ..frontend.onnx.functions import expand_functions
     from ..frontend.onnx.importer import load_model, model_opset, raise_problems, scan, value_inputs
 
+    from ..frontend.onnx.context import StructureValueError
+
     if getattr(err, "problems", None) is not None:  # (the import's own scan: not about values)
         return None
     proto, source = load_model(model)
     values = value_inputs(proto)
-    if not values:
+    if not values or not _about_values(err, values, StructureValueError):
         return None
     opset = model_opset(proto, source)
     raise_problems(scan(expand_functions(proto, opset), static_inputs=dict.fromkeys(values), source=source), opset,
                    source)
     return SpecializingExecutable(proto, options, values, err)
+
+
+def _about_values(err: EmberError, values: list, structural: type) -> bool:
+    """Whether ``err`` comes from what model inputs' values decide: a number the import needs
+    from them (``StructureValueError``, or a value it could not know), or a shape rule about
+    the sizes they give (``?shape#1``, ``_shape_1``). Any other error is the model's, and
+    compiling per value would only repeat it on every run."""
+    if isinstance(err, structural):
+        return True
+    text = str(err)
+    if "must be known when the model is imported" in text:
+        return True
+    return any(f"?{v}#" in text or f"_{v}_" in text for v in values)
 
 
 class SpecializingExecutable:
@@ -74,7 +89,7 @@ class SpecializingExecutable:
     @property
     def specializations(self) -> int:
         """How many executables the runs so far compiled (one per distinct value)."""
-        return len(self._exes)
+        return sum(not isinstance(e, EmberError) for e in self._exes.values())
 
     def _named(self, arrays: tuple, named: dict) -> dict:
         order = [i.name for i in self.input_info]
@@ -97,10 +112,16 @@ class SpecializingExecutable:
         given = self._named(arrays, named)
         static = {n: np.asarray(given.pop(n)) for n in self.value_inputs}
         key = tuple((n, v.dtype.str, v.shape, v.tobytes()) for n, v in sorted(static.items()))
-        with self._lock:
+        with self._lock:  # (one compile at a time: concurrent first runs of one value compile it once)
             exe = self._exes.get(key)
             if exe is None:
-                exe = self._exes[key] = self._compile(static)
+                try:
+                    exe = self._compile(static)
+                except EmberError as e:  # (kept: a value the model cannot take fails fast next time)
+                    exe = e
+                self._exes[key] = exe
+        if isinstance(exe, EmberError):
+            raise exe
         return exe, given
 
     def _compile(self, static: dict):
@@ -108,8 +129,10 @@ class SpecializingExecutable:
         from .compile import compile_model
 
         narrow: dict = {}
-        mod = from_onnx(self._proto, static_inputs=static, io_narrow=narrow)
-        exe = compile_model(mod, options=self._options.replace(narrow=narrow or None, cache=False))
+        shapes = {k: v for k, v in (self._options.input_shape_map or {}).items() if k not in static}
+        # (the input shapes bind before the model's shape computations are imported, as for any model)
+        mod = from_onnx(self._proto, static_inputs=static, io_narrow=narrow, input_shapes=shapes or None)
+        exe = compile_model(mod, options=self._options.replace(narrow=narrow or None, cache=False, input_shapes=None))
         exe.output_info = [TensorInfo(o.name, i.shape, i.dtype) for i, o in zip(exe.output_info, self._proto.graph.output)]
         self.output_info = exe.output_info
         return exe

@@ -85,9 +85,11 @@ def fold_size(e):
 
 def host(target=None):
     """``target`` as a Target: None means the host CPU, a string is parsed (``"llvm -mcpu=..."``)."""
-    from ..target import as_target
+    from ..target import as_target, check_buildable
 
-    return as_target(target)
+    t = as_target(target)
+    check_buildable(t)  # (the CPU's kernels: a GPU target is a TargetError, not a missing attribute)
+    return t
 
 
 def largest_divisor(n: int, at_most: int) -> int:

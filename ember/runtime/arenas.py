@@ -56,7 +56,12 @@ class ArenaCache:
             if pick is not None:
                 return free.pop(pick)
             self.made += 1
-        return make(size)
+        if size > nbytes:
+            try:
+                return make(size)
+            except Exception:  # (the room to grow did not fit in memory: the size asked for may)
+                pass
+        return make(nbytes)
 
     def give(self, arena: np.ndarray) -> None:
         """Give back an arena: no run may touch it after this."""

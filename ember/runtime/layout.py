@@ -157,13 +157,11 @@ class Layout:
                  "intermediate_bytes", "capacity")
 
     def __init__(self, program: dict, calls: list, env: dict, phase: Phase, earlier: Optional["Layout"],
-                 slot_shapes, itemsize: list, prior: Optional["Layout"] = None, call_scalars=None):
+                 slot_shapes, itemsize: list, prior: Optional["Layout"], call_scalars):
         # (``slot_shapes``: every slot's shape at once, compiled (``shapes.compile_shapes``;
         # None where not bound yet); ``itemsize``: each slot's element size; ``call_scalars``:
         # every call's size arguments at once, compiled likewise: made once per program by
         # :class:`Layouts`; ``prior``: this phase's layout made last)
-        if call_scalars is None:
-            call_scalars = compile_call_scalars(program, calls)
         self.env = env
         self.phase = phase
         for chk in phase.checks:
@@ -201,7 +199,7 @@ class Layout:
             # (same lifetimes, each buffer inside its region), so a decoder's next past length
             # is laid out without planning again
             self.offsets, self.arena_bytes, self.capacity = prior.offsets, prior.arena_bytes, prior.capacity
-            self.intermediate_bytes = sum(nbytes[k] for k in phase.arena)
+            self.intermediate_bytes = prior.intermediate_bytes
         else:
             # planned with room to grow (ROOM): the sizes of the next runs of a growing sequence
             # fit it too
@@ -210,7 +208,7 @@ class Layout:
             plan = plan_memory([Interval(k, room[k], slots[k]["live"][0], min(slots[k]["live"][1], last))
                                 for k in phase.arena])
             self.offsets, self.arena_bytes, self.capacity = plan.offsets, plan.arena_bytes, room
-            self.intermediate_bytes = sum(nbytes[k] for k in phase.arena)
+            self.intermediate_bytes = plan.total_bytes  # (with their room: what the plan laid out)
         mine = set(phase.slots)
         self.out_new = [(o["slot"], shapes[o["slot"]], numpy_dtype(o["dtype"])) for o in program["outputs"]
                         if slots[o["slot"]]["kind"] == "output" and not o["copy"] and o["slot"] in mine]
@@ -225,10 +223,10 @@ class Layout:
         self.scalars = []
         for c, (kernel, args), vals in zip(program["calls"][phase.start:phase.end], calls[phase.start:phase.end],
                                            call_scalars(env)[phase.start:phase.end]):
-            if vals is None or None in vals:
+            if vals is None or None in vals:  # (which size, one at a time, for the message)
                 given = c.get("scalars", {})
-                name = next(n for (n, _, _), v in zip(kernel._scalars, vals or [None] * len(kernel._scalars))
-                            if v is None)
+                name = next(n for n, _, _ in kernel._scalars
+                            if (evaluate(given[n], env) if n in given else env.get(n)) is None)
                 if name in given or name in env:
                     raise ShapeError(f"kernel {kernel.name!r}: its size {name!r} cannot be computed for "
                                      f"{_bound(env)}")

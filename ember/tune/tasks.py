@@ -109,6 +109,9 @@ def extract_tasks(model, target, *, profile: bool = True, repeat: int = 10, inpu
 
     with generic_kernels("none"):
         exe = compile_model(model, target, cache=False, input_shapes=input_shapes)
+    if not hasattr(exe, "groups"):  # (a SpecializingExecutable: one program per value of some inputs)
+        raise TuneError(f"the model's structure depends on the values of {', '.join(exe.value_inputs)}, so "
+                        f"it compiles per value: bind them first (from_onnx(model, static_inputs=...)) and tune that")
     seconds: dict = {}
     calls: dict = {}
     if profile:

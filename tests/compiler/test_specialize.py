@@ -48,3 +48,30 @@ def test_an_unsupported_op_is_still_an_error_at_compile():
                            max_gram_length=1, max_skip_count=0, ngram_counts=[0], ngram_indexes=[0], pool_int64s=[1])
     with pytest.raises(UnsupportedOpError, match="TfIdfVectorizer"):
         ember.compile(_slice_model(bad))
+
+
+def test_an_error_not_about_the_values_is_raised_at_compile():
+    # (a value input is there, but the Add's shapes are wrong whatever it holds)
+    bad = helper.make_node("Add", ["y", "z"], ["w"], name="add0")
+    vi = helper.make_tensor_value_info
+    nodes = [helper.make_node("Slice", ["x", "starts", "ends", "axes"], ["y"], name="slice0"), bad]
+    g = helper.make_graph(nodes, "g", [vi("x", TensorProto.FLOAT, [4, 6]), vi("starts", TensorProto.INT64, [1]),
+                                       vi("ends", TensorProto.INT64, [1]), vi("axes", TensorProto.INT64, [1]),
+                                       vi("z", TensorProto.FLOAT, [5, 7])], [vi("w", TensorProto.FLOAT, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    exe = ember.compile(m)  # (the slice's axes decide the Add's shapes: only a run can tell)
+    x = np.zeros((4, 6), np.float32)
+    args = (x, np.array([0], np.int64), np.array([2], np.int64), np.array([0], np.int64), np.zeros((5, 7), np.float32))
+    for _ in range(2):  # (the second time from the kept failure)
+        with pytest.raises(EmberError, match="broadcast"):
+            exe.run(*args)
+    assert exe.specializations == 0
+    # a model with a value input (a Reshape's shape) whose compile fails for another reason: the
+    # error is raised by ember.compile, not deferred to every run
+    plain = helper.make_graph([helper.make_node("Reshape", ["x", "shape"], ["r"]),
+                               helper.make_node("Add", ["a", "b"], ["c"])], "g",
+                              [vi("x", TensorProto.FLOAT, [4, 6]), vi("shape", TensorProto.INT64, [2]),
+                               vi("a", TensorProto.FLOAT, [2]), vi("b", TensorProto.FLOAT, [3])],
+                              [vi("r", TensorProto.FLOAT, None), vi("c", TensorProto.FLOAT, None)])
+    with pytest.raises(EmberError, match="broadcast"):
+        ember.compile(helper.make_model(plain, opset_imports=[helper.make_opsetid("", 13)]))

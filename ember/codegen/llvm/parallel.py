@@ -12,7 +12,8 @@ contiguous share of ``[0, extent)``, in pieces a thread that finishes early may 
 :func:`_share_out`), and calls a separate *body* function per piece, whose
 buffer parameters are ``noalias`` (when LLVM inlines it into the trampoline it keeps that
 knowledge as scoped alias metadata, so the body still vectorizes without runtime checks).
-Parallel loops nested inside run serially.
+Parallel loops nested inside run serially, and a loop with less static work than waking the
+team costs (:data:`SERIAL_WORK`) calls its body on the calling thread.
 """
 from __future__ import annotations
 

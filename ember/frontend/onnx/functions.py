@@ -67,6 +67,20 @@ def _defined(n: onnx.NodeProto, opset: Optional[int]) -> bool:
     return bool(schema.has_function or schema.has_context_dependent_function)
 
 
+def _same_meaning(n: onnx.NodeProto, fn: onnx.FunctionProto, proto: onnx.ModelProto) -> bool:
+    """Whether body node ``n``'s op is the same version at the function's opset and at the
+    model's (the importer converts every node at the model's)."""
+    theirs = next((o.version for o in fn.opset_import if (o.domain or "") == (n.domain or "")), None)
+    mine = _domain_version(proto, n.domain or "")
+    if theirs is None or mine is None or theirs == mine:
+        return True
+    try:
+        return (onnx.defs.get_schema(n.op_type, theirs, n.domain).since_version
+                == onnx.defs.get_schema(n.op_type, mine, n.domain).since_version)
+    except onnx.defs.SchemaError:
+        return False
+
+
 def _rename_graph(g: onnx.GraphProto, rename) -> None:
     for vi in list(g.input) + list(g.output) + list(g.value_info):
         vi.name = rename(vi.name)
@@ -133,11 +147,13 @@ def expand_functions(proto: onnx.ModelProto, opset: Optional[int]) -> onnx.Model
         types = {v.name: v.type for v in list(g.input) + list(g.value_info) + list(g.output) if v.type.WhichOneof("value")}
         for t in proto.graph.initializer:
             types.setdefault(t.name, onnx.helper.make_tensor_type_proto(t.data_type, list(t.dims)))
-        nodes, changed = [], False
+        nodes, changed, imports = [], False, []
         for k, n in enumerate(proto.graph.node):
             fn = _function(n, _domain_version(proto, n.domain or ""), types) if k in todo else None
-            if fn is not None and not all(_defined(m, opset) for m in fn.node):
-                fn = None  # (a body Ember cannot run either: the error names the node's own op)
+            if fn is not None and not all(_defined(m, opset) and _same_meaning(m, fn, proto) for m in fn.node):
+                # (a body Ember cannot run either, or written against other versions of its
+                # ops than the model's opset converts: the error names the node's own op)
+                fn = None
             if fn is None:
                 nodes.append(n)
                 continue
@@ -145,14 +161,14 @@ def expand_functions(proto: onnx.ModelProto, opset: Optional[int]) -> onnx.Model
             defaults = {name: a.default_value for name, a in schema.attributes.items() if a.default_value.name}
             nodes += _inline(n, fn, f"__ember_f{depth}_{k}_", defaults)
             changed = True
-            for o in fn.opset_import:  # (the body's ops may come from another domain)
-                if _domain_version(proto, o.domain or "") is None:
-                    proto.opset_import.append(o)
+            imports += [o for o in fn.opset_import if _domain_version(proto, o.domain or "") is None
+                        and all((o.domain or "") != (x.domain or "") for x in imports)]
         if not changed:
             return proto
-        expanded = onnx.ModelProto()
+        expanded = onnx.ModelProto()  # (a new proto: the caller's is never changed)
         expanded.CopyFrom(proto)
         del expanded.graph.node[:]
         expanded.graph.node.extend(nodes)
+        expanded.opset_import.extend(imports)  # (the bodies' ops may come from another domain)
         proto = expanded
     return proto

@@ -25,6 +25,14 @@ def _tensor_scatter(node):
     if axis == 0:
         raise ShapeError("the sequence axis cannot be the batch axis (0)")
     m = past.type.shape[axis]
+    for k, (a, b) in enumerate(zip(past.type.shape, update.type.shape)):
+        if k != axis and a != b:  # (the update is read where the past is: every other size must agree)
+            raise ShapeError(f"past_cache {past.type} and update {update.type} differ on axis {k}")
+    if node.has(2):
+        wt = node.type(2)
+        if wt.ndim != 1 or (isinstance(wt.shape[0], int) and isinstance(past.type.shape[0], int)
+                            and wt.shape[0] != past.type.shape[0]):
+            raise ShapeError(f"write_indices must hold one index per batch item ({past.type.shape[0]}), got {wt}")
     at_axis = tuple(-1 if k == axis else 1 for k in range(nd))
     j = node.call("reshape", node.call("range", start=0, stop=m, dtype="int64"), newshape=at_axis)
     if node.has(2):

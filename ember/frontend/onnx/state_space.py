@@ -32,7 +32,10 @@ def _causal_conv_with_state(node):
         zero = zero if x.type.dtype != "bfloat16" else node.call("cast", zero, dtype="bfloat16")
         past = node.call("expand", zero, shape=(b, c, k - 1))
     padded = node.call("concat", past, x, axis=2) if k > 1 or node.has(3) else x
-    y = node.call("nn.conv1d", padded, w, groups=c, strides=(1,), dilation=(1,), padding=(0, 0))
+    groups = w.type.shape[0]  # (the channels, as the weight has them: static)
+    if not isinstance(groups, int):
+        raise ShapeError(f"the weight's channels must be static, got {w.type}")
+    y = node.call("nn.conv1d", padded, w, groups=groups, strides=(1,), dilation=(1,), padding=(0, 0))
     if node.has(2):
         y = node.call("nn.bias_add", y, node.input(2), axis=1)
     if act != "none":

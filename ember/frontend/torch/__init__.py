@@ -41,6 +41,7 @@ def from_torch(model, example_args: Sequence = (), dynamic_shapes: Any = None, *
 
     from ...compiler.compile import compile_model
     from ...options import CompileOptions
+    from ...target import check_buildable
     from ...tune.apply import with_tuning_db
     from .export import export_program
     from .importer import import_program
@@ -54,7 +55,9 @@ def from_torch(model, example_args: Sequence = (), dynamic_shapes: Any = None, *
     del ep
     t2 = time.perf_counter()
     tuning_db = compile_options.pop("tuning_db", None)
-    options = with_tuning_db(CompileOptions.create(target, opt_level, name=label, **compile_options), tuning_db)
+    options = CompileOptions.create(target, opt_level, name=label, **compile_options)
+    check_buildable(options.target)  # (before a tuning database is read for it)
+    options = with_tuning_db(options, tuning_db)
     exe = compile_model(program.module, options=options)
     exe.compile_times = {"torch.export": t1 - t0, "import": t2 - t1, **exe.compile_times}
     return TorchModel(exe, program, label)

@@ -3,8 +3,13 @@
 A pass is a named function ``Module -> Module`` with the lowest opt level it runs at::
 
     fold = graph_pass("fold_constant", opt_level=1)(fold_constant_fn)
-    with PassContext(opt_level=3, disabled={"fuse_ops"}, instruments=[PassTimer()]) as ctx:
+    with PassContext(opt_level=3, disabled={"fuse_ops"}, instruments=[PassTimer()],
+                     config={"evaluate": evaluate_constants}) as ctx:
         mod = ctx.run(mod, [fold, ...])
+
+``config`` carries what the layers above give the passes: the compile's ``options``
+(:class:`ember.options.CompileOptions`), its ``target``, and the constant folder's
+``evaluate`` (``ember.compiler.fold.evaluate_constants``: a pass cannot import the compiler).
 
 Instruments see every pass: :class:`PassTimer` records wall time per pass,
 :class:`VerifyAfterPass` re-infers types and checks the graph after each pass, so a broken

@@ -43,3 +43,10 @@ def test_an_op_with_a_converter_keeps_it_and_one_without_a_function_is_still_an_
                      [h.make_tensor_value_info("y", T.FLOAT, [])])
     with pytest.raises(UnsupportedOpError, match="Det"):
         ember.compile(h.make_model(g, opset_imports=[h.make_opsetid("", 22)]))
+
+
+def test_the_callers_model_is_not_changed():
+    m = _linear_attention("linear")
+    before = m.SerializeToString()
+    ember.compile(m)
+    assert m.SerializeToString() == before

@@ -26,3 +26,14 @@ def test_writes_land_at_each_samples_index(mode):
             continue  # (the reference would write past the end)
         want = ReferenceEvaluator(m).run(None, feeds)[0]
         np.testing.assert_array_equal(exe.run(**feeds)[0], want)
+
+
+def test_sizes_that_disagree_are_a_shape_error():
+    from ember.errors import ShapeError
+
+    node = h.make_node("TensorScatter", ["past", "update"], ["present"], axis=2)
+    g = h.make_graph([node], "g", [h.make_tensor_value_info("past", T.FLOAT, [1, 2, 8, 4]),
+                                   h.make_tensor_value_info("update", T.FLOAT, [1, 3, 2, 4])],
+                     [h.make_tensor_value_info("present", T.FLOAT, None)])
+    with pytest.raises(ShapeError, match="differ on axis 1"):
+        ember.compile(h.make_model(g, opset_imports=[h.make_opsetid("", 24)]))
