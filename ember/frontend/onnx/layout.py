@@ -384,7 +384,13 @@ def _resize(node):
         policy = node.attr("keep_aspect_ratio_policy", "stretch")
         if policy != "stretch":
             ins = [x.type.shape[a] for a in axes]
-            if not all(isinstance(d, int) for d in ins + list(given)):
+            if not all(isinstance(d, int) for d in given):
+                # (the sizes come from a model input's values: ember.compile compiles per value)
+                from .context import StructureValueError
+
+                raise StructureValueError(f"keep_aspect_ratio_policy {policy!r} needs the sizes as numbers; they "
+                                          f"come from {node.input_names[3]!r} when the model runs", 3)
+            if not all(isinstance(d, int) for d in ins):
                 raise UnsupportedOpError(f"keep_aspect_ratio_policy {policy!r} needs static input sizes")
             ratios = [s / d for s, d in zip(given, ins)]
             scale = min(ratios) if policy == "not_larger" else max(ratios)
