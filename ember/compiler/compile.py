@@ -180,7 +180,8 @@ def _compile(model, options: CompileOptions):
     if isinstance(model, Module):
         mod = model
     else:
-        from ..frontend.onnx.importer import from_onnx, load_model
+        from ..frontend.onnx.checks import load_model
+        from ..frontend.onnx.importer import from_onnx
 
         proto, _ = load_model(model)
         output_names = [o.name for o in proto.graph.output]

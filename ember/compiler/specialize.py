@@ -28,7 +28,7 @@ def specializing(model, options, err: EmberError):
     compile failed with ``err``, where inputs whose values decide shapes explain it; else None.
     Problems no value would cure (an unsupported op, attribute or type) are raised now."""
     from ..frontend.onnx.functions import expand_functions
-    from ..frontend.onnx.importer import load_model, model_opset, raise_problems, scan, value_inputs
+    from ..frontend.onnx.checks import load_model, model_opset, raise_problems, scan, value_inputs
 
     from ..frontend.onnx.context import StructureValueError
 
@@ -62,7 +62,7 @@ class SpecializingExecutable:
     :attr:`value_inputs` (``specializations`` counts them)."""
 
     def __init__(self, proto, options, value_inputs: list, reason: EmberError):
-        from ..frontend.onnx.importer import _graph_input_names
+        from ..frontend.onnx.checks import _graph_input_names
         from ..frontend.onnx.dtypes import to_ember
 
         self._proto = proto

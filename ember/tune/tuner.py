@@ -160,7 +160,8 @@ def _likely_input_shapes(model) -> dict:
 
     if isinstance(model, Module):
         return likely_shapes(model.main)
-    from ..frontend.onnx.importer import from_onnx, load_model
+    from ..frontend.onnx.checks import load_model
+    from ..frontend.onnx.importer import from_onnx
 
     proto, _ = load_model(model)
     return likely_shapes(from_onnx(proto).main)

@@ -11,7 +11,8 @@
 
 Needs the ``onnx`` package (``pip install ember[onnx]``).
 """
-from .importer import from_onnx, load_model, scan, value_inputs
+from .checks import load_model, scan, value_inputs
+from .importer import from_onnx
 from .table import MAX_OPSET, MIN_OPSET, supported_op_types
 
 __all__ = ["MAX_OPSET", "MIN_OPSET", "from_onnx", "load_model", "scan", "supported_op_types", "value_inputs"]

@@ -15,7 +15,8 @@ import onnx
 from onnx.backend.base import Backend, BackendRep
 
 from ...errors import EmberError
-from .importer import _graph_input_names, from_onnx, value_inputs
+from .checks import _graph_input_names, value_inputs
+from .importer import from_onnx
 
 
 class EmberRep(BackendRep):
