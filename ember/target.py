@@ -51,6 +51,11 @@ class Target:
     def has_feature(self, name: str) -> bool:
         return f"+{name}" in self.features.split(",")
 
+    @property
+    def feature_set(self) -> frozenset:
+        """The features this target's code may use: ``{"avx2", "avx512bf16", ...}``."""
+        return frozenset(f[1:] for f in self.features.split(",") if f.startswith("+"))
+
     @staticmethod
     @functools.lru_cache(maxsize=None)
     def host() -> "Target":

@@ -18,6 +18,7 @@ import math
 
 from ..loop import compute as te
 from ..loop import dtype as dt
+from ..loop import intrinsics
 from ..loop.expr import min_, select
 from ..loop.schedule import Schedule
 from ..loop.knobs import knob
@@ -43,18 +44,30 @@ def _ceil_div(n, d: int):
     return -(-v // d) if v is not None else (n + (d - 1)) // d
 
 
-def pack_b(B: te.Tensor, nr: int, name: str = "Bp", trans: bool = False) -> te.Tensor:
+def pack_b(B: te.Tensor, nr: int, name: str = "Bp", trans: bool = False, group: int = 1) -> te.Tensor:
     """Pack B (..., K, N) -- or (..., N, K) with ``trans`` -- into zero-padded column panels
-    (..., N/nr, K, nr)."""
+    (..., N/nr, K, nr). With ``group`` g > 1, g consecutive values along K sit together for a
+    packed dot (their bytes one int32 word): (..., N/nr, K/g, nr, g), zero past K."""
     *batch, d0, d1 = B.shape
     K, N = (d1, d0) if trans else (d0, d1)
-    n = const_int(N)
+    n, kk = const_int(N), const_int(K)
 
     def f(*idx):
-        *b, jo, k, ji = idx
+        if group > 1:
+            *b, jo, ko, ji, t = idx
+            k = ko * group + t
+        else:
+            *b, jo, k, ji = idx
         j = jo * nr + ji
         v = B[(*b, j, k)] if trans else B[(*b, k, j)]
-        return v if n is not None and n % nr == 0 else select(j < N, v, _zero(B.dtype))
+        inside = [] if n is not None and n % nr == 0 else [j < N]
+        if group > 1 and not (kk is not None and kk % group == 0):
+            inside.append(k < K)
+        for c in inside:
+            v = select(c, v, _zero(B.dtype))
+        return v
+    if group > 1:
+        return te.compute((*batch, _ceil_div(N, nr), _ceil_div(K, group), nr, group), f, name)
     return te.compute((*batch, _ceil_div(N, nr), K, nr), f, name)
 
 
@@ -80,14 +93,20 @@ def _batch_index(t_batch: tuple, out_batch: tuple) -> tuple:
 
 def matmul_compute(A: te.Tensor, B: te.Tensor, target=None, name: str = "C",
                    trans_b: bool = False, batch: tuple = None, pack: bool = True,
-                   units=None) -> tuple[te.Tensor, dict]:
+                   units=None, dot: str = None) -> tuple[te.Tensor, dict]:
     """C = A @ B (or A @ B^T) through packed panels. A and B may have leading batch dims that
     broadcast (numpy rules) to ``batch`` (default: A's). With ``pack=False`` (for a few rows:
     A of at most MR rows, B not transposed) the micro-kernel reads A and B where they are and
     its row block is exactly A's rows. With ``units`` (N), ``B`` is already packed by
     :func:`pack_b` (``(N/NR, K, NR)``, at compile time for constant weights) and read as it
-    is. Returns C and the stages the schedule needs, which C's ``attrs`` also hold."""
+    is. With ``dot`` (a packed dot of ``ember.loop.intrinsics.PACKED_DOTS``: ``"dot_bf16x2"``,
+    ``"dot_u8i8x4"``), A and the packed B hold int32 *words* of ``g`` narrow values along K
+    (A ``(..., M, K/g)``, B ``(N/NR, K/g, NR)``: :func:`pack_b` with ``group=g``, then read as
+    words), and C (float32 or int32) sums their dot products: one ``vdpbf16ps``/``vpdpbusd``
+    per ``g`` FMAs. Returns C and the stages the schedule needs, which C's ``attrs`` also hold."""
     target = host(target)
+    if dot is not None and (units is None or trans_b):
+        raise ValueError("a packed dot reads a weight packed in words (units given, not transposed)")
     mr, nr = micro_tile(target, A.dtype)
     lanes = vector_lanes(target, A.dtype)
     regs = vector_registers(lanes)
@@ -150,9 +169,9 @@ def matmul_compute(A: te.Tensor, B: te.Tensor, target=None, name: str = "C",
         ia, ib = _batch_index(tuple(ba), tuple(b)), _batch_index(bb, tuple(b))
         if not pack:
             return te.sum(A[(*ia, i, k)] * (B[(*ib, j, k)] if trans_b else B[(*ib, k, j)]), axis=k)
-        if direct_a:
-            return te.sum(A[(*ia, row(i), k)] * Bp[(*ib, j // nr, k, j % nr)], axis=k)
-        return te.sum(Ap[(*ia, i // mr, k, i % mr)] * Bp[(*ib, j // nr, k, j % nr)], axis=k)
+        a = A[(*ia, row(i), k)] if direct_a else Ap[(*ia, i // mr, k, i % mr)]
+        b_ = Bp[(*ib, j // nr, k, j % nr)]
+        return te.sum(a * b_ if dot is None else intrinsics.call(dot, a, b_), axis=k)
     parts = {"kind": "gemm", "Ap": Ap, "Bp": Bp if units is None else None, "mr": mr, "nr": nr}
     C = te.compute((*batch, M, N), c, name, attrs=parts)
     return C, parts

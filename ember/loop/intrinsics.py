@@ -2,6 +2,13 @@
 
 Each intrinsic is a pure function of its arguments. ``FLOAT_UNARY`` take and return one float;
 the code generator maps each onto an LLVM intrinsic or a short inline sequence.
+
+``PACKED_DOTS`` are the short dot products that CPUs do in one instruction per lane: each
+argument is an int32 *word* holding ``group`` narrow values (two bfloat16, four uint8 or
+int8), and the result is the sum of their ``group`` products in the accumulator type. A
+product kernel over words (``sum(dot(A_word, B_word))``) is exactly the product over the
+narrow values; the code generator turns ``acc + dot(a, b)`` on vectors into ``vdpbf16ps`` or
+``vpdpbusd`` where the CPU has them, and into plain widened arithmetic elsewhere.
 """
 from __future__ import annotations
 
@@ -16,13 +23,19 @@ ANY_UNARY = ("abs",)
 FLOAT_BINARY = ("pow", "atan2")
 TERNARY = ("fma",)
 PREDICATES = ("isnan", "isinf")
-ALL = FLOAT_UNARY + ANY_UNARY + FLOAT_BINARY + TERNARY + PREDICATES
+# name -> (A's element type, B's element type, values per int32 word, result type)
+PACKED_DOTS = {"dot_bf16x2": ("bfloat16", "bfloat16", 2, "float32"),
+               "dot_u8i8x4": ("uint8", "int8", 4, "int32")}
+WORD = "int32"
+ALL = FLOAT_UNARY + ANY_UNARY + FLOAT_BINARY + TERNARY + PREDICATES + tuple(PACKED_DOTS)
 
 
 def call(name: str, *args) -> Expr:
     """Build a call of intrinsic ``name`` after checking its arity and dtypes."""
     if name not in ALL:
         raise DTypeError(f"unknown intrinsic {name!r}; known: {', '.join(ALL)}")
+    if name in PACKED_DOTS:
+        return packed_dot(name, *args)
     xs = [as_expr(a) for a in args]
     if len(xs) > 1:
         first = next((x for x in args if isinstance(x, Expr)), xs[0])
@@ -36,6 +49,20 @@ def call(name: str, *args) -> Expr:
         raise DTypeError(f"{name} needs a float argument, got {xs[0].dtype}: cast it first")
     out = dt.with_lanes("bool", dt.lanes(xs[0].dtype)) if name in PREDICATES else xs[0].dtype
     return Call(out, name, tuple(xs))
+
+
+def packed_dot(name: str, a, b) -> Expr:
+    """``name`` (a key of ``PACKED_DOTS``) of two int32 words: the sum of the products of the
+    narrow values they hold, lowest bits first."""
+    if name not in PACKED_DOTS:
+        raise DTypeError(f"unknown packed dot {name!r}; known: {', '.join(PACKED_DOTS)}")
+    xs = [as_expr(x, WORD) for x in (a, b)]
+    for x in xs:
+        if dt.element(x.dtype) != WORD:
+            raise DTypeError(f"{name} takes {WORD} words (each holding {PACKED_DOTS[name][2]} "
+                             f"{PACKED_DOTS[name][0]} values), got {x.dtype}")
+    xs[0], xs[1] = _coerce(xs[0], xs[1])
+    return Call(dt.with_lanes(PACKED_DOTS[name][3], dt.lanes(xs[0].dtype)), name, tuple(xs))
 
 
 def _unary(name):

@@ -43,7 +43,8 @@ def emit_llvm(funcs: Union[PrimFunc, Iterable[PrimFunc]], target: Target | None 
               name: str = "module") -> str:
     """The unoptimized LLVM IR text for ``funcs`` (what the cache key hashes)."""
     target = target or Target.host()
-    module, _ = emit_module(_as_list(funcs), target.triple, _build.data_layout(target), name)
+    module, _ = emit_module(_as_list(funcs), target.triple, _build.data_layout(target), name,
+                            target.feature_set)
     return str(module)
 
 

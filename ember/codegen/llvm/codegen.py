@@ -21,9 +21,9 @@ from ...loop.expr import (BINARY_OPS, Broadcast, Call, Cast, Expr, FloatImm, Int
 from ...loop.stmt import (Allocate, Buffer, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt,
                           Store)
 from ...loop.visit import walk
-from . import lane_reduce, memory, ops, parallel, profile, vmath
+from . import dot, lane_reduce, memory, ops, parallel, profile, vmath
 from . import types as T
-from ...loop.intrinsics import EFFECTS
+from ...loop.intrinsics import EFFECTS, PACKED_DOTS
 from .intrinsics import declare, emit_call
 from .metadata import add_metadata_global, kernel_metadata
 
@@ -36,8 +36,9 @@ class FunctionEmitter:
     """
 
     def __init__(self, module: ir.Module, fn: ir.Function, func_name: str, fastmath: tuple,
-                 in_parallel: bool = False, returns_status: bool = True):
+                 in_parallel: bool = False, returns_status: bool = True, features: frozenset = frozenset()):
         self.module = module
+        self.features = features  # the CPU's (``avx512bf16``, ...): which instructions may be named
         self.fn = fn
         self.func_name = func_name
         self.fastmath = fastmath
@@ -178,6 +179,11 @@ class FunctionEmitter:
         y = _silu_operand(node)
         if y is not None:
             return vmath.silu(self.builder, self.expr(y))
+        d = _dot_operands(node)
+        if d is not None:  # acc + dot(a, b): one instruction where the CPU has it
+            acc, call = d
+            a, b = (self.expr(x) for x in call.args)
+            return dot.emit_dot(self, call.name, self.expr(acc), a, b)
         a, b = self.expr(node.a), self.expr(node.b)
         la, lb = T.lanes_of(a), T.lanes_of(b)
         if la != lb:  # hand-built IR may mix scalars and vectors; splat the scalar
@@ -210,6 +216,8 @@ class FunctionEmitter:
     def _call(self, node: Call) -> ir.Value:
         if node.name in EFFECTS:  # loop profiling: cycle counter reads and counter updates
             return profile.emit_effect(self, node)
+        if node.name in PACKED_DOTS:
+            return dot.emit_dot(self, node.name, None, *(self.expr(a) for a in node.args))
         return emit_call(self, node, [self.expr(a) for a in node.args])
 
     def _ramp(self, node: Ramp) -> ir.Value:
@@ -367,6 +375,17 @@ def _pure_index(node: Expr) -> bool:
     return False
 
 
+def _dot_operands(node) -> Optional[tuple]:
+    """``(acc, dot call)`` where ``node`` is ``acc + dot(a, b)`` (either order) of a packed dot
+    (``ember.loop.intrinsics.PACKED_DOTS``) whose lanes match the accumulator's."""
+    if type(node).__name__ != "Add":
+        return None
+    for acc, c in ((node.a, node.b), (node.b, node.a)):
+        if type(c) is Call and c.name in PACKED_DOTS and c.dtype == acc.dtype:
+            return acc, c
+    return None
+
+
 def _silu_operand(node) -> Optional[Expr]:
     """``y`` where ``node`` is ``y * sigmoid(y)`` (either order) in float32: a SiLU, one
     quotient in :func:`.vmath.silu` where the sigmoid and the product are two steps."""
@@ -421,13 +440,14 @@ def fastmath_flags(func: PrimFunc) -> tuple:
     return ("fast",) if func.attr("fastmath", False) else ("contract",)
 
 
-def emit_function(module: ir.Module, func: PrimFunc) -> dict:
-    """Add ``func`` to ``module``; returns its metadata entry."""
+def emit_function(module: ir.Module, func: PrimFunc, features: frozenset = frozenset()) -> dict:
+    """Add ``func`` to ``module`` for a CPU with ``features`` (``{"avx512bf16", ...}``: the
+    instructions it may name); returns its metadata entry."""
     buffers, scalars = list(func.buffers), signature_scalars(func)
     ftype = ir.FunctionType(T.I32, [T.PTR] * len(buffers) + [scalar_abi_type(v.dtype) for v in scalars])
     fn = ir.Function(module, ftype, func.name)
     fn.attributes.add("nounwind")
-    e = FunctionEmitter(module, fn, func.name, fastmath_flags(func))
+    e = FunctionEmitter(module, fn, func.name, fastmath_flags(func), features=features)
     e.profile = profile.layout_of(func)
     if e.profile is not None:
         profile.declare_counters(module, e.profile)
@@ -462,7 +482,8 @@ def check_kernel_names(funcs: list) -> None:
                                f"code may call; rename the kernel")
 
 
-def emit_module(funcs: list, triple: str, data_layout: str, name: str = "module") -> tuple:
+def emit_module(funcs: list, triple: str, data_layout: str, name: str = "module",
+                features: frozenset = frozenset()) -> tuple:
     """All ``funcs`` in one LLVM module; returns ``(module, metadata_json)``."""
     check_kernel_names(funcs)
     module = ir.Module(name=name)
@@ -471,7 +492,7 @@ def emit_module(funcs: list, triple: str, data_layout: str, name: str = "module"
     entries = []
     for f in funcs:
         try:
-            entries.append(emit_function(module, f))
+            entries.append(emit_function(module, f, features))
         except EmberError:
             raise
         except Exception as exc:  # a bug or an unsupported construct: say which kernel

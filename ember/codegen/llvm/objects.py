@@ -51,7 +51,7 @@ def kernel_ir(func, target: Target) -> tuple:
     module.triple = target.triple
     module.data_layout = data_layout(target)
     try:
-        entry = emit_function(module, func)
+        entry = emit_function(module, func, target.feature_set)
     except EmberError:
         raise
     except Exception as exc:  # a bug or an unsupported construct: say which kernel

@@ -82,7 +82,7 @@ def emit_parallel_for(e, loop: For) -> None:
     body_fn.linkage = "internal"
     body_fn.attributes.add("nounwind")
     sub = FunctionEmitter(module, body_fn, e.func_name, e.fastmath, in_parallel=True,
-                          returns_status=False)
+                          returns_status=False, features=e.features)
     sub.profile = e.profile  # profile_record in the body updates the same kernel's counters
     for (ptr, buf), arg in zip(ptrs, body_fn.args):
         arg.add_attribute("noalias")
