@@ -64,12 +64,17 @@ def compile_main(argv) -> int:
                "  ember compile resnet50.onnx -o resnet50.so && ember run resnet50.so --input data=x.npy --output-dir out/\n"
                "  ember compile --light resnet50 --profile-compile   where compile time goes, slowest kernels\n"
                "  ember compile model.onnx --target 'llvm -mcpu=skylake-avx512'   for another x86 CPU\n"
+               "  ember compile model.onnx --precision bf16   products in bfloat16 (AVX512-BF16 CPUs)\n"
                "  ember compile --torch nets:resnet -o resnet.so   a PyTorch model: nets.resnet() returns it "
                "and example inputs")
     add_model_arg(p)
     p.add_argument("-o", "--output", help="the shared library to write (default: MODEL with .so; "
                                           "for --light NAME, light_NAME.so here)")
     p.add_argument("--target", default=None, help=_target_help())
+    p.add_argument("--precision", default="fp32", choices=("fp32", "bf16"),
+                   help="fp32 (default: as the model says), or bf16: matrix products by weights take bfloat16 "
+                        "operands and sum in float32, about twice as fast; needs a CPU with AVX512-BF16 "
+                        "(Intel Sapphire Rapids, AMD Zen 4 or later)")
     p.add_argument("-O", "--opt-level", type=int, default=3, choices=(0, 1, 2, 3),
                    help="graph optimization level (0: one kernel per op, no folding; 3: all; default 3)")
     p.add_argument("--input-shape", action="append", metavar="NAME=D1,D2,...",
@@ -113,7 +118,8 @@ def compile_main(argv) -> int:
     exe = ember.compile(path, args.target, args.opt_level, input_shapes=_shapes(args.input_shape),
                         disabled_passes=args.disable_pass, name=name, memory_limit=args.memory_limit,
                         cache=not args.profile_compile,  # (a compile-time profile times a compile)
-                        tuning_db=args.tuning_db, shape_hints=_shapes(args.shape_hint, "--shape-hint"))
+                        tuning_db=args.tuning_db, shape_hints=_shapes(args.shape_hint, "--shape-hint"),
+                        precision=args.precision)
     exe.export(out)
     if args.profile_compile:
         print(exe.compile_profile.table(budget=args.compile_budget))

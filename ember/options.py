@@ -7,7 +7,7 @@ import dataclasses
 import difflib
 from typing import Any, Mapping, Optional, Union
 
-from .errors import ArgumentError
+from .errors import ArgumentError, TargetError
 from .target import AnyTarget, as_target
 
 __all__ = ["CompileOptions"]
@@ -25,6 +25,22 @@ def _frozen_shapes(shapes: Optional[Mapping], what: str) -> Optional[tuple]:
         raise ArgumentError(f"{what}: each shape must be a sequence of integers, got {dict(shapes)!r}") from None
 
 
+PRECISIONS = {"fp32": None, "bf16": "avx512bf16"}  # precision -> the CPU feature it needs
+
+
+def _precision(value: Any, target: AnyTarget) -> str:
+    """``value`` checked: a known precision the target can run."""
+    p = {"float32": "fp32", "bfloat16": "bf16", None: "fp32"}.get(value, value)
+    if p not in PRECISIONS:
+        raise ArgumentError(f"precision must be one of {', '.join(PRECISIONS)}, got {value!r}")
+    need = PRECISIONS[p]
+    if need is not None and getattr(target, "kind", "llvm") == "llvm" and not target.has_feature(need):
+        raise TargetError(f"precision={p!r} needs the CPU feature {need!r}, which target {target} lacks "
+                          f"(a CPU with it: Intel Cooper Lake, Sapphire Rapids or later; AMD Zen 4 or later); "
+                          f"compile with precision='fp32'")
+    return p
+
+
 @dataclasses.dataclass(frozen=True)
 class CompileOptions:
     """What a compile is asked for (immutable; :meth:`create` checks and normalizes).
@@ -38,6 +54,9 @@ class CompileOptions:
     float8/int4 inputs and outputs of a Module imported with ``io_narrow``. ``cache``: load and
     keep compiled model files. ``tuning_records``: workload -> tuning record, the best per
     fused group (``ember.tune.apply.best_records`` reads them from a database).
+    ``precision``: ``"fp32"`` (as the model says), or ``"bf16"``: matrix products by constant
+    weights take bfloat16 operands and accumulate in float32 (``vdpbf16ps``; the target must
+    have AVX512-BF16).
     """
 
     target: AnyTarget
@@ -51,6 +70,7 @@ class CompileOptions:
     narrow: Optional[dict] = None
     cache: bool = True
     tuning_records: Optional[Mapping] = None
+    precision: str = "fp32"
 
     @staticmethod
     def create(target: Any = None, opt_level: int = 3, **kwargs: Any) -> "CompileOptions":
@@ -74,7 +94,10 @@ class CompileOptions:
         kwargs["shape_hints"] = _frozen_shapes(kwargs.get("shape_hints"), "shape_hints")
         kwargs["disabled_passes"] = frozenset(kwargs.get("disabled_passes") or ())
         kwargs["instruments"] = tuple(kwargs.get("instruments") or ())
-        return CompileOptions(as_target(target), opt_level, **kwargs)
+        target = as_target(target)
+        if "precision" in kwargs:
+            kwargs["precision"] = _precision(kwargs["precision"], target)
+        return CompileOptions(target, opt_level, **kwargs)
 
     def replace(self, **changes: Any) -> "CompileOptions":
         """These options with ``changes``."""

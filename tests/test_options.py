@@ -84,3 +84,38 @@ def test_a_gpu_target_is_refused_before_a_tuning_database_is_read(monkeypatch, t
         ember.build(None, target="cuda")
     with pytest.raises(ArgumentError, match="tuning_records"):
         CompileOptions.create(tuning_db="x.db")
+
+
+def test_precision_is_checked_against_the_target():
+    from ember.errors import TargetError
+
+    with pytest.raises(ArgumentError, match="precision must be one of"):
+        CompileOptions.create(None, precision="int3")
+    with pytest.raises(TargetError, match="avx512bf16"):
+        CompileOptions.create("llvm -mcpu=haswell", precision="bf16")
+    assert CompileOptions.create("llvm -mcpu=znver4", precision="bfloat16").precision == "bf16"
+
+
+def test_bf16_precision_runs_products_in_bfloat16_with_float32_sums():
+    from ember.target import Target
+
+    if not Target.host().has_feature("avx512bf16"):
+        pytest.skip("the host has no AVX512-BF16")
+    import onnx
+    from onnx import TensorProto, helper as h, numpy_helper as nh
+
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((64, 48)).astype(np.float32)
+    g = h.make_graph([h.make_node("MatMul", ["x", "w"], ["y"])], "g",
+                     [h.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 64])],
+                     [h.make_tensor_value_info("y", TensorProto.FLOAT, None)], [nh.from_array(w, "w")])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    x = rng.standard_normal((40, 64)).astype(np.float32)
+    exe = ember.compile(m, precision="bf16")
+    import ml_dtypes
+
+    rounded = x.astype(ml_dtypes.bfloat16).astype(np.float32) @ w.astype(ml_dtypes.bfloat16).astype(np.float32)
+    y = exe.run(x)[0]
+    np.testing.assert_allclose(y, rounded, rtol=1e-5, atol=1e-4)  # the products of the rounded operands
+    assert np.abs(y - x @ w).max() > 1e-4  # (and not float32's: the option took effect)
+    assert any("matmul_packed" in k[2] for k in exe.kernel_sources)

@@ -232,10 +232,9 @@ class Executable:
                     and a.flags.writeable and data_pointer(a) % 64 == 0)
             vals[slot] = a if fits else _new_output(shape, dtype)
         shapes = layout.shapes
-        for k, base in self._views:
-            vals[k] = vals[base].reshape(shapes[k])
-        for k, dtype in self._view_dtypes.items():
-            vals[k] = vals[k].view(dtype)
+        views = self._view_dtypes
+        for k, base in self._views:  # (a bitcast's type first: of another width, it regroups the last dim)
+            vals[k] = (vals[base].reshape(-1).view(views[k]) if k in views else vals[base]).reshape(shapes[k])
         return vals
 
     def _outputs(self, vals: list, dest: Optional[dict] = None) -> list:

@@ -43,9 +43,8 @@ def view_of(base: np.ndarray, shape, slot: dict, dtype: Optional[np.dtype] = Non
     type: a bitcast's view), or -- at a byte ``offset`` (a part of a concat its producer wrote
     in place) -- the bytes from there. ``dtype``: the slot's, where the caller has it."""
     dtype = numpy_dtype(slot["dtype"]) if dtype is None else dtype
-    if "offset" not in slot:
-        v = base.reshape(shape)
-        return v if v.dtype == dtype else v.view(dtype)
+    if "offset" not in slot:  # (the type first: of another width, a bitcast regroups the last dim)
+        return (base if base.dtype == dtype else base.reshape(-1).view(dtype)).reshape(shape)
     off = slot["offset"]
     n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     return base.reshape(-1).view(np.uint8)[off: off + n].view(dtype).reshape(shape)

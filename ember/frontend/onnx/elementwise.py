@@ -2,7 +2,8 @@
 comparisons, logic, Where, Clip, Cast, Identity and Dropout (inference)."""
 from __future__ import annotations
 
-from ...errors import UnsupportedOpError
+from ...errors import ShapeError, UnsupportedOpError
+from ...loop import dtype as dt
 from . import narrow
 from .dtypes import is_supported, narrow_of, onnx_type_name, to_ember
 from .table import converter
@@ -172,7 +173,11 @@ def _bitcast(node):
     to = node.attr("to")
     if narrow_of(to):  # (a narrow input is refused before any converter runs)
         raise UnsupportedOpError("BitCast to or from a narrow type (float8, int4, ...) is not supported")
-    return [node.call("bitcast", node.input(0), dtype=to_ember(to, "the bitcast's target"))]
+    dtype = to_ember(to, "the bitcast's target")
+    src = node.input(0).type.dtype
+    if dt.nbytes(src) != dt.nbytes(dtype):  # (ONNX's BitCast keeps the width; Ember's may regroup)
+        raise ShapeError(f"BitCast from {src} to {dtype}: the types differ in width (ONNX reinterprets same-width types only)")
+    return [node.call("bitcast", node.input(0), dtype=dtype)]
 
 
 @converter("Cast", check=_check_cast)

@@ -61,17 +61,22 @@ def _infer_bitcast(args, attrs):
     from ...loop import dtype as dt
 
     x = tensor(args[0])
-    if dt.nbytes(x.dtype) != dt.nbytes(attrs["dtype"]):  # (bool: one byte, as stored)
-        raise ShapeError(f"bitcast: {x.dtype} ({dt.nbytes(x.dtype)} bytes) and {attrs['dtype']} "
-                         f"({dt.nbytes(attrs['dtype'])} bytes) differ in width: only the bits of same-width "
-                         f"types can be reinterpreted")
-    return TensorType(x.shape, attrs["dtype"])
+    src, dst = dt.nbytes(x.dtype), dt.nbytes(attrs["dtype"])  # (bool: one byte, as stored)
+    if src == dst:
+        return TensorType(x.shape, attrs["dtype"])
+    # another width: the last dim's bytes regrouped (numpy's view), static and whole
+    last = x.shape[-1] if x.ndim else None
+    if not isinstance(last, int) or (last * src) % dst:
+        raise ShapeError(f"bitcast: {x} as {attrs['dtype']}: its last dim's bytes ({last} x {src}) must be a "
+                         f"known multiple of {dst}, the width of {attrs['dtype']}")
+    return TensorType(x.shape[:-1] + (last * src // dst,), attrs["dtype"])
 
 
-# the same bytes read as another type of the same width: a view in the program, never a kernel
-# (opaque: nothing fuses with it; ``ember.compiler.program.is_relabel``)
+# the same bytes read as another type: a view in the program, never a kernel (opaque: nothing
+# fuses with it; ``ember.compiler.program.is_relabel``). A type of another width regroups the
+# last dim's bytes: (M, K) bfloat16 as int32 is (M, K/2), two values a word (packed dots)
 register_op("bitcast", infer=_infer_bitcast, pattern=Pattern.OPAQUE, attrs_schema={"dtype": attr("dtype")},
-            doc="reinterpret the bits as dtype (same width)")
+            doc="reinterpret the bits as dtype (another width: the last dim regrouped)")
 
 register_op("reshape", infer=_infer_reshape, pattern=INJ,
             attrs_schema={"newshape": attr("dims"), "allowzero": attr("bool", False)})

@@ -245,32 +245,42 @@ register_op("nn.matmul", infer=_infer_matmul, pattern=Pattern.OUT_ELEMWISE_FUSAB
 
 def _infer_pack_matmul_weight(args, attrs):
     b = tensor(args[0], "the weight")
-    nr = attrs["nr"]
-    if b.ndim != 2 or nr < 1:
-        raise ShapeError(f"nn.pack_matmul_weight needs a 2-D weight and nr >= 1, got {b} and nr={nr}")
+    nr, g = attrs["nr"], attrs["group"]
+    if b.ndim != 2 or nr < 1 or g < 1:
+        raise ShapeError(f"nn.pack_matmul_weight needs a 2-D weight, nr >= 1 and group >= 1, got {b}, nr={nr}, "
+                         f"group={g}")
     k, n = (b.shape[1], b.shape[0]) if attrs["trans"] else b.shape
+    if g > 1:
+        return TensorType((D.dim_ceildiv(n, nr), D.dim_ceildiv(k, g), nr, g), b.dtype)
     return TensorType((D.dim_ceildiv(n, nr), k, nr), b.dtype)
 
 
 def _infer_matmul_packed(args, attrs):
+    from ...loop.intrinsics import PACKED_DOTS, WORD
+
     a, bp = tensor(args[0], "the left operand"), tensor(args[1], "the packed weight")
     same_dtype([a, bp], "the operands")
+    dot = attrs["dot"]
+    if dot is not None and (dot not in PACKED_DOTS or a.dtype != WORD):
+        raise ShapeError(f"nn.matmul_packed with dot={dot!r}: the dot must be one of {', '.join(PACKED_DOTS)} "
+                         f"and the operands {WORD} words, got {a.dtype}")
     if a.ndim < 2 or bp.ndim != 3 or not bp.is_static:
         raise ShapeError(f"expects (..., M, K) and a weight packed by nn.pack_matmul_weight (N/nr, K, nr), "
                          f"got {a} and {bp}")
     k, n = a.shape[-1], attrs["units"]
     if isinstance(k, int) and k != bp.shape[1] or not 0 < n <= bp.shape[0] * bp.shape[2]:
         raise ShapeError(f"{a} @ packed {bp} with {n} columns: the contraction or the columns do not match")
-    return TensorType(a.shape[:-1] + (n,), a.dtype)
+    return TensorType(a.shape[:-1] + (n,), a.dtype if dot is None else PACKED_DOTS[dot][3])
 
 
 register_op("nn.pack_matmul_weight", infer=_infer_pack_matmul_weight, pattern=Pattern.INJECTIVE,
-            attrs_schema={"nr": attr("int"), "trans": attr("bool", False)},
+            attrs_schema={"nr": attr("int"), "trans": attr("bool", False), "group": attr("int", 1)},
             doc="a (K, N) weight -- (N, K) with trans -- in panels of nr columns: (ceil(N / nr), K, nr), "
-                "zero past N")
+                "zero past N; with group g > 1, g values along K together: (ceil(N / nr), ceil(K / g), nr, g)")
 register_op("nn.matmul_packed", infer=_infer_matmul_packed, pattern=Pattern.OUT_ELEMWISE_FUSABLE, num_args=2,
-            attrs_schema={"units": attr("int")},
-            doc="a (..., M, K) @ a weight packed by nn.pack_matmul_weight, with units (N) columns")
+            attrs_schema={"units": attr("int"), "dot": attr("str", None)},
+            doc="a (..., M, K) @ a weight packed by nn.pack_matmul_weight, with units (N) columns; with dot "
+                "(a packed dot: dot_bf16x2, dot_u8i8x4) both are int32 words of narrow values along K")
 
 # -- normalization ------------------------------------------------------------------------------
 

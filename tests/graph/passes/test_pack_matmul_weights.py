@@ -40,3 +40,33 @@ def test_a_symbolic_number_of_rows_is_packed():
     assert [c.op for c in topo_calls(after)] == ["nn.matmul_packed"]
     xv = rand(9, 16)
     np.testing.assert_allclose(ember.compile(after).run(xv)[0], xv @ w, rtol=1e-4, atol=1e-4)
+
+
+def _bf16_context():
+    from ember.options import CompileOptions
+    from ember.target import Target
+
+    t = Target.host()
+    if not t.has_feature("avx512bf16"):  # the pass itself runs anywhere; the option checks the host
+        t = Target.from_string("llvm -mcpu=znver4")
+    return PassContext(opt_level=3, config={**FOLD, "target": t,
+                                            "options": CompileOptions.create(t, precision="bf16")})
+
+
+def test_bf16_products_read_both_operands_as_words_of_two_bfloat16():
+    x = Var("x", T(37, 24))
+    w = rand(30, 24)
+    mod = module([x], call("nn.dense", x, const(w)))
+    after = _bf16_context().run(mod, [pack_matmul_weights, fold_constant])
+    (p,) = [c for c in topo_calls(after) if c.op == "nn.matmul_packed"]
+    assert p.attrs["dot"] == "dot_bf16x2" and p.type.dtype == "float32"
+    assert p.args[0].type.shape == (37, 12) and p.args[0].type.dtype == "int32"  # (a view of x in bfloat16)
+    assert p.args[1].type.dtype == "int32" and not topo_calls(p.args[1])  # packed at compile time
+
+
+def test_bf16_leaves_an_odd_contraction_in_float32():
+    x = Var("x", T(37, 23))
+    mod = module([x], call("nn.dense", x, const(rand(30, 23))))
+    after = _bf16_context().run(mod, [pack_matmul_weights, fold_constant])
+    (p,) = [c for c in topo_calls(after) if c.op == "nn.matmul_packed"]
+    assert p.attrs.get("dot") is None and p.args[0].type.dtype == "float32"

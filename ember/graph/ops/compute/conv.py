@@ -141,13 +141,14 @@ def _matmul(attrs, inputs, out_type):
 
 
 def _pack_matmul_weight(attrs, inputs, out_type):
-    return pack_b(inputs[0], attrs["nr"], stage_name("nn.pack_matmul_weight"), attrs["trans"])
+    return pack_b(inputs[0], attrs["nr"], stage_name("nn.pack_matmul_weight"), attrs["trans"],
+                  attrs.get("group", 1))
 
 
 def _matmul_packed(attrs, inputs, out_type):
     a, bp = inputs
     return matmul_compute(a, bp, name=stage_name("nn.matmul_packed"), batch=te_shape(out_type)[:-2],
-                          units=attrs["units"])[0]
+                          units=attrs["units"], dot=attrs.get("dot"))[0]
 
 
 register_compute("nn.dense", _dense)
