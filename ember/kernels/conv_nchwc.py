@@ -25,6 +25,7 @@ from typing import Optional, Sequence
 from ..errors import ShapeError
 from ..loop import compute as te
 from ..loop import dtype as dt
+from ..loop import intrinsics
 from ..loop.expr import logical_and, min_
 from ..loop.schedule import Schedule
 from ..loop.knobs import knob
@@ -94,7 +95,7 @@ def width_block(width, fb: int, lanes: int, registers: int = 16, pointwise: bool
 def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1, 1),
                  padding: Sequence[int] = (0, 0, 0, 0), dilation: Sequence[int] = (1, 1),
                  target=None, name: str = "conv_nchwc", grouped: bool = False,
-                 scale: Optional[te.Tensor] = None) -> te.Tensor:
+                 scale: Optional[te.Tensor] = None, dot: Optional[str] = None) -> te.Tensor:
     """The convolution of ``data`` (``N C H W`` or ``N C/cb H W cb``) with weights ``packed``
     (``F/FB, C, kh, kw, FB``): the ``N F/FB OH OW FB`` result. ``padding`` is
     (top, left, bottom, right). The stage's ``attrs`` hold its parts for
@@ -118,9 +119,16 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
     places like the padded input); a stride-1 one over a small plane may compute it as one row
     of positions (``conv.flat``): the stage is then ``N F/FB 1 P FB``, ``P`` the positions
     rounded up to a block, and the result a view of it in rows and columns
-    (``attrs["kind"] == "conv_nchwc_flat"``)."""
+    (``attrs["kind"] == "conv_nchwc_flat"``).
+
+    ``dot`` (a packed dot of ``ember.loop.intrinsics.PACKED_DOTS``, blocked data, groups 1):
+    the data and the weights are int32 words of ``g`` channels each (``N C/cb H W cb/g`` and
+    ``(F/FB, C/g, kh, kw, FB)``) and each step of the reduction is one packed dot per lane
+    (``vdpbf16ps``: two bfloat16 channels into a float32 sum)."""
     target = host(target)
     blocked = data.ndim == 5
+    if dot is not None and (grouped or not blocked or scale is not None):
+        raise ShapeError(f"{name}: a packed dot needs blocked data, groups = 1 and no scale")
     if scale is not None and (grouped or not blocked):
         raise ShapeError(f"{name}: a per-channel scale needs blocked data and groups = 1, got data "
                          f"{tuple(data.shape)}{' (grouped)' if grouped else ''}")
@@ -230,7 +238,7 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
             w = packed[fo, rco.var * cb + rci.var, RY, RX, fi]
             if scale is not None:
                 w = scale[n if const_int(scale.shape[0]) != 1 else 0, rco.var, 0, 0, rci.var] * w
-            return te.sum(v * w, axis=axes, where=live_row(y))
+            return te.sum(v * w if dot is None else intrinsics.call(dot, v, w), axis=axes, where=live_row(y))
     else:
         rc = te.reduce_axis(C, "rc")
 

@@ -147,8 +147,17 @@ for _n, _s in _NDIM_NAME.items():
 
 
 def _infer_conv2d_nchwc(args, attrs):
+    from ...loop.intrinsics import PACKED_DOTS, WORD
+
     x, w = tensor(args[0], "the data"), tensor(args[1], "the packed weight")
     same_dtype([x, w], "the data and the weight")
+    dot = attrs["dot"]
+    if dot is not None and (dot not in PACKED_DOTS or x.dtype != WORD or x.ndim != 5 or attrs["groups"] != 1
+                            or len(args) > 2):
+        raise ShapeError(f"nn.conv2d_nchwc with dot={dot!r}: a packed dot ({', '.join(PACKED_DOTS)}) of blocked "
+                         f"data and packed weights, both {WORD} words along the channels, groups 1, no scale; "
+                         f"got data {x}")
+    out_dtype = x.dtype if dot is None else PACKED_DOTS[dot][3]
     if x.ndim not in (4, 5):
         raise ShapeError(f"the data must be N C H W or blocked N C/b H W b, got {x}")
     if w.ndim != 5 or not all(isinstance(d, int) for d in w.shape):
@@ -175,11 +184,11 @@ def _infer_conv2d_nchwc(args, attrs):
     cin = D.dim_mul(x.shape[1], x.shape[4]) if x.ndim == 5 else x.shape[1]
     if isinstance(cin, int) and cin != w.shape[1]:
         raise ShapeError(f"the data has {cin} channels but the weight expects {w.shape[1]} (data {x}, weight {w})")
-    return TensorType((x.shape[0], w.shape[0]) + spatial + (w.shape[4],), x.dtype)
+    return TensorType((x.shape[0], w.shape[0]) + spatial + (w.shape[4],), out_dtype)
 
 
 register_op("nn.conv2d_nchwc", infer=_infer_conv2d_nchwc, pattern=Pattern.OUT_ELEMWISE_FUSABLE, num_args=(2, 3),
-            attrs_schema={**_WINDOW, "groups": attr("int", 1)},
+            attrs_schema={**_WINDOW, "groups": attr("int", 1), "dot": attr("str", None)},
             doc="2-D convolution in the blocked channel layout: data N C H W or N C/b H W b, weight packed "
                 "by nn.pack_conv_weight (F/FB, C, kh, kw, FB), result N F/FB OH OW FB; with groups > 1 "
                 "each block reads its own: blocked data and weights (C/b, 1, kh, kw, b) (depthwise) or "

@@ -90,7 +90,7 @@ def _finite_padding(y) -> bool:
                 return True
             if e.op == "nn.conv2d_nchwc":
                 return [a for a in e.args[:1] if a.type.ndim == 5]
-            if e.op in _FINITE or e.op in _POOLS or e.op in _REDUCE or e.op in ("concat", "reshape"):
+            if e.op in _FINITE or e.op in _POOLS or e.op in _REDUCE or e.op in ("concat", "reshape", "bitcast"):
                 return [a for a in e.args if a.type.ndim == 5]
             return False
         return e.type.ndim != 5  # a plain or constant operand: broadcast lanes hold real values
@@ -115,7 +115,25 @@ def _finite_padding(y) -> bool:
     return seen[id(y)]
 
 
-def _conv(n: Call, target):
+def _bf16_conv(src, w, fb: int, attrs: dict, span):
+    """The blocked conv of float32 ``src`` (``N C/cb H W cb``) by constant ``w`` as packed dots
+    over bfloat16 pairs of channels (``precision="bf16"``): the data cast (an epilogue of its
+    producer where it fuses) and read as int32 words, ``N C/cb H W cb/2`` (a view); the
+    weights cast and packed with each output lane's two channels in one word, at compile time;
+    float32 sums. None where a block holds an odd number of channels."""
+    if src.type.dtype != "float32" or src.type.shape[-1] % 2:
+        return None
+    data = _call("bitcast", [_call("cast", [src], {"dtype": "bfloat16"}, span)], {"dtype": "int32"}, span)
+    packed = _call("nn.pack_conv_weight", [_call("cast", [w], {"dtype": "bfloat16"}, span)], {"block": fb}, span)
+    fo, c, kh, kw, b = packed.type.shape
+    pairs = _call("reshape", [packed], {"newshape": (fo, c // 2, 2, kh, kw, b)}, span)
+    pairs = _call("transpose", [pairs], {"axes": (0, 1, 3, 4, 5, 2)}, span)  # (a lane's two channels together)
+    words = _call("bitcast", [pairs], {"dtype": "int32"}, span)
+    words = _call("reshape", [words], {"newshape": (fo, c // 2, kh, kw, b)}, span)
+    return _call("nn.conv2d_nchwc", [data, words], {**attrs, "dot": "dot_bf16x2"}, span)
+
+
+def _conv(n: Call, target, precision: str = "fp32"):
     from ...kernels.conv_nchwc import channel_block
 
     x, w = n.args
@@ -138,6 +156,10 @@ def _conv(n: Call, target):
         else:  # zero weights for the padding lanes of the input's last block
             extra = src.type.shape[1] * src.type.shape[-1] - w.type.shape[1]
             w = _call("pad", [w], {"pad_width": (0, 0, 0, 0, 0, extra, 0, 0)}, n.span)
+    if precision == "bf16" and src is not None:
+        conv = _bf16_conv(src, w, fb, attrs, n.span)
+        if conv is not None:
+            return _unblock(conv, n.type, n.span)
     packed = _call("nn.pack_conv_weight", [w], {"block": fb}, n.span)  # filters past F are zero
     conv = _call("nn.conv2d_nchwc", [src if src is not None else x, packed], attrs, n.span)
     return _unblock(conv, n.type, n.span)
@@ -289,12 +311,13 @@ _POOLS = ("nn.max_pool2d", "nn.avg_pool2d")
 def block_layout(mod: Module, ctx: PassContext) -> Module:
     """Run convolutional regions in the blocked channel layout (see the module docstring)."""
     target = ctx.config.get("target")
+    precision = getattr(ctx.config.get("options"), "precision", "fp32")
 
     def visit(n):
         if not isinstance(n, Call):
             return None
         if n.op == "nn.conv2d":
-            return _conv(n, target)
+            return _conv(n, target, precision)
         if n.op == "concat":
             return _concat(n)
         if n.op in _POOLS:

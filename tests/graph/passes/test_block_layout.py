@@ -296,3 +296,27 @@ def test_an_expand_of_a_blocked_value_reads_the_plain_layout():
     after = run(mod)
     assert [n for n in topo_calls(after) if n.op == "expand"][0].args[0].op == "unblock_channels"
     _same_as_plain(mod, (1, 8, 6, 6))
+
+
+def test_bf16_precision_runs_blocked_convs_as_packed_dots_of_channel_pairs():
+    import ml_dtypes
+    from ember.target import Target
+
+    if not Target.host().has_feature("avx512bf16"):
+        pytest.skip("the host has no AVX512-BF16")
+    c = 2 * FB
+    x = Var("x", T(1, c, 9, 9))
+    mod = module([x], _residual_block(x, c))
+    exe = ember.compile(mod, precision="bf16")
+    convs = [k for k in exe.kernel_sources if "conv2d_nchwc" in k[2]]
+    assert convs
+    # the second conv reads the first's blocked output as bfloat16 words; the first reads x as it is
+    from ember.driver import lower_kernel
+
+    text = "\n".join(lower_kernel(s, args, name).script() for s, args, name in convs)
+    assert "dot_bf16x2" in text
+    xv = rand(1, c, 9, 9)
+    ref = ember.compile(mod).run(xv)[0]
+    got = exe.run(xv)[0]
+    np.testing.assert_allclose(got, ref, rtol=2e-2, atol=2e-2 * np.abs(ref).max())
+    assert not np.array_equal(got, ref)  # (bfloat16 operands: the option took effect)
