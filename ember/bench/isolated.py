@@ -28,15 +28,16 @@ from typing import Dict, Sequence
 
 import numpy as np
 
-RUNTIMES = ("ember", "onnxruntime", "openvino", "tvm", "from_torch", "inductor")
+RUNTIMES = ("ember", "ember_bf16", "onnxruntime", "openvino", "openvino_default", "tvm", "from_torch", "inductor")
 
 
 def _runner(runtime: str, path: str, threads: int, feeds: dict):
     """``run()`` for ``runtime`` on ``feeds`` (None when the runtime is not installed)."""
-    if runtime == "ember":
+    if runtime in ("ember", "ember_bf16"):
         import ember
 
-        exe = ember.compile(path)  # the parent compiled it once: the kernels come from the cache
+        # (the parent compiled it once: the kernels come from the cache)
+        exe = ember.compile(path, precision="bf16" if runtime == "ember_bf16" else "fp32")
         exe.threads_per_run = threads
         return lambda: exe.run(**feeds)
     from .peers import PEERS

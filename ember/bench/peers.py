@@ -4,7 +4,8 @@ A peer is a function ``(model path, threads, input infos) -> run`` where ``run(f
 the outputs as numpy arrays, or None when the runtime is not installed (the bench then prints
 the note in :data:`INSTALL` and goes on). Each is set up as its users would for fp32 CPU
 inference on ``threads`` threads: ONNX Runtime's default graph optimizations, OpenVINO with
-the f32 precision hint, TVM untuned at opt level 3 for the host CPU.
+the f32 precision hint (and, as ``openvino_default``, with its default hint: bf16 on BF16
+CPUs), TVM untuned at opt level 3 for the host CPU.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Callable, Optional
 import numpy as np
 
 INSTALL = {"onnxruntime": "pip install onnxruntime", "openvino": "pip install openvino",
+           "openvino_default": "pip install openvino",
            "tvm": "pip install apache-tvm (0.27: the Relax frontend)",
            "from_torch": "needs torch, and a zoo model (ember bench --zoo)",
            "inductor": "needs torch, and a zoo model (ember bench --zoo)"}
@@ -31,14 +33,16 @@ def onnxruntime(path: str, threads: int, inputs) -> Optional[Callable]:
     return lambda feeds: sess.run(None, feeds)
 
 
-def openvino(path: str, threads: int, inputs) -> Optional[Callable]:
+def openvino(path: str, threads: int, inputs, hint: Optional[str] = "f32") -> Optional[Callable]:
     try:
         import openvino as ov
     except ImportError:
         return None
     core = ov.Core()
-    compiled = core.compile_model(core.read_model(path), "CPU",
-                                  {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": str(threads)})
+    config = {"INFERENCE_NUM_THREADS": str(threads)}
+    if hint is not None:
+        config["INFERENCE_PRECISION_HINT"] = hint
+    compiled = core.compile_model(core.read_model(path), "CPU", config)
     request = compiled.create_infer_request()
     n = len(compiled.outputs)
 
@@ -92,5 +96,11 @@ def inductor(path: str, threads: int, inputs) -> Optional[Callable]:
     return peer(path, threads, inputs)
 
 
-PEERS = {"onnxruntime": onnxruntime, "openvino": openvino, "tvm": tvm, "from_torch": from_torch,
-         "inductor": inductor}
+def openvino_default(path: str, threads: int, inputs) -> Optional[Callable]:
+    """OpenVINO as it runs out of the box: its default precision hint, bf16 on a CPU with
+    AVX512-BF16 or AMX (what a user comparing defaults sees), f32 elsewhere."""
+    return openvino(path, threads, inputs, hint=None)
+
+
+PEERS = {"onnxruntime": onnxruntime, "openvino": openvino, "openvino_default": openvino_default, "tvm": tvm,
+         "from_torch": from_torch, "inductor": inductor}

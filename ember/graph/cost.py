@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 
+from ..loop.intrinsics import PACKED_DOTS
+
 from .ir import Call, Function
 from .ops import dims as D
 from .ops import get_op
@@ -39,6 +41,8 @@ def call_flops(call: Call):
     op = call.op
     out = _numel(call.type)
     ins = [a.type for a in call.args]
+    # a packed dot's operands are words of g values each: g products per word of the contraction
+    g = PACKED_DOTS[call.attr("dot")][2] if call.attr("dot", None) else 1
     if op.startswith("nn.conv"):
         x, w = ins[0], ins[1]
         packed = call.attr("weight_block", 0) or op == "nn.conv2d_nchwc"
@@ -46,9 +50,9 @@ def call_flops(call: Call):
         per = D.prod(dims)  # input channels per group x window
         # transposed: every input element is multiplied into a window of each output channel
         base = _numel(x) if op.endswith("_transpose") else out
-        return _prod(2, base, per)
+        return _prod(2 * g, base, per)
     if op in ("nn.dense", "nn.matmul", "nn.matmul_packed"):
-        return _prod(2, out, ins[0].shape[-1])
+        return _prod(2 * g, out, ins[0].shape[-1])
     if op.startswith(("nn.max_pool", "nn.avg_pool", "nn.lp_pool")):
         return _prod(out, math.prod(int(k) for k in call.attr("pool_size")))
     if op.startswith(("nn.global_", "nn.lrn")):
