@@ -17,6 +17,7 @@ from ..target import check_buildable
 from .build import build_executable
 from .fold import evaluate_constants
 from .records import applying
+from .specialize import guarded
 
 
 def _bind_shapes(mod: Module, shapes: Mapping[str, Sequence[int]]) -> Module:
@@ -111,7 +112,7 @@ def compile_model(model: Union[str, os.PathLike, bytes, Module, "onnx.ModelProto
             exe.compile_times = {"load kept executable": time.perf_counter() - t0,
                                  "total": time.perf_counter() - t0}
             exe.compile_profile = CompileProfile.collect(options.name, exe.compile_times, {}, [])
-            return exe
+            return guarded(model, options, exe)  # (runs whose values the program refuses: per value)
     if marker is not None and not os.path.exists(marker):
         # a model file this Ember has not compiled: its kernels will miss the cache, so the
         # compile worker starts now, on the core the import and the passes leave idle
@@ -142,7 +143,7 @@ def compile_model(model: Union[str, os.PathLike, bytes, Module, "onnx.ModelProto
             from . import cache as kept
 
             kept.save(exe, key)  # (in the background: this compile returns now)
-    return exe
+    return guarded(model, options, exe)
 
 
 def _compiled_before(model, options: CompileOptions) -> Optional[str]:

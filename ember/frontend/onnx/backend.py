@@ -1,26 +1,24 @@
 """Ember as an ONNX backend (``onnx.backend.base.Backend``), so onnx's own
 ``onnx.backend.test.BackendTest`` runner can drive it.
 
-``prepare`` imports and compiles the model (every check runs there: unsupported ops, malformed
-models, shape errors). A graph input whose *value* decides a shape (the shape operand of a
-Reshape fed by a graph input, say) cannot be compiled ahead: such a model is compiled at its
-first ``run``, with those inputs bound to the values given, and recompiled when they change.
+``prepare`` compiles the model with ``ember.compile`` (every check runs there: unsupported ops,
+malformed models, shape errors). A model whose inputs' *values* or sequences' lengths decide
+its structure is compiled per value at ``run`` (:mod:`ember.compiler.specialize`).
 """
 from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import onnx
 from onnx.backend.base import Backend, BackendRep
 
 from ...errors import EmberError
-from .checks import _graph_input_names, value_inputs
-from .importer import from_onnx
+from .checks import _graph_input_names
 
 
 class EmberRep(BackendRep):
-    """A prepared model: ``run(inputs)`` takes the graph inputs in order (or a dict by name)."""
+    """A prepared model: ``run(inputs)`` takes the graph inputs in order (or a dict by name); a
+    sequence input is a list of arrays, and a sequence output comes back as one."""
 
     def __init__(self, model: onnx.ModelProto, device: str, **options: Any):
         from ...compiler.compile import compile_model
@@ -28,21 +26,10 @@ class EmberRep(BackendRep):
         self.model = model
         self.device = device
         self.options = options
-        self._compile = compile_model
         self.input_names = [i.name for i in model.graph.input
                             if i.name in _graph_input_names(model, False)]
-        self.value_inputs = value_inputs(model)
-        self._exes: dict = {}
-        if not self.value_inputs:
-            self.executable = self._build({})
-
-    def _build(self, static: dict):
-        narrow: dict = {}
-        mod = from_onnx(self.model, static_inputs=static or None, io_narrow=narrow)
-        exe = self._compile(mod, narrow=narrow, **self.options)
-        exe.output_info = [type(i)(o.name, i.shape, i.dtype)
-                           for i, o in zip(exe.output_info, self.model.graph.output)]
-        return exe
+        # (what ember.compile gives: one program, or one per value or structure of some inputs)
+        self.executable = compile_model(model, **options)
 
     def run(self, inputs: Any, **kwargs: Any):
         if isinstance(inputs, dict):
@@ -53,12 +40,7 @@ class EmberRep(BackendRep):
             if len(inputs) > len(self.input_names):
                 raise EmberError(f"the model takes {len(self.input_names)} inputs, got {len(inputs)}")
             named = dict(zip(self.input_names, inputs))
-        static = {n: np.asarray(named.pop(n)) for n in self.value_inputs if n in named}
-        key = tuple((n, v.dtype.str, v.shape, v.tobytes()) for n, v in sorted(static.items()))
-        exe = self._exes.get(key)
-        if exe is None:
-            exe = self._exes[key] = self._build(static) if static or self.value_inputs else self.executable
-        return tuple(exe.run(**named))
+        return tuple(self.executable.run(**named))
 
 
 class EmberBackend(Backend):

@@ -58,17 +58,28 @@ def _array(x):
     return np.asarray(x) if isinstance(x, np.generic) else x
 
 
-def _compare(got, want, rtol: float, atol: float) -> Optional[str]:
+def _compare(got, want, rtol: float, atol: float, what: str = "output") -> Optional[str]:
     if len(got) != len(want):
         return f"{len(got)} outputs, expected {len(want)}"
     for k, (g, w) in enumerate(zip(got, want)):
+        if isinstance(w, list) or w is None:  # a sequence (a list of arrays) or an empty optional
+            if w is None or not isinstance(g, list):
+                if g is None and w is None:
+                    continue
+                return f"{what} {k}: {type(g).__name__}, expected {type(w).__name__}"
+            why = _compare(g, [_array(x) for x in w], rtol, atol, f"{what} {k} item")
+            if why:
+                return why
+            continue
+        if isinstance(g, list) or g is None:
+            return f"{what} {k}: {type(g).__name__}, expected an array"
         g, w = np.asarray(g), np.asarray(w)
         if w.dtype == object:
             return "sequence/map outputs are not supported"
         if g.shape != w.shape:
-            return f"output {k}: shape {g.shape}, expected {w.shape}"
+            return f"{what} {k}: shape {g.shape}, expected {w.shape}"
         if g.dtype != w.dtype:
-            return f"output {k}: dtype {g.dtype}, expected {w.dtype}"
+            return f"{what} {k}: dtype {g.dtype}, expected {w.dtype}"
         if w.dtype.kind not in "biufc":  # ml_dtypes floats (bfloat16, float8): compare as float32
             g, w = g.astype(np.float32), w.astype(np.float32)
         if w.dtype.kind in "fc":
@@ -76,7 +87,7 @@ def _compare(got, want, rtol: float, atol: float) -> Optional[str]:
         else:
             ok = np.array_equal(g, w)
         if not ok:
-            return f"output {k}: values differ (max abs err {np.nanmax(np.abs(g.astype(float) - w.astype(float))):.3g})"
+            return f"{what} {k}: values differ (max abs err {np.nanmax(np.abs(g.astype(float) - w.astype(float))):.3g})"
     return None
 
 

@@ -74,8 +74,12 @@ def _body(imp, graph, label: str, formal: list, n_fixed: int, n_carried: int) ->
     return name, caps, outs, formal
 
 
-@converter("Loop")
+@converter("Loop", const_inputs=(0, 1))  # (the trip count and condition: a loop over sequences unrolls)
 def _loop(node):
+    from .unroll import carries_structure, unrolled_loop
+
+    if carries_structure(node.inputs[2:]):
+        return unrolled_loop(node)
     imp = node.importer
     base = node.output_names[0] or node.label
     has_trip, has_cond = node.has(0), node.has(1)

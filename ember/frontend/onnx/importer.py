@@ -21,6 +21,7 @@ when the graph lists them as inputs, unless ``keep_initializers_as_inputs=True``
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Mapping, Optional, Sequence, Union
 
@@ -33,9 +34,11 @@ from ...loop import dtype as dt
 from ..errors import ModelError
 from . import fold
 from .checks import _DEFAULT_DOMAINS, _node_label, check_nodes, check_structure, load_model, model_opset, raise_problems, scan
+from .boundary import SequenceOutputError, bind_input, declared_item_dtype, flatten_output
 from .context import NodeContext, StructureValueError
 from .functions import expand_functions
-from .optional import tensor_type_of
+from .optional import OptionalValue, tensor_type_of
+from .sequence import SequenceValue
 from .versioning import versioned
 from .dtypes import narrow_of, onnx_type_name, tensor_to_numpy
 from .inputs import empty_sizes, given_shape, input_type
@@ -44,13 +47,13 @@ from .table import lookup_node
 
 # -- conversion ---------------------------------------------------------------------------------
 
-def _tensor_outputs(graph, outs: list, what: str) -> None:
-    """UnsupportedOpError where an output of ``graph`` is a sequence known at import
-    (:mod:`.sequence`): the values Ember computes and returns are tensors."""
+def _tensor_outputs(graph, outs: list, what: str, error: type = UnsupportedOpError) -> None:
+    """``error`` where an output of ``graph`` is a sequence known at import (:mod:`.sequence`):
+    the values a subgraph returns are tensors (the model's outputs: :mod:`.boundary`)."""
     for o, e in zip(graph.output, outs):
         if not isinstance(getattr(e, "type", None), (TensorType, TupleType)):
-            raise UnsupportedOpError(f"{what}: graph output {o.name!r} is a sequence (or optional): "
-                                     "Ember's outputs are tensors")
+            raise error(f"{what}: graph output {o.name!r} is a sequence (or optional): "
+                        "Ember's outputs are tensors")
 
 
 def _topo_order(nodes) -> list:
@@ -79,7 +82,8 @@ def _topo_order(nodes) -> list:
 def from_onnx(model: Union[onnx.ModelProto, str, os.PathLike, bytes], *,
               static_inputs: Optional[Mapping[str, np.ndarray]] = None,
               input_shapes: Optional[Mapping[str, Sequence]] = None,
-              keep_initializers_as_inputs: bool = False, io_narrow: Optional[dict] = None) -> Module:
+              keep_initializers_as_inputs: bool = False, io_narrow: Optional[dict] = None,
+              structure: Optional[Mapping[str, tuple]] = None, io_structure: Optional[list] = None) -> Module:
     """Import an ONNX model (a ModelProto, a path, or serialized bytes) as an Ember Module.
 
     ``io_narrow`` (a dict), when given, gets the narrow types (float8, int4, ...) of the graph's
@@ -93,6 +97,11 @@ def from_onnx(model: Union[onnx.ModelProto, str, os.PathLike, bytes], *,
     dynamic batch is then imported for one batch size, shape computations included.
     ``keep_initializers_as_inputs`` keeps initializers that the graph also lists as inputs as
     parameters (overridable weights) instead of Constants.
+    ``structure`` gives graph inputs of sequence (or optional) type the structure a run gives
+    them (:func:`.boundary.structure_of`): a sequence is imported as one tensor parameter per
+    item. ``io_structure`` (a list), when given, lets graph outputs be sequences or optionals:
+    their tensors are flattened into the outputs, and the list gets each graph output's layout
+    (:func:`.boundary.regroup` takes a run's outputs back into lists).
 
     Raises ModelError (unreadable or malformed model), UnsupportedOpError (everything
     unsupported, listed at once), ShapeError/DTypeError (naming the ONNX node).
@@ -103,11 +112,14 @@ def from_onnx(model: Union[onnx.ModelProto, str, os.PathLike, bytes], *,
     proto = expand_functions(proto, opset)  # (ops ONNX defines as functions of other ops)
     check_nodes(proto, opset, source)
     static_inputs = dict(static_inputs or {})
-    problems = scan(proto, static_inputs=static_inputs, keep_initializers_as_inputs=keep_initializers_as_inputs,
-                    source=source)
+    structure = dict(structure or {})
+    # (an input given a structure is imported as its tensors: no problem for the scan)
+    problems = scan(proto, static_inputs={**static_inputs, **structure},
+                    keep_initializers_as_inputs=keep_initializers_as_inputs, source=source)
     raise_problems(problems, opset, source)
     imp = _Importer(proto, opset, source, static_inputs, keep_initializers_as_inputs, input_shapes)
-    mod = imp.run()
+    imp.structure = structure
+    mod = imp.run(io_structure)
     if io_narrow is not None:
         io_narrow.update(imp.io_narrow)
     return mod
@@ -125,15 +137,23 @@ class _Scope(dict):
         return dict.__contains__(self, name) or name in self.outer.env
 
     def __missing__(self, name):
-        e = self.outer.env[name]
-        if isinstance(e, Constant):
-            v = e
-        else:
-            v = Var(f"cap{len(self.importer.captured)}", e.type)
-            self.importer.captured.append((v, e))
+        v = self._capture(self.outer.env[name])
         if name in self.outer.values:
             self.importer.values[name] = self.outer.values[name]
         self[name] = v
+        return v
+
+    def _capture(self, e):
+        """The subgraph's parameter for the enclosing graph's ``e`` (a sequence's or optional's
+        tensors each captured as one)."""
+        if isinstance(e, Constant) or e is None:
+            return e
+        if isinstance(e, SequenceValue):
+            return dataclasses.replace(e, items=tuple(self._capture(x) for x in e.items))
+        if isinstance(e, OptionalValue):
+            return OptionalValue(self._capture(e.item))
+        v = Var(f"cap{len(self.importer.captured)}", e.type)
+        self.importer.captured.append((v, e))
         return v
 
 
@@ -157,22 +177,41 @@ class _Importer:
         self.functions: dict = outer.functions if outer is not None else {}  # subgraphs' functions
         self.narrow: dict = {}  # ONNX value name -> the narrow type whose bytes it holds
         self.io_narrow: dict = {"inputs": {}, "outputs": []}  # the graph's narrow inputs and outputs
+        self.structure: dict = {}  # sequence inputs -> the structure a run gives them (.boundary)
 
     def narrow_of(self, name: str) -> Optional[str]:
         if name in self.narrow:
             return self.narrow[name]
         return self.outer.narrow_of(name) if self.outer is not None else None
 
-    def run(self) -> Module:
+    def run(self, io_structure: Optional[list] = None) -> Module:
         g = self.proto.graph
         params = self._bind_inputs(g)
         for k, n in enumerate(_topo_order(list(g.node))):
             self._convert(n, k)
         outs = [self.env[o.name] for o in g.output]
-        _tensor_outputs(g, outs, self.source)
-        self.io_narrow["outputs"] = [self.narrow_of(o.name) for o in g.output]
+        if io_structure is None:
+            _tensor_outputs(g, outs, self.source, SequenceOutputError)
+            self.io_narrow["outputs"] = [self.narrow_of(o.name) for o in g.output]
+        else:
+            outs = self._flat_outputs(g, outs, io_structure)
         body = outs[0] if len(outs) == 1 else Tuple(outs)
         return Module({"main": Function(params, body, body.type), **self.functions})
+
+    def _flat_outputs(self, g, outs: list, layouts: list) -> list:
+        """The tensors of the graph's outputs, sequences and optionals flattened (their layouts
+        appended to ``layouts``)."""
+        flat, narrow = [], []
+        for o, e in zip(g.output, outs):
+            tensors, layout = flatten_output(e, o.name)
+            layouts.append(layout)
+            flat += tensors
+            narrow += [self.narrow_of(o.name)] * len(tensors)
+        if not flat:
+            raise UnsupportedOpError(f"{self.source}: the graph's outputs hold no tensor (only empty sequences "
+                                     "or optionals)")
+        self.io_narrow["outputs"] = narrow
+        return flat
 
     def _child(self, graph, label: str, inputs: Optional[dict] = None) -> "_Importer":
         """An importer for the subgraph ``graph`` in this graph's scope, its inputs bound to
@@ -180,6 +219,8 @@ class _Importer:
         child = _Importer(self.proto, self.opset, self.source, {}, False, outer=self)
         for name, v in (inputs or {}).items():
             dict.__setitem__(child.env, name, v)
+            if isinstance(v, Constant):  # (known at import: shape computations on it fold)
+                child.values[name] = v.value
         for t in graph.initializer:
             c = Constant.adopt(tensor_to_numpy(t, f"initializer {t.name!r} of {label}"))
             dict.__setitem__(child.env, t.name, c)
@@ -190,16 +231,22 @@ class _Importer:
             child._convert(n, k)
         return child
 
-    def inline(self, graph, label: str) -> list:
+    def inline(self, graph, label: str, inputs: Optional[dict] = None) -> list:
         """The subgraph ``graph`` converted in this graph's scope (the branch an ``If`` with a
-        condition known at import takes): ``[(output expression, its value known at import or
-        None)]``."""
+        condition known at import takes; a loop's body, unrolled, with its ``inputs`` bound by
+        name): ``[(output expression, its value known at import or None)]``."""
         from ...graph.visit import substitute
 
-        child = self._child(graph, label)
+        child = self._child(graph, label, inputs)
         mapping = {v: e for v, e in child.captured}
-        return [(substitute(child.env[o.name], mapping) if mapping else child.env[o.name], child.values.get(o.name))
-                for o in graph.output]
+
+        def back(e):  # (the enclosing graph's expressions for the captured parameters)
+            if isinstance(e, SequenceValue):
+                return dataclasses.replace(e, items=tuple(back(x) for x in e.items))
+            if isinstance(e, OptionalValue):
+                return OptionalValue(back(e.item))
+            return substitute(e, mapping) if mapping and e is not None else e
+        return [(back(child.env[o.name]), child.values.get(o.name)) for o in graph.output]
 
     def subgraph(self, graph, label: str, formal_types: Optional[list] = None) -> tuple:
         """Convert the subgraph ``graph`` (an If branch, a Loop body) to a module function whose
@@ -226,6 +273,9 @@ class _Importer:
             name = vi.name
             if name in self.static:
                 self._bind_static(vi)
+            elif name in self.structure:  # (a sequence: a parameter per item of the run's list)
+                self.env[name], items = bind_input(name, self.structure[name], declared_item_dtype(vi.type, name))
+                params += items
             elif name in inits and not self.keep:
                 continue  # bound below as a Constant
             else:
@@ -247,7 +297,7 @@ class _Importer:
         if unknown:
             raise ShapeError(f"input_shapes names {', '.join(sorted(unknown))}, which are not inputs of "
                              f"{self.source} (inputs: {', '.join(p.name for p in params)})")
-        unknown = set(self.static) - {vi.name for vi in g.input}
+        unknown = (set(self.static) | set(self.structure)) - {vi.name for vi in g.input}
         if unknown:
             raise ShapeError(f"static_inputs names {sorted(unknown)}, which are not graph inputs of {self.source} "
                              f"(inputs: {', '.join(vi.name for vi in g.input)})")
@@ -339,6 +389,11 @@ class _Importer:
         types = [getattr(o, "type", None) for o in outs]
         vals = fold.evaluate(node, types)
         if vals is None:
+            # (a converter that answers with a small constant -- SequenceLength, OptionalHasElement
+            # -- gives a value known at import: a loop's trip count, an If's condition)
+            for name, o in zip(node.output_names, outs):
+                if name and isinstance(o, Constant) and o.value.size <= fold.LIMIT:
+                    self.values.setdefault(name, o.value)
             return
         for i, v in enumerate(vals):
             self.values[node.output_names[i]] = v

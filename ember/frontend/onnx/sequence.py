@@ -41,7 +41,7 @@ def _position(node, i: int, n: int, default: int, insert: bool = False) -> int:
 def _empty(node):
     from .dtypes import to_ember
 
-    return [SequenceValue((), to_ember(node.attr("dtype", 1)))]
+    return [SequenceValue((), to_ember(node.attr("dtype", 1), "SequenceEmpty's dtype"))]
 
 
 @converter("SequenceConstruct", since=11)
