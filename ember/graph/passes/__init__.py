@@ -10,6 +10,7 @@ from .dce import dce
 from .fold_channel_scale import fold_channel_scale
 from .fold_constant import fold_constant
 from .fuse_ops import fuse_ops
+from .integer_products import integer_products
 from .pack_conv_weights import pack_conv_weights
 from .pack_matmul_weights import pack_matmul_weights
 from .promote_half import promote_half
@@ -27,12 +28,13 @@ def default_pipeline() -> list:
     blocked channel layout (a squeeze-excitation's per-channel scale folded into the conv
     after it), pack the other constant convolution weights and the constant
     matrix-product weights for their micro-kernels, fold the new scale/shift expressions and
-    the packing, merge and prune, then fuse into kernels. First, half-precision accumulating
-    ops are given float32 accumulation."""
-    return [promote_half, fold_constant, simplify_inference, sink_reshapes, trim_conv_taps, block_layout,
+    the packing, merge and prune, then fuse into kernels. First, quantized products by int8
+    weights become integer products (before folding makes their weights float), and
+    half-precision accumulating ops are given float32 accumulation."""
+    return [integer_products, promote_half, fold_constant, simplify_inference, sink_reshapes, trim_conv_taps, block_layout,
             fold_channel_scale, pack_conv_weights, pack_matmul_weights, fold_constant, cse, dce, fuse_ops]
 
 
-__all__ = ["block_layout", "cse", "dce", "fold_channel_scale", "fold_constant", "pack_conv_weights", "pack_matmul_weights", "promote_half",
+__all__ = ["block_layout", "cse", "dce", "fold_channel_scale", "fold_constant", "integer_products", "pack_conv_weights", "pack_matmul_weights", "promote_half",
            "simplify_inference", "sink_reshapes", "trim_conv_taps", "Instrument", "Pass", "PassContext", "PassError", "PassTimer",
            "PrintAfterPass", "VerifyAfterPass", "default_pipeline", "fuse_ops", "graph_pass", "verify"]

@@ -1,0 +1,213 @@
+"""Quantized matrix products on integer kernels.
+
+A quantized model says what it computes in float ops: ONNX's ``DequantizeLinear`` is
+``(q - zp) * scale``, so a QDQ product (ORT's ``quantize_static``) imports as
+``matmul((cast(a_q) - za) * sa, (cast(w_q) - zw) * sw)``, and ``MatMulInteger``
+(``quantize_dynamic``) as ``matmul(cast(a_q, int32) - za, cast(w_q, int32))``. Done as written,
+the product runs in float32 (or int32) at float speed. But with ``w`` symmetric (``zw = 0``,
+ORT's default for int8 weights) it is
+
+    sum_k (a_q - za) w_q = sum_k a_q w_q - za * colsum(w_q)
+
+and ``sum_k a_q w_q`` is a product of uint8 by int8 with exact int32 sums: ``vpdpbusd``, four
+products per lane per instruction (``ember.loop.intrinsics.PACKED_DOTS``: ``dot_u8i8x4``).
+This pass rewrites such a product, per row of the result, into
+
+    (cast(nn.matmul_packed(words(a_q), words(pack(w_q))), float32) - za * colsum) * (sa * sw)
+
+(the integer one without the float step): ``a_q`` read as int32 words of four values along K
+(a view; int8 activations are moved to uint8 by +128, and their zero point with them), the
+weights packed at compile time with each lane's four values in one word, ``colsum`` and
+``sa * sw`` (per tensor or per output column) constants or scalars of the run, all of it an
+epilogue of the product. The quantizing of ``a`` that feeds it (``QuantizeLinear``: divide,
+round, clip, cast) fuses into its producer, so between layers only the uint8 bytes are
+written: the QDQ pair is gone.
+
+Left alone (float or int32 as before): weights that are not constant 2-D int8 with a zero
+zero point, per-channel activation scales, a contraction not a multiple of four, and every
+product on a CPU without VNNI (AVX512-VNNI or AVX-VNNI), where the portable sequence is no
+faster than float32.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from ..ir import Call, Constant, Module
+from ..types import TensorType
+from .context import PassContext, graph_pass, rewrite_main
+
+DOT = "dot_u8i8x4"
+GROUP = 4
+
+
+def _call(op: str, args: list, attrs: dict, span) -> Call:
+    from ..ops import infer_type
+
+    return Call(op, args, attrs, infer_type(op, [a.type for a in args], attrs), span=span)
+
+
+def _is(e, op: str) -> bool:
+    return isinstance(e, Call) and e.op == op
+
+
+def _value(e) -> Optional[np.ndarray]:
+    """The value of ``e`` when it is a constant, or a reshape or cast of one (how the importer
+    spreads a scale or a zero point); else None."""
+    if isinstance(e, Constant):
+        return e.value
+    if isinstance(e, Call) and e.op in ("reshape", "cast") and len(e.args) == 1:
+        v = _value(e.args[0])
+        if v is None:
+            return None
+        from ...loop import dtype as dt
+
+        return v.reshape(e.type.shape) if e.op == "reshape" else v.astype(dt.numpy_dtype(e.type.dtype))
+    return None
+
+
+def _scalar(e) -> bool:
+    t = e.type
+    return isinstance(t, TensorType) and t.is_static and int(np.prod(t.shape, dtype=np.int64)) == 1
+
+
+def _dequantized(e, dtype: str):
+    """``(q, zero point or None, scale or None)`` where ``e`` is ``(cast(q) - z) * s`` (or
+    without the zero point or, for ``dtype`` int32, without the scale), ``q`` uint8/int8 and
+    the cast to ``dtype``; else None."""
+    scales = [(e, None)]
+    if dtype == "float32":
+        if not _is(e, "multiply"):
+            return None
+        scales = [(e.args[0], e.args[1]), (e.args[1], e.args[0])]
+    for d, s in scales:
+        c, z = (d.args[0], d.args[1]) if _is(d, "subtract") else (d, None)
+        if _is(c, "cast") and c.type.dtype == dtype and c.args[0].type.dtype in ("uint8", "int8"):
+            return c.args[0], z, s
+    return None
+
+
+def _activation(e, dtype: str):
+    """:func:`_dequantized` of the activation ``e``, looking through reshapes (an exporter's
+    flattening of the batch into rows): with one zero point and scale for the whole tensor, a
+    reshape of the dequantized values is the dequantized reshape of ``q``."""
+    shape = e.type.shape if isinstance(e.type, TensorType) else None
+    while _is(e, "reshape") and _dequantized(e, dtype) is None:
+        e = e.args[0]
+    got = _dequantized(e, dtype)
+    if got is None or shape is None:
+        return None
+    q, z, s = got
+    if (z is not None and not _scalar(z)) or (s is not None and not _scalar(s)):
+        return None  # (per-row activation scales: not a quantizer's)
+    if tuple(q.type.shape) != tuple(shape):
+        q = _call("reshape", [q], {"newshape": tuple(shape)}, e.span)
+    return q, z, s
+
+
+def _weights(q, z, s, trans: bool, units: int):
+    """The constant int8 weights ``q`` ((K, N), or (N, K) with ``trans``) with a zero point of
+    zeros, and their scale as a per-column vector of ``units`` (or a scalar): ``(w_q (K, N),
+    scale or None)``; None when they do not qualify."""
+    w = _value(q)
+    if w is None or w.dtype != np.int8 or w.ndim != 2:
+        return None
+    if z is not None:
+        zv = _value(z)
+        if zv is None or np.any(zv != 0):
+            return None
+    if s is None:
+        return (w.T if trans else w), None
+    sv = _value(s)
+    if sv is None:
+        return None
+    sv = np.asarray(sv, np.float32)
+    if sv.size == 1:
+        return (w.T if trans else w), sv.reshape(())
+    # per output column: along N, the axis of the weight that is not contracted
+    if sv.shape not in (((units, 1) if trans else (1, units)), (units,)):
+        return None
+    return (w.T if trans else w), sv.reshape(units)
+
+
+def _as_uint8(a_q, z, dtype: str, span):
+    """``a_q`` as uint8 and its zero point to match (``dtype``): int8 moved up by 128."""
+    if a_q.type.dtype == "uint8":
+        return a_q, z
+    shifted = _call("add", [_call("cast", [a_q], {"dtype": "int32"}, span), Constant(np.array(128, np.int32))], {},
+                    span)
+    a_u8 = _call("cast", [shifted], {"dtype": "uint8"}, span)
+    c128 = Constant(np.array(128, np.dtype(dtype)))
+    return a_u8, (c128 if z is None else _call("add", [z, c128], {}, span))
+
+
+def _integer(n: Call, target) -> Optional[Call]:
+    from ...kernels.matmul import micro_tile
+
+    a, b = n.args
+    dtype = n.type.dtype if isinstance(n.type, TensorType) else None
+    if dtype not in ("float32", "int32") or not isinstance(b.type, TensorType) or b.type.ndim != 2 \
+            or not isinstance(a.type, TensorType) or a.type.ndim < 2:
+        return None
+    da, db = _activation(a, dtype), _dequantized(b, dtype)
+    if da is None or db is None:
+        return None
+    a_q, za, sa = da
+    trans = n.op == "nn.dense"
+    units = b.type.shape[0] if trans else b.type.shape[1]
+    got = _weights(db[0], db[1], db[2], trans, units)
+    if got is None:
+        return None
+    w, sw = got
+    k = w.shape[0]
+    if k % GROUP or a.type.shape[-1] != k:
+        return None
+    span = n.span
+    a_u8, za = _as_uint8(a_q, za, dtype, span)
+    nr = micro_tile(target, "int32")[1]
+    aw = _call("bitcast", [a_u8], {"dtype": "int32"}, span)
+    packed = _call("nn.pack_matmul_weight", [Constant(np.ascontiguousarray(w))], {"nr": nr, "trans": False,
+                                                                                   "group": GROUP}, span)
+    bw = _call("bitcast", [packed], {"dtype": "int32"}, span)
+    bw = _call("reshape", [bw], {"newshape": bw.type.shape[:-1]}, span)
+    acc = _call("nn.matmul_packed", [aw, bw], {"units": units, "dot": DOT}, span)
+    colsum = w.astype(np.int64).sum(axis=0)
+    if dtype == "int32":
+        out = acc
+        if za is not None:
+            z = za if za.type.ndim == 0 else _call("reshape", [za], {"newshape": ()}, span)
+            out = _call("subtract", [acc, _call("multiply", [z, Constant(colsum.astype(np.int32))], {}, span)], {},
+                        span)
+        return out if out.type == n.type else None
+    out = _call("cast", [acc], {"dtype": "float32"}, span)
+    if za is not None:
+        z = za if za.type.ndim == 0 else _call("reshape", [za], {"newshape": ()}, span)
+        out = _call("subtract", [out, _call("multiply", [z, Constant(colsum.astype(np.float32))], {}, span)], {}, span)
+    scale = Constant(np.asarray(1.0 if sw is None else sw, np.float32))
+    if sa is not None:
+        s = sa if sa.type.ndim == 0 else _call("reshape", [sa], {"newshape": ()}, span)
+        scale = _call("multiply", [s, scale], {}, span)
+    out = _call("multiply", [out, scale], {}, span)
+    return out if out.type == n.type else None
+
+
+def _has_vnni(target) -> bool:
+    from ...kernels.common import host
+
+    t = host(target)
+    return bool({"avx512vnni", "avxvnni"} & t.feature_set) if hasattr(t, "feature_set") else False
+
+
+@graph_pass("integer_products", opt_level=2)
+def integer_products(mod: Module, ctx: PassContext) -> Module:
+    """Run quantized matrix products by constant int8 weights on uint8 x int8 kernels (see the
+    module docstring)."""
+    target = ctx.config.get("target")
+    if not _has_vnni(target):  # (the portable sequence is no faster than float32)
+        return mod
+    return rewrite_main(mod, lambda n: _integer(n, target) if isinstance(n, Call)
+                        and n.op in ("nn.dense", "nn.matmul") and len(n.args) == 2 else None)
+
+
+__all__ = ["integer_products"]

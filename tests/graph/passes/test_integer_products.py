@@ -1,0 +1,73 @@
+"""Quantized products by int8 weights on uint8 x int8 kernels, against numpy's exact integer
+products and the float reference of the QDQ form."""
+import numpy as np
+import pytest
+from onnx import TensorProto as TP
+from onnx import helper as h
+from onnx import numpy_helper as nh
+
+import ember
+from ember.driver import lower_kernel
+from ember.target import Target
+
+pytestmark = pytest.mark.skipif(not {"avx512vnni", "avxvnni"} & Target.host().feature_set,
+                                reason="the integer products need VNNI on the host")
+RNG = np.random.default_rng(7)
+
+
+def _model(nodes, inputs, inits, out="y"):
+    g = h.make_graph(nodes, "g", inputs, [h.make_tensor_value_info(out, TP.UNDEFINED, None)],
+                     [nh.from_array(v, k) for k, v in inits.items()])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 21)])
+
+
+def _dots(exe) -> int:
+    return sum("dot_u8i8x4" in (s.script() if hasattr(s, "script") else lower_kernel(s, a, n).script())
+               for s, a, n in exe.kernel_sources)
+
+
+@pytest.mark.parametrize("adtype", [np.uint8, np.int8])
+def test_matmul_integer_is_exact_with_a_runtime_zero_point(adtype):
+    K, N = 64, 40
+    w = RNG.integers(-128, 128, (K, N)).astype(np.int8)
+    m = _model([h.make_node("MatMulInteger", ["a", "w", "za"], ["y"])],
+               [h.make_tensor_value_info("a", TP.UINT8 if adtype == np.uint8 else TP.INT8, ["b", 7, K]),
+                h.make_tensor_value_info("za", TP.UINT8 if adtype == np.uint8 else TP.INT8, [])], {"w": w})
+    exe = ember.compile(m)
+    assert _dots(exe) == 1
+    info = np.iinfo(adtype)
+    a = RNG.integers(info.min, info.max + 1, (3, 7, K)).astype(adtype)
+    za = np.array(info.max // 3, adtype)
+    ref = (a.astype(np.int64) - int(za)) @ w.astype(np.int64)
+    np.testing.assert_array_equal(exe.run(a, za)[0], ref)
+
+
+def test_a_qdq_product_with_per_channel_weights_runs_on_integers():
+    K, N = 96, 48
+    wq = RNG.integers(-127, 128, (K, N)).astype(np.int8)
+    sw = (RNG.random(N) * 0.02 + 0.001).astype(np.float32)
+    inits = {"w": wq, "sw": sw, "zw": np.zeros(N, np.int8), "sx": np.array(0.05, np.float32),
+             "zx": np.array(131, np.uint8), "bias": RNG.standard_normal(N).astype(np.float32)}
+    nodes = [h.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
+             h.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
+             h.make_node("DequantizeLinear", ["w", "sw", "zw"], ["wd"], axis=1),
+             h.make_node("MatMul", ["xd", "wd"], ["p"]), h.make_node("Add", ["p", "bias"], ["y"])]
+    m = _model(nodes, [h.make_tensor_value_info("x", TP.FLOAT, ["n", K])], inits)
+    exe = ember.compile(m)
+    assert _dots(exe) == 1
+    x = RNG.standard_normal((33, K)).astype(np.float32)
+    xq = np.clip(np.round(x / 0.05) + 131, 0, 255)
+    ref = ((xq - 131) * np.float32(0.05)).astype(np.float32) @ (wq * sw).astype(np.float32) + inits["bias"]
+    np.testing.assert_allclose(exe.run(x)[0], ref, rtol=1e-5, atol=1e-4)
+
+
+def test_weights_with_a_zero_point_keep_the_float_product():
+    K, N = 32, 16
+    wq = RNG.integers(0, 256, (K, N)).astype(np.uint8)
+    inits = {"w": wq, "sw": np.array(0.01, np.float32), "zw": np.array(128, np.uint8)}
+    m = _model([h.make_node("DequantizeLinear", ["w", "sw", "zw"], ["wd"]), h.make_node("MatMul", ["x", "wd"], ["y"])],
+               [h.make_tensor_value_info("x", TP.FLOAT, [5, K])], inits)
+    exe = ember.compile(m)
+    assert _dots(exe) == 0
+    x = RNG.standard_normal((5, K)).astype(np.float32)
+    np.testing.assert_allclose(exe.run(x)[0], x @ ((wq.astype(np.float32) - 128) * 0.01), rtol=1e-5, atol=1e-5)
