@@ -211,15 +211,17 @@ def _check_dropout(attrs, opset, proto):
     return None
 
 
-@converter("Dropout", check=_check_dropout)
+@converter("Dropout", check=_check_dropout, const_inputs=(1, 2))
 def _dropout(node):
     x = node.input(0)
-    if node.opset >= 12 and node.has(2):
-        mode = node.value(2)
-        if mode is None or bool(mode.reshape(-1)[0]):
-            raise UnsupportedOpError("Dropout in training mode is not supported (inference only)")
+    if node.opset >= 12 and node.has(2) and bool(node.scalar(2, "training mode")):
+        # (from model inputs: compiled per value, ember.compiler.specialize)
+        ratio = float(node.scalar(1, "ratio")) if node.has(1) else 0.5
+        if ratio != 0:
+            raise UnsupportedOpError(f"Dropout in training mode with ratio {ratio:g} drops elements at random, "
+                                     "which Ember does not do (its outputs are deterministic); ratio 0 keeps all")
     outs = [x]
-    if node.wants(1):  # the mask of an inference dropout keeps everything
+    if node.wants(1):  # the mask of an inference dropout (or of ratio 0) keeps everything
         outs.append(node.call("constant_of_shape", shape=x.type.shape, value=True, dtype="bool"))
     return outs
 

@@ -198,16 +198,35 @@ def _check_bn(attrs, opset, proto):
     if opset < 9 and attrs.get("spatial", 1) == 0:
         return "BatchNormalization with spatial=0 is not supported"
     if attrs.get("training_mode", 0):
-        return "BatchNormalization in training mode is not supported (inference only)"
+        return None  # (the batch's statistics: _batch_norm_training)
     if len([o for o in proto.output[1:] if o]) and opset >= 9:
-        return "BatchNormalization's running statistics outputs (training) are not supported"
+        return "BatchNormalization's running statistics outputs (training before opset 14) are not supported"
     return None
 
 
 @converter("BatchNormalization", check=_check_bn)
 def _batch_norm(node):
     args = [node.input(i) for i in range(5)]
+    if node.attr("training_mode", 0):
+        return _batch_norm_training(node, *args)
     return [node.call("nn.batch_norm", *args, axis=1, epsilon=node.attr("epsilon", 1e-5))]
+
+
+def _batch_norm_training(node, x, scale, bias, mean, var) -> list:
+    """Training mode (opset 14): normalized by the batch's mean and (population) variance per
+    channel; the running statistics blend the given ones with the batch's by ``momentum``."""
+    axes = tuple(a for a in range(x.type.ndim) if a != 1)
+    batch_mean = node.call("mean", x, axis=axes, keepdims=True)
+    centered = node.call("subtract", x, batch_mean)
+    batch_var = node.call("mean", node.call("multiply", centered, centered), axis=axes, keepdims=True)
+    batch_mean, batch_var = (node.call("squeeze", t, axis=axes) for t in (batch_mean, batch_var))
+    y = node.call("nn.batch_norm", x, scale, bias, batch_mean, batch_var, axis=1, epsilon=node.attr("epsilon", 1e-5))
+    momentum = float(node.attr("momentum", 0.9))
+
+    def blend(running, batch):
+        keep, take = (node.const_like(v, running.type.dtype) for v in (momentum, 1.0 - momentum))
+        return node.call("add", node.call("multiply", running, keep), node.call("multiply", batch, take))
+    return [y, blend(mean, batch_mean), blend(var, batch_var)]
 
 
 @converter("InstanceNormalization")
