@@ -95,7 +95,7 @@ def width_block(width, fb: int, lanes: int, registers: int = 16, pointwise: bool
 def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1, 1),
                  padding: Sequence[int] = (0, 0, 0, 0), dilation: Sequence[int] = (1, 1),
                  target=None, name: str = "conv_nchwc", grouped: bool = False,
-                 scale: Optional[te.Tensor] = None, dot: Optional[str] = None) -> te.Tensor:
+                 scale: Optional[te.Tensor] = None, dot: Optional[str] = None, pad_value: int = 0) -> te.Tensor:
     """The convolution of ``data`` (``N C H W`` or ``N C/cb H W cb``) with weights ``packed``
     (``F/FB, C, kh, kw, FB``): the ``N F/FB OH OW FB`` result. ``padding`` is
     (top, left, bottom, right). The stage's ``attrs`` hold its parts for
@@ -124,7 +124,10 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
     ``dot`` (a packed dot of ``ember.loop.intrinsics.PACKED_DOTS``, blocked data, groups 1):
     the data and the weights are int32 words of ``g`` channels each (``N C/cb H W cb/g`` and
     ``(F/FB, C/g, kh, kw, FB)``) and each step of the reduction is one packed dot per lane
-    (``vdpbf16ps``: two bfloat16 channels into a float32 sum)."""
+    (``vdpbf16ps``: two bfloat16 channels into a float32 sum). ``pad_value``: what the padding
+    holds (an int32 word: a quantized conv pads its uint8 data with its zero point, a real 0);
+    then every tap is computed, those over the padding too (none is dropped as adding
+    nothing)."""
     target = host(target)
     blocked = data.ndim == 5
     if dot is not None and (grouped or not blocked or scale is not None):
@@ -153,9 +156,9 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
     # center reads padding (a static plane has those taps trimmed: trim_conv_taps): the center
     # tap alone, which reads the input unpadded (the padding of a rate-36 conv over a 16x16
     # plane is 30x the plane)
-    centerable = _centerable(oh, ow, (kh, kw), (sh, sw), (dh, dw), padding)
-    center = (centerable and knob("conv.center_tap", (False, True), False)) or \
-        center_only(oh, ow, (kh, kw), (sh, sw), (dh, dw), padding)
+    centerable = pad_value == 0 and _centerable(oh, ow, (kh, kw), (sh, sw), (dh, dw), padding)
+    center = pad_value == 0 and ((centerable and knob("conv.center_tap", (False, True), False))
+                                 or center_only(oh, ow, (kh, kw), (sh, sw), (dh, dw), padding))
     ty, tx = (kh // 2, kw // 2) if center else (0, 0)
     if center:
         padding, dh, dw = (0, 0, 0, 0), 1, 1
@@ -192,7 +195,7 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
             last = W - 1
         else:
             end[1] = end[1] + past if isinstance(past, int) else fold_size(end[1] + past)
-    padded = pad_spatial(data, padding[:2], end, 0, f"{name}_pad", inner=1 if blocked else 0)
+    padded = pad_spatial(data, padding[:2], end, pad_value, f"{name}_pad", inner=1 if blocked else 0)
 
     def column(x, r):
         c = x * sw + r * dw
@@ -203,7 +206,7 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
         """A dilated conv's tap rows that fall in the padding for output row ``y`` add nothing:
         the condition that tap row ``ry`` reads the plane (None: every row does), which the
         loop passes hoist above the tap's FMAs (:mod:`ember.loop.passes.hoist_if`)."""
-        if dh == 1 or flat or not (padding[0] or padding[2]):
+        if dh == 1 or flat or not (padding[0] or padding[2]) or pad_value != 0:
             return None
         r = y * sh + ry.var * dh
         return logical_and(r >= padding[0], r < padding[0] + H)

@@ -146,6 +146,26 @@ for _n, _s in _NDIM_NAME.items():
                 doc=f"{_n}-D transposed convolution (gradient of conv{_s} w.r.t. its data)")
 
 
+def _infer_conv2d_integer(args, attrs):
+    x, w = _data(args[0], 2), tensor(args[1], "the weight")
+    if x.dtype != "uint8" or w.dtype != "int8" or w.ndim != 4 or not w.is_static:
+        raise ShapeError(f"nn.conv2d_integer takes uint8 data N C H W and a static int8 weight O I kh kw, got "
+                         f"{x} and {w}")
+    if not 0 <= attrs["zero"] <= 255:
+        raise ShapeError(f"nn.conv2d_integer: the data's zero point must be a uint8, got {attrs['zero']}")
+    if isinstance(x.shape[1], int) and x.shape[1] != w.shape[1]:
+        raise ShapeError(f"the data has {x.shape[1]} channels but the weight expects {w.shape[1]} (data {x}, weight {w})")
+    return TensorType((x.shape[0], w.shape[0]) + _window(x.shape[2:], w.shape[2:], attrs, 2), "int32")
+
+
+# a quantized conv (``ember.graph.passes.integer_products``): exact int32 sums of (x - zero) * w,
+# the data's padding at its zero point (a real zero); ``block_layout`` runs it on blocked uint8
+# data as packed dots (vpdpbusd)
+register_op("nn.conv2d_integer", infer=_infer_conv2d_integer, pattern=Pattern.OUT_ELEMWISE_FUSABLE, num_args=2,
+            attrs_schema={**_WINDOW, "zero": attr("int", 0)},
+            doc="2-D convolution of uint8 data less its zero point by an int8 weight (groups 1), int32 sums")
+
+
 def _infer_conv2d_nchwc(args, attrs):
     from ...loop.intrinsics import PACKED_DOTS, WORD
 
@@ -188,7 +208,7 @@ def _infer_conv2d_nchwc(args, attrs):
 
 
 register_op("nn.conv2d_nchwc", infer=_infer_conv2d_nchwc, pattern=Pattern.OUT_ELEMWISE_FUSABLE, num_args=(2, 3),
-            attrs_schema={**_WINDOW, "groups": attr("int", 1), "dot": attr("str", None)},
+            attrs_schema={**_WINDOW, "groups": attr("int", 1), "dot": attr("str", None), "pad_value": attr("int", 0)},
             doc="2-D convolution in the blocked channel layout: data N C H W or N C/b H W b, weight packed "
                 "by nn.pack_conv_weight (F/FB, C, kh, kw, FB), result N F/FB OH OW FB; with groups > 1 "
                 "each block reads its own: blocked data and weights (C/b, 1, kh, kw, b) (depthwise) or "

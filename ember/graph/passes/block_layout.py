@@ -133,6 +133,45 @@ def _bf16_conv(src, w, fb: int, attrs: dict, span):
     return _call("nn.conv2d_nchwc", [data, words], {**attrs, "dot": "dot_bf16x2"}, span)
 
 
+def _integer_conv(n: Call, target):
+    """``nn.conv2d_integer`` on blocked uint8 data as packed dots over four channels
+    (``vpdpbusd``): the data read as int32 words (a view; blocked here if its producer was not),
+    the weights packed in numpy with each lane's four channels in one word, the padding at the
+    zero point and ``zero * colsum`` taken from the sums after; None where the blocks cannot be
+    read as words (the plain kernel then runs it)."""
+    import numpy as np
+
+    from ...kernels.conv_nchwc import channel_block
+    from ..ir import Constant
+
+    x, w = n.args
+    if not _static(x.type, n.type) or not isinstance(w, Constant):
+        return None
+    F, C, kh, kw = w.type.shape
+    fb = channel_block("int32", target, F)
+    src = _blocked(x)
+    if src is None:
+        if C % fb:
+            return None
+        src = _call("block_channels", [x], {"block": fb}, n.span)
+    cb = src.type.shape[-1]
+    if cb % 4:
+        return None
+    cp = src.type.shape[1] * cb  # (the blocks' channels: zero weights for a padded last block)
+    wv = np.zeros((-(-F // fb) * fb, cp, kh, kw), np.int8)
+    wv[:F, :C] = w.value
+    packed = wv.reshape(-1, fb, cp // 4, 4, kh, kw).transpose(0, 2, 4, 5, 1, 3)  # (F/fb, C/4, kh, kw, fb, 4)
+    words = np.ascontiguousarray(packed).view(np.int32).reshape(packed.shape[:-1])
+    zero = n.attr("zero")
+    data = _call("bitcast", [src], {"dtype": "int32"}, n.span)
+    attrs = {k: n.attr(k, None) for k in ("strides", "padding", "dilation")}
+    pad = int(np.array([zero] * 4, np.uint8).view(np.int32)[0])
+    conv = _call("nn.conv2d_nchwc", [data, Constant(words)], {**attrs, "dot": "dot_u8i8x4", "pad_value": pad}, n.span)
+    colsum = wv.astype(np.int64).sum(axis=(1, 2, 3)) * zero  # (every tap, the padding's included)
+    corr = Constant(colsum.astype(np.int32).reshape(1, -1, 1, 1, fb))
+    return _unblock(_call("subtract", [conv, corr], {}, n.span), n.type, n.span)
+
+
 def _conv(n: Call, target, precision: str = "fp32"):
     from ...kernels.conv_nchwc import channel_block
 
@@ -318,6 +357,8 @@ def block_layout(mod: Module, ctx: PassContext) -> Module:
             return None
         if n.op == "nn.conv2d":
             return _conv(n, target, precision)
+        if n.op == "nn.conv2d_integer":
+            return _integer_conv(n, target)
         if n.op == "concat":
             return _concat(n)
         if n.op in _POOLS:

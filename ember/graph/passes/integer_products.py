@@ -23,6 +23,10 @@ epilogue of the product. The quantizing of ``a`` that feeds it (``QuantizeLinear
 round, clip, cast) fuses into its producer, so between layers only the uint8 bytes are
 written: the QDQ pair is gone.
 
+A QDQ conv (groups 1, constant activation zero point) becomes ``nn.conv2d_integer``, exact
+sums of ``(a_q - za) * w_q`` (its padding at the zero point), times the scales; the blocked
+layout (``block_layout``) runs it as packed dots over four channels.
+
 Left alone (float or int32 as before): weights that are not constant 2-D int8 with a zero
 zero point, per-channel activation scales, a contraction not a multiple of four, and every
 product on a CPU without VNNI (AVX512-VNNI or AVX-VNNI), where the portable sequence is no
@@ -199,6 +203,44 @@ def _has_vnni(target) -> bool:
     return bool({"avx512vnni", "avxvnni"} & t.feature_set) if hasattr(t, "feature_set") else False
 
 
+def _integer_conv(n: Call) -> Optional[Call]:
+    """A QDQ ``nn.conv2d`` (groups 1; constant per-tensor activation zero point and scale,
+    int8 weights per tensor or per output channel with zero zero points, channels a multiple
+    of four) as ``nn.conv2d_integer`` times the scales; None otherwise."""
+    a, b = n.args
+    if n.attr("groups", 1) != 1 or n.type.dtype != "float32" or not isinstance(b.type, TensorType) \
+            or b.type.ndim != 4 or not b.type.is_static or b.type.shape[1] % GROUP:
+        return None
+    da, db = _dequantized(a, "float32"), _dequantized(b, "float32")
+    if da is None or db is None or a.type.ndim != 4:
+        return None
+    a_q, za, sa = da
+    if (za is not None and not _scalar(za)) or not _scalar(sa):
+        return None
+    w = _value(db[0])
+    sv = _value(db[2])
+    F = b.type.shape[0]
+    if w is None or w.dtype != np.int8 or sv is None or (db[1] is not None and np.any(_value(db[1]) != 0)):
+        return None
+    sv = np.asarray(sv, np.float32)
+    if sv.size not in (1, F) or (sv.size == F and F > 1 and sv.reshape(-1).shape[0] != F):
+        return None
+    zv = np.zeros((), np.float32) if za is None else _value(za)
+    if zv is None:  # (a zero point known only at run time: the padding needs its value)
+        return None
+    zero = int(np.asarray(zv).reshape(()))
+    span = n.span
+    if a_q.type.dtype == "int8":
+        a_q, _ = _as_uint8(a_q, None, "float32", span)
+        zero += 128
+    attrs = {k: n.attr(k, None) for k in ("strides", "padding", "dilation")}
+    acc = _call("nn.conv2d_integer", [a_q, Constant(np.ascontiguousarray(w))], {**attrs, "zero": zero}, span)
+    scale = Constant(np.broadcast_to(sv.reshape(-1), (F,)).reshape(F, 1, 1).astype(np.float32))
+    out = _call("multiply", [_call("cast", [acc], {"dtype": "float32"}, span), sa], {}, span)
+    out = _call("multiply", [out, scale], {}, span)
+    return out if out.type == n.type else None
+
+
 @graph_pass("integer_products", opt_level=2)
 def integer_products(mod: Module, ctx: PassContext) -> Module:
     """Run quantized matrix products by constant int8 weights on uint8 x int8 kernels (see the
@@ -206,8 +248,16 @@ def integer_products(mod: Module, ctx: PassContext) -> Module:
     target = ctx.config.get("target")
     if not _has_vnni(target):  # (the portable sequence is no faster than float32)
         return mod
-    return rewrite_main(mod, lambda n: _integer(n, target) if isinstance(n, Call)
-                        and n.op in ("nn.dense", "nn.matmul") and len(n.args) == 2 else None)
+
+    def visit(n):
+        if not isinstance(n, Call) or len(n.args) != 2:
+            return None
+        if n.op in ("nn.dense", "nn.matmul"):
+            return _integer(n, target)
+        if n.op == "nn.conv2d":
+            return _integer_conv(n)
+        return None
+    return rewrite_main(mod, visit)
 
 
 __all__ = ["integer_products"]

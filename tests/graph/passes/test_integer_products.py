@@ -71,3 +71,40 @@ def test_weights_with_a_zero_point_keep_the_float_product():
     assert _dots(exe) == 0
     x = RNG.standard_normal((5, K)).astype(np.float32)
     np.testing.assert_allclose(exe.run(x)[0], x @ ((wq.astype(np.float32) - 128) * 0.01), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("adtype,stride,pad,blocked", [(np.uint8, 1, 1, True), (np.int8, 2, 1, True),
+                                                      (np.uint8, 1, 0, True), (np.uint8, 1, 1, False)])
+def test_a_qdq_conv_runs_on_integers_with_its_padding_at_the_zero_point(adtype, stride, pad, blocked):
+    C, F = 32, 48
+    wq = RNG.integers(-127, 128, (F, C, 3, 3)).astype(np.int8)
+    sw = (RNG.random(F) * 0.01 + 0.001).astype(np.float32)
+    zx = 100 if adtype == np.uint8 else -20
+    inits = {"w": wq, "sw": sw, "zw": np.zeros(F, np.int8), "sx": np.array(0.04, np.float32),
+             "zx": np.array(zx, adtype)}
+    nodes = [h.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
+             h.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
+             h.make_node("DequantizeLinear", ["w", "sw", "zw"], ["wd"], axis=0),
+             h.make_node("Conv", ["xd", "wd"], ["y"], pads=[pad] * 4, strides=[stride] * 2)]
+    m = _model(nodes, [h.make_tensor_value_info("x", TP.FLOAT, [1, C, 11, 13])], inits)
+    exe = ember.compile(m, disabled_passes=() if blocked else ["block_layout"])
+    assert _dots(exe) == (1 if blocked else 0)  # (unblocked: the plain int32 kernel)
+    x = RNG.standard_normal((1, C, 11, 13)).astype(np.float32)
+    info = np.iinfo(adtype)
+    xd = (np.clip(np.round(x / np.float32(0.04)) + zx, info.min, info.max) - zx) * np.float32(0.04)
+    wd = wq * sw[:, None, None, None]
+    ref = _conv(xd.astype(np.float32), wd.astype(np.float32), stride, pad)
+    np.testing.assert_allclose(exe.run(x)[0], ref, rtol=1e-4, atol=1e-4)
+
+
+def _conv(x, w, stride, pad):
+    """numpy's cross-correlation of x (1, C, H, W) with w (F, C, kh, kw)."""
+    x = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    F, C, kh, kw = w.shape
+    oh, ow = (x.shape[2] - kh) // stride + 1, (x.shape[3] - kw) // stride + 1
+    out = np.zeros((1, F, oh, ow), np.float64)
+    for i in range(kh):
+        for j in range(kw):
+            patch = x[:, :, i: i + stride * oh: stride, j: j + stride * ow: stride]
+            out += np.einsum("nchw,fc->nfhw", patch, w[:, :, i, j])
+    return out

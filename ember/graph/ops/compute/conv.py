@@ -84,6 +84,22 @@ def _pack_conv_weight(attrs, inputs, out_type):
 
 register_compute("nn.pack_conv_weight", _pack_conv_weight)
 
+
+def _conv2d_integer(attrs, inputs, out_type):
+    """The plain-layout integer conv (where ``block_layout`` did not block it): int32 throughout
+    (the blocked one, ``nn.conv2d_nchwc`` with a packed dot, is the fast path)."""
+    x, w = inputs
+    zero = attrs["zero"]
+    xi = te.compute(x.shape, lambda *i: x[i].astype("int32") - zero, stage_name("nn.conv2d_integer_data"))
+    strides, padding, dilation = _window(attrs, 2)
+    F, _, *kernel = [const_int(d) for d in w.shape]
+    out = conv_window(xi, lambda f, c, *k: w[(f, c, *k)].astype("int32"), F, 1, kernel, strides, dilation,
+                      padding[:2], padding[2:], name=stage_name("nn.conv2d_integer"))
+    return _check_shape("nn.conv2d_integer", out, out_type)
+
+
+register_compute("nn.conv2d_integer", _conv2d_integer)
+
 for _n in _NDIM_NAME:
     _conv(_n, transpose=False)
     _conv(_n, transpose=True)
