@@ -350,8 +350,6 @@ converter("Hardmax")(_softmax("nn.hardmax"))
 # -- pooling ------------------------------------------------------------------------------------
 
 def _check_pool(attrs, opset, proto):
-    if proto.op_type == "MaxPool" and len(proto.output) > 1 and proto.output[1]:
-        return "MaxPool's Indices output is not supported"
     return _check_window(attrs, opset, proto)
 
 
@@ -365,7 +363,13 @@ def _pool(op):
             extra["count_include_pad"] = bool(node.attr("count_include_pad", 0))
         if op == "lp":
             extra["p"] = int(node.attr("p", 2))
-        return [node.call(f"nn.{op}_pool{_spatial_name(len(kernel))}", x, pool_size=kernel, **attrs, **extra)]
+        y = node.call(f"nn.{op}_pool{_spatial_name(len(kernel))}", x, pool_size=kernel, **attrs, **extra)
+        if op == "max" and node.wants(1):  # (where each maximum lies)
+            from .pool_indices import max_pool_indices
+
+            return [y, max_pool_indices(node, x, y, kernel, attrs["strides"], attrs["dilation"], attrs["padding"],
+                                        node.attr("storage_order", 0))]
+        return [y]
     return convert
 
 
