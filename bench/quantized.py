@@ -1,0 +1,144 @@
+"""Quantized models as ONNX Runtime's tools write them, Ember against ORT and OpenVINO, each
+runtime alone in a process of its own.
+
+Each zoo model (random weights, ``torch.onnx.export(dynamo=True)``, batch 1) is quantized once
+(kept under ``~/.cache/ember/quant``): ``qdq`` with ``quantize_static`` (QDQ format, uint8
+activations, int8 weights per channel, calibrated on a few random batches) and, for the
+transformers, ``dyn`` with ``quantize_dynamic`` (MatMulInteger). Printed per file: the medians
+of Ember, ORT, OpenVINO (f32 hint; and its default hint), Ember on the fp32 file, Ember's time
+over the better peer's, its speed-up over its own fp32, and its largest difference from ORT's
+outputs beside ORT's own optimized-vs-unoptimized difference.
+
+    python bench/quantized.py                          # resnet50 resnet18 mobilenet_v2 efficientnet_b0 bert distilbert
+    python bench/quantized.py bert --kinds dyn --rounds 5 --json q.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+
+import numpy as np
+
+DEFAULT = ["resnet50", "resnet18", "mobilenet_v2", "efficientnet_b0", "bert", "distilbert"]
+PEERS = ["onnxruntime", "openvino", "openvino_default"]
+QUANT = os.path.join(os.path.expanduser("~"), ".cache", "ember", "quant")
+
+
+def _feeds(path: str, seed: int = 0) -> dict:
+    import onnx
+
+    rng = np.random.default_rng(seed)
+    out = {}
+    for i in onnx.load(path, load_external_data=False).graph.input:
+        t = i.type.tensor_type
+        shape = [d.dim_value or 1 for d in t.shape.dim]
+        if t.elem_type == onnx.TensorProto.INT64:  # token ids (a mask of ones; token types 0)
+            out[i.name] = (np.ones(shape, np.int64) if "mask" in i.name else np.zeros(shape, np.int64)
+                           if "type" in i.name else rng.integers(0, 1000, shape).astype(np.int64))
+        else:
+            out[i.name] = rng.standard_normal(shape).astype(np.float32)
+    return out
+
+
+def quantized(name: str, kind: str, fp32: str) -> str:
+    """The ``kind`` (``qdq`` or ``dyn``) quantization of ``fp32``, made once."""
+    path = os.path.join(QUANT, f"{name}_{kind}.onnx")
+    if os.path.exists(path):
+        return path
+    os.makedirs(QUANT, exist_ok=True)
+    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType, quantize_dynamic,
+                                          quantize_static)
+
+    tmp = path + ".tmp.onnx"
+    if kind == "dyn":
+        quantize_dynamic(fp32, tmp, weight_type=QuantType.QInt8)
+    else:
+        batches = iter([_feeds(fp32, seed) for seed in range(4)])
+
+        class Reader(CalibrationDataReader):
+            def get_next(self):
+                return next(batches, None)
+        quantize_static(fp32, tmp, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+    os.replace(tmp, path)
+    return path
+
+
+def _ort_spread(path: str, feeds: dict):
+    """(Ember's largest difference from ORT, ORT optimized vs unoptimized), first outputs."""
+    import onnxruntime as ort
+
+    import ember
+
+    def sess(level):
+        so = ort.SessionOptions()
+        so.graph_optimization_level = level
+        return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    ref = sess(ort.GraphOptimizationLevel.ORT_ENABLE_ALL).run(None, feeds)[0]
+    raw = sess(ort.GraphOptimizationLevel.ORT_DISABLE_ALL).run(None, feeds)[0]
+    got = ember.compile(path).run(**feeds)[0]
+    return float(np.abs(got - ref).max()), float(np.abs(raw - ref).max())
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("models", nargs="*", default=DEFAULT, help=f"zoo models (default: {' '.join(DEFAULT)})")
+    p.add_argument("--kinds", nargs="*", default=["qdq", "dyn"], choices=["qdq", "dyn"],
+                   help="quantizations (dyn only for the transformers)")
+    p.add_argument("--rounds", type=int, default=3, help="alternating rounds of processes (default 3)")
+    p.add_argument("--repeat", type=int, default=20, help="timed runs per process (default 20)")
+    p.add_argument("--threads", type=int, default=None, help="threads for every runtime (default: all cores)")
+    p.add_argument("--json", default=None, help="write the figures here")
+    args = p.parse_args(argv)
+    from ember.bench.isolated import time_isolated
+    from ember.bench.zoo import ZOO, export
+    from ember.runtime.pool import host_cores
+    from ember.target import Target
+
+    host = Target.host()
+    threads = args.threads or host_cores()
+    print(f"host: {host.cpu}, {threads} threads; integer features: "
+          f"{', '.join(sorted(f for f in host.feature_set if 'vnni' in f)) or 'none (no VNNI)'}")
+    rows = []
+    for name in args.models:
+        fp32 = export(name, os.path.join(os.path.expanduser("~"), ".cache", "ember", "zoo"))
+        feeds = _feeds(fp32)
+        base = time_isolated(fp32, feeds, ["ember"], threads, rounds=args.rounds, repeat=args.repeat)
+        for kind in args.kinds:
+            if kind == "dyn" and ZOO[name].kind != "text":
+                continue
+            path = quantized(name, kind, fp32)
+            res = time_isolated(path, feeds, ["ember"] + PEERS, threads, rounds=args.rounds, repeat=args.repeat)
+            ms = {r: v["median"] * 1e3 for r, v in res.items() if "median" in v}
+            if "median" in base.get("ember", {}):
+                ms["ember_fp32"] = base["ember"]["median"] * 1e3
+            diff, spread = _ort_spread(path, feeds)
+            best = min((ms[r] for r in PEERS if r in ms), default=None)
+            row = {"model": f"{name}_{kind}", "median_ms": ms, "vs_best_peer": ms["ember"] / best if best else None,
+                   "vs_ember_fp32": ms.get("ember_fp32", math.nan) / ms["ember"], "max_diff_vs_ort": diff,
+                   "ort_opt_vs_unopt": spread}
+            rows.append(row)
+            print(f"{row['model']}: " + "  ".join(f"{k} {v:.2f}" for k, v in ms.items()) + " ms")
+    cols = ["ember"] + PEERS + ["ember_fp32"]
+    print(f"\n{'model':<22} " + " ".join(f"{c:>16}" for c in cols)
+          + f" {'ember/best':>11} {'fp32/int8':>10} {'diff vs ORT':>12} {'ORT spread':>11}")
+    for r in rows:
+        ms = r["median_ms"]
+        print(f"{r['model']:<22} " + " ".join(f"{ms[c]:>13.2f} ms" if c in ms else f"{'-':>16}" for c in cols)
+              + (f" {r['vs_best_peer']:>10.2f}x" if r["vs_best_peer"] else f" {'-':>11}")
+              + f" {r['vs_ember_fp32']:>9.2f}x {r['max_diff_vs_ort']:>12.2e} {r['ort_opt_vs_unopt']:>11.2e}")
+    ratios = [r["vs_best_peer"] for r in rows if r["vs_best_peer"]]
+    if ratios:
+        print(f"geomean Ember / best peer: {math.exp(sum(map(math.log, ratios)) / len(ratios)):.2f}x over "
+              f"{len(ratios)} files (best peer: the fastest of ORT, OpenVINO f32 hint, OpenVINO default)")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"host": host.cpu, "threads": threads, "rows": rows}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
