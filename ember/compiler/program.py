@@ -12,7 +12,7 @@ import numpy as np
 
 from ..codegen.llvm.metadata import dim_to_json
 from ..errors import LoweringError, ShapeError
-from ..graph.cost import function_flops, function_ops
+from ..graph.cost import function_dot, function_flops, function_ops
 from ..graph.ir import Call, Constant, Function, Module, Tuple, TupleGetItem, Var
 from ..graph.ops import dims as D
 from ..graph.ops.control import CONTROL_OPS
@@ -223,6 +223,8 @@ def make_program(mod: Module, shared: Shared, output_names: Optional[Sequence[st
                                "nodes": "+".join(n.span) or n.op, "ops": function_ops(fn),
                                "anchor": group_anchor(fn),
                                "flops": dim_json(function_flops(fn)), "bytes": dim_json(moved)})
+            if function_dot(fn):  # (its speed is measured against that instruction's peak)
+                prog.calls[-1]["dot"] = function_dot(fn)
             if fn in sizes_of:
                 prog.calls[-1]["scalars"] = dict(sizes_of[fn])
             for o in outs:

@@ -76,9 +76,18 @@ def function_flops(fn: Function):
     return total
 
 
+def function_dot(fn: Function):
+    """The packed dot (``ember.loop.intrinsics.PACKED_DOTS``) a fused group's products run on,
+    or None (float32 FMAs): which peak its speed is measured against."""
+    for n in post_order(fn.body):
+        if isinstance(n, Call) and n.attrs and n.attr("dot", None):
+            return n.attr("dot")
+    return None
+
+
 def function_ops(fn: Function) -> list:
     """The ops of a fused group in dataflow order (``["nn.conv2d", "add", "nn.relu"]``)."""
     return [n.op for n in post_order(fn.body) if isinstance(n, Call)]
 
 
-__all__ = ["call_flops", "function_flops", "function_ops"]
+__all__ = ["call_flops", "function_dot", "function_flops", "function_ops"]

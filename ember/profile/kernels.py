@@ -207,6 +207,21 @@ def _peaks(target) -> tuple:
     return _PEAKS[key]
 
 
+def _row_peak(call: dict, target, fp32_peak: float) -> float:
+    """The peak a kernel call's speed is measured against: its packed dot's (``vdpbf16ps``,
+    ``vpdpbusd``: measured once per target) where its products run on one, else the fp32 FMA
+    peak."""
+    dot = call.get("dot")
+    if not dot or target is None:
+        return fp32_peak
+    from .peak import measure_peak
+
+    key = (str(target), dot)
+    if key not in _PEAKS:
+        _PEAKS[key] = measure_peak(target, dot=dot) or fp32_peak
+    return _PEAKS[key]
+
+
 _PEAKS: dict = {}
 
 
@@ -286,7 +301,8 @@ def profile_kernels(exe, inputs: Sequence = (), *, warmup: int = 3, repeat: int 
                               op_type=_short(c.get("anchor") or "?"), calls=len(ts), total=sum(ts), min=min(ts), max=max(ts),
                               flops=int(evaluate(c.get("flops", 0), layout.env) or 0),
                               bytes=int(evaluate(c.get("bytes", 0), layout.env) or 0), index=i,
-                              percent=100 * sum(ts) / kernel_total, peak_gflops=peak_gflops))
+                              percent=100 * sum(ts) / kernel_total,
+                              peak_gflops=_row_peak(c, getattr(exe, "target", None), peak_gflops)))
     return KernelProfile(rows=rows, warmup=warmup, repeat=repeat, latency=statistics.median(plain),
                          kernel_sum=statistics.median(sums), peak_gflops=peak_gflops, peak_gbps=peak_gbps,
                          events=events, model=model, run_sums=sums, plain_runs=plain)
@@ -339,13 +355,15 @@ def _profile_phases(exe, inputs, named, warmup, repeat, peak_gflops, peak_gbps, 
             kernel, nodes = c["kernel"], c.get("nodes", "")
             ops, op_type = "+".join(_short(o) for o in c.get("ops", [])), _short(c.get("anchor") or "?")
             flops, nbytes = (int(evaluate(c.get(k, 0), {}) or 0) for k in ("flops", "bytes"))
+            peak = _row_peak(c, getattr(exe, "target", None), peak_gflops)
         else:
             step = steps[key - len(calls)]
             kernel, nodes, ops, op_type = f"<{step['kind']}>", step.get("nodes", ""), step["kind"], step["kind"]
             flops = nbytes = 0
+            peak = peak_gflops
         rows.append(KernelRow(kernel=kernel, nodes=nodes, ops=ops, op_type=op_type, calls=len(ts), total=sum(ts),
                               min=min(ts), max=max(ts), flops=flops, bytes=nbytes, index=key,
-                              percent=100 * sum(ts) / total, peak_gflops=peak_gflops))
+                              percent=100 * sum(ts) / total, peak_gflops=peak))
     return KernelProfile(rows=rows, warmup=warmup, repeat=repeat, latency=statistics.median(plain),
                          kernel_sum=statistics.median(sums), peak_gflops=peak_gflops, peak_gbps=peak_gbps,
                          events=events, model=model, run_sums=sums, plain_runs=plain)

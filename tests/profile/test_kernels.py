@@ -165,3 +165,28 @@ def test_the_flop_bound_is_the_calls_flops_at_the_peak(conv_net_exe, x, tmp_path
     assert json.loads(prof.to_json())["flop_bound_s"] == pytest.approx(prof.flop_bound)
     prof.peak_gflops = 0.0  # (no peak: no bound, and the summary says none)
     assert prof.flop_bound == 0.0 and "MFLOP take" not in prof.summary()
+
+
+def test_a_packed_dot_kernel_is_measured_against_its_instructions_peak():
+    from onnx import TensorProto as TP
+    from onnx import helper as h
+    from onnx import numpy_helper as nh
+
+    import ember
+    from ember.profile.kernels import _PEAKS
+    from ember.target import Target
+
+    if not {"avx512vnni", "avxvnni"} & Target.host().feature_set:
+        pytest.skip("no VNNI on the host: the integer product stays int32")
+    w = np.random.default_rng(0).integers(-128, 128, (64, 32)).astype(np.int8)
+    g = h.make_graph([h.make_node("MatMulInteger", ["a", "w"], ["y"])], "g",
+                     [h.make_tensor_value_info("a", TP.UINT8, [48, 64])],
+                     [h.make_tensor_value_info("y", TP.INT32, None)], [nh.from_array(w, "w")])
+    exe = ember.compile(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]))
+    a = np.random.default_rng(1).integers(0, 256, (48, 64)).astype(np.uint8)
+    prof = profile_kernels(exe, [a], warmup=1, repeat=2, peak_gflops=100.0, peak_gbps=10.0)
+    (row,) = [r for r in prof.rows if "matmul_packed" in r.kernel]
+    assert exe.program["calls"][row.index]["dot"] == "dot_u8i8x4"
+    # (its own peak, measured once per target, not the fp32 one given)
+    assert row.peak_gflops == _PEAKS[(str(exe.target), "dot_u8i8x4")] and row.peak_gflops not in (0.0, 100.0)
+    assert row.flops == 2 * 48 * 32 * 64  # (four products a word, each a multiply-add)
