@@ -49,6 +49,15 @@ def from_torch(model, example_args=(), dynamic_shapes=None, **kwargs):
     return _from_torch(model, example_args, dynamic_shapes, **kwargs)
 
 
+def quantize(model, calibration, output=None, **kwargs):
+    """Quantize a float32 ONNX model to QDQ int8 from calibration batches and write it to
+    ``output``; returns a report with the error against fp32. See
+    :func:`ember.quantizer.quantize` for the options (method, per_channel, ...)."""
+    from .quantizer import quantize as _quantize
+
+    return _quantize(model, calibration, output, **kwargs)
+
+
 def load(path):
     """Load a model exported with ``exe.export(path)`` (needs only ctypes and numpy)."""
     from .compiler.executable import Executable

@@ -17,6 +17,8 @@ def main(argv=None) -> int:
                     "ember.cli_profile:profile_main"),
         "tune": ("tune a model's kernels into a records database (SQLite or PostgreSQL, Dask workers)",
                  "ember.cli_tune:tune_main"),
+        "quantize": ("quantize a float32 ONNX model to int8 (QDQ) from calibration data, with its error",
+                     "ember.cli_quantize:quantize_main"),
         "cache": ("show the compile cache's size by kind and its bound (EMBER_CACHE_SIZE); prune or clear it",
                   "ember.cli_cache:cache_main"),
         "bench-ops": ("benchmark Ember's default kernels against numpy (and measure the FMA peak)",

@@ -28,10 +28,12 @@ LAYERS = [
     ("ember.tune", 10),
     # front doors, which compile: the onnx Backend and its conformance runner, from_torch
     ("ember.frontend.onnx.backend", 11), ("ember.frontend.onnx.conformance", 11), ("ember.frontend.torch", 11),
+    ("ember.quantizer", 11),  # calibrates by compiling the model
     ("ember", 12),  # the package's front door (ember.compile, ember.load, ...)
     # what is built on the front door: the command line, the benchmarks' and tests' helpers
     ("ember.testing", 13), ("ember.bench", 13), ("ember.cli", 13), ("ember.cli_model", 13),
     ("ember.cli_profile", 13), ("ember.cli_tune", 13), ("ember.cli_cache", 13), ("ember.cli_torch", 13),
+    ("ember.cli_quantize", 13),
 ]
 
 

@@ -1,0 +1,159 @@
+"""A post-training quantizer: a float32 ONNX model and calibration batches in, a QDQ ONNX
+model out, which any runtime reads and Ember runs on its integer kernels.
+
+    report = ember.quantize("model.onnx", batches, "model.int8.onnx", method="entropy")
+    print(report)                     # which ops, and the error against fp32
+
+The activations feeding Conv, MatMul and Gemm (by constant weights) get uint8 QDQ pairs whose
+ranges come from running the model on ``batches`` (:mod:`.calibrate`: min/max, percentile or
+entropy); the weights become int8, symmetric, per output channel by default (:mod:`.qdq`).
+The report compares the quantized model's outputs with the float model's on the calibration
+batches (or ``check`` batches), both run by Ember.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Iterable, Mapping, Optional, Sequence, Union
+
+import numpy as np
+
+from ..errors import ArgumentError, ModelError
+from .calibrate import METHODS, collect, uint8_params
+
+__all__ = ["QuantizeReport", "quantize"]
+
+
+@dataclasses.dataclass
+class QuantizeReport:
+    """What :func:`quantize` did: the ops quantized (``node name -> op type``), the
+    activations' ``(scale, zero point)``, and per output the error against the float model on
+    the checked batches (``max_abs``, ``max_rel``: over the float output's largest magnitude,
+    ``mean_abs``)."""
+
+    path: Optional[str]
+    nodes: dict
+    activations: dict
+    errors: dict
+    method: str
+    model: object = dataclasses.field(default=None, repr=False)  # the quantized onnx.ModelProto
+
+    def __str__(self) -> str:
+        lines = [f"quantized {len(self.nodes)} op(s) ({', '.join(sorted(set(self.nodes.values())))}) with "
+                 f"{len(self.activations)} activation range(s) by {self.method}"
+                 + (f" -> {self.path}" if self.path else "")]
+        for name, e in self.errors.items():
+            lines.append(f"  output {name}: max |int8 - fp32| {e['max_abs']:.4g} ({100 * e['max_rel']:.2f}% of the "
+                         f"largest fp32 value), mean {e['mean_abs']:.4g}")
+        return "\n".join(lines)
+
+
+def _load(model):
+    import onnx
+
+    from ..frontend.onnx.checks import load_model
+
+    proto, _ = load_model(model)
+    if not isinstance(proto, onnx.ModelProto):
+        raise ArgumentError(f"quantize takes an ONNX model (a path, bytes or ModelProto), got {type(model).__name__}")
+    return proto
+
+
+def _with_outputs(model, names: Sequence[str]):
+    """``model`` with ``names`` added as outputs (float tensors of any shape)."""
+    import onnx
+    from onnx import helper
+
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    have = {o.name for o in m.graph.output}
+    m.graph.output.extend(helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, None)
+                          for n in names if n not in have)
+    return m
+
+
+def _batches(data, input_names: list) -> list:
+    """Calibration data as a list of ``{input name: array}``: dicts, or arrays of a one-input
+    model, or a mapping of stacked arrays (the first axis: samples)."""
+    if isinstance(data, Mapping):
+        arrays = {k: np.asarray(v) for k, v in data.items()}
+        counts = {v.shape[0] for v in arrays.values() if v.ndim}
+        if len(counts) != 1:
+            raise ArgumentError("stacked calibration data must hold the same number of samples per input "
+                                f"(first axis), got {sorted(counts)}")
+        return [{k: v[i: i + 1] for k, v in arrays.items()} for i in range(counts.pop())]
+    out = []
+    for b in data:
+        if isinstance(b, Mapping):
+            out.append(dict(b))
+        elif len(input_names) == 1:
+            out.append({input_names[0]: np.asarray(b)})
+        else:
+            raise ArgumentError(f"calibration batches of a model with inputs {input_names} must be dicts")
+    return out
+
+
+def quantize(model, calibration: Union[Iterable, Mapping], output: Optional[Union[str, os.PathLike]] = None, *,
+             per_channel: bool = True, method: str = "minmax", percentile: float = 99.99,
+             ops: Sequence[str] = ("Conv", "MatMul", "Gemm"), check: Optional[Iterable] = None,
+             exclude: Sequence[str] = ()) -> QuantizeReport:
+    """Quantize ``model`` (float32 ONNX: a path, bytes or ModelProto) to QDQ int8 from
+    ``calibration`` (an iterable of ``{input: array}`` batches, arrays for a one-input model, or
+    ``{input: stacked samples}``); write it to ``output`` (a path; None: not written) and
+    return a :class:`QuantizeReport` (the quantized ``onnx.ModelProto`` is its ``model``).
+
+    ``method``: ``minmax``, ``percentile`` (with ``percentile``) or ``entropy``;
+    ``per_channel``: one weight scale per output channel; ``ops``: the op types whose products
+    are quantized; ``exclude``: node names left in float; ``check``: batches the error is
+    measured on (default: the calibration batches)."""
+    from ..compiler.compile import compile_model
+    from .qdq import candidates, write
+
+    if method not in METHODS:
+        raise ArgumentError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    if not 0 < percentile <= 100:
+        raise ArgumentError(f"percentile must be in (0, 100], got {percentile}")
+    proto = _load(model)
+    opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 0)
+    if per_channel and opset < 13:  # (a per-axis DequantizeLinear needs opset 13)
+        import onnx.version_converter
+
+        proto = onnx.version_converter.convert_version(proto, 13)
+    nodes = [n for n in candidates(proto, set(ops)) if n.name not in set(exclude)]
+    if not nodes:
+        raise ModelError(f"nothing to quantize: no {'/'.join(ops)} node with a float32 weight initializer")
+    weights = {i.name for i in proto.graph.initializer}
+    names = list(dict.fromkeys(n.input[0] for n in nodes))
+    graph_inputs = [i.name for i in proto.graph.input if i.name not in weights]
+    batches = _batches(calibration, graph_inputs)
+    probe = compile_model(_with_outputs(proto, names).SerializeToString(), cache=False)
+    ranges = collect(probe, names, batches)
+    params = {n: uint8_params(*ranges.range(n, method, percentile)) for n in names}
+    quantized = write(proto, nodes, params, per_channel)
+    path = None
+    if output is not None:
+        import onnx
+
+        path = os.fspath(output)
+        onnx.save(quantized, path)
+    errors = _errors(proto, quantized, _batches(check, graph_inputs) if check is not None else batches)
+    return QuantizeReport(path, {n.name or f"#{k}": n.op_type for k, n in enumerate(nodes)},
+                          {n: (float(s), int(z)) for n, (s, z) in params.items()}, errors, method, quantized)
+
+
+def _errors(fp32, int8, batches: list) -> dict:
+    from ..compiler.compile import compile_model
+
+    a = compile_model(fp32.SerializeToString(), cache=False)
+    b = compile_model(int8.SerializeToString(), cache=False)
+    names = [o.name for o in a.output_info]
+    worst = {n: {"max_abs": 0.0, "max_rel": 0.0, "mean_abs": 0.0} for n in names}
+    for feeds in batches:
+        for n, x, y in zip(names, a.run(**feeds), b.run(**feeds)):
+            x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+            d = np.abs(x - y)
+            e = worst[n]
+            e["max_abs"] = max(e["max_abs"], float(d.max(initial=0.0)))
+            e["max_rel"] = max(e["max_rel"], float(d.max(initial=0.0) / max(np.abs(x).max(initial=0.0), 1e-30)))
+            e["mean_abs"] += float(d.mean()) / len(batches) if d.size else 0.0
+    return worst

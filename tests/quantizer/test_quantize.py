@@ -1,0 +1,97 @@
+"""The quantizer: QDQ files any runtime reads, ranges by each method, errors reported, bad
+input refused with a clear error."""
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto as TP
+from onnx import helper as h
+from onnx import numpy_helper as nh
+
+import ember
+from ember.errors import ArgumentError, ModelError
+from ember.quantizer.calibrate import Ranges
+
+RNG = np.random.default_rng(11)
+
+
+def _net() -> onnx.ModelProto:
+    """conv 3x3 (16 -> 32), relu, global pool, flatten, gemm (32 -> 10)."""
+    w = (RNG.standard_normal((32, 16, 3, 3)) * 0.1).astype(np.float32)
+    fc = (RNG.standard_normal((10, 32)) * 0.2).astype(np.float32)
+    nodes = [h.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1], name="conv"),
+             h.make_node("Relu", ["c"], ["r"], name="relu"),
+             h.make_node("GlobalAveragePool", ["r"], ["p"], name="pool"),
+             h.make_node("Flatten", ["p"], ["f"], name="flatten"),
+             h.make_node("Gemm", ["f", "fc"], ["y"], transB=1, name="fc")]
+    g = h.make_graph(nodes, "net", [h.make_tensor_value_info("x", TP.FLOAT, [1, 16, 8, 8])],
+                     [h.make_tensor_value_info("y", TP.FLOAT, [1, 10])],
+                     [nh.from_array(w, "w"), nh.from_array(fc, "fc")])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+
+
+def _batches(n=4):
+    return [{"x": RNG.standard_normal((1, 16, 8, 8)).astype(np.float32)} for _ in range(n)]
+
+
+def test_a_quantized_file_runs_in_any_runtime_close_to_fp32(tmp_path):
+    import onnxruntime as ort
+
+    m = _net()
+    report = ember.quantize(m, _batches(), tmp_path / "q.onnx")
+    assert report.nodes == {"conv": "Conv", "fc": "Gemm"}
+    assert set(report.activations) == {"x", "f"} and report.errors["y"]["max_rel"] < 0.05
+    q = onnx.load(tmp_path / "q.onnx")
+    onnx.checker.check_model(q)
+    ops = [n.op_type for n in q.graph.node]
+    assert ops.count("QuantizeLinear") == 2 and ops.count("DequantizeLinear") == 4
+    assert {i.name for i in q.graph.initializer}.isdisjoint({"w", "fc"})  # (float weights gone)
+    x = _batches(1)[0]
+    ref = ember.compile(m).run(**x)[0]
+    got = ember.compile(q).run(**x)[0]
+    theirs = ort.InferenceSession(str(tmp_path / "q.onnx"), providers=["CPUExecutionProvider"]).run(None, x)[0]
+    np.testing.assert_allclose(got, theirs, rtol=1e-4, atol=1e-4 * np.abs(theirs).max())
+    assert 0 < np.abs(got - ref).max() < 0.05 * np.abs(ref).max()
+
+
+def test_per_channel_weights_have_a_scale_per_output_channel():
+    q = ember.quantize(_net(), _batches(2)).model
+    inits = {i.name: nh.to_array(i) for i in q.graph.initializer}
+    assert inits["w_quantized"].dtype == np.int8 and inits["w_scale"].shape == (32,)
+    assert inits["fc_scale"].shape == (10,)  # (Gemm with transB: the rows are the outputs)
+    tensor = ember.quantize(_net(), _batches(2), per_channel=False).model
+    assert {i.name: nh.to_array(i) for i in tensor.graph.initializer}["w_scale"].shape == ()
+
+
+def test_methods_clip_within_the_extremes():
+    r = Ranges()
+    x = RNG.standard_normal(100_000).astype(np.float32)
+    x[0] = 40.0  # one outlier
+    r.add("t", x)
+    lo, hi = r.range("t", "minmax")
+    assert hi == pytest.approx(40.0)
+    for method in ("percentile", "entropy"):
+        plo, phi = r.range("t", method, 99.9)
+        assert lo <= plo < 0 < phi < 10, method  # (the outlier clips)
+
+
+def test_bad_input_is_refused_clearly():
+    with pytest.raises(ArgumentError, match="method must be one of"):
+        ember.quantize(_net(), _batches(1), method="mse")
+    with pytest.raises(ArgumentError, match="no batch"):
+        ember.quantize(_net(), [])
+    g = h.make_graph([h.make_node("Relu", ["x"], ["y"])], "g", [h.make_tensor_value_info("x", TP.FLOAT, [2])],
+                     [h.make_tensor_value_info("y", TP.FLOAT, [2])])
+    with pytest.raises(ModelError, match="nothing to quantize"):
+        ember.quantize(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), [{"x": np.ones(2, np.float32)}])
+
+
+def test_cli_quantizes_and_reports(tmp_path, capsys):
+    from ember.cli import main
+
+    path = tmp_path / "net.onnx"
+    onnx.save(_net(), path)
+    assert main(["quantize", str(path), "--random", "2", "--method", "percentile"]) == 0
+    assert "quantized 2 op(s)" in capsys.readouterr().out
+    assert (tmp_path / "net.int8.onnx").exists()
+    assert main(["quantize", str(path)]) == 2  # neither --calibration nor --random
+    assert "--random" in capsys.readouterr().err
