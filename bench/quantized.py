@@ -3,11 +3,14 @@ runtime alone in a process of its own.
 
 Each zoo model (random weights, ``torch.onnx.export(dynamo=True)``, batch 1) is quantized once
 (kept under ``~/.cache/ember/quant``): ``qdq`` with ``quantize_static`` (QDQ format, uint8
-activations, int8 weights per channel, calibrated on a few random batches) and, for the
-transformers, ``dyn`` with ``quantize_dynamic`` (MatMulInteger). Printed per file: the medians
+activations, int8 weights per channel, calibrated on a few random batches), ``emq`` with
+``ember.quantize`` on the same batches, and, for the transformers, ``dyn`` with
+``quantize_dynamic`` (MatMulInteger). Printed per file: the medians
 of Ember, ORT, OpenVINO (f32 hint; and its default hint), Ember on the fp32 file, Ember's time
 over the better peer's, its speed-up over its own fp32, and its largest difference from ORT's
-outputs beside ORT's own optimized-vs-unoptimized difference.
+outputs beside ORT's own optimized-vs-unoptimized difference; and per model, the error against
+fp32 of ``ember.quantize``'s file and of ``quantize_static``'s (both run by ORT, on a batch
+neither calibrated on).
 
     python bench/quantized.py                          # resnet50 resnet18 mobilenet_v2 efficientnet_b0 bert distilbert
     python bench/quantized.py bert --kinds dyn --rounds 5 --json q.json
@@ -55,6 +58,10 @@ def quantized(name: str, kind: str, fp32: str) -> str:
     tmp = path + ".tmp.onnx"
     if kind == "dyn":
         quantize_dynamic(fp32, tmp, weight_type=QuantType.QInt8)
+    elif kind == "emq":
+        import ember
+
+        ember.quantize(fp32, [_feeds(fp32, seed) for seed in range(4)], tmp)
     else:
         batches = iter([_feeds(fp32, seed) for seed in range(4)])
 
@@ -83,10 +90,20 @@ def _ort_spread(path: str, feeds: dict):
     return float(np.abs(got - ref).max()), float(np.abs(raw - ref).max())
 
 
+def _fp32_error(fp32: str, path: str) -> float:
+    """The largest difference of ``path``'s first output from ``fp32``'s over the latter's
+    largest magnitude, both run by ORT on a batch no quantizer calibrated on."""
+    import onnxruntime as ort
+
+    feeds = _feeds(fp32, seed=100)
+    ref, got = (ort.InferenceSession(p, providers=["CPUExecutionProvider"]).run(None, feeds)[0] for p in (fp32, path))
+    return float(np.abs(got - ref).max() / max(np.abs(ref).max(), 1e-30))
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("models", nargs="*", default=DEFAULT, help=f"zoo models (default: {' '.join(DEFAULT)})")
-    p.add_argument("--kinds", nargs="*", default=["qdq", "dyn"], choices=["qdq", "dyn"],
+    p.add_argument("--kinds", nargs="*", default=["qdq", "emq", "dyn"], choices=["qdq", "emq", "dyn"],
                    help="quantizations (dyn only for the transformers)")
     p.add_argument("--rounds", type=int, default=3, help="alternating rounds of processes (default 3)")
     p.add_argument("--repeat", type=int, default=20, help="timed runs per process (default 20)")
@@ -119,7 +136,7 @@ def main(argv=None) -> int:
             best = min((ms[r] for r in PEERS if r in ms), default=None)
             row = {"model": f"{name}_{kind}", "median_ms": ms, "vs_best_peer": ms["ember"] / best if best else None,
                    "vs_ember_fp32": ms.get("ember_fp32", math.nan) / ms["ember"], "max_diff_vs_ort": diff,
-                   "ort_opt_vs_unopt": spread}
+                   "ort_opt_vs_unopt": spread, "fp32_error": _fp32_error(fp32, path)}
             rows.append(row)
             print(f"{row['model']}: " + "  ".join(f"{k} {v:.2f}" for k, v in ms.items()) + " ms")
     cols = ["ember"] + PEERS + ["ember_fp32"]
@@ -130,6 +147,9 @@ def main(argv=None) -> int:
         print(f"{r['model']:<22} " + " ".join(f"{ms[c]:>13.2f} ms" if c in ms else f"{'-':>16}" for c in cols)
               + (f" {r['vs_best_peer']:>10.2f}x" if r["vs_best_peer"] else f" {'-':>11}")
               + f" {r['vs_ember_fp32']:>9.2f}x {r['max_diff_vs_ort']:>12.2e} {r['ort_opt_vs_unopt']:>11.2e}")
+    print("\nerror against fp32 (ORT runs both files; a batch no quantizer saw), by quantizer:")
+    for r in rows:
+        print(f"  {r['model']:<22} {100 * r['fp32_error']:.2f}%")
     ratios = [r["vs_best_peer"] for r in rows if r["vs_best_peer"]]
     if ratios:
         print(f"geomean Ember / best peer: {math.exp(sum(map(math.log, ratios)) / len(ratios)):.2f}x over "
