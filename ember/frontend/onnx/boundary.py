@@ -31,6 +31,11 @@ class SequenceOutputError(UnsupportedOpError):
     (``ember.compile`` makes a :class:`~ember.compiler.specialize.SpecializingExecutable`)."""
 
 
+class SubgraphSequenceError(UnsupportedOpError):
+    """A subgraph (an If's branch) returns a sequence or an optional, which a runtime branch
+    cannot: the If is decided at import where its condition is known (:mod:`.control`)."""
+
+
 def kind(t: onnx.TypeProto) -> str:
     """``"tensor"``, ``"sequence"``, ``"optional"`` (of what: :func:`optional_element`), or
     ``"other"`` (maps, sparse tensors, an unset type)."""
@@ -165,5 +170,5 @@ def regroup(arrays: list, layouts: list) -> list:
     return out
 
 
-__all__ = ["SequenceOutputError", "bind_input", "declared_item_dtype", "feed", "flatten_output", "is_structured",
+__all__ = ["SequenceOutputError", "SubgraphSequenceError", "bind_input", "declared_item_dtype", "feed", "flatten_output", "is_structured",
            "item_name", "kind", "regroup", "structure_of", "structured_inputs"]

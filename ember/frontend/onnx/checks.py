@@ -246,6 +246,18 @@ def _subgraph_nodes(n: onnx.NodeProto) -> list:
     return out
 
 
+def _free_names(n: onnx.NodeProto) -> list:
+    """The enclosing graph's names that ``n``'s subgraphs read."""
+    out = []
+    for a in n.attribute:
+        if a.type == onnx.AttributeProto.GRAPH:
+            inner = {i.name for i in a.g.input} | {t.name for t in a.g.initializer}
+            for m in a.g.node:
+                out += [x for x in list(m.input) + _free_names(m) if x and x not in inner]
+                inner |= set(m.output)
+    return out
+
+
 def raise_problems(problems: dict, opset: int, source: str) -> None:
     """One UnsupportedOpError listing everything :func:`scan` found, or nothing. (Inputs whose
     values decide shapes are no problem: their values become sizes bound when the model runs,
@@ -275,9 +287,12 @@ def _shape_deciding_inputs(proto: onnx.ModelProto, opset: Optional[int], inputs:
     """Graph inputs (among ``inputs``) whose values decide a shape or an attribute, mapped to
     where they are needed. An input counts when it feeds such a ``const_input`` directly or
     through a chain of small computations the importer folds (Shape/Gather/Concat/...)."""
-    producer = {o: n for n in proto.graph.node for o in n.output if o}
+    nodes = list(proto.graph.node)
+    for n in list(nodes):  # (a subgraph's nodes too: an Expand in an If branch may need a value)
+        nodes += _subgraph_nodes(n)
+    producer = {o: n for n in nodes for o in n.output if o}
     found: dict = {}
-    for k, n in enumerate(proto.graph.node):
+    for k, n in enumerate(nodes):
         conv = lookup_node(n, opset)
         for i in conv.const_inputs if conv else ():
             if i >= len(n.input) or not n.input[i]:
@@ -296,6 +311,8 @@ def _shape_deciding_inputs(proto: onnx.ModelProto, opset: Optional[int], inputs:
                 if p is not None and fold.foldable(p.op_type) and p.op_type not in ("Shape", "Size"):
                     feeds = p.input[:1] if p.op_type == "CastLike" else p.input  # CastLike: only input 0's value
                     stack.extend(x for x in feeds if x)
+                elif p is not None and p.op_type == "If":  # (a branch known at import passes values on)
+                    stack.extend(x for x in list(p.input) + _free_names(p) if x)
     return found
 
 

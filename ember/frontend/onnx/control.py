@@ -10,6 +10,7 @@ from __future__ import annotations
 from ...errors import UnsupportedOpError
 from ...graph import TensorType, TupleGetItem
 from ...graph.ops.dims import data_dim, is_data_symbol
+from .boundary import SubgraphSequenceError
 from .table import converter
 
 
@@ -22,7 +23,7 @@ def _unify(a: TensorType, b: TensorType, where: str, k: int) -> TensorType:
                             for j, (x, y) in enumerate(zip(a.shape, b.shape))), a.dtype)
 
 
-@converter("If")
+@converter("If", const_inputs=(0,))  # (the condition: branches that give sequences are decided at import)
 def _if(node):
     imp = node.importer
     base = node.output_names[0] or node.label
@@ -34,8 +35,14 @@ def _if(node):
             if value is not None and name:
                 imp.values[name] = value  # (a shape computed in the branch stays known)
         return [e for e, _ in outs]
-    then_name, then_args, then_types = imp.subgraph(node.attr("then_branch"), f"{node.label} (then)")
-    else_name, else_args, else_types = imp.subgraph(node.attr("else_branch"), f"{node.label} (else)")
+    try:
+        then_name, then_args, then_types = imp.subgraph(node.attr("then_branch"), f"{node.label} (then)")
+        else_name, else_args, else_types = imp.subgraph(node.attr("else_branch"), f"{node.label} (else)")
+    except SubgraphSequenceError as e:
+        # (a sequence's length is the import's: the model is compiled per value of the condition)
+        node.const(0, f"condition, since {e}")
+        raise
+
     if len(then_types) != len(else_types):
         raise UnsupportedOpError(f"the branches have {len(then_types)} and {len(else_types)} outputs")
     types = tuple(_unify(a, b, base, k) for k, (a, b) in enumerate(zip(then_types, else_types)))
@@ -76,7 +83,7 @@ def _body(imp, graph, label: str, formal: list, n_fixed: int, n_carried: int) ->
 
 @converter("Loop", const_inputs=(0, 1))  # (the trip count and condition: a loop over sequences unrolls)
 def _loop(node):
-    from .unroll import carries_structure, unrolled_loop
+    from .unroll import carries_structure, needs_values, unrolled_loop
 
     if carries_structure(node.inputs[2:]):
         return unrolled_loop(node)
@@ -85,7 +92,17 @@ def _loop(node):
     has_trip, has_cond = node.has(0), node.has(1)
     carried = [node.input(i) for i in range(2, len(node.inputs))]
     formal = [TensorType((), "int64"), TensorType((), "bool")] + [c.type for c in carried]
-    name, caps, outs, formal = _body(imp, node.attr("body"), node.label, formal, 2, len(carried))
+    try:
+        name, caps, outs, formal = _body(imp, node.attr("body"), node.label, formal, 2, len(carried))
+    except UnsupportedOpError as e:
+        # a body that needs a value known at import (a Slice's bounds from the iteration
+        # number): unrolled, where the trip count is known (compiled per value if an input's)
+        if not needs_values(e):
+            raise
+        if not has_trip or node.value(0) is None or (has_cond and node.value(1) is None):
+            raise UnsupportedOpError(f"{e} (the loop unrolls where its trip count and condition are known: they "
+                                     "must be known when the model is imported)") from None
+        return unrolled_loop(node)
     n = len(carried)
     if len(outs) < 1 + n:
         raise UnsupportedOpError(f"the loop body returns {len(outs)} value(s); it must return the condition "

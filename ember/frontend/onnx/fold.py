@@ -250,7 +250,22 @@ _TYPE_ONLY = {"Shape": _shape_of, "Size": _size}  # need the input's type, not i
 
 
 def foldable(op_type: str) -> bool:
-    return op_type == "Mod" or op_type in _BINARY or op_type in _UNARY or op_type in _OTHER or op_type in _TYPE_ONLY
+    return (op_type in ("Mod", "Split") or op_type in _BINARY or op_type in _UNARY or op_type in _OTHER
+            or op_type in _TYPE_ONLY)
+
+
+def _split(node, out_types: list) -> Optional[list]:
+    """Split's outputs (a shape split into its sizes), each as long as its type says."""
+    v = node.value(0)
+    if v is None or any(t is None or not all(isinstance(d, int) for d in t.shape) for t in out_types) \
+            or v.size > LIMIT or v.ndim == 0:
+        return None
+    axis = node.attr("axis", 0) % v.ndim
+    ends = np.cumsum([t.shape[axis] for t in out_types])
+    if ends[-1] != v.shape[axis]:
+        return None
+    parts = np.split(v, ends[:-1], axis=axis)
+    return [p if is_symbolic(p) else p.astype(dt.numpy_dtype(t.dtype)) for p, t in zip(parts, out_types)]
 
 
 def evaluate(node, out_types: list) -> Optional[list]:
@@ -259,6 +274,8 @@ def evaluate(node, out_types: list) -> Optional[list]:
     ``node`` is a :class:`~.context.NodeContext`; ``out_types`` the converted outputs' types.
     """
     op = node.op_type
+    if op == "Split":
+        return _split(node, out_types)
     if not foldable(op) or len(out_types) != 1 or out_types[0] is None:
         return None
     if not all(isinstance(d, int) for d in out_types[0].shape) or _numel(out_types[0].shape) > LIMIT:

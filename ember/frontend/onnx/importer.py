@@ -34,7 +34,7 @@ from ...loop import dtype as dt
 from ..errors import ModelError
 from . import fold
 from .checks import _DEFAULT_DOMAINS, _node_label, check_nodes, check_structure, load_model, model_opset, raise_problems, scan
-from .boundary import SequenceOutputError, bind_input, declared_item_dtype, flatten_output
+from .boundary import SequenceOutputError, SubgraphSequenceError, bind_input, declared_item_dtype, flatten_output
 from .context import NodeContext, StructureValueError
 from .functions import expand_functions
 from .optional import OptionalValue, tensor_type_of
@@ -259,7 +259,7 @@ class _Importer:
         outs = [child.env[o.name] for o in graph.output]
         if not outs:
             raise ModelError(f"{self.source}: the subgraph of {label} has no outputs")
-        _tensor_outputs(graph, outs, f"the subgraph of {label}")
+        _tensor_outputs(graph, outs, f"the subgraph of {label}", SubgraphSequenceError)
         body = outs[0] if len(outs) == 1 else Tuple(outs)
         fn = Function(params + [v for v, _ in child.captured], body, body.type)
         name = f"subgraph{len(self.functions)}"

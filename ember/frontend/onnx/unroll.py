@@ -1,11 +1,14 @@
-"""A ``Loop`` that carries a sequence (or an optional), unrolled at import.
+"""A ``Loop`` that carries a sequence (or an optional), or whose body needs its iteration
+number at import, unrolled at import.
 
 Sequences are import-time tuples of tensors (:mod:`.sequence`), so a loop whose iterations
 append to one -- ONNX's own body of ``SequenceMap``, a model collecting a list -- cannot be a
 runtime loop: each iteration's sequence has another length. When its trip count and its
 condition are known at import (constants, shape computations, or model inputs the model is
 compiled per value of: :mod:`ember.compiler.specialize`), the body is converted once per
-iteration in the enclosing graph, its iteration number and carried values bound.
+iteration in the enclosing graph, its iteration number and carried values bound. A body that
+slices by its iteration number (a value its runtime loop would not know at import) unrolls the
+same way.
 """
 from __future__ import annotations
 
@@ -23,6 +26,14 @@ MAX_ITERATIONS = 1024  # a longer loop over sequences would make a graph too lar
 def carries_structure(values: list) -> bool:
     """Whether a Loop's carried values include a sequence or an optional (so it is unrolled)."""
     return any(isinstance(v, (SequenceValue, OptionalValue)) for v in values)
+
+
+def needs_values(err: Exception) -> bool:
+    """Whether converting a loop's body failed for want of a value known at import, which
+    unrolling it (its iteration number a constant in each copy) may give."""
+    from .context import StructureValueError
+
+    return isinstance(err, StructureValueError) or "must be known when the model is imported" in str(err)
 
 
 def _known_bool(node, value, what: str) -> bool:
@@ -78,4 +89,4 @@ def unrolled_loop(node) -> list:
     return carried + stacked
 
 
-__all__ = ["MAX_ITERATIONS", "carries_structure", "unrolled_loop"]
+__all__ = ["MAX_ITERATIONS", "carries_structure", "needs_values", "unrolled_loop"]

@@ -116,8 +116,8 @@ def test_shape_deciding_graph_inputs_are_reported_and_can_be_bound():
     np.testing.assert_array_equal(exe.run(x, np.array([12, 1], np.int64))[0], x.reshape(12, 1))
     with pytest.raises(ShapeError, match="element counts"):
         exe.run(x, np.array([5, 4], np.int64))
-    with pytest.raises(ShapeError, match="came out as -1"):  # -1 and 0 are not sizes: bind the input for them
-        exe.run(x, np.array([-1, 4], np.int64))
+    # -1 and 0 are not sizes: ember.compile compiles the run's values of its own (specialize.GuardedExecutable)
+    np.testing.assert_array_equal(exe.run(x, np.array([-1, 4], np.int64))[0], x.reshape(3, 4))
     mod = from_onnx(m, static_inputs={"shape": np.array([3, 4], np.int64)})
     assert mod.main.ret_type == TensorType((3, 4), "float32") and [p.name for p in mod.main.params] == ["x"]
     with pytest.raises(DTypeError, match="static input 'shape' has dtype int32"):

@@ -103,3 +103,19 @@ def test_the_backend_takes_and_gives_sequences():
     xs = [np.ones(3, np.float32), np.zeros(3, np.float32)]
     y, = EmberBackend.run_model(_add_map(), [xs, np.arange(3, dtype=np.float32)])
     assert [list(a) for a in y] == [[1, 2, 3], [0, 1, 2]]
+
+
+def test_an_if_whose_branches_give_sequences_is_compiled_per_condition():
+    def branch(name, value, n):
+        consts = [h.make_node("Constant", [], [f"{name}{k}"], value=h.make_tensor("v", T.FLOAT, [2], [value] * 2))
+                  for k in range(n)]
+        return h.make_graph(consts + [h.make_node("SequenceConstruct", [f"{name}{k}" for k in range(n)], [name])],
+                            name, [], [_seq(name)])
+    m = _model([h.make_node("If", ["c"], ["s"], then_branch=branch("t", 1.0, 1), else_branch=branch("e", 2.0, 3))],
+               [h.make_tensor_value_info("c", T.BOOL, [])], [_seq("s")])
+    exe = ember.compile(m)
+    s, = exe.run(np.array(True))
+    assert [list(a) for a in s] == [[1, 1]]
+    s, = exe.run(np.array(False))
+    assert [list(a) for a in s] == [[2, 2]] * 3
+    assert exe.value_inputs == ["c"] and exe.specializations == 2
