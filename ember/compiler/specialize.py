@@ -15,9 +15,8 @@ sequence input's length and items' shapes are its *structure*, each structure ge
 executable, and sequence outputs come back as lists.
 
 Where one program serves the usual values but not all of them (a Reshape's shape from an input
-holds sizes, except where a run gives -1 or 0; an optional input a run leaves out), the
-program is kept and :class:`GuardedExecutable` compiles per value only for the runs it
-refuses (:func:`guarded`).
+holds sizes, except where a run gives -1 or 0), the program is kept and
+:class:`GuardedExecutable` compiles per value only for the runs it refuses (:func:`guarded`).
 """
 from __future__ import annotations
 
@@ -270,8 +269,17 @@ class GuardedExecutable:
         self._refused: set = set()  # value keys the program refused: straight to the fallback
         self._lock = threading.Lock()
 
+    _OWN = frozenset({"generic", "fallback", "_model", "_options", "_refused", "_lock"})
+
     def __getattr__(self, name: str):
         return getattr(self.generic, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # (a setting -- threads_per_run, the profiler's timer -- is the program's)
+        if name in self._OWN:
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self.generic, name, value)
 
     def _fallback(self) -> SpecializingExecutable:
         with self._lock:

@@ -1,7 +1,9 @@
 """Converters of ONNX's sequence ops, for sequences whose length and items are known at import
 (a model that builds a list of tensors and concatenates or indexes it): a sequence is an
-import-time tuple of graph expressions, never a runtime value. A sequence whose length depends
-on the data (a Loop appending to it), or that leaves the graph as an output, is unsupported.
+import-time tuple of graph expressions, never a runtime value. A Loop appending to one unrolls
+where its trip count is known (:mod:`.unroll`); sequences as graph inputs and outputs are
+lists of arrays, the model compiled per their structure (:mod:`.boundary`). A sequence whose
+length depends on the data is unsupported.
 """
 from __future__ import annotations
 

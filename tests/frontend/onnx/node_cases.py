@@ -61,7 +61,7 @@ def run_case(case) -> Result:
         narrow: dict = {}
         mod = from_onnx(m, static_inputs=static, io_narrow=narrow)
     except EmberError as e:
-        unsupported = hasattr(e, "problems") or type(e).__name__ in ("UnsupportedOpError", "DTypeError")
+        unsupported = hasattr(e, "problems") or type(e).__name__ in ("UnsupportedOpError", "DTypeError", "SequenceOutputError")
         return Result(case.name, ops, "unsupported" if unsupported else "error", f"{type(e).__name__}: {e}")
     except Exception as e:  # noqa: BLE001 - a crash is what this harness exists to catch
         return Result(case.name, ops, "crash", f"{type(e).__name__}: {e}")

@@ -97,6 +97,8 @@ def test_a_reshape_shape_from_an_input_keeps_one_program_for_sizes():
         y, = exe.run(x, np.array(shape, np.int64))
         np.testing.assert_array_equal(y, x.reshape(want))
     assert exe.fallback.specializations == 3
+    exe.threads_per_run = 1  # (settings are the program's)
+    assert exe.generic.threads_per_run == 1
 
 
 def test_the_backend_takes_and_gives_sequences():
