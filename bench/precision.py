@@ -57,10 +57,9 @@ def _openvino_default_error(path: str, feeds: dict, ref) -> float | None:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("models", nargs="*", default=DEFAULT, help=f"zoo models (default: {' '.join(DEFAULT)})")
-    p.add_argument("--rounds", type=int, default=3, help="alternating rounds of processes (default 3)")
-    p.add_argument("--repeat", type=int, default=20, help="timed runs per process (default 20)")
-    p.add_argument("--threads", type=int, default=None, help="threads for every runtime (default: all cores)")
-    p.add_argument("--json", default=None, help="write the figures here")
+    from ember.bench.isolated import timing_arguments
+
+    timing_arguments(p)
     args = p.parse_args(argv)
     import ember
     from ember.bench.isolated import paired_ratio, time_isolated

@@ -105,10 +105,9 @@ def main(argv=None) -> int:
     p.add_argument("models", nargs="*", default=DEFAULT, help=f"zoo models (default: {' '.join(DEFAULT)})")
     p.add_argument("--kinds", nargs="*", default=["qdq", "emq", "dyn"], choices=["qdq", "emq", "dyn"],
                    help="quantizations (dyn only for the transformers)")
-    p.add_argument("--rounds", type=int, default=3, help="alternating rounds of processes (default 3)")
-    p.add_argument("--repeat", type=int, default=20, help="timed runs per process (default 20)")
-    p.add_argument("--threads", type=int, default=None, help="threads for every runtime (default: all cores)")
-    p.add_argument("--json", default=None, help="write the figures here")
+    from ember.bench.isolated import timing_arguments
+
+    timing_arguments(p)
     args = p.parse_args(argv)
     from ember.bench.isolated import time_isolated
     from ember.bench.zoo import ZOO, export

@@ -117,6 +117,15 @@ def time_isolated(path: str, feeds: dict, runtimes: Sequence[str], threads: int,
     return out
 
 
+def timing_arguments(p) -> None:
+    """The options of a benchmark that times runtimes alone in their processes: ``--rounds``,
+    ``--repeat``, ``--threads``, ``--json``."""
+    p.add_argument("--rounds", type=int, default=3, help="alternating rounds of processes (default 3)")
+    p.add_argument("--repeat", type=int, default=20, help="timed runs per process (default 20)")
+    p.add_argument("--threads", type=int, default=None, help="threads for every runtime (default: all cores)")
+    p.add_argument("--json", default=None, help="write the figures here")
+
+
 def paired_ratio(res: Dict[str, dict], a: str, b: str) -> float | None:
     """The median over rounds of ``a``'s time / ``b``'s in the same round (both children in
     one placement, or with it unknown): neighbours in time share more of a shared machine's
