@@ -79,6 +79,9 @@ def tune_main(argv) -> int:
                         "at that size uses the records in its kernels' static twins (or with --input-shape, for "
                         "that size alone)")
     p.add_argument("--target", default=None, help="the target (default: this machine's CPU)")
+    p.add_argument("--precision", default="fp32", choices=("fp32", "bf16"),
+                   help="tune the kernels of this precision (as 'ember compile --precision'; quantized int8 "
+                        "files tune their integer kernels as they are)")
     p.add_argument("--curve", metavar="FILE.csv", help="write the tuning curve (seconds, estimated latency)")
     p.add_argument("--plot", metavar="FILE.png", help="plot the tuning curve (needs matplotlib)")
     p.add_argument("--json", metavar="FILE", help="write the report (per task: default, best, trials) as JSON")
@@ -103,7 +106,7 @@ def tune_main(argv) -> int:
     from .tune.tuner import tune
 
     path = model_path(args, "ember tune")
-    report = tune(path, args.db, minutes=args.minutes, cluster=args.cluster, target=args.target,
+    report = tune(path, args.db, minutes=args.minutes, cluster=args.cluster, target=args.target, precision=args.precision,
                   batch=args.batch, workers=args.workers, timeout=args.timeout, transfer=not args.no_transfer,
                   max_tasks=args.max_tasks, input_shapes=_shapes(args.input_shape), validate=not args.no_check,
                   keep_partition=not args.any_partition, in_place=not args.alone, only=(lambda t: any(x in t.description for x in args.only)) if args.only else None)
@@ -122,6 +125,7 @@ def tune_main(argv) -> int:
     # a model with symbolic inputs tuned at one size: its records serve that size, which the
     # compile must be told (the kernels' static twins are made for the hinted sizes)
     hints = "".join(f" --shape-hint {k}={','.join(map(str, v))}" for k, v in report.input_shapes.items())
+    hints += "" if args.precision == "fp32" else f" --precision {args.precision}"
     print(f"records in {args.db}; compile with them: ember compile {os.path.basename(path)} --tuning-db {args.db}{hints}",
           file=sys.stderr)
     return 0

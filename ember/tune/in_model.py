@@ -161,7 +161,8 @@ def _rounds_by_placement(exes: Sequence, inputs: list, rounds: int, start: float
 
 def check_in_model(model, database, untuned_exe, target, *, input_shapes=None, rounds: int = 4,
                    margin: float = 0.03, baseline: float | None = None, tolerance: float = 0.1,
-                   round_trip: float | None = None, k: int = 3, defaults: dict | None = None) -> InModelCheck:
+                   round_trip: float | None = None, k: int = 3, defaults: dict | None = None,
+                   precision: str = "fp32") -> InModelCheck:
     """The ``k`` best candidates alone of each workload in ``database``, timed in place in
     ``model`` against ``untuned_exe`` (static kernels); per workload the one least slow there
     than its default, in the worst placement of the cores seen, is kept, and recorded so that a
@@ -198,7 +199,8 @@ def check_in_model(model, database, untuned_exe, target, *, input_shapes=None, r
     for j in range(max((len(r) for r in ranked.values()), default=0)):
         chosen = {w: recs[j] for w, recs in ranked.items() if len(recs) > j}
         with generic_kernels("none"):
-            exe = compile_model(model, target, input_shapes=input_shapes, tuning_records=chosen)
+            exe = compile_model(model, target, input_shapes=input_shapes, tuning_records=chosen,
+                                precision=precision)
         names = set(getattr(exe, "tuned_kernels", ()))
         if not names or len(exe.kernel_calls) != len(untuned_exe.kernel_calls):
             break

@@ -40,20 +40,33 @@ class GroupBuilder:
         return k.schedule, k.inputs + k.outputs, self.name
 
     def arrays(self, seed: int = 0) -> list:
-        """Random inputs (standard normal floats) and zeroed outputs for the kernel's params."""
+        """Random inputs (standard normal floats; for a packed dot's int32 words, the words of
+        random narrow values) and zeroed outputs for the kernel's params."""
+        from ..graph.cost import function_dot
         from ..graph.types import TensorType
 
         rng = np.random.default_rng(seed)
         body = self.fn.body.type
         params = [p.type for p in self.fn.params]
         results = [body]  # (a multi-output group is not a tuning task: the check below)
+        dot = function_dot(self.fn)
         for t in params + results:
             if not isinstance(t, TensorType) or not all(isinstance(d, int) for d in t.shape):
                 raise TuneError(f"{self.name}: only groups of static tensor shapes are tuned, got {t}")
-            if not np.issubdtype(np.dtype(t.dtype), np.floating):
-                raise TuneError(f"{self.name}: only groups of floating-point tensors are tuned, got {t.dtype}")
-        return ([rng.standard_normal(t.shape).astype(t.dtype) for t in params]
-                + [np.zeros(t.shape, t.dtype) for t in results])
+            words = dot is not None and t.dtype == "int32"
+            if not np.issubdtype(np.dtype(t.dtype), np.floating) and not words:
+                raise TuneError(f"{self.name}: only groups of floating-point tensors (and packed dots' words) "
+                                f"are tuned, got {t.dtype}")
+
+        def value(t):
+            if t.dtype != "int32":
+                return rng.standard_normal(t.shape).astype(t.dtype)
+            if dot == "dot_bf16x2":  # (two bfloat16 a word: finite values, as the model's)
+                import ml_dtypes
+
+                return rng.standard_normal(t.shape + (2,)).astype(ml_dtypes.bfloat16).view(np.int32).reshape(t.shape)
+            return rng.integers(-2 ** 31, 2 ** 31, t.shape, dtype=np.int64).astype(np.int32)
+        return [value(t) for t in params] + [np.zeros(t.shape, t.dtype) for t in results]
 
 
 @dataclasses.dataclass
@@ -101,14 +114,15 @@ def random_inputs(exe, seed: int = 0) -> list:
     return inputs
 
 
-def extract_tasks(model, target, *, profile: bool = True, repeat: int = 10, input_shapes=None) -> tuple:
+def extract_tasks(model, target, *, profile: bool = True, repeat: int = 10, input_shapes=None,
+                  precision: str = "fp32") -> tuple:
     """``(tasks, executable)``: the tuning tasks of ``model`` (ONNX path or bytes, or a graph
     Module), heaviest first, and its untuned executable (static kernels)."""
     from ..compiler.compile import compile_model
     from ..compiler.generic import generic_kernels
 
     with generic_kernels("none"):
-        exe = compile_model(model, target, cache=False, input_shapes=input_shapes)
+        exe = compile_model(model, target, cache=False, input_shapes=input_shapes, precision=precision)
     if not hasattr(exe, "groups"):  # (a SpecializingExecutable: one program per value of some inputs)
         raise TuneError(f"the model's structure depends on the values of {', '.join(exe.value_inputs)}, so "
                         f"it compiles per value: bind them first (from_onnx(model, static_inputs=...)) and tune that")

@@ -170,13 +170,15 @@ def _likely_input_shapes(model) -> dict:
 def tune(model, db, *, minutes: float = 8.0, cluster: str | None = None, target=None, batch: int = 8,
          workers: int = 1, timeout: float = 30.0, transfer: bool = True, progress: bool | None = None,
          max_tasks: int | None = None, input_shapes=None, seed: int = 0, log=None,
-         only=None, validate: bool = True, keep_partition: bool = True, in_place: bool = True) -> TuneReport:
+         only=None, validate: bool = True, keep_partition: bool = True, in_place: bool = True,
+         precision: str = "fp32") -> TuneReport:
     """Tune ``model``'s kernels for ``minutes`` into the records database ``db`` (a path or
     URL, or an open Database); returns a :class:`TuneReport`. ``cluster``: a Dask scheduler's
     address, ``None`` for a LocalCluster of ``workers``, ``"none"`` for child processes of this
     machine without Dask. ``transfer``: train the cost model on the database's records of
     other workloads before the first measurement. ``only``: keep the tasks for which
     ``only(task)`` is true (``ember tune --only conv2d`` keeps descriptions containing it).
+    ``precision``: as ``ember.compile``'s (``"bf16"``: its bfloat16 kernels are the ones tuned).
     ``validate``: after the budget, time each kernel's best few in the model against the
     default and keep the one least slow there, or the default (:mod:`.in_model`). ``keep_partition``:
     propose only schedules whose threads write the same parts of the output as the default
@@ -202,7 +204,7 @@ def tune(model, db, *, minutes: float = 8.0, cluster: str | None = None, target=
             shown = " ".join(f"{k}={','.join(map(str, v))}" for k, v in input_shapes.items())
             print(f"tuning at the likely input shape {shown} (--input-shape chooses another)", file=out, flush=True)
     print("extracting tasks (compile, profile) ...", file=out, flush=True)
-    tasks, exe = extract_tasks(model, target, input_shapes=input_shapes)
+    tasks, exe = extract_tasks(model, target, input_shapes=input_shapes, precision=precision)
     if not tasks:
         raise TuneError("this model has no kernel with schedule decisions to tune")
     if only is not None:
@@ -342,7 +344,8 @@ def tune(model, db, *, minutes: float = 8.0, cluster: str | None = None, target=
             print("checking the tuned kernels in the model ...", file=out, flush=True)
             defaults = {s.task.workload: d.trace for s in searches if (d := s.candidate({})) is not None}
             check = check_in_model(model, database, exe, target, input_shapes=input_shapes,
-                                   baseline=untuned or None, round_trip=start_trip, defaults=defaults)
+                                   baseline=untuned or None, round_trip=start_trip, defaults=defaults,
+                                   precision=precision)
     reports = [TaskReport(s.task.name, s.task.workload, s.task.description, s.task.weight, s.baseline or math.inf,
                           s.best_time, s.trials, s.failures, _first_improvement(s), list(s.history))
                for s in searches]

@@ -207,3 +207,20 @@ def test_the_table_shows_a_task_the_budget_never_reached_without_times():
     rows = rep.table().splitlines()
     assert "200.0" in rows[1] and "100.0" in rows[1] and "2.00x" in rows[1]
     assert "inf" not in rows[2] and rows[2].split()[3:5] == ["-", "-"]
+
+
+def test_bf16_kernels_are_tuned_and_their_records_apply_to_a_bf16_compile(small_model, tmp_path):
+    from ember.target import Target
+
+    if not Target.host().has_feature("avx512bf16"):
+        pytest.skip("the host has no AVX512-BF16")
+    dbpath = str(tmp_path / "b.db")
+    rep = tune(small_model, dbpath, minutes=0.1, cluster="none", batch=4, progress=False, validate=False,
+               precision="bf16", only=lambda t: "add" in t.description)  # (the 1x1 conv: blocked input, bf16)
+    assert rep.trials >= 1
+    x = np.random.default_rng(1).standard_normal((1, 16, 28, 28)).astype(np.float32)
+    ref = ember.compile(small_model, cache=False, precision="bf16").run(x)[0]
+    tuned = ember.compile(small_model, tuning_db=dbpath, precision="bf16")
+    assert tuned.tuned_kernels  # (the bf16 workloads' records: a float32 compile has other workloads)
+    assert not ember.compile(small_model, tuning_db=dbpath, cache=False).tuned_kernels
+    np.testing.assert_allclose(tuned.run(x)[0], ref, rtol=1e-3, atol=1e-3)
