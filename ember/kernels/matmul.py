@@ -100,13 +100,13 @@ def matmul_compute(A: te.Tensor, B: te.Tensor, target=None, name: str = "C",
     its row block is exactly A's rows. With ``units`` (N), ``B`` is already packed by
     :func:`pack_b` (``(N/NR, K, NR)``, at compile time for constant weights) and read as it
     is. With ``dot`` (a packed dot of ``ember.loop.intrinsics.PACKED_DOTS``: ``"dot_bf16x2"``,
-    ``"dot_u8i8x4"``), A and B hold int32 *words* of ``g`` narrow values along K (A
-    ``(..., M, K/g)``; B ``(..., K/g, N)``, or packed: :func:`pack_b` with ``group=g``, then
-    read as words), and C (float32 or int32) sums their dot products: one
-    ``vdpbf16ps``/``vpdpbusd`` per ``g`` FMAs. Returns C and the stages the schedule needs, which C's ``attrs`` also hold."""
+    ``"dot_u8i8x4"``), A and the packed B hold int32 *words* of ``g`` narrow values along K
+    (A ``(..., M, K/g)``, B ``(N/NR, K/g, NR)``: :func:`pack_b` with ``group=g``, then read as
+    words), and C (float32 or int32) sums their dot products: one ``vdpbf16ps``/``vpdpbusd``
+    per ``g`` FMAs. Returns C and the stages the schedule needs, which C's ``attrs`` also hold."""
     target = host(target)
-    if dot is not None and trans_b:
-        raise ValueError("a packed dot reads B (..., K/g, N) in words along K, not transposed")
+    if dot is not None and (units is None or trans_b):
+        raise ValueError("a packed dot reads a weight packed in words (units given, not transposed)")
     mr, nr = micro_tile(target, A.dtype)
     lanes = vector_lanes(target, A.dtype)
     regs = vector_registers(lanes)
@@ -168,10 +168,9 @@ def matmul_compute(A: te.Tensor, B: te.Tensor, target=None, name: str = "C",
         *b, i, j = idx
         ia, ib = _batch_index(tuple(ba), tuple(b)), _batch_index(bb, tuple(b))
         if not pack:
-            a, b_ = A[(*ia, i, k)], (B[(*ib, j, k)] if trans_b else B[(*ib, k, j)])
-        else:
-            a = A[(*ia, row(i), k)] if direct_a else Ap[(*ia, i // mr, k, i % mr)]
-            b_ = Bp[(*ib, j // nr, k, j % nr)]
+            return te.sum(A[(*ia, i, k)] * (B[(*ib, j, k)] if trans_b else B[(*ib, k, j)]), axis=k)
+        a = A[(*ia, row(i), k)] if direct_a else Ap[(*ia, i // mr, k, i % mr)]
+        b_ = Bp[(*ib, j // nr, k, j % nr)]
         return te.sum(a * b_ if dot is None else intrinsics.call(dot, a, b_), axis=k)
     parts = {"kind": "gemm", "Ap": Ap, "Bp": Bp if units is None else None, "mr": mr, "nr": nr}
     C = te.compute((*batch, M, N), c, name, attrs=parts)

@@ -253,16 +253,10 @@ register_op("nn.dense", infer=_infer_dense, pattern=Pattern.OUT_ELEMWISE_FUSABLE
 
 
 def _infer_matmul(args, attrs):
-    from ...loop.intrinsics import PACKED_DOTS, WORD
-
     a, b = tensor(args[0], "the left operand"), tensor(args[1], "the right operand")
     same_dtype([a, b], "the operands")
     if a.ndim == 0 or b.ndim == 0:
         raise ShapeError(f"operands must have rank >= 1, got {a} and {b}")
-    dot = (attrs or {}).get("dot")
-    if dot is not None and (dot not in PACKED_DOTS or a.dtype != WORD or a.ndim < 2 or b.ndim < 2):
-        raise ShapeError(f"nn.matmul with dot={dot!r}: a packed dot ({', '.join(PACKED_DOTS)}) of matrices of "
-                         f"{WORD} words along the contraction, got {a} and {b}")
     # numpy: a 1-D operand is a row (left) or a column (right) vector, removed from the result
     sa = (1,) + a.shape if a.ndim == 1 else a.shape
     sb = b.shape + (1,) if b.ndim == 1 else b.shape
@@ -271,13 +265,11 @@ def _infer_matmul(args, attrs):
         raise ShapeError(f"contraction dimensions differ: {k1} vs {k2} ({a} @ {b})")
     batch = D.broadcast_shapes(sa[:-2], sb[:-2])
     out = batch + (sa[-2] if a.ndim > 1 else None, sb[-1] if b.ndim > 1 else None)
-    return TensorType(tuple(d for d in out if d is not None), a.dtype if dot is None else PACKED_DOTS[dot][3])
+    return TensorType(tuple(d for d in out if d is not None), a.dtype)
 
 
 register_op("nn.matmul", infer=_infer_matmul, pattern=Pattern.OUT_ELEMWISE_FUSABLE, num_args=2,
-            attrs_schema={"dot": attr("str", None)},
-            doc="numpy matmul: batched, batch dimensions broadcast, 1-D operands are vectors; with dot (a "
-                "packed dot: dot_bf16x2, dot_u8i8x4) both operands are int32 words of narrow values along K")
+            doc="numpy matmul: batched, batch dimensions broadcast, 1-D operands are vectors")
 
 
 def _infer_pack_matmul_weight(args, attrs):

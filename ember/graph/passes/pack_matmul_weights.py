@@ -14,8 +14,6 @@ bfloat16 pairs: ``A`` is cast to bfloat16 (an epilogue of its producer where it 
 as int32 words, two values of a row each (a view, no kernel); ``B`` is cast, packed with its
 pairs together and read as words, all at compile time; the product (``dot_bf16x2``:
 ``vdpbf16ps``) accumulates in float32. Twice the multiply-adds per instruction, half the bytes.
-A product of two activations (attention's scores and mix) likewise, its ``B`` brought into
-pairs by a small injective kernel per call.
 """
 from __future__ import annotations
 
@@ -45,28 +43,6 @@ def _bf16_words(n: Call, a, b, trans: bool, units: int, nr: int) -> Call | None:
     return _call("nn.matmul_packed", [aw, bw], {"units": units, "dot": "dot_bf16x2"}, n.span)
 
 
-def _bf16_operands(n: Call) -> Call | None:
-    """A product of two activations (attention's) as a packed dot over bfloat16 pairs: A read
-    as words along K (a view of its bfloat16 cast), B's pairs along K brought together
-    (``(..., K/2, 2, N) -> (..., K/2, N, 2)``, with the cast one injective kernel) and read as
-    words; None where K is odd or unknown, or an operand is a vector."""
-    a, b = n.args
-    if not (isinstance(a.type, TensorType) and isinstance(b.type, TensorType)) or a.type.ndim < 2 or b.type.ndim < 2:
-        return None
-    k = b.type.shape[-2]
-    if a.type.dtype != "float32" or b.type.dtype != "float32" or not isinstance(k, int) or k % 2:
-        return None
-    aw = _call("bitcast", [_call("cast", [a], {"dtype": "bfloat16"}, n.span)], {"dtype": "int32"}, n.span)
-    lead, cols = b.type.shape[:-2], b.type.shape[-1]
-    pairs = _call("reshape", [_call("cast", [b], {"dtype": "bfloat16"}, n.span)],
-                  {"newshape": lead + (k // 2, 2, cols)}, n.span)
-    nd = len(lead) + 3
-    pairs = _call("transpose", [pairs], {"axes": tuple(range(nd - 3)) + (nd - 3, nd - 1, nd - 2)}, n.span)
-    bw = _call("bitcast", [pairs], {"dtype": "int32"}, n.span)
-    bw = _call("reshape", [bw], {"newshape": lead + (k // 2, cols)}, n.span)
-    return _call("nn.matmul", [aw, bw], {"dot": "dot_bf16x2"}, n.span)
-
-
 def _packed(n: Call, target, precision: str = "fp32"):
     from ...kernels.matmul import micro_tile
     from ..ops import infer_type
@@ -75,9 +51,6 @@ def _packed(n: Call, target, precision: str = "fp32"):
     a, b = n.args
     if not (isinstance(a.type, TensorType) and isinstance(b.type, TensorType)) or a.type.ndim < 2:
         return None
-    if precision == "bf16" and n.op == "nn.matmul" and not n.attr("dot", None) and not _constant_valued(b):
-        out = _bf16_operands(n)
-        return out if out is not None and out.type == n.type else None
     if b.type.ndim != 2 or not b.type.is_static or not _constant_valued(b):
         return None
     mr, nr = micro_tile(target, a.type.dtype)

@@ -70,21 +70,3 @@ def test_bf16_leaves_an_odd_contraction_in_float32():
     after = _bf16_context().run(mod, [pack_matmul_weights, fold_constant])
     (p,) = [c for c in topo_calls(after) if c.op == "nn.matmul_packed"]
     assert p.attrs.get("dot") is None and p.args[0].type.dtype == "float32"
-
-
-def test_bf16_products_of_two_activations_read_words_of_pairs():
-    x, y = Var("x", T(2, 3, 9, 8)), Var("y", T(2, 3, 8, 11))
-    mod = module([x, y], call("nn.matmul", x, y))
-    after = _bf16_context().run(mod, [pack_matmul_weights])
-    (p,) = [c for c in topo_calls(after) if c.op == "nn.matmul"]
-    assert p.attrs["dot"] == "dot_bf16x2" and p.type.shape == (2, 3, 9, 11) and p.type.dtype == "float32"
-    assert p.args[0].type.shape == (2, 3, 9, 4) and p.args[1].type.shape == (2, 3, 4, 11)
-    from ember.target import Target
-
-    if not Target.host().has_feature("avx512bf16"):
-        return
-    import ml_dtypes
-
-    xv, yv = rand(2, 3, 9, 8), rand(2, 3, 8, 11)
-    b = lambda v: v.astype(ml_dtypes.bfloat16).astype(np.float32)  # noqa: E731
-    np.testing.assert_allclose(ember.compile(after).run(xv, yv)[0], b(xv) @ b(yv), rtol=1e-5, atol=1e-5)

@@ -148,13 +148,12 @@ def _dense(attrs, inputs, out_type):
 def _matmul(attrs, inputs, out_type):
     a, b = inputs
     name = stage_name("nn.matmul")
-    dot = attrs.get("dot")
-    if dot is None and (a.ndim == 1 or b.ndim == 1):
+    if a.ndim == 1 or b.ndim == 1:
         return _vector_product(a, b, out_type, name)
     rows = const_int(a.shape[-2])
     mr, _ = micro_tile(None, a.dtype)
     few = rows is not None and rows <= mr
-    return matmul_compute(a, b, name=name, batch=te_shape(out_type)[:-2], pack=not few, dot=dot)[0]
+    return matmul_compute(a, b, name=name, batch=te_shape(out_type)[:-2], pack=not few)[0]
 
 
 def _pack_matmul_weight(attrs, inputs, out_type):
