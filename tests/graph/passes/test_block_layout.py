@@ -320,3 +320,22 @@ def test_bf16_precision_runs_blocked_convs_as_packed_dots_of_channel_pairs():
     got = exe.run(xv)[0]
     np.testing.assert_allclose(got, ref, rtol=2e-2, atol=2e-2 * np.abs(ref).max())
     assert not np.array_equal(got, ref)  # (bfloat16 operands: the option took effect)
+
+
+def test_a_one_group_norm_normalizes_the_blocks_as_they_lie():
+    c = 2 * FB
+    x = Var("x", T(2, c, 5, 6))
+    y = call("nn.relu", _conv(x, rand(c, c, 3, 3) * 0.1))
+    flat = call("reshape", y, newshape=(2, 1, c * 30))
+    normed = call("nn.instance_norm", flat, const(np.ones(1, np.float32)), const(np.zeros(1, np.float32)),
+                  epsilon=1e-5)
+    out = call("add", call("reshape", normed, newshape=(2, c, 5, 6)), const(rand(1, c, 1, 1)))
+    mod = module([x], _conv(out, rand(c, c, 3, 3) * 0.1))
+    after = run(mod)
+    ops = _ops(after)
+    assert ops.count("unblock_channels") == 1 and ops.index("unblock_channels") == len(ops) - 1  # (only at the end)
+    norm = next(c_ for c_ in topo_calls(after) if c_.op == "nn.instance_norm")
+    assert norm.args[0].args[0].type.ndim == 5  # (a view of the blocks)
+    xv = rand(2, c, 5, 6)
+    np.testing.assert_allclose(ember.compile(mod).run(xv)[0],
+                               ember.compile(mod, disabled_passes=["block_layout"]).run(xv)[0], rtol=1e-4, atol=1e-4)
