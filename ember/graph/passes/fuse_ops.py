@@ -31,7 +31,8 @@ from ..types import TensorType
 from ..visit import post_order, use_counts
 from .context import graph_pass
 
-MAX_GROUP = 24  # ops per group: beyond this, kernels grow without getting faster
+MAX_GROUP = 32  # ops per group: beyond this, kernels grow without getting faster (a quantized
+# residual block's epilogue -- dequantize the residual, add, quantize -- takes 24 or more)
 DIAMOND = 12  # elementwise ops a diamond may span (GPT-2's tanh GELU: 10)
 _FLOW = (Pattern.ELEMWISE, Pattern.BROADCAST)
 _ANCHOR = (Pattern.OUT_ELEMWISE_FUSABLE, Pattern.REDUCTION)
@@ -130,19 +131,28 @@ def partition(body, fuse: bool = True) -> dict:
             group_of[n] = _Group(n, kind if fuse else "closed")
         if fuse and pat in _FLOW and group_of[n].kind == "flow":
             _absorb(n, group_of, uses, order, set(promised.values()))
+        elif fuse and pat in _FLOW and group_of[n].kind == "anchor" and n is not group_of[n].anchor:
+            _absorb(n, group_of, uses, order, set(promised.values()), shape=group_of[n].anchor.type.shape)
     return group_of
 
 
-def _absorb(n: Call, group_of: dict, uses, order: dict, promising: set) -> None:
+def _absorb(n: Call, group_of: dict, uses, order: dict, promising: set, shape=None) -> None:
     """Where elementwise ``n`` joins chains that only it reads (an LSTM's gates: the products of
     the sigmoid of one slice and the tanh of another), their groups join ``n``'s: one loop nest
-    computes them all. (No cycle can form: what such a chain reads, it reads from outside.)"""
+    computes them all. (No cycle can form: what such a chain reads, it reads from outside.)
+
+    ``shape``: ``n`` is in an anchor's epilogue, and only chains of elementwise ops of that
+    shape join (a quantized residual's dequantization, read from its uint8 bytes as the
+    epilogue stores): each is computed once per element there, never once per broadcast
+    copy of a smaller value."""
     g = group_of[n]
     for a in dict.fromkeys(n.args):
         other = group_of.get(a)
         if (other is None or other is g or other.kind != "flow" or a is not other.output or other.diamond
                 or other in promising or uses[a] != sum(x is a for x in n.args)
                 or len(g.members) + len(other.members) > MAX_GROUP):
+            continue
+        if shape is not None and any(_pattern(m) not in _FLOW or m.type.shape != shape for m in other.members):
             continue
         for m in other.members:
             group_of[m] = g
