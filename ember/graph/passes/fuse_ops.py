@@ -31,8 +31,8 @@ from ..types import TensorType
 from ..visit import post_order, use_counts
 from .context import graph_pass
 
-MAX_GROUP = 32  # ops per group: beyond this, kernels grow without getting faster (a quantized
-# residual block's epilogue -- dequantize the residual, add, quantize -- takes 24 or more)
+MAX_GROUP = 24  # ops per group: beyond this, kernels grow without getting faster (32 made
+# EfficientNet-B0's quantized file 1.1x slower); a dequantization an epilogue takes in does not count
 DIAMOND = 12  # elementwise ops a diamond may span (GPT-2's tanh GELU: 10)
 _FLOW = (Pattern.ELEMWISE, Pattern.BROADCAST)
 _ANCHOR = (Pattern.OUT_ELEMWISE_FUSABLE, Pattern.REDUCTION)
@@ -44,6 +44,7 @@ class _Group:
         self.kind = kind  # "anchor" (takes an epilogue), "flow" (injective chain), "closed"
         self.anchor = root if kind == "anchor" else None
         self.diamond = False  # took one: a second would inline shared values into each reader again
+        self.absorbed = 0  # members that came in as an epilogue's dequantized operand (not counted)
 
     @property
     def output(self) -> Call:
@@ -104,7 +105,7 @@ def partition(body, fuse: bool = True) -> dict:
         if joined is None and fuse and pat in _FLOW + (Pattern.INJECTIVE,):
             for a in n.args:
                 g = group_of.get(a)
-                if g is None or a is not g.output or len(g.members) >= MAX_GROUP:
+                if g is None or a is not g.output or len(g.members) - g.absorbed >= MAX_GROUP:
                     continue
                 same = g.kind == "anchor" and pat in _FLOW and n.type.shape == g.anchor.type.shape
                 if not (g.kind == "flow" or same):
@@ -141,21 +142,26 @@ def _absorb(n: Call, group_of: dict, uses, order: dict, promising: set, shape=No
     the sigmoid of one slice and the tanh of another), their groups join ``n``'s: one loop nest
     computes them all. (No cycle can form: what such a chain reads, it reads from outside.)
 
-    ``shape``: ``n`` is in an anchor's epilogue, and only chains of elementwise ops of that
-    shape join (a quantized residual's dequantization, read from its uint8 bytes as the
-    epilogue stores): each is computed once per element there, never once per broadcast
-    copy of a smaller value."""
+    ``shape``: ``n`` is in an anchor's epilogue, and only a dequantization joins -- a chain of
+    elementwise ops of that shape from an 8-bit integer tensor (a quantized residual, read
+    from its bytes as the epilogue stores: a quarter of the float copy's traffic, and no
+    kernel to make it). Other chains stay apart: inlined into a conv's epilogue they ran
+    slower than their own kernel (EfficientNet-B0's, 1.09x the model's time)."""
     g = group_of[n]
     for a in dict.fromkeys(n.args):
         other = group_of.get(a)
         if (other is None or other is g or other.kind != "flow" or a is not other.output or other.diamond
                 or other in promising or uses[a] != sum(x is a for x in n.args)
-                or len(g.members) + len(other.members) > MAX_GROUP):
+                or len(g.members) - g.absorbed + (0 if shape is not None else len(other.members)) > MAX_GROUP):
             continue
-        if shape is not None and any(_pattern(m) not in _FLOW or m.type.shape != shape for m in other.members):
+        if shape is not None and (any(_pattern(m) not in _FLOW or m.type.shape != shape for m in other.members)
+                                  or not any(m.op == "cast" and m.args[0].type.dtype in ("uint8", "int8")
+                                             for m in other.members)):
             continue
         for m in other.members:
             group_of[m] = g
+        if shape is not None:
+            g.absorbed += len(other.members)
         g.members = sorted(g.members + other.members, key=order.__getitem__)
 
 
