@@ -73,7 +73,7 @@ def test_packed_dot_product_matches_numpy(name, target, M, N, K):
 @pytest.mark.parametrize("name,feature,insn", [("dot_bf16x2", "avx512bf16", "dpbf16ps"),
                                                ("dot_u8i8x4", "avx512vnni", "vpdpbusd")])
 def test_the_instruction_is_named_only_where_the_cpu_has_it(name, feature, insn):
-    with_it = Target.from_string(f"llvm -mcpu=znver4 -mattr=+avx512vnni,+avx512bf16")
+    with_it = Target.from_string("llvm -mcpu=znver4 -mattr=+avx512vnni,+avx512bf16")
     for target, expect in ((with_it, True), (PORTABLE, False)):
         s, args, _, _ = _product(name, 32, 32, 32, target)
         ir = str(emit_llvm([lower_kernel(s, args, "k")], target))
