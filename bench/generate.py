@@ -9,6 +9,7 @@ generates ``--rounds`` times in its process: the first generation meets every pa
 the first time (Ember lays out each new set of sizes once), the later ones are steady state.
 
     python bench/generate.py [--prompt 128] [--steps 64] [--rounds 3] [--hidden 256 --layers 4]
+    python bench/generate.py --precision bf16      # Ember in bf16 against ORT in float32
 
 Prints the prefill time, decode tokens/s, and the first generation's extra cost per new past
 length, for both runtimes, with their ratios.
@@ -49,12 +50,12 @@ def export(hidden: int, layers: int, vocab: int) -> str:
     return path
 
 
-def _session(runtime: str, path: str, threads: int):
+def _session(runtime: str, path: str, threads: int, precision: str = "fp32"):
     """(run(feeds) -> dict of outputs by name, the input names)."""
     if runtime == "ember":
         import ember
 
-        exe = ember.compile(path)
+        exe = ember.compile(path, precision=precision)
         exe.threads_per_run = threads
         names = [o.name for o in exe.output_info]
         return (lambda feeds: dict(zip(names, exe.run(**feeds)))), [i.name for i in exe.input_info]
@@ -103,8 +104,9 @@ def generate(run, names: list, past: dict, prompt: np.ndarray, steps: int) -> tu
     return tokens, times[0], times[1:]
 
 
-def child(runtime: str, path: str, prompt_len: int, steps: int, rounds: int, threads: int, vocab: int) -> dict:
-    run, names = _session(runtime, path, threads)
+def child(runtime: str, path: str, prompt_len: int, steps: int, rounds: int, threads: int, vocab: int,
+          precision: str = "fp32") -> dict:
+    run, names = _session(runtime, path, threads, precision)
     prompt = np.random.default_rng(0).integers(0, vocab, (1, prompt_len)).astype(np.int64)
     past = _empty_past(path)
     gens = [generate(run, names, past, prompt, steps) for _ in range(rounds)]
@@ -122,20 +124,23 @@ def main(argv=None) -> int:
     p.add_argument("--vocab", type=int, default=8000)
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--model", help="an optimum text-generation-with-past export (default: the Llama above)")
+    p.add_argument("--precision", default="fp32", choices=("fp32", "bf16"),
+                   help="Ember's (ORT runs the file as it is: float32); bf16 needs AVX512-BF16")
     p.add_argument("--child", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     path = a.model or export(a.hidden, a.layers, a.vocab)
     if a.child:
-        print(json.dumps(child(a.child, path, a.prompt, a.steps, a.rounds, a.threads, a.vocab)))
+        print(json.dumps(child(a.child, path, a.prompt, a.steps, a.rounds, a.threads, a.vocab, a.precision)))
         return 0
     import ember
 
-    ember.compile(path)  # once here, so that the children load the kernels from the cache
+    ember.compile(path, precision=a.precision)  # once here, so that the children load the kernels from the cache
     res: dict = {"ember": [], "onnxruntime": []}
     for _ in range(a.processes):
         for rt in res:
             cmd = [sys.executable, __file__, "--child", rt, "--model", path, "--prompt", str(a.prompt),
-                   "--steps", str(a.steps), "--rounds", str(a.rounds), "--threads", str(a.threads), "--vocab", str(a.vocab)]
+                   "--steps", str(a.steps), "--rounds", str(a.rounds), "--threads", str(a.threads), "--vocab", str(a.vocab),
+                   "--precision", a.precision]
             out = subprocess.run(cmd, capture_output=True, text=True)
             if out.returncode:
                 print(out.stderr[-3000:], file=sys.stderr)
