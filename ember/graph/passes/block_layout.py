@@ -37,11 +37,11 @@ plain layout; a conv of fewer channels than a block (two vectors) is blocked by 
 from __future__ import annotations
 
 from ..ir import Call, Module
-from ..ops import get_op, infer_type
+from ..ops import get_op
 from ..ops.reduce import reduced_axes
 from ..ops.registry import Pattern
 from ..types import TensorType
-from .context import PassContext, graph_pass, rewrite_main
+from .context import PassContext, graph_pass, rewrite_main, typed_call as _call
 from .pack_conv_weights import _constant_valued
 from .sink_reshapes import VIEWED as _VIEWED  # (their attributes name an axis or shape of the plain layout)
 
@@ -53,10 +53,6 @@ _FINITE = {"add", "subtract", "multiply", "maximum", "minimum", "negative", "abs
            "nn.hard_sigmoid", "nn.hard_swish", "nn.gelu", "nn.elu", "nn.celu", "nn.selu", "nn.mish",
            "nn.softsign", "nn.shrink", "nn.thresholded_relu", "nn.bias_add", "where"}
 _REDUCE = ("mean", "sum", "max", "min")
-
-
-def _call(op: str, args: list, attrs: dict, span) -> Call:
-    return Call(op, args, attrs, infer_type(op, [a.type for a in args], attrs), span=span)
 
 
 def _blocked(e):

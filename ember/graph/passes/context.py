@@ -49,6 +49,14 @@ def graph_pass(name: str, opt_level: int = 0) -> Callable[[Callable], Pass]:
     return wrap
 
 
+def typed_call(op: str, args: list, attrs: dict, span=None):
+    """A new call of ``op`` with its type inferred: what a rewrite builds."""
+    from ..ir import Call
+    from ..ops import infer_type
+
+    return Call(op, args, attrs, infer_type(op, [a.type for a in args], attrs), span=span)
+
+
 def rewrite_main(mod, fn: Callable, original: bool = False):
     """``mod`` with its ``main`` body rewritten by :func:`ember.graph.visit.rewrite` with
     ``fn`` (a node with rewritten operands -> its replacement or None; with ``original``,

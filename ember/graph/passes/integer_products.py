@@ -40,16 +40,10 @@ import numpy as np
 
 from ..ir import Call, Constant, Module
 from ..types import TensorType
-from .context import PassContext, graph_pass, rewrite_main
+from .context import PassContext, graph_pass, rewrite_main, typed_call as _call
 
 DOT = "dot_u8i8x4"
 GROUP = 4
-
-
-def _call(op: str, args: list, attrs: dict, span) -> Call:
-    from ..ops import infer_type
-
-    return Call(op, args, attrs, infer_type(op, [a.type for a in args], attrs), span=span)
 
 
 def _is(e, op: str) -> bool:

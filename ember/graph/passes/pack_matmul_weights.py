@@ -19,14 +19,8 @@ from __future__ import annotations
 
 from ..ir import Call, Module
 from ..types import TensorType
-from .context import PassContext, graph_pass, rewrite_main
+from .context import PassContext, graph_pass, rewrite_main, typed_call as _call
 from .pack_conv_weights import _constant_valued
-
-
-def _call(op: str, args: list, attrs: dict, span) -> Call:
-    from ..ops import infer_type
-
-    return Call(op, args, attrs, infer_type(op, [a.type for a in args], attrs), span=span)
 
 
 def _bf16_words(n: Call, a, b, trans: bool, units: int, nr: int) -> Call | None:
@@ -45,7 +39,6 @@ def _bf16_words(n: Call, a, b, trans: bool, units: int, nr: int) -> Call | None:
 
 def _packed(n: Call, target, precision: str = "fp32"):
     from ...kernels.matmul import micro_tile
-    from ..ops import infer_type
     from ..ops.compute.conv import DOT_ROWS
 
     a, b = n.args
@@ -64,12 +57,8 @@ def _packed(n: Call, target, precision: str = "fp32"):
         out = _bf16_words(n, a, b, trans, units, micro_tile(target, "int32")[1])
         if out is not None and out.type == n.type:
             return out
-    pattrs = {"nr": nr, "trans": trans}
-    bp = Call("nn.pack_matmul_weight", [b], pattrs, infer_type("nn.pack_matmul_weight", [b.type], pattrs),
-              span=n.span)
-    attrs = {"units": units}
-    out = Call("nn.matmul_packed", [a, bp], attrs, infer_type("nn.matmul_packed", [a.type, bp.type], attrs),
-               span=n.span)
+    bp = _call("nn.pack_matmul_weight", [b], {"nr": nr, "trans": trans}, n.span)
+    out = _call("nn.matmul_packed", [a, bp], {"units": units}, n.span)
     return out if out.type == n.type else None
 
 
