@@ -51,7 +51,7 @@ def call_flops(call: Call):
         # transposed: every input element is multiplied into a window of each output channel
         base = _numel(x) if op.endswith("_transpose") else out
         return _prod(2 * g, base, per)
-    if op in ("nn.dense", "nn.matmul", "nn.matmul_packed"):
+    if op in ("nn.dense", "nn.matmul", "nn.matmul_packed", "nn.matmul_nbits", "nn.matmul_nbits_packed"):
         return _prod(2 * g, out, ins[0].shape[-1])
     if op.startswith(("nn.max_pool", "nn.avg_pool", "nn.lp_pool")):
         return _prod(out, math.prod(int(k) for k in call.attr("pool_size")))

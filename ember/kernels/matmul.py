@@ -93,7 +93,7 @@ def _batch_index(t_batch: tuple, out_batch: tuple) -> tuple:
 
 def matmul_compute(A: te.Tensor, B: te.Tensor, target=None, name: str = "C",
                    trans_b: bool = False, batch: tuple = None, pack: bool = True,
-                   units=None, dot: str = None) -> tuple[te.Tensor, dict]:
+                   units=None, dot: str = None, inline: tuple = ()) -> tuple[te.Tensor, dict]:
     """C = A @ B (or A @ B^T) through packed panels. A and B may have leading batch dims that
     broadcast (numpy rules) to ``batch`` (default: A's). With ``pack=False`` (for a few rows:
     A of at most MR rows, B not transposed) the micro-kernel reads A and B where they are and
@@ -103,7 +103,9 @@ def matmul_compute(A: te.Tensor, B: te.Tensor, target=None, name: str = "C",
     ``"dot_u8i8x4"``), A and the packed B hold int32 *words* of ``g`` narrow values along K
     (A ``(..., M, K/g)``, B ``(N/NR, K/g, NR)``: :func:`pack_b` with ``group=g``, then read as
     words), and C (float32 or int32) sums their dot products: one ``vdpbf16ps``/``vpdpbusd``
-    per ``g`` FMAs. Returns C and the stages the schedule needs, which C's ``attrs`` also hold."""
+    per ``g`` FMAs. ``inline`` names stages that compute B where it is read (a decoding of
+    quantized weights: ``ember.kernels.weight_only``), inlined by the schedule. Returns C and
+    the stages the schedule needs, which C's ``attrs`` also hold."""
     target = host(target)
     if dot is not None and (units is None or trans_b):
         raise ValueError("a packed dot reads a weight packed in words (units given, not transposed)")
@@ -172,7 +174,8 @@ def matmul_compute(A: te.Tensor, B: te.Tensor, target=None, name: str = "C",
         a = A[(*ia, row(i), k)] if direct_a else Ap[(*ia, i // mr, k, i % mr)]
         b_ = Bp[(*ib, j // nr, k, j % nr)]
         return te.sum(a * b_ if dot is None else intrinsics.call(dot, a, b_), axis=k)
-    parts = {"kind": "gemm", "Ap": Ap, "Bp": Bp if units is None else None, "mr": mr, "nr": nr}
+    parts = {"kind": "gemm", "Ap": Ap, "Bp": Bp if units is None else None, "mr": mr, "nr": nr,
+             "inline": tuple(inline)}
     C = te.compute((*batch, M, N), c, name, attrs=parts)
     return C, parts
 
@@ -258,6 +261,8 @@ def schedule_gemm(s: Schedule, C: te.Tensor, out: te.Tensor = None, target=None)
     lanes = vector_lanes(target, C.dtype)
     mr, nr = parts["mr"], parts["nr"]
     Ap, Bp = parts["Ap"], parts["Bp"]
+    for T in parts.get("inline", ()):
+        s[T].compute_inline()
     CL = s.cache_write(C, "local") if out is C else C
     so = s[out]
     *batch, i, j = so.leaf

@@ -2,10 +2,10 @@
 2, 4 or 8 bits in blocks along K, each block with a scale and a zero point -- how LLMs ship
 for CPUs.
 
-The weights are constants, so their dequantization is graph ops on constants (unpack the bits,
-subtract the zero points, scale) that constant folding computes once, with Ember's kernels; the
-product then runs on the float weights like any MatMul's. (Issue 47 asks for the dequantization
-inside the GEMM's packing, to keep the weights small in memory: not this.)
+The product is ``nn.matmul_nbits``: the codes stay as they are, decoded where the GEMM reads
+them (``ember.kernels.weight_only``), so the weights take their quantized size in memory and
+a decoding step reads a quarter (8 bits) or an eighth (4 bits) of the float32 bytes; the
+zero points, packed or not, become a float (N, blocks) here.
 """
 from __future__ import annotations
 
@@ -41,21 +41,21 @@ def _matmul_nbits(node):
         raise ShapeError(f"B must be uint8 ({N}, {blocks}, {block * bits // 8}) for K={K}, N={N}, "
                          f"{bits} bits in blocks of {block}; got {b.type}")
     dtype = a.type.dtype
-    q = node.call("cast", _unpack(node, b, bits), dtype=dtype)  # (N, blocks, block)
     if not node.has(3):
-        zp = node.const_like(float(1 << (bits - 1)), dtype)
+        zp = node.const_like(np.full((N, blocks), float(1 << (bits - 1))), dtype)
     elif node.type(3).dtype == "uint8":  # packed like the weights, a row of them per n
         z = node.call("reshape", node.input(3), newshape=(N, -(-(blocks * bits) // 8)))
         z = node.call("strided_slice", _unpack(node, z, bits), begin=(0,), end=(blocks,), axes=(1,))
-        zp = node.call("reshape", node.call("cast", z, dtype=dtype), newshape=(N, blocks, 1))
+        zp = node.call("cast", z, dtype=dtype)
     else:
-        zp = node.call("reshape", node.call("cast", node.input(3), dtype=dtype), newshape=(N, blocks, 1))
-    s = node.call("reshape", scales, newshape=(N, blocks, 1))
-    w = node.call("multiply", node.call("subtract", q, zp), s)
-    w = node.call("reshape", w, newshape=(N, blocks * block))
-    if blocks * block != K:
-        w = node.call("strided_slice", w, begin=(0,), end=(K,), axes=(1,))
-    y = node.call("nn.matmul", a, node.call("transpose", w, axes=(1, 0)))
+        zp = node.call("reshape", node.call("cast", node.input(3), dtype=dtype), newshape=(N, blocks))
+    s = node.call("reshape", scales, newshape=(N, blocks))
+    vector = a.type.ndim == 1
+    if vector:
+        a = node.call("unsqueeze", a, axes=(0,))
+    y = node.call("nn.matmul_nbits", a, b, s, zp, bits=bits, block=block, units=N)
+    if vector:
+        y = node.call("squeeze", y, axes=(0,))
     if node.has(5):
         y = node.call("add", y, node.input(5))
     return [y]

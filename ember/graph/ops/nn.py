@@ -311,6 +311,55 @@ register_op("nn.matmul_packed", infer=_infer_matmul_packed, pattern=Pattern.OUT_
             doc="a (..., M, K) @ a weight packed by nn.pack_matmul_weight, with units (N) columns; with dot "
                 "(a packed dot: dot_bf16x2, dot_u8i8x4) both are int32 words of narrow values along K")
 
+# -- products by weights quantized in blocks (weight-only low-bit) -------------------------------
+
+
+def _nbits_check(a: TensorType, codes: TensorType, scales: TensorType, third: TensorType, attrs, packed: bool):
+    bits, block, n = attrs["bits"], attrs["block"], attrs["units"]
+    _float(a, "the left operand")
+    if bits not in (2, 4, 8) or block < 1 or block % (8 // bits) or n < 1:
+        raise ShapeError(f"bits must be 2, 4 or 8 and block a multiple of the values a byte holds, got "
+                         f"bits={bits}, block={block}, units={n}")
+    if codes.dtype != "uint8" or not codes.is_static or a.ndim < 2:
+        raise ShapeError(f"expects (..., M, K) and static uint8 codes, got {a} and {codes}")
+    k = a.shape[-1]
+    if not isinstance(k, int):
+        raise ShapeError(f"the contraction of {a} must be static for weights quantized in blocks")
+    per, blocks = 8 // bits, -(-k // block)
+    if packed:
+        nr = codes.shape[-1]
+        want_codes, want_scales = (-(-n // nr), codes.shape[1], nr), (-(-n // nr), blocks, nr)
+        ok = codes.ndim == 3 and codes.shape[0] == want_codes[0] and codes.shape[1] * per >= k
+    else:
+        want_codes, want_scales = (n, blocks, block // per), (n, blocks)
+        ok = tuple(codes.shape) == want_codes
+    if not ok or tuple(scales.shape) != want_scales or tuple(third.shape) != want_scales:
+        raise ShapeError(f"K={k}, N={n}, {bits} bits in blocks of {block}: expects codes {want_codes} and scales "
+                         f"{want_scales}, got {codes}, {scales} and {third}")
+    same_dtype([a, scales, third], "the operand, the scales and the zero points")
+    return TensorType(a.shape[:-1] + (n,), a.dtype)
+
+
+def _infer_matmul_nbits(args, attrs):
+    return _nbits_check(*(tensor(t) for t in args), attrs, packed=False)
+
+
+def _infer_matmul_nbits_packed(args, attrs):
+    return _nbits_check(*(tensor(t) for t in args), attrs, packed=True)
+
+
+_NBITS_ATTRS = {"bits": attr("int"), "block": attr("int"), "units": attr("int")}
+register_op("nn.matmul_nbits", infer=_infer_matmul_nbits, pattern=Pattern.OUT_ELEMWISE_FUSABLE, num_args=4,
+            attrs_schema=_NBITS_ATTRS,
+            doc="a (..., M, K) @ W^T, W (units, K) stored as codes of `bits` bits in blocks of `block` along K "
+                "(uint8 (units, blocks, block*bits/8), low bits first: ONNX Runtime's MatMulNBits) with a "
+                "scale and a zero point per block (units, blocks): W = (code - zero) * scale")
+register_op("nn.matmul_nbits_packed", infer=_infer_matmul_nbits_packed, pattern=Pattern.OUT_ELEMWISE_FUSABLE,
+            num_args=4, attrs_schema=_NBITS_ATTRS,
+            doc="nn.matmul_nbits with its codes, scales and offsets in panels of nr columns (nn.pack_matmul_weight "
+                "of the (units, K*bits/8) codes and of the (units, blocks) scales and -zero*scale offsets): "
+                "W = code * scale + offset, decoded inside the GEMM's micro-kernel")
+
 # -- normalization ------------------------------------------------------------------------------
 
 

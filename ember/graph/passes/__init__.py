@@ -18,6 +18,7 @@ from .simplify_inference import simplify_inference
 from .sink_reshapes import sink_reshapes
 from .trim_conv_taps import trim_conv_taps
 from .verify import verify
+from .weight_only import weight_only
 
 
 def default_pipeline() -> list:
@@ -29,12 +30,13 @@ def default_pipeline() -> list:
     after it), pack the other constant convolution weights and the constant
     matrix-product weights for their micro-kernels, fold the new scale/shift expressions and
     the packing, merge and prune, then fuse into kernels. First, quantized products by int8
-    weights become integer products (before folding makes their weights float), and
+    weights become integer products and products by weights dequantized from a few bits keep
+    their codes (both before folding makes their weights float), and
     half-precision accumulating ops are given float32 accumulation."""
-    return [integer_products, promote_half, fold_constant, simplify_inference, sink_reshapes, trim_conv_taps, block_layout,
+    return [integer_products, weight_only, promote_half, fold_constant, simplify_inference, sink_reshapes, trim_conv_taps, block_layout,
             fold_channel_scale, pack_conv_weights, pack_matmul_weights, fold_constant, cse, dce, fuse_ops]
 
 
 __all__ = ["block_layout", "cse", "dce", "fold_channel_scale", "fold_constant", "integer_products", "pack_conv_weights", "pack_matmul_weights", "promote_half",
-           "simplify_inference", "sink_reshapes", "trim_conv_taps", "Instrument", "Pass", "PassContext", "PassError", "PassTimer",
+           "simplify_inference", "sink_reshapes", "trim_conv_taps", "weight_only", "Instrument", "Pass", "PassContext", "PassError", "PassTimer",
            "PrintAfterPass", "VerifyAfterPass", "default_pipeline", "fuse_ops", "graph_pass", "verify"]

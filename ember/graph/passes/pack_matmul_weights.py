@@ -14,6 +14,9 @@ bfloat16 pairs: ``A`` is cast to bfloat16 (an epilogue of its producer where it 
 as int32 words, two values of a row each (a view, no kernel); ``B`` is cast, packed with its
 pairs together and read as words, all at compile time; the product (``dot_bf16x2``:
 ``vdpbf16ps``) accumulates in float32. Twice the multiply-adds per instruction, half the bytes.
+
+Weights quantized in blocks (``nn.matmul_nbits``) keep their codes: the codes, scales and
+offsets are laid out in the same panels, and the micro-kernel decodes B as it loads it.
 """
 from __future__ import annotations
 
@@ -62,6 +65,27 @@ def _packed(n: Call, target, precision: str = "fp32"):
     return out if out.type == n.type else None
 
 
+def _nbits_packed(n: Call, target) -> Call | None:
+    """``nn.matmul_nbits`` by constant codes as ``nn.matmul_nbits_packed``: codes, scales and
+    offsets (``-zero * scale``) in the GEMM's column panels, made by folding, so that the
+    micro-kernel decodes B as it reads it (``ember.kernels.weight_only``). At any row count: a
+    decoding step's one row reads the codes, a quarter or an eighth of the float weights."""
+    from ...kernels.matmul import micro_tile
+
+    a, codes, scales, zeros = n.args
+    if not all(_constant_valued(e) for e in (codes, scales, zeros)):
+        return None
+    nr = micro_tile(target, a.type.dtype)[1]
+    units, span = n.attr("units"), n.span
+    rows = _call("reshape", [codes], {"newshape": (units, codes.type.shape[1] * codes.type.shape[2])}, span)
+
+    def panels(e):
+        return _call("nn.pack_matmul_weight", [e], {"nr": nr, "trans": True}, span)
+    offsets = _call("negative", [_call("multiply", [zeros, scales], {}, span)], {}, span)
+    out = _call("nn.matmul_nbits_packed", [a, panels(rows), panels(scales), panels(offsets)], dict(n.attrs), span)
+    return out if out.type == n.type else None
+
+
 @graph_pass("pack_matmul_weights", opt_level=2)
 def pack_matmul_weights(mod: Module, ctx: PassContext) -> Module:
     """Give every matrix product by a constant weight that weight packed in panels (see the
@@ -69,8 +93,14 @@ def pack_matmul_weights(mod: Module, ctx: PassContext) -> Module:
     target = ctx.config.get("target")
     options = ctx.config.get("options")
     precision = getattr(options, "precision", "fp32")
-    return rewrite_main(mod, lambda n: _packed(n, target, precision) if isinstance(n, Call)
-                        and n.op in ("nn.dense", "nn.matmul") else None)
+
+    def rewrite(n):
+        if isinstance(n, Call) and n.op in ("nn.dense", "nn.matmul"):
+            return _packed(n, target, precision)
+        if isinstance(n, Call) and n.op == "nn.matmul_nbits":
+            return _nbits_packed(n, target)
+        return None
+    return rewrite_main(mod, rewrite)
 
 
 __all__ = ["pack_matmul_weights"]

@@ -19,6 +19,7 @@ from __future__ import annotations
 from ....errors import UnsupportedOpError
 from ....kernels.common import const_int
 from ....kernels.conv import conv_compute, conv_transpose_compute, conv_window, pack_weight
+from ....kernels import weight_only
 from ....kernels.matmul import dot_compute, matmul_compute, micro_tile, pack_b
 from ....loop import compute as te
 from ..nn import _NDIM_NAME
@@ -167,7 +168,27 @@ def _matmul_packed(attrs, inputs, out_type):
                           units=attrs["units"], dot=attrs.get("dot"))[0]
 
 
+def _matmul_nbits(attrs, inputs, out_type):
+    a, codes, scales, zeros = inputs
+    bits, block, K = attrs["bits"], attrs["block"], const_int(a.shape[-1])
+    name = stage_name("nn.matmul_nbits")
+    w = weight_only.weight(codes, scales, zeros, bits, block, K, f"{name}_W")
+    rows = const_int(a.shape[-2])
+    few = rows is not None and rows <= micro_tile(None, a.dtype)[0]
+    return matmul_compute(a, w, name=name, batch=te_shape(out_type)[:-2], pack=not few, inline=(w,))[0]
+
+
+def _matmul_nbits_packed(attrs, inputs, out_type):
+    a, codes, scales, offsets = inputs
+    name = stage_name("nn.matmul_nbits_packed")
+    w = weight_only.packed_weight(codes, scales, offsets, attrs["bits"], attrs["block"], const_int(a.shape[-1]),
+                                  f"{name}_W")
+    return matmul_compute(a, w, name=name, batch=te_shape(out_type)[:-2], units=attrs["units"], inline=(w,))[0]
+
+
 register_compute("nn.dense", _dense)
+register_compute("nn.matmul_nbits", _matmul_nbits)
+register_compute("nn.matmul_nbits_packed", _matmul_nbits_packed)
 register_compute("nn.matmul", _matmul)
 register_compute("nn.pack_matmul_weight", _pack_matmul_weight)
 register_compute("nn.matmul_packed", _matmul_packed)
