@@ -10,6 +10,7 @@ the first time (Ember lays out each new set of sizes once), the later ones are s
 
     python bench/generate.py [--prompt 128] [--steps 64] [--rounds 3] [--hidden 256 --layers 4]
     python bench/generate.py --precision bf16      # Ember in bf16 against ORT in float32
+    python bench/generate.py --weights int4        # both on ORT's MatMulNBits file (4 bits, blocks of 32)
 
 Prints the prefill time, decode tokens/s, and the first generation's extra cost per new past
 length, for both runtimes, with their ratios.
@@ -48,6 +49,24 @@ def export(hidden: int, layers: int, vocab: int) -> str:
     main_export(os.path.join(folder, "src"), output=os.path.join(folder, "onnx"), task="text-generation-with-past",
                 do_validation=False)
     return path
+
+
+def quantize_weights(path: str, bits: int, block: int = 32) -> str:
+    """The file with its MatMul weights quantized to ``bits`` in blocks of ``block`` along K by ONNX
+    Runtime's weight-only quantizer (``MatMulNBits``: how LLMs ship for CPUs), made once beside it."""
+    out = os.path.join(os.path.dirname(path), f"model_int{bits}_b{block}.onnx")
+    if os.path.exists(out):
+        return out
+    import logging
+
+    import onnx
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+    logging.getLogger("onnxruntime.quantization.matmul_nbits_quantizer").setLevel(logging.WARNING)
+    q = MatMulNBitsQuantizer(onnx.load(path), bits=bits, block_size=block, is_symmetric=False)
+    q.process()
+    onnx.save(q.model.model, out)
+    return out
 
 
 def _session(runtime: str, path: str, threads: int, precision: str = "fp32"):
@@ -126,9 +145,14 @@ def main(argv=None) -> int:
     p.add_argument("--model", help="an optimum text-generation-with-past export (default: the Llama above)")
     p.add_argument("--precision", default="fp32", choices=("fp32", "bf16"),
                    help="Ember's (ORT runs the file as it is: float32); bf16 needs AVX512-BF16")
+    p.add_argument("--weights", default="fp32", choices=("fp32", "int4", "int8"),
+                   help="the file's weights: as exported, or quantized by ONNX Runtime's weight-only quantizer "
+                        "(MatMulNBits, blocks of 32) for both runtimes")
     p.add_argument("--child", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     path = a.model or export(a.hidden, a.layers, a.vocab)
+    if a.weights != "fp32" and not a.child:
+        path = quantize_weights(path, int(a.weights[3:]))
     if a.child:
         print(json.dumps(child(a.child, path, a.prompt, a.steps, a.rounds, a.threads, a.vocab, a.precision)))
         return 0
@@ -147,7 +171,7 @@ def main(argv=None) -> int:
                 return 1
             res[rt].append(json.loads(out.stdout.strip().splitlines()[-1]))
     same = res["ember"][0]["tokens"] == res["onnxruntime"][0]["tokens"]
-    print(f"{os.path.basename(os.path.dirname(os.path.dirname(path)))}: prompt {a.prompt}, {a.steps} decode steps, "
+    print(f"{os.path.basename(os.path.dirname(os.path.dirname(path)))} ({os.path.basename(path)}): prompt {a.prompt}, {a.steps} decode steps, "
           f"{a.processes} processes x {a.rounds} generations each; tokens {'identical' if same else 'DIFFER'}")
     fig = {}
     for rt, runs in res.items():

@@ -285,7 +285,13 @@ def schedule_gemm(s: Schedule, C: te.Tensor, out: te.Tensor = None, target=None)
     if group is not None:
         panels = const_int(jo.extent)
         group = knob("gemm.panel_group", [g for g in range(1, min(panels, 64) + 1) if panels % g == 0], group)
-    if group is not None:
+    if mr == 1:
+        # rows one at a time (a decoding step's one row, or a few): every (row, column block)
+        # is a unit of parallel work, so that one row still runs on all cores whether its
+        # count is known or not
+        so.reorder(*batch, io, jo, ii, ji)
+        rows = jo = so.fuse(*batch, io, jo)
+    elif group is not None:
         jc, jo = so.split(jo, factor=group)
         so.reorder(*batch, jc, io, jo, ii, ji)
         rows = so.fuse(*batch, jc, io)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import ShapeError, UnsupportedOpError
+from ...graph.ops import dims as D
 from .table import CONTRIB, converter
 
 
@@ -50,12 +51,12 @@ def _matmul_nbits(node):
     else:
         zp = node.call("reshape", node.call("cast", node.input(3), dtype=dtype), newshape=(N, blocks))
     s = node.call("reshape", scales, newshape=(N, blocks))
-    vector = a.type.ndim == 1
-    if vector:
-        a = node.call("unsqueeze", a, axes=(0,))
+    # one (rows, K) product whatever A's leading dims (a batch of one-row products, a decoding
+    # step's, would run each on one core)
+    lead = tuple(a.type.shape[:-1])
+    a = node.call("reshape", a, newshape=(D.prod(lead), K))
     y = node.call("nn.matmul_nbits", a, b, s, zp, bits=bits, block=block, units=N)
-    if vector:
-        y = node.call("squeeze", y, axes=(0,))
+    y = node.call("reshape", y, newshape=lead + (N,))
     if node.has(5):
         y = node.call("add", y, node.input(5))
     return [y]

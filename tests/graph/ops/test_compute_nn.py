@@ -472,8 +472,9 @@ def test_every_nn_op_has_a_compute_and_a_case():
     family = [n for n in list_ops() if get_op(n).infer.__module__ == "ember.graph.ops.nn" and n != "einsum"]
     assert len(family) > 30
     # hardmax: the index family's compute and tests; conv2d_integer (uint8 x int8 inputs):
-    # tests/graph/passes/test_integer_products.py, blocked and plain
-    covered = {c[0] for c in CASES} | {"nn.hardmax", "nn.conv2d_integer"}
+    # tests/graph/passes/test_integer_products.py, blocked and plain; the products by codes
+    # (uint8): tests/kernels/test_weight_only.py and tests/graph/passes/test_weight_only.py
+    covered = {c[0] for c in CASES} | {"nn.hardmax", "nn.conv2d_integer", "nn.matmul_nbits", "nn.matmul_nbits_packed"}
     assert [n for n in family if get_op(n).compute is None or n not in covered] == []
 
 

@@ -84,3 +84,24 @@ def test_the_decoding_is_inside_the_product():
     script = lower_kernel(*src).script() if not hasattr(src[0], "script") else src[0].script()
     assert "uint8" in script and "matmul_nbits" in script
     assert len(exe.kernel_sources) == 1
+
+
+@pytest.mark.parametrize("rows", [2, 9, "n"])
+def test_the_stored_layout_runs_unpacked(rows):
+    """Without the packing pass (opt level 1) MatMulNBits's product reads the codes in their
+    stored layout, packing its panels per call from them (or, for a few rows, in place)."""
+    K, N, block = 64, 24, 32
+    q = RNG.integers(0, 16, (N, K)).astype(np.uint8)
+    packed = (q[:, 0::2] | (q[:, 1::2] << 4)).astype(np.uint8).reshape(N, K // block, block // 2)
+    s = (RNG.random((N, K // block)) * 0.05 + 0.01).astype(np.float32)
+    node = h.make_node("MatMulNBits", ["x", "b", "s"], ["y"], domain="com.microsoft", K=K, N=N, bits=4,
+                       block_size=block)
+    g = h.make_graph([node], "g", [h.make_tensor_value_info("x", TP.FLOAT, [1, rows, K])],
+                     [h.make_tensor_value_info("y", TP.UNDEFINED, None)],
+                     [nh.from_array(packed, "b"), nh.from_array(s.reshape(-1), "s")])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 21), h.make_opsetid("com.microsoft", 1)])
+    exe = ember.compile(m, opt_level=1)
+    assert _nbits_kernels(exe) == 1
+    w = ((q.astype(np.float32) - 8) * np.repeat(s, block, axis=1)).T
+    x = RNG.standard_normal((1, 9 if rows == "n" else rows, K)).astype(np.float32)
+    np.testing.assert_allclose(exe.run(x)[0], x @ w, rtol=1e-4, atol=1e-4)
