@@ -149,9 +149,12 @@ def _integer_conv(n: Call, target):
     fb = channel_block("int32", target, F)
     src = _blocked(x)
     if src is None:
-        if C % fb:
+        # a stem's few channels (three) in one block of four: one word per pixel, the fourth
+        # channel's weights zero
+        block = fb if C % fb == 0 else -(-C // 4) * 4 if C < 4 else None
+        if block is None:
             return None
-        src = _call("block_channels", [x], {"block": fb}, n.span)
+        src = _call("block_channels", [x], {"block": block}, n.span)
     cb = src.type.shape[-1]
     if cb % 4:
         return None

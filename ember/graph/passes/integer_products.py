@@ -200,10 +200,10 @@ def _has_vnni(target) -> bool:
 def _integer_conv(n: Call) -> Optional[Call]:
     """A QDQ ``nn.conv2d`` (groups 1; constant per-tensor activation zero point and scale,
     int8 weights per tensor or per output channel with zero zero points, channels a multiple
-    of four) as ``nn.conv2d_integer`` times the scales; None otherwise."""
+    of four, or fewer: a stem's three, read as four) as ``nn.conv2d_integer`` times the scales; None otherwise."""
     a, b = n.args
     if n.attr("groups", 1) != 1 or n.type.dtype != "float32" or not isinstance(b.type, TensorType) \
-            or b.type.ndim != 4 or not b.type.is_static or b.type.shape[1] % GROUP:
+            or b.type.ndim != 4 or not b.type.is_static or (b.type.shape[1] % GROUP and b.type.shape[1] > 4):
         return None
     da, db = _dequantized(a, "float32"), _dequantized(b, "float32")
     if da is None or db is None or a.type.ndim != 4:

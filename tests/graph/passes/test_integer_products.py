@@ -73,10 +73,12 @@ def test_weights_with_a_zero_point_keep_the_float_product():
     np.testing.assert_allclose(exe.run(x)[0], x @ ((wq.astype(np.float32) - 128) * 0.01), rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("adtype,stride,pad,blocked", [(np.uint8, 1, 1, True), (np.int8, 2, 1, True),
-                                                      (np.uint8, 1, 0, True), (np.uint8, 1, 1, False)])
-def test_a_qdq_conv_runs_on_integers_with_its_padding_at_the_zero_point(adtype, stride, pad, blocked):
-    C, F = 32, 48
+@pytest.mark.parametrize("adtype,stride,pad,blocked,C", [(np.uint8, 1, 1, True, 32), (np.int8, 2, 1, True, 32),
+                                                        (np.uint8, 1, 0, True, 32), (np.uint8, 1, 1, False, 32),
+                                                        (np.uint8, 2, 1, True, 3)])
+def test_a_qdq_conv_runs_on_integers_with_its_padding_at_the_zero_point(adtype, stride, pad, blocked, C):
+    """(Three channels: a stem's, read as one word of four per pixel.)"""
+    F = 48
     wq = RNG.integers(-127, 128, (F, C, 3, 3)).astype(np.int8)
     sw = (RNG.random(F) * 0.01 + 0.001).astype(np.float32)
     zx = 100 if adtype == np.uint8 else -20
