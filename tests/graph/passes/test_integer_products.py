@@ -77,9 +77,10 @@ def test_weights_with_a_zero_point_keep_the_float_product():
                                                         (np.uint8, 1, 0, True, 32), (np.uint8, 1, 1, False, 32),
                                                         (np.uint8, 2, 1, True, 3)])
 def test_a_qdq_conv_runs_on_integers_with_its_padding_at_the_zero_point(adtype, stride, pad, blocked, C):
-    """(Three channels: a stem's, read as one word of four per pixel.)"""
-    F = 48
-    wq = RNG.integers(-127, 128, (F, C, 3, 3)).astype(np.int8)
+    """(Three channels: a stem's, read as one word of four per pixel, with a window wide enough
+    to pay for blocking its input.)"""
+    F, k = 48, (5 if C == 3 else 3)
+    wq = RNG.integers(-127, 128, (F, C, k, k)).astype(np.int8)
     sw = (RNG.random(F) * 0.01 + 0.001).astype(np.float32)
     zx = 100 if adtype == np.uint8 else -20
     inits = {"w": wq, "sw": sw, "zw": np.zeros(F, np.int8), "sx": np.array(0.04, np.float32),
