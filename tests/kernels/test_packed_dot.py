@@ -25,7 +25,8 @@ def _operands(name, M, N, K):
         b = RNG.standard_normal((K, N)).astype(ml_dtypes.bfloat16)
         return a, b, a.astype(np.float32) @ b.astype(np.float32)
     a = RNG.integers(0, 256, (M, K)).astype(np.uint8)
-    b = RNG.integers(-128, 128, (K, N)).astype(np.int8)
+    top = 64 if name == "dot_u8i7x4" else 128  # (its contract: pairs that fit int16)
+    b = RNG.integers(-top, top, (K, N)).astype(np.int8)
     return a, b, a.astype(np.int32) @ b.astype(np.int32)
 
 
@@ -78,6 +79,15 @@ def test_the_instruction_is_named_only_where_the_cpu_has_it(name, feature, insn)
         s, args, _, _ = _product(name, 32, 32, 32, target)
         ir = str(emit_llvm([lower_kernel(s, args, "k")], target))
         assert (insn in ir) is expect, (target, feature)
+
+
+def test_the_seven_bit_dot_is_vnni_where_it_exists_and_pmaddubsw_on_avx2():
+    vnni = Target.from_string("llvm -mcpu=znver4 -mattr=+avx512vnni")
+    s, args, _, _ = _product("dot_u8i7x4", 32, 32, 32, vnni)
+    assert "vpdpbusd" in str(emit_llvm([lower_kernel(s, args, "k")], vnni))
+    s, args, _, _ = _product("dot_u8i7x4", 32, 32, 32, PORTABLE)
+    ir = str(emit_llvm([lower_kernel(s, args, "k")], PORTABLE))
+    assert "pmadd.ub.sw" in ir and "vpdpbusd" not in ir
 
 
 def test_packed_dot_takes_int32_words():

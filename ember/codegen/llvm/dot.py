@@ -3,7 +3,8 @@
 ``acc + dot(a, b)`` over vectors of int32 words becomes one instruction per vector where the
 CPU has it: ``vdpbf16ps`` (AVX512-BF16: 16 lanes x two bfloat16 products into float32) and
 ``vpdpbusd`` (AVX512-VNNI, or AVX-VNNI on 256 bits: 16 lanes x four uint8 x int8 products into
-int32, exact). Elsewhere the words are taken apart and the products done in the accumulator's
+int32, exact); ``dot_u8i7x4`` (weights whose pairs fit int16) is ``vpdpbusd`` too, and on CPUs
+without VNNI AVX2's (or AVX-512BW's) ``pmaddubsw`` + ``pmaddwd``. Elsewhere the words are taken apart and the products done in the accumulator's
 type: the same result (bfloat16 products are exact in float32; the order of the two additions
 may differ in the last bit), slower.
 """
@@ -41,6 +42,24 @@ _HARDWARE = {
     ("dot_u8i8x4", 8): ("llvm.x86.avx512.vpdpbusd.256", [{"avx512vnni", "avx512vl"}, {"avxvnni"}], "i32", 1),
     ("dot_u8i8x4", 4): ("llvm.x86.avx512.vpdpbusd.128", [{"avx512vnni", "avx512vl"}, {"avxvnni"}], "i32", 1),
 }
+for (_name, _lanes), _hw in list(_HARDWARE.items()):
+    if _name == "dot_u8i8x4":
+        _HARDWARE[("dot_u8i7x4", _lanes)] = _hw
+
+# dot_u8i7x4 without VNNI: pmaddubsw (uint8 x int8 pairs summed to int16, saturating: never,
+# for the weights this dot is given) then pmaddwd by ones (the pairs to int32); per lanes:
+# (pair intrinsic, widening intrinsic, features)
+_PAIRWISE = {
+    16: ("llvm.x86.avx512.pmaddubs.w.512", "llvm.x86.avx512.pmaddw.d.512", {"avx512bw"}),
+    8: ("llvm.x86.avx2.pmadd.ub.sw", "llvm.x86.avx2.pmadd.wd", {"avx2"}),
+    4: ("llvm.x86.ssse3.pmadd.ub.sw.128", "llvm.x86.sse2.pmadd.wd", {"ssse3"}),
+}
+
+
+def pairwise(name: str, lanes: int, features) -> bool:
+    """Whether ``name`` on ``lanes`` lanes is the pmaddubsw/pmaddwd pair on ``features``."""
+    p = _PAIRWISE.get(lanes)
+    return name == "dot_u8i7x4" and p is not None and p[2] <= set(features)
 
 
 def hardware(name: str, lanes: int, features) -> bool:
@@ -63,6 +82,13 @@ def emit_dot(e, name: str, acc, a: ir.Value, b: ir.Value) -> ir.Value:
             a, b = bld.bitcast(a, vt), bld.bitcast(b, vt)
         fn = declare(bld.module, fname, acc.type, [acc.type, a.type, b.type])
         return bld.call(fn, [acc, a, b])
+    if pairwise(name, lanes, e.features):
+        pair, widen, _ = _PAIRWISE[lanes]
+        bytes_t, halves_t = ir.VectorType(ir.IntType(8), 4 * lanes), ir.VectorType(ir.IntType(16), 2 * lanes)
+        a8, b8 = bld.bitcast(a, bytes_t), bld.bitcast(b, bytes_t)
+        sums = bld.call(declare(bld.module, pair, halves_t, [bytes_t, bytes_t]), [a8, b8])
+        ones = ir.Constant(halves_t, [ir.Constant(ir.IntType(16), 1)] * (2 * lanes))
+        return bld.add(acc, bld.call(declare(bld.module, widen, acc.type, [halves_t, halves_t]), [sums, ones]))
     return _portable(e, name, acc, a, b)
 
 

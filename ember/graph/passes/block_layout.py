@@ -141,11 +141,15 @@ def _integer_conv(n: Call, target):
 
     from ...kernels.conv_nchwc import channel_block
     from ..ir import Constant
+    from .integer_products import integer_dot
 
     x, w = n.args
     if not _static(x.type, n.type) or not isinstance(w, Constant):
         return None
     F, C, kh, kw = w.type.shape
+    dot = integer_dot(target, w.value, axis=1)
+    if dot is None:
+        return None
     fb = channel_block("int32", target, F)
     src = _blocked(x)
     if src is None:
@@ -167,7 +171,7 @@ def _integer_conv(n: Call, target):
     data = _call("bitcast", [src], {"dtype": "int32"}, n.span)
     attrs = {k: n.attr(k, None) for k in ("strides", "padding", "dilation")}
     pad = int(np.array([zero] * 4, np.uint8).view(np.int32)[0])
-    conv = _call("nn.conv2d_nchwc", [data, Constant(words)], {**attrs, "dot": "dot_u8i8x4", "pad_value": pad}, n.span)
+    conv = _call("nn.conv2d_nchwc", [data, Constant(words)], {**attrs, "dot": dot, "pad_value": pad}, n.span)
     colsum = wv.astype(np.int64).sum(axis=(1, 2, 3)) * zero  # (every tap, the padding's included)
     corr = Constant(colsum.astype(np.int32).reshape(1, -1, 1, 1, fb))
     return _unblock(_call("subtract", [conv, corr], {}, n.span), n.type, n.span)

@@ -27,10 +27,14 @@ A QDQ conv (groups 1, constant activation zero point) becomes ``nn.conv2d_intege
 sums of ``(a_q - za) * w_q`` (its padding at the zero point), times the scales; the blocked
 layout (``block_layout``) runs it as packed dots over four channels.
 
+On a CPU without VNNI (AVX512-VNNI or AVX-VNNI) the dot is AVX2's ``pmaddubsw`` pair
+(``dot_u8i7x4``), whose int16 pair sums saturate: it is taken only for weights none of whose
+pairs can reach past int16 (:func:`integer_dot`; 7-bit weights, ORT's ``reduce_range``, always).
+
 Left alone (float or int32 as before): weights that are not constant 2-D int8 with a zero
-zero point, per-channel activation scales, a contraction not a multiple of four, and every
-product on a CPU without VNNI (AVX512-VNNI or AVX-VNNI), where the portable sequence is no
-faster than float32.
+zero point, per-channel activation scales, a contraction not a multiple of four, weights whose
+pairs could saturate on a CPU without VNNI, and every product on a CPU with neither VNNI nor
+AVX2, where the portable sequence is no faster than float32.
 """
 from __future__ import annotations
 
@@ -159,7 +163,8 @@ def _integer(n: Call, target) -> Optional[Call]:
         return None
     w, sw = got
     k = w.shape[0]
-    if k % GROUP or a.type.shape[-1] != k:
+    dot = integer_dot(target, w, axis=0)
+    if k % GROUP or a.type.shape[-1] != k or dot is None:
         return None
     span = n.span
     a_u8, za = _as_uint8(a_q, za, dtype, span)
@@ -169,7 +174,7 @@ def _integer(n: Call, target) -> Optional[Call]:
                                                                                    "group": GROUP}, span)
     bw = _call("bitcast", [packed], {"dtype": "int32"}, span)
     bw = _call("reshape", [bw], {"newshape": bw.type.shape[:-1]}, span)
-    acc = _call("nn.matmul_packed", [aw, bw], {"units": units, "dot": DOT}, span)
+    acc = _call("nn.matmul_packed", [aw, bw], {"units": units, "dot": dot}, span)
     colsum = w.astype(np.int64).sum(axis=0)
     if dtype == "int32":
         out = acc
@@ -190,14 +195,33 @@ def _integer(n: Call, target) -> Optional[Call]:
     return out if out.type == n.type else None
 
 
-def _has_vnni(target) -> bool:
+def integer_dot(target, weights: np.ndarray = None, axis: int = 0) -> Optional[str]:
+    """The packed dot the integer kernels run on ``target``, for int8 ``weights`` whose words
+    group four consecutive values along ``axis``: ``dot_u8i8x4`` with VNNI (``vpdpbusd``);
+    without it, on AVX2 (or AVX-512BW), ``dot_u8i7x4`` (``pmaddubsw``, whose int16 pair sums
+    saturate) where no pair of the weights can reach past int16 with uint8 data -- 7-bit weights
+    (ORT's ``reduce_range``) always, full-range ones seldom -- else None: the float path, which
+    the portable sequence does not beat."""
     from ...kernels.common import host
 
     t = host(target)
-    return bool({"avx512vnni", "avxvnni"} & t.feature_set) if hasattr(t, "feature_set") else False
+    features = getattr(t, "feature_set", set())
+    if {"avx512vnni", "avxvnni"} & features:
+        return DOT
+    if not {"avx2", "avx512bw"} & features:
+        return None
+    if weights is None:
+        return "dot_u8i7x4"
+    w = np.moveaxis(weights.astype(np.int32), axis, 0)
+    if w.shape[0] % 2:
+        w = np.concatenate([w, np.zeros_like(w[:1])])
+    first, second = w[0::2], w[1::2]
+    pos = np.maximum(first, 0) + np.maximum(second, 0)
+    neg = np.minimum(first, 0) + np.minimum(second, 0)
+    return "dot_u8i7x4" if pos.max(initial=0) <= 128 and neg.min(initial=0) >= -128 else None
 
 
-def _integer_conv(n: Call) -> Optional[Call]:
+def _integer_conv(n: Call, target) -> Optional[Call]:
     """A QDQ ``nn.conv2d`` (groups 1; constant per-tensor activation zero point and scale,
     int8 weights per tensor or per output channel with zero zero points, channels a multiple
     of four, or fewer: a stem's three, read as four) as ``nn.conv2d_integer`` times the scales; None otherwise."""
@@ -220,6 +244,8 @@ def _integer_conv(n: Call) -> Optional[Call]:
     w = _value(db[0])
     sv = _value(db[2])
     if w is None or w.dtype != np.int8 or sv is None or (db[1] is not None and np.any(_value(db[1]) != 0)):
+        return None
+    if integer_dot(target, w, axis=1) is None:
         return None
     sv = np.asarray(sv, np.float32)
     if sv.size not in (1, F) or (sv.size == F and F > 1 and sv.reshape(-1).shape[0] != F):
@@ -245,7 +271,7 @@ def integer_products(mod: Module, ctx: PassContext) -> Module:
     """Run quantized matrix products by constant int8 weights on uint8 x int8 kernels (see the
     module docstring)."""
     target = ctx.config.get("target")
-    if not _has_vnni(target):  # (the portable sequence is no faster than float32)
+    if integer_dot(target) is None:  # (the portable sequence is no faster than float32)
         return mod
 
     def visit(n):
@@ -254,7 +280,7 @@ def integer_products(mod: Module, ctx: PassContext) -> Module:
         if n.op in ("nn.dense", "nn.matmul"):
             return _integer(n, target)
         if n.op == "nn.conv2d":
-            return _integer_conv(n)
+            return _integer_conv(n, target)
         return None
     return rewrite_main(mod, visit)
 

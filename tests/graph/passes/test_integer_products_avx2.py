@@ -1,0 +1,97 @@
+"""Integer products on a CPU without VNNI: AVX2's pmaddubsw pair (``dot_u8i7x4``), exact only
+for weights none of whose pairs can sum past int16 with uint8 data, so taken only for them
+(7-bit weights, as ORT's ``reduce_range`` writes them); full-range weights stay float. The
+kernels are built for an AVX2 CPU (Haswell) and run on this host."""
+import numpy as np
+import pytest
+from onnx import TensorProto as TP
+from onnx import helper as h
+from onnx import numpy_helper as nh
+
+import ember
+from ember.codegen.llvm import emit_llvm
+from ember.driver import lower_kernel
+from ember.loop.passes import default_pipeline
+from ember.target import Target
+
+HASWELL = "llvm -mcpu=haswell"
+pytestmark = pytest.mark.skipif("avx2" not in Target.host().feature_set, reason="runs AVX2 code")
+RNG = np.random.default_rng(17)
+
+
+def _model(nodes, inputs, inits):
+    g = h.make_graph(nodes, "g", inputs, [h.make_tensor_value_info("y", TP.UNDEFINED, None)],
+                     [nh.from_array(v, k) for k, v in inits.items()])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 21)])
+
+
+def _pairwise_kernels(exe) -> int:
+    """Kernels whose LLVM IR calls pmaddubsw."""
+    target = Target.from_string(HASWELL)
+    n = 0
+    for s, a, name in exe.kernel_sources:
+        f = default_pipeline(s) if hasattr(s, "script") else lower_kernel(s, a, name)
+        if "dot_u8i7x4" in f.script():
+            n += "pmadd.ub.sw" in emit_llvm(f, target)
+    return n
+
+
+def _qdq_matmul(wq, K, N):
+    sw = (RNG.random(N) * 0.02 + 0.001).astype(np.float32)
+    inits = {"w": wq, "sw": sw, "zw": np.zeros(N, np.int8), "sx": np.array(0.05, np.float32),
+             "zx": np.array(131, np.uint8)}
+    nodes = [h.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
+             h.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
+             h.make_node("DequantizeLinear", ["w", "sw", "zw"], ["wd"], axis=1),
+             h.make_node("MatMul", ["xd", "wd"], ["y"])]
+    m = _model(nodes, [h.make_tensor_value_info("x", TP.FLOAT, ["n", K])], inits)
+    x = RNG.standard_normal((29, K)).astype(np.float32)
+    xq = np.clip(np.round(x / np.float32(0.05)) + 131, 0, 255)
+    ref = ((xq - 131) * np.float32(0.05)).astype(np.float32) @ (wq * sw).astype(np.float32)
+    return m, x, ref
+
+
+@pytest.mark.parametrize("top,pairwise", [(64, True), (128, False)])
+def test_seven_bit_weights_run_on_pmaddubsw_and_full_range_ones_stay_float(top, pairwise):
+    K, N = 96, 40
+    wq = RNG.integers(-top, top, (K, N)).astype(np.int8)
+    if not pairwise:
+        wq[0, 0], wq[1, 0] = 127, 127  # (a pair that 255 * 254 would saturate)
+    m, x, ref = _qdq_matmul(wq, K, N)
+    exe = ember.compile(m, target=HASWELL)
+    assert _pairwise_kernels(exe) == (1 if pairwise else 0)
+    np.testing.assert_allclose(exe.run(x)[0], ref, rtol=1e-4, atol=1e-4)
+
+
+def test_the_worst_pairs_that_fit_are_exact():
+    """Pairs at the bound (128 = 64 + 64; -128), against data at 255: exact int32 sums."""
+    K, N = 64, 16
+    wq = np.where(RNG.random((K, N)) < 0.5, 64, -64).astype(np.int8)
+    m, _, _ = _qdq_matmul(wq, K, N)
+    exe = ember.compile(m, target=HASWELL)
+    assert _pairwise_kernels(exe) == 1
+    x = np.full((3, K), 1e3, np.float32)  # (quantized to 255)
+    sw = nh.to_array(next(i for i in m.graph.initializer if i.name == "sw"))
+    ref = ((255 - 131) * np.float32(0.05)) * (np.ones((3, K)) @ (wq.astype(np.float64) * sw))
+    np.testing.assert_allclose(exe.run(x)[0], ref, rtol=1e-5, atol=1e-4)
+
+
+def test_a_seven_bit_qdq_conv_runs_blocked_on_pmaddubsw():
+    C, F = 32, 24
+    wq = RNG.integers(-64, 64, (F, C, 3, 3)).astype(np.int8)
+    sw = (RNG.random(F) * 0.01 + 0.001).astype(np.float32)
+    inits = {"w": wq, "sw": sw, "zw": np.zeros(F, np.int8), "sx": np.array(0.04, np.float32),
+             "zx": np.array(100, np.uint8)}
+    nodes = [h.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
+             h.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
+             h.make_node("DequantizeLinear", ["w", "sw", "zw"], ["wd"], axis=0),
+             h.make_node("Conv", ["xd", "wd"], ["y"], pads=[1] * 4)]
+    m = _model(nodes, [h.make_tensor_value_info("x", TP.FLOAT, [1, C, 9, 10])], inits)
+    exe = ember.compile(m, target=HASWELL)
+    assert _pairwise_kernels(exe) == 1
+    x = RNG.standard_normal((1, C, 9, 10)).astype(np.float32)
+    xd = (np.clip(np.round(x / np.float32(0.04)) + 100, 0, 255) - 100) * np.float32(0.04)
+    wd = (wq * sw[:, None, None, None]).astype(np.float32)
+    xp = np.pad(xd, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    ref = sum(np.einsum("nchw,fc->nfhw", xp[:, :, i:i + 9, j:j + 10], wd[:, :, i, j]) for i in range(3) for j in range(3))
+    np.testing.assert_allclose(exe.run(x)[0], ref, rtol=1e-4, atol=1e-4)
