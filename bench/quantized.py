@@ -14,6 +14,13 @@ neither calibrated on).
 
     python bench/quantized.py                          # resnet50 resnet18 mobilenet_v2 efficientnet_b0 bert distilbert
     python bench/quantized.py bert --kinds dyn --rounds 5 --json q.json
+    python bench/quantized.py resnet50 --kinds qdq7 --avx2   # + Ember's AVX2 code (a Zen 3's), int8 and fp32
+
+``qdq7`` is ``quantize_static`` with ``reduce_range`` (7-bit weights), what ORT advises for CPUs
+without VNNI: there Ember's integer kernels run AVX2's ``pmaddubsw``, exact only for such
+weights. ``--avx2`` adds Ember's code for an AVX2 CPU without AVX-512 or VNNI (built for Zen 3,
+run on this host) on the int8 and fp32 files: its int8 speed-up over its fp32 is what an AVX2
+host would see (the peers still use this host's instructions).
 """
 from __future__ import annotations
 
@@ -69,7 +76,8 @@ def quantized(name: str, kind: str, fp32: str) -> str:
             def get_next(self):
                 return next(batches, None)
         quantize_static(fp32, tmp, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
-                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                        reduce_range=kind == "qdq7")
     os.replace(tmp, path)
     return path
 
@@ -103,13 +111,15 @@ def _fp32_error(fp32: str, path: str) -> float:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("models", nargs="*", default=DEFAULT, help=f"zoo models (default: {' '.join(DEFAULT)})")
-    p.add_argument("--kinds", nargs="*", default=["qdq", "emq", "dyn"], choices=["qdq", "emq", "dyn"],
-                   help="quantizations (dyn only for the transformers)")
+    p.add_argument("--kinds", nargs="*", default=["qdq", "emq", "dyn"], choices=["qdq", "qdq7", "emq", "dyn"],
+                   help="quantizations (dyn only for the transformers; qdq7: reduce_range, 7-bit weights)")
+    p.add_argument("--avx2", action="store_true",
+                   help="also Ember's AVX2 code (built for Zen 3, no AVX-512/VNNI) on the int8 and fp32 files")
     from ember.bench.isolated import timing_arguments
 
     timing_arguments(p)
     args = p.parse_args(argv)
-    from ember.bench.isolated import time_isolated
+    from ember.bench.isolated import EMBER_TARGETS, time_isolated
     from ember.bench.zoo import ZOO, export
     from ember.runtime.pool import host_cores
     from ember.target import Target
@@ -122,15 +132,23 @@ def main(argv=None) -> int:
     for name in args.models:
         fp32 = export(name, os.path.join(os.path.expanduser("~"), ".cache", "ember", "zoo"))
         feeds = _feeds(fp32)
-        base = time_isolated(fp32, feeds, ["ember"], threads, rounds=args.rounds, repeat=args.repeat)
+        own = ["ember"] + (["ember_avx2"] if args.avx2 else [])
+        if args.avx2:
+            import ember
+
+            ember.compile(fp32, target=EMBER_TARGETS["ember_avx2"])  # (once, for the children's cache)
+        base = time_isolated(fp32, feeds, own, threads, rounds=args.rounds, repeat=args.repeat)
         for kind in args.kinds:
             if kind == "dyn" and ZOO[name].kind != "text":
                 continue
             path = quantized(name, kind, fp32)
-            res = time_isolated(path, feeds, ["ember"] + PEERS, threads, rounds=args.rounds, repeat=args.repeat)
+            if args.avx2:
+                ember.compile(path, target=EMBER_TARGETS["ember_avx2"])
+            res = time_isolated(path, feeds, own + PEERS, threads, rounds=args.rounds, repeat=args.repeat)
             ms = {r: v["median"] * 1e3 for r, v in res.items() if "median" in v}
-            if "median" in base.get("ember", {}):
-                ms["ember_fp32"] = base["ember"]["median"] * 1e3
+            for r in own:
+                if "median" in base.get(r, {}):
+                    ms[r.replace("ember", "ember_fp32")] = base[r]["median"] * 1e3
             diff, spread = _ort_spread(path, feeds)
             best = min((ms[r] for r in PEERS if r in ms), default=None)
             row = {"model": f"{name}_{kind}", "median_ms": ms, "vs_best_peer": ms["ember"] / best if best else None,
@@ -138,7 +156,7 @@ def main(argv=None) -> int:
                    "ort_opt_vs_unopt": spread, "fp32_error": _fp32_error(fp32, path)}
             rows.append(row)
             print(f"{row['model']}: " + "  ".join(f"{k} {v:.2f}" for k, v in ms.items()) + " ms")
-    cols = ["ember"] + PEERS + ["ember_fp32"]
+    cols = ["ember"] + PEERS + ["ember_fp32"] + (["ember_avx2", "ember_fp32_avx2"] if args.avx2 else [])
     print(f"\n{'model':<22} " + " ".join(f"{c:>16}" for c in cols)
           + f" {'ember/best':>11} {'fp32/int8':>10} {'diff vs ORT':>12} {'ORT spread':>11}")
     for r in rows:
@@ -149,6 +167,12 @@ def main(argv=None) -> int:
     print("\nerror against fp32 (ORT runs both files; a batch no quantizer saw), by quantizer:")
     for r in rows:
         print(f"  {r['model']:<22} {100 * r['fp32_error']:.2f}%")
+    if args.avx2:
+        print("\nEmber's AVX2 code (Zen 3; no AVX-512, no VNNI) on this host, int8 speed-up over its fp32:")
+        for r in rows:
+            ms = r["median_ms"]
+            if "ember_avx2" in ms and "ember_fp32_avx2" in ms:
+                print(f"  {r['model']:<22} {ms['ember_fp32_avx2'] / ms['ember_avx2']:.2f}x")
     ratios = [r["vs_best_peer"] for r in rows if r["vs_best_peer"]]
     if ratios:
         print(f"geomean Ember / best peer: {math.exp(sum(map(math.log, ratios)) / len(ratios)):.2f}x over "

@@ -184,6 +184,14 @@ class FunctionEmitter:
             acc, call = d
             a, b = (self.expr(x) for x in call.args)
             return dot.emit_dot(self, call.name, self.expr(acc), a, b)
+        if type(node).__name__ == "Div" and isinstance(node.b, Broadcast) \
+                and dt.element(node.dtype) in ("float32", "float64") and not isinstance(node.b.value, FloatImm):
+            # a / scale, the scale the same in every lane: no divider (ops.divide_by_uniform)
+            a, c = self.expr(node.a), self.expr(node.b.value)
+            r, bad = ops.uniform_reciprocal(self.builder, c)
+            lanes = node.b.lanes
+            return ops.divide_by_uniform(self.builder, a, T.broadcast(self.builder, c, lanes),
+                                         T.broadcast(self.builder, r, lanes), bad)
         a, b = self.expr(node.a), self.expr(node.b)
         la, lb = T.lanes_of(a), T.lanes_of(b)
         if la != lb:  # hand-built IR may mix scalars and vectors; splat the scalar
