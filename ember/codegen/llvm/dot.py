@@ -87,15 +87,9 @@ def emit_dot(e, name: str, acc, a: ir.Value, b: ir.Value) -> ir.Value:
         bytes_t, halves_t = ir.VectorType(ir.IntType(8), 4 * lanes), ir.VectorType(ir.IntType(16), 2 * lanes)
         a8, b8 = bld.bitcast(a, bytes_t), bld.bitcast(b, bytes_t)
         sums = bld.call(declare(bld.module, pair, halves_t, [bytes_t, bytes_t]), [a8, b8])
-        ones = ir.Constant(halves_t, [ir.Constant(ir.IntType(16), 1)] * (2 * lanes))
-        return bld.add(acc, bld.call(declare(bld.module, widen, acc.type, [halves_t, halves_t]), [sums, ones]))
+        return bld.add(acc, bld.call(declare(bld.module, widen, acc.type, [halves_t, halves_t]),
+                                     [sums, T.splat(halves_t, 1)]))
     return _portable(e, name, acc, a, b)
-
-
-def _splat(t: ir.Type, v: int) -> ir.Constant:
-    if isinstance(t, ir.VectorType):
-        return ir.Constant(t, [ir.Constant(t.element, v)] * t.count)
-    return ir.Constant(t, v)
 
 
 def _portable(e, name: str, acc, a, b):
@@ -104,8 +98,8 @@ def _portable(e, name: str, acc, a, b):
     if name == "dot_bf16x2":
         # a bfloat16 is the top half of a float32: the low value shifted up, the high one masked
         ft = ir.VectorType(ir.FloatType(), t.count) if isinstance(t, ir.VectorType) else ir.FloatType()
-        hi_mask = _splat(t, -65536)
-        sixteen = _splat(t, 16)
+        hi_mask = T.splat(t, -65536)
+        sixteen = T.splat(t, 16)
 
         def halves(w):
             return bld.bitcast(bld.shl(w, sixteen), ft), bld.bitcast(bld.and_(w, hi_mask), ft)
@@ -116,7 +110,7 @@ def _portable(e, name: str, acc, a, b):
     # uint8 x int8: each byte of a zero-extended, each of b sign-extended, in int32 (exact)
     r = acc
     for k in range(4):
-        ua = bld.and_(bld.lshr(a, _splat(t, 8 * k)), _splat(t, 255))
-        sb = bld.ashr(bld.shl(b, _splat(t, 24 - 8 * k)), _splat(t, 24))
+        ua = bld.and_(bld.lshr(a, T.splat(t, 8 * k)), T.splat(t, 255))
+        sb = bld.ashr(bld.shl(b, T.splat(t, 24 - 8 * k)), T.splat(t, 24))
         r = bld.add(r, bld.mul(ua, sb))
     return r

@@ -65,7 +65,7 @@ def float_binary(e, op: str, a, b_, elem: str) -> ir.Value:
     if op == "Div":
         r = _reciprocal(b_, elem)
         if r is not None:
-            return divide_by_uniform(b, a, b_, _splat(b_.type, r[0]), None, r[1])
+            return divide_by_uniform(b, a, b_, T.splat(b_.type, r[0]), None, r[1])
         return b.fdiv(a, b_, flags=fm)
     if op == "Mod":
         return b.frem(a, b_)
@@ -109,12 +109,6 @@ def _reciprocal(divisor, elem: str):
     return float(r), float(np.frexp(c)[0]) in (0.5, -0.5)
 
 
-def _splat(t: ir.Type, v: float) -> ir.Constant:
-    if isinstance(t, ir.VectorType):
-        return ir.Constant(t, [ir.Constant(t.element, v)] * t.count)
-    return ir.Constant(t, v)
-
-
 def uniform_reciprocal(b: ir.IRBuilder, c: ir.Value) -> tuple:
     """``(RN(1/c), bad)`` for a scalar divisor known only at run time (one division, which LLVM
     hoists out of the loops), ``bad`` true where :func:`divide_by_uniform` must divide instead:
@@ -145,7 +139,7 @@ def divide_by_uniform(b: ir.IRBuilder, a, divisor, rc, bad, exact: bool = False)
     corrected = llvm_intrinsic(b, "fma", [residual, rc, q])
     magnitude = llvm_intrinsic(b, "fabs", [a])
     fast = b.select(b.fcmp_unordered("uno", residual, residual), q, corrected)
-    tiny = b.fcmp_ordered("<", magnitude, _splat(a.type, 2.0 ** -100))
+    tiny = b.fcmp_ordered("<", magnitude, T.splat(a.type, 2.0 ** -100))
     if isinstance(tiny.type, ir.VectorType):
         tiny = llvm_intrinsic(b, "vector.reduce.or", [tiny], ret=ir.IntType(1))
     if bad is not None:

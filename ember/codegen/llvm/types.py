@@ -125,9 +125,15 @@ def from_f32(b: ir.IRBuilder, v: ir.Value, elem: str) -> ir.Value:
     return b.trunc(b.select(is_nan, quiet_nan, rounded), like(I16, n))
 
 
+def splat(t: ir.Type, value) -> ir.Constant:
+    """A constant of the LLVM type ``t`` (a scalar, or a vector with ``value`` in every lane)."""
+    if isinstance(t, ir.VectorType):
+        return ir.Constant(t, [ir.Constant(t.element, value)] * t.count)
+    return ir.Constant(t, value)
+
+
 def _splat(t: ir.Type, value: int, n: int) -> ir.Constant:
-    c = ir.Constant(t, value)
-    return c if n == 1 else ir.Constant(ir.VectorType(t, n), [c] * n)
+    return splat(like(t, n), value)
 
 
 def compute_type(elem: str) -> str:
