@@ -297,9 +297,7 @@ def schedule_gemm(s: Schedule, C: te.Tensor, out: te.Tensor = None, target=None)
         rows = so.fuse(*batch, jc, io)
     else:
         so.reorder(*batch, io, jo, ii, ji)
-        rows = so.fuse(*batch, io) if batch else io
-        if const_int(rows.extent) == 1 and (const_int(jo.extent) or 0) > 1:
-            rows = so.fuse(rows, jo)  # one block of rows (a decoding step): the column blocks in parallel
+        rows = so.fuse(*batch, io) if batch else io  # (a symbolic count of column panels)
     so.parallel(rows)
     # the write-back (with its epilogue) runs a loop over the block's rows, not MR copies of
     # it: the accumulators still stay in registers through the k loop (LLVM promotes them

@@ -185,8 +185,9 @@ class FunctionEmitter:
             a, b = (self.expr(x) for x in call.args)
             return dot.emit_dot(self, call.name, self.expr(acc), a, b)
         if type(node).__name__ == "Div" and isinstance(node.b, Broadcast) \
-                and dt.element(node.dtype) in ("float32", "float64") and not isinstance(node.b.value, FloatImm):
-            # a / scale, the scale the same in every lane: no divider (ops.divide_by_uniform)
+                and dt.element(node.dtype) in ("float32", "float64"):
+            # a / scale, the scale (a constant or a run-time scalar) the same in every lane: no
+            # divider (ops.divide_by_uniform)
             a, c = self.expr(node.a), self.expr(node.b.value)
             r, bad = ops.uniform_reciprocal(self.builder, c)
             lanes = node.b.lanes

@@ -63,9 +63,6 @@ def float_binary(e, op: str, a, b_, elem: str) -> ir.Value:
     if op == "Mul":
         return b.fmul(a, b_, flags=fm)
     if op == "Div":
-        r = _reciprocal(b_, elem)
-        if r is not None:
-            return divide_by_uniform(b, a, b_, T.splat(b_.type, r[0]), None, r[1])
         return b.fdiv(a, b_, flags=fm)
     if op == "Mod":
         return b.frem(a, b_)
@@ -76,42 +73,9 @@ def float_binary(e, op: str, a, b_, elem: str) -> ir.Value:
     raise CompileError(f"operator {op} is not defined on floats")
 
 
-def _splat_value(v) -> float | None:
-    """The value of a scalar float constant, or of a vector constant with one value in every lane."""
-    if not isinstance(v, ir.Constant):
-        return None
-    if isinstance(v.type, ir.VectorType):
-        vals = v.constant if isinstance(v.constant, (list, tuple)) else None
-        if not vals or not all(isinstance(c, ir.Constant) for c in vals):
-            return None
-        first = vals[0].constant
-        return first if isinstance(first, float) and all(c.constant == first for c in vals) else None
-    return v.constant if isinstance(v.constant, float) else None
-
-
-def _reciprocal(divisor, elem: str):
-    """``(1/c rounded to elem, c is a power of two)`` for a constant divisor ``c`` whose quotients
-    :func:`_divide_by_constant` rounds exactly as a division; else None."""
-    import numpy as np
-
-    c = _splat_value(divisor)
-    if c is None or elem not in ("float32", "float64"):
-        return None
-    ty = np.float32 if elem == "float32" else np.float64
-    c = ty(c)
-    info = np.finfo(ty)
-    if not np.isfinite(c) or c == 0 or abs(c) < info.tiny:
-        return None
-    with np.errstate(over="ignore"):
-        r = ty(1) / c
-    if not np.isfinite(r) or abs(r) < info.tiny:
-        return None
-    return float(r), float(np.frexp(c)[0]) in (0.5, -0.5)
-
-
 def uniform_reciprocal(b: ir.IRBuilder, c: ir.Value) -> tuple:
-    """``(RN(1/c), bad)`` for a scalar divisor known only at run time (one division, which LLVM
-    hoists out of the loops), ``bad`` true where :func:`divide_by_uniform` must divide instead:
+    """``(RN(1/c), bad)`` for a scalar divisor (one division, which LLVM folds for a constant and
+    hoists out of the loops for a run-time value), ``bad`` true where :func:`divide_by_uniform` must divide instead:
     ``c`` or its reciprocal zero, subnormal, infinite or NaN."""
     r = b.fdiv(ir.Constant(c.type, 1.0), c)
     tiny = ir.Constant(c.type, 2.0 ** -126 if isinstance(c.type, ir.FloatType) else 2.0 ** -1022)
@@ -123,18 +87,16 @@ def uniform_reciprocal(b: ir.IRBuilder, c: ir.Value) -> tuple:
     return r, b.not_(b.and_(normal(c), normal(r)))
 
 
-def divide_by_uniform(b: ir.IRBuilder, a, divisor, rc, bad, exact: bool = False) -> ir.Value:
+def divide_by_uniform(b: ir.IRBuilder, a, divisor, rc, bad) -> ir.Value:
     """``a / c`` for a divisor the same in every lane (a quantizer divides every element by its
     scale) without the divider: ``vdivps`` issues once per several cycles, an FMA twice per
     cycle. ``q = a * r`` with ``r = RN(1/c)`` (``rc``) is within an ulp, and one Markstein step,
     ``q + r * (a - q * c)`` with the residual exact by FMA, rounds to exactly ``RN(a / c)`` --
     unless the residual underflows (``|a|`` below 2^-100, where the step could miss by an ulp)
     or ``bad`` (an i1: the reciprocal is not usable): then (any lane of a vector) the division,
-    on a branch. A power of two's reciprocal is exact (``exact``). Where ``a`` is infinite or
-    NaN the residual is NaN and ``q`` answers (the same infinity, NaN)."""
+    on a branch. Where ``a`` is infinite or NaN the residual is NaN and ``q`` answers (the same
+    infinity, NaN)."""
     q = b.fmul(a, rc)
-    if exact:
-        return q
     residual = llvm_intrinsic(b, "fma", [b.fneg(q), divisor, a])
     corrected = llvm_intrinsic(b, "fma", [residual, rc, q])
     magnitude = llvm_intrinsic(b, "fabs", [a])
@@ -142,8 +104,7 @@ def divide_by_uniform(b: ir.IRBuilder, a, divisor, rc, bad, exact: bool = False)
     tiny = b.fcmp_ordered("<", magnitude, T.splat(a.type, 2.0 ** -100))
     if isinstance(tiny.type, ir.VectorType):
         tiny = llvm_intrinsic(b, "vector.reduce.or", [tiny], ret=ir.IntType(1))
-    if bad is not None:
-        tiny = b.or_(tiny, bad)
+    tiny = b.or_(tiny, bad)
     here = b.block
     slow_block = b.append_basic_block("div_exact")
     done = b.append_basic_block("div_done")

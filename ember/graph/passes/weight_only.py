@@ -26,13 +26,10 @@ from ..types import TensorType
 from ..visit import post_order
 from .context import PassContext, graph_pass, rewrite_main, typed_call as _call
 from .fold_constant import evaluate
+from .integer_products import _is
 from .pack_conv_weights import _constant_valued
 
 _BLOCKS = (256, 128, 64, 32, 16)
-
-
-def _is(e, op: str) -> bool:
-    return isinstance(e, Call) and e.op == op
 
 
 def _parts(w) -> Optional[tuple]:
