@@ -57,6 +57,10 @@ class CompileOptions:
     ``precision``: ``"fp32"`` (as the model says), or ``"bf16"``: matrix products by constant
     weights take bfloat16 operands and accumulate in float32 (``vdpbf16ps``; the target must
     have AVX512-BF16).
+    ``wait``: return only when every kernel is the model's specialized one (tier 1). Without it
+    a model with many kernels not in the cache returns as soon as it runs, on tier-0 kernels,
+    and switches to its tier-1 kernels as they compile in the background
+    (:class:`ember.compiler.tiered.TieredExecutable`).
     """
 
     target: AnyTarget
@@ -71,6 +75,7 @@ class CompileOptions:
     cache: bool = True
     tuning_records: Optional[Mapping] = None
     precision: str = "fp32"
+    wait: bool = False
 
     @staticmethod
     def create(target: Any = None, opt_level: int = 3, **kwargs: Any) -> "CompileOptions":

@@ -22,7 +22,7 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
                      name: str = "model", timings: Optional[dict] = None,
                      stats: Optional[dict] = None, assumptions: Optional[dict] = None,
                      subs: Optional[dict] = None, narrow: Optional[dict] = None,
-                     likely: Optional[dict] = None) -> Executable:
+                     likely: Optional[dict] = None, tiers: Optional[dict] = None):
     """Compile every fused group of ``mod`` (made by ``fuse_ops``) and lay out the program.
 
     ``timings`` gets seconds per phase; ``stats`` per kernel (see ``ember.driver.build``, plus
@@ -32,7 +32,10 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
     the subgraph functions control flow runs, by name. ``narrow``: the narrow types of inputs
     and outputs that the program takes and gives as bytes (``"view"`` in its entries).
     ``likely``: symbol name -> the likely value of a symbolic size, which the default
-    schedules choose for (:func:`ember.compiler.likely.likely_sizes_of`)."""
+    schedules choose for (:func:`ember.compiler.likely.likely_sizes_of`). ``tiers`` (``{"t0":
+    the compile's start, "progress": bool}``): where many kernels are not in the cache, return a
+    :class:`~.tiered.TieredExecutable` that runs now on tier-0 kernels and switches to these
+    as they compile in the background (:func:`_tiered`); None: wait for them all."""
     from ..codegen.llvm import build_made  # (llvmlite's IR builder: only on a cache miss)
 
     shared = Shared()
@@ -53,6 +56,21 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
     twin_tuned = _twin_tuned(groups, per_group)  # (the records of static twins' workloads)
     key = groups_key(groups, target, per_group, twin_tuned) if groups else None
     cached = index_lookup(key) if key else None
+
+    def finish(module, prog: dict = program) -> Executable:
+        exe = Executable(module, prog, shared.constants)
+        # what a profiler needs to rebuild the kernels differently (loop instrumentation): the
+        # groups are scheduled here again only when it asks
+        exe.kernel_sources_thunk = lambda: [_source(lower_group(fn, g, target, tuned.get(g), per_group.get(g),
+                                                                twin_tuned.get(g)))
+                                            for g, fn in groups]
+        exe.target = target
+        exe.groups = list(groups)  # (kernel name, group Function): what the tuner extracts as tasks
+        exe.likely_sizes = dict(likely or {})
+        exe.tuned_kernels = sorted({g for g, t in tuned.items() if t[1] is not None} | set(twin_tuned))  # (by a record)
+        return exe
+
+    result = None
     if cached is not None:
         from ..runtime.module import Module as KernelModule
 
@@ -62,26 +80,76 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
     elif groups:
         # each group's whole back end (computes, schedule, lowering, loop passes, LLVM) is one
         # job for the compile workers, on every core
-        module = build_made(_group_kernels(groups, tuned, per_group, twin_tuned), target, stats)
-        index_store(key, module.path)
+        jobs = _group_kernels(groups, tuned, per_group, twin_tuned)
+        if tiers:
+            result = _tiered(jobs, groups, program, finish, target, stats, key, tiers)
+        if result is None:
+            module = build_made(jobs, target, stats)
+            index_store(key, module.path)
     else:
         module = None
     t1 = time.perf_counter()
     if timings is not None:
         timings["lower groups"] = 0.0
         timings["codegen"] = t1 - t0
-    exe = Executable(module, program, shared.constants)
-    # what a profiler needs to rebuild the kernels differently (loop instrumentation): the
-    # groups are scheduled here again only when it asks
-    exe.kernel_sources_thunk = lambda: [_source(lower_group(fn, g, target, tuned.get(g), per_group.get(g),
-                                                            twin_tuned.get(g)))
-                                        for g, fn in groups]
-    exe.target = target
-    exe.groups = list(groups)  # (kernel name, group Function): what the tuner extracts as tasks
-    exe.likely_sizes = dict(likely or {})
-    exe.tuned_kernels = sorted({g for g, t in tuned.items() if t[1] is not None} | set(twin_tuned))  # (by a record)
-    return exe
+    return result if result is not None else finish(module)
 
+
+# a build of fewer new kernels than this waits for them all (tier 0 would save less than a
+# second and cost a second build)
+TIER_MIN_KERNELS = 8
+
+
+def _tiered(jobs: list, groups: list, program: dict, finish, target, stats: Optional[dict], key: str,
+            tiers: dict):
+    """A :class:`~.tiered.TieredExecutable` whose groups run on their tier-1 kernel where the
+    cache has its object and on a tier-0 kernel (:mod:`.tier0`) elsewhere, the tier-1 kernels
+    compiled in the background in a few batches (the groups that do the most work first), each
+    batch switched over when it lands; None where fewer than :data:`TIER_MIN_KERNELS` are
+    missing (the build waits for them). ``tiers``: ``{"t0": compile start, "progress": bool}``."""
+    from ..codegen.llvm import build_made
+    from ..codegen.llvm.objects import compile_made_objects, in_background, made_object_cached
+    from .tier0 import remap_program, tier0_kernels
+    from .tiered import TieredExecutable
+
+    missing = [k for k, j in enumerate(jobs) if not made_object_cached(j[1], target)]
+    if len(missing) < TIER_MIN_KERNELS:
+        return None
+    fns = dict(groups)
+    t0_jobs, chosen = tier0_kernels([(jobs[k][0], fns[jobs[k][0]]) for k in missing])
+    t0_by_name = {j[0]: j for j in t0_jobs}
+
+    def mixed(pending: set, kernel_stats: Optional[dict] = None):
+        use = [j for j in jobs if j[0] not in pending]
+        use += [t0_by_name[n] for n in dict.fromkeys(chosen[g][0] for g in pending)]
+        module = build_made(use, target, kernel_stats)
+        prog = remap_program(program, {g: chosen[g] for g in pending})
+        return finish(module, prog), {g: 0 if g in pending else 1 for g, _ in groups}
+
+    pending = {jobs[k][0] for k in missing}
+    first, at = mixed(pending, stats)
+    # the groups doing the most work run first at tier 1 (tier 0 is slowest on products and convs)
+    work: dict = {}
+    for c in program["calls"]:
+        if isinstance(c.get("flops"), int):
+            work[c["kernel"]] = work.get(c["kernel"], 0) + c["flops"]
+    order = sorted(missing, key=lambda k: -work.get(jobs[k][0], 0))
+    batches = min(4, max(1, len(order) // 16))
+    size = -(-len(order) // batches)
+
+    def steps():
+        left = set(pending)
+        with in_background():
+            for b in range(0, len(order) - size, size):  # (the last batch: the final build below)
+                batch = [jobs[k] for k in order[b:b + size]]
+                compile_made_objects(batch, target)
+                left -= {j[0] for j in batch}
+                yield mixed(left)
+            module = build_made(jobs, target)
+        index_store(key, module.path)
+        yield finish(module), {g: 1 for g, _ in groups}
+
+    return TieredExecutable(first, at, steps(), tiers["t0"], progress=tiers.get("progress", False))
 
 
 def _group_kernels(groups: list, tuned: dict, likely: dict, twin_tuned: dict) -> list:

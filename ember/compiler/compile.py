@@ -137,13 +137,29 @@ def compile_model(model: Union[str, os.PathLike, bytes, Module, "onnx.ModelProto
                 raise
             return spec
     if marker is not None:
-        with open(marker, "w"):
-            pass
-        if use_cache:
-            from . import cache as kept
+        def keep(done) -> None:
+            with open(marker, "w"):
+                pass
+            if use_cache:
+                from . import cache as kept
 
-            kept.save(exe, key)  # (in the background: this compile returns now)
+                kept.save(done, key)  # (in the background: this compile returns now)
+        from .tiered import TieredExecutable
+
+        if isinstance(exe, TieredExecutable):  # (what is kept is the all-tier-1 executable)
+            exe.when_done(keep)
+        else:
+            keep(exe)
     return guarded(model, options, exe)
+
+
+def _on_terminal() -> bool:
+    import sys
+
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def _compiled_before(model, options: CompileOptions) -> Optional[str]:
@@ -213,8 +229,12 @@ def _compile(model, options: CompileOptions):
     for pname, t in timer.times:
         times[f"pass {pname}"] = times.get(f"pass {pname}", 0.0) + t
     stats: dict = {}
+    from ..loop.knobs import deciding
+
+    # (tiers: not for a build the caller measures or instruments, or asked to wait)
+    tiers = None if options.wait or options.instruments or deciding() else {"t0": t0, "progress": _on_terminal()}
     exe = build_executable(mod, target, output_names, name=name, timings=times, stats=stats, assumptions=assumed,
-                           subs=subs, narrow=narrow, likely=likely)
+                           subs=subs, narrow=narrow, likely=likely, tiers=tiers)
     times["total"] = time.perf_counter() - t0
     exe.compile_times = times
     exe.graph = mod

@@ -65,7 +65,10 @@ def guarded(model, options, exe):
     or 0 in a Reshape's shape), which an executable compiled for it then runs."""
     from ..graph import Module
 
-    program = exe.__dict__.get("program")  # (None for an executable wrapped already)
+    from .tiered import TieredExecutable
+
+    inner = exe.current if isinstance(exe, TieredExecutable) else exe  # (its programs all bind the same)
+    program = inner.__dict__.get("program")  # (None for an executable wrapped already)
     if isinstance(model, Module) or not isinstance(program, dict) or not _value_sized_inputs(program):
         return exe
     return GuardedExecutable(exe, model, options)

@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 
 from ...errors import CompileError
 from ...config import cache_dir, debug_level, llvm_opt_level, opt_level  # noqa: F401  (re-exported)
@@ -64,6 +65,14 @@ def compile_object(ir_text: str, target: Target, what: str, times: dict | None =
 
     ``times`` (if given) gets the seconds of ``llvm_opt`` (parse, verify, O3) and ``llvm_codegen``
     (instruction selection to the object)."""
+    with _LLVM_LOCK:  # (one LLVM at a time in a process: a tiered build's thread compiles too)
+        return _compile_object(ir_text, target, what, times, opt)
+
+
+_LLVM_LOCK = threading.RLock()
+
+
+def _compile_object(ir_text: str, target: Target, what: str, times: dict | None, opt: int) -> bytes:
     import time
 
     import llvmlite.binding as llvm

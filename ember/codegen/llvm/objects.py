@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import atexit
 import concurrent.futures as cf
+import contextlib
+import contextvars
 import json
 import os
 import pickle
@@ -327,6 +329,21 @@ def _jobs() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
+# set by a build in the background (a tiered compile's tier 1): its jobs go to the workers
+# alone, so this process -- running the model meanwhile -- keeps its core and its GIL
+_BACKGROUND = contextvars.ContextVar("ember_background_build", default=False)
+
+
+@contextlib.contextmanager
+def in_background():
+    """Compile the kernels built inside in the worker processes only (see ``_BACKGROUND``)."""
+    token = _BACKGROUND.set(True)
+    try:
+        yield
+    finally:
+        _BACKGROUND.reset(token)
+
+
 def object_key(text: str, kind: str, target: Target, opt: int) -> str:
     """The cache key of one kernel's object: what its job starts from (its loop program before
     or after the loop passes, or its fused group's text and name), the target, the
@@ -361,12 +378,22 @@ def compile_made_objects(kernels: list, target: Target, stats: Optional[dict] = 
     ``make(payload, name, target)`` for its loop program, see :func:`_compile_job`) and the
     library key, like :func:`compile_objects`: a model's whole back end, from its fused groups
     on, runs on every core. ``key text`` says everything the kernel is made from (its object's
-    cache key); ``make`` is a module-level function, which pickles by name."""
+    cache key); ``make`` is a module-level function, which pickles by name. A fifth element, where
+    given, is the kernel's LLVM optimization level (else :func:`~ember.config.opt_level`'s)."""
     opt = opt_level()
-    items = [(make, payload) for _, _, make, payload in kernels]
-    jobs = [("made", pickle.dumps(item), k[0], target, opt, f"kernel {k[0]!r}") for k, item in zip(kernels, items)]
-    keys = [object_key(k[1], "made", target, opt) for k in kernels]
+    opts = [k[4] if len(k) > 4 else opt for k in kernels]  # (a kernel's own LLVM level: tier 0's)
+    items = [(k[2], k[3]) for k in kernels]
+    jobs = [("made", pickle.dumps(item), k[0], target, o, f"kernel {k[0]!r}")
+            for k, item, o in zip(kernels, items, opts)]
+    keys = [object_key(k[1], "made", target, o) for k, o in zip(kernels, opts)]
     return _compile(jobs, keys, items, [k[0] for k in kernels], target, stats, opt)
+
+
+def made_object_cached(key_text: str, target: Target, opt: Optional[int] = None) -> bool:
+    """Whether the object of a made kernel whose key text is ``key_text`` is in the cache (a
+    build of it would not compile it)."""
+    key = object_key(key_text, "made", target, opt_level() if opt is None else opt)
+    return os.path.exists(_object_path(key))
 
 
 def _compile(jobs: list, keys: list, items: list, names: list, target: Target, stats: Optional[dict],
@@ -395,12 +422,13 @@ def _compile(jobs: list, keys: list, items: list, names: list, target: Target, s
     # this process takes jobs from the same queue as the workers: while they start (a model's
     # folding program comes first) it does the work, and a small build never waits for them
     results: dict = {}
-    if workers >= 1 and parallel and sum(_estimate(jobs[i]) for i in todo) >= PARALLEL_MIN_SECONDS:
+    background = _BACKGROUND.get()
+    if workers >= 1 and parallel and (background or sum(_estimate(jobs[i]) for i in todo) >= PARALLEL_MIN_SECONDS):
         local = {i for i in todo if here is not None and here(i)}
         remote = [i for i in todo if i not in local]
         if remote:
             out = _in_workers([jobs[i] for i in remote], workers,
-                              here=lambda k: _compile_job(jobs[remote[k]], items[remote[k]]))
+                              here=None if background else lambda k: _compile_job(jobs[remote[k]], items[remote[k]]))
             results.update(zip(remote, out))
     for i in todo:
         if i not in results:
@@ -427,4 +455,5 @@ def _compile(jobs: list, keys: list, items: list, names: list, target: Target, s
     return objs + [shared], lib_key, metadata
 
 
-__all__ = ["compile_made_objects", "compile_objects", "kernel_ir", "shared_ir"]
+__all__ = ["compile_made_objects", "compile_objects", "in_background", "kernel_ir", "made_object_cached",
+           "shared_ir"]

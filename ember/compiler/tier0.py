@@ -1,0 +1,159 @@
+"""Tier 0: a kernel for every fused group that is cheap to compile and shared across models.
+
+A model's first run should not wait for its specialized kernels (tier 1: blocked, tiled,
+unrolled, optimized by LLVM at O3; 0.1-0.3 s of CPU each, 141 of them in GhostNetV2). Tier 0
+makes each group a kernel that costs a fraction of that and that other models reuse:
+
+- the group is made shape-generic where it can be (:func:`ember.compiler.generic.generalize`
+  in its ``"all"`` mode: elementwise and injective groups, their sizes passed per call), so one
+  kernel serves every group of that form, in this model and in any later one;
+- its schedule is the plain one (:func:`schedule_plain`): injective stages inlined, each root
+  stage's outer loops fused and parallel, its innermost spatial axis vectorized -- inside the
+  reduction for a product or a convolution, whose lanes are then output channels or columns;
+- LLVM compiles it at :data:`TIER0_OPT` (O1);
+- it is named by a digest of what it computes (``tier0_<op>_<digest>``), so its object in the
+  kernel cache is found by any model whose group computes the same.
+
+:func:`tier0_kernels` makes the compile jobs of a model's groups; :func:`remap_program` points
+a program's calls at them (their kernel, and the sizes a generic one takes).
+"""
+from __future__ import annotations
+
+import hashlib
+
+from ..errors import EmberError
+from ..graph.ir import Function
+from ..graph.printer import astext
+from ..kernels.common import const_int, parallel_outer, vector_lanes, vectorize_inner
+from ..kernels.elementwise import schedule_elementwise
+from ..loop import compute as te
+from ..loop.schedule import Schedule
+from .generic import generalize, generic_kernels
+from .group import GroupKernel, compute_group, group_anchor, _copy, _inlinable
+
+__all__ = ["TIER0_OPT", "make_tier0_kernel", "remap_program", "schedule_plain", "tier0_kernels"]
+
+# LLVM's level for tier-0 kernels: O1 (no unrolling or vectorizers; the schedule vectorizes).
+# Measured on ResNet-18 and GhostNetV2's tier-0 kernels: a lighter pipeline (SROA, instcombine,
+# CFG simplification, GVN) saved 20-25% of their build and ran 3.5x and 2x slower; fast
+# instruction selection (LLVM's -O0 code generation) saved 15% more and ran 9x slower
+TIER0_OPT = 1
+
+
+def schedule_plain(s: Schedule, t: te.Tensor) -> None:
+    """Tier 0's schedule of a root stage: an injective one vectorized along its last axis with
+    its outer loops parallel; a reduction with its last spatial axis moved inside the reduction
+    and vectorized there (a product's columns, a blocked convolution's output channels: each
+    step of the reduction is one vector multiply-add), the other spatial loops fused and
+    parallel."""
+    st = s[t]
+    if not t.op.reduce_axis:
+        schedule_elementwise(s, t)
+        return
+    spatial = [iv for iv in st.leaf if iv in t.op.axis]
+    reduce = [iv for iv in st.leaf if iv not in t.op.axis]
+    if not spatial:
+        return
+    last = spatial[-1]
+    ext = const_int(last.extent)
+    lanes = vector_lanes(None, t.dtype)
+    outer = spatial[:-1]
+    if ext is not None and ext > 1 and reduce:
+        st.reorder(*outer, *reduce, last)
+        vo, _ = vectorize_inner(st, last, lanes)
+        if vo is not None:  # (a long axis: its vectors' loop joins the parallel ones)
+            st.reorder(*outer, vo, *reduce, st.leaf[-1])
+            outer = outer + [vo]
+    extents = [const_int(iv.extent) for iv in outer]
+    if outer and (None in extents or max(extents) > 1):
+        parallel_outer(st, outer)
+
+
+def _plain_kernel(fn: Function, name: str) -> GroupKernel:
+    """``fn``'s computes with the plain schedule (:func:`schedule_plain`)."""
+    inputs, outputs, stages_of, anchor, env = compute_group(fn, name)
+    fixed = []
+    for i, t in enumerate(outputs):
+        if not isinstance(t.op, te.ComputeOp) or t in fixed:
+            t = _copy(t, f"out{i}")
+        fixed.append(t)
+    outputs = fixed
+    s = Schedule(outputs)
+    out_set = set(outputs)
+    for stages in stages_of.values():
+        for t in stages:
+            if t not in out_set and _inlinable(t):
+                s[t].compute_inline()
+    for st in list(s.stages):
+        if not st.is_placeholder and st.attach[0] != "inline":
+            schedule_plain(s, st.tensor)
+    return GroupKernel(name, s, inputs, outputs, anchor.op if anchor is not None else None)
+
+
+def make_tier0_kernel(payload: Function, name: str, target) -> tuple:
+    """A compile job's maker (``ember.codegen.llvm.build_made``): the tier-0 kernel of group
+    ``payload`` -> (PrimFunc, stats), like :func:`ember.compiler.group.make_group_kernel`.
+    A group whose computes the plain schedule cannot lower (an op's kernel hook, a packed dot
+    that needs its vector axis) takes its default schedule instead."""
+    import time
+
+    from ..loop.visit import loop_nest
+    from .group import lower_group
+
+    t0 = time.perf_counter()
+    try:
+        k = _plain_kernel(payload, name)
+        func = k.lowered() if k.schedule is not None else None
+    except EmberError:
+        k = None
+    if k is None or func is None:
+        k = lower_group(payload, name, target)
+    t1 = time.perf_counter()
+    func = k.lowered()
+    return func, dict(schedule=t1 - t0, lower=time.perf_counter() - t1, **loop_nest(func),
+                      trace=k.schedule.trace.text() if k.func is None else "(a loop program written directly)")
+
+
+def _tier0_function(fn: Function) -> tuple:
+    """``(function, sizes)``: the group as its tier-0 kernel computes it -- shape-generic where
+    it generalizes (``sizes``: this call's values of its size symbols), else as it is."""
+    with generic_kernels("all"):
+        g = generalize(fn)
+    return g if g is not None else (fn, {})
+
+
+def _short(op: str) -> str:
+    return op.split(".")[-1].replace("_nchwc", "") or "group"
+
+
+def tier0_kernels(groups: list) -> tuple:
+    """The tier-0 compile jobs of ``groups`` ((kernel name, group Function) pairs) and, per
+    group name, ``(tier-0 kernel name, sizes)``: groups that compute the same share one job."""
+    jobs: dict = {}
+    chosen: dict = {}
+    for g, fn in groups:
+        f0, sizes = _tier0_function(fn)
+        text = astext(f0)
+        name = f"tier0_{_short(group_anchor(f0))}_{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+        if name not in jobs:
+            jobs[name] = (name, f"tier0\n{name}\n{text}", make_tier0_kernel, f0, TIER0_OPT)
+        chosen[g] = (name, dict(sizes))
+    return list(jobs.values()), chosen
+
+
+def remap_program(program: dict, chosen: dict) -> dict:
+    """A copy of ``program`` whose calls of the kernels in ``chosen`` (tier-1 kernel name ->
+    (tier-0 kernel name, sizes)) call those instead, with their sizes; subgraph programs too."""
+    out = dict(program)
+    calls = []
+    for c in program["calls"]:
+        if c["kernel"] in chosen:
+            name, sizes = chosen[c["kernel"]]
+            c = dict(c, kernel=name)
+            if sizes:
+                c["scalars"] = {**c.get("scalars", {}), **sizes}
+        calls.append(c)
+    out["calls"] = calls
+    if program.get("functions"):
+        out["functions"] = [remap_program(f, chosen) for f in program["functions"]]
+    return out
