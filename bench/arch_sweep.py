@@ -376,7 +376,7 @@ def check_one(name: str, via: str, out_dir: str, hw: bool = False) -> None:
             inits = {i.name for i in g.initializer}
             names = [i.name for i in g.input if i.name not in inits]
             first = _inputs(kind, shapes[0][0], shapes[0][1], 0)
-            exe = ember.compile(path, shape_hints={n: tuple(a.shape) for n, a in zip(names, first)})
+            exe = ember.compile(path, shape_hints={n: tuple(a.shape) for n, a in zip(names, first)}, wait=True)
 
             def run(args):
                 return exe.run(*[a.numpy() for a in args])[0]

@@ -2,7 +2,7 @@
 
 Every figure comes from a fresh Python process, as a user meets it:
 
-  * ``ember cold``: ``import ember; ember.compile(model)`` with an empty kernel cache
+  * ``ember cold``: ``import ember; ember.compile(model, wait=True)`` with an empty kernel cache
     (``EMBER_CACHE_DIR`` a new folder): every kernel is lowered and compiled by LLVM;
   * ``ember warm``: the same again, the cache now filled (importing Ember included);
   * ``onnxruntime``: creating an ``InferenceSession`` (its import not counted);
@@ -36,7 +36,7 @@ _EMBER = """
 import json, sys, time
 t0 = time.perf_counter()
 import ember
-exe = ember.compile(sys.argv[1])
+exe = ember.compile(sys.argv[1], wait=True)
 total = time.perf_counter() - t0
 t = exe.compile_times
 phases = {"model import": t.get("import", 0.0),

@@ -46,7 +46,7 @@ def _runner(runtime: str, path: str, threads: int, concurrent: int):
     if runtime == "ember":
         import ember
 
-        exe = ember.compile(path)
+        exe = ember.compile(path, wait=True)
         exe.threads_per_run = threads
         exe.max_concurrent_runs = concurrent
         name, shape, dtype = exe.input_info[0]

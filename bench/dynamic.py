@@ -52,12 +52,12 @@ def child(kind: str, name: str, path: str, batch: int, seq: int, repeat: int) ->
 
         t0 = time.perf_counter()
         if kind == "static":
-            exe = ember.compile(path, input_shapes={k: v.shape for k, v in feeds.items()})
+            exe = ember.compile(path, input_shapes={k: v.shape for k, v in feeds.items()}, wait=True)
         elif kind == "load":
             exe = ember.load(path)
             out["load"] = time.perf_counter() - t0
         else:
-            exe = ember.compile(path)
+            exe = ember.compile(path, wait=True)
         t1 = time.perf_counter()
         exe.run(**feeds)
         out["first_run"] = time.perf_counter() - t1
@@ -112,7 +112,7 @@ def main(argv=None) -> int:
         import ember
 
         so = os.path.join(a.dir, f"{name}.dyn.so")
-        ember.compile(path).export(so)  # compiled once here: the children find the kernels cached
+        ember.compile(path, wait=True).export(so)  # compiled once here: the children find the kernels cached
         exports[name] = (path, so)
     print(f"{'model':10} {'size':>8} | {'static ms':>9} {'dynamic ms':>10} {'dyn/static':>10} | "
           f"{'ORT ms':>8} {'dyn/ORT':>8} | {'1st run ms':>10} {'load ms':>8}")

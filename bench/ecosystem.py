@@ -41,7 +41,7 @@ def child(name: str, timed: bool, rounds: int, torch_too: bool) -> dict:
         stage = "compile"
         t0 = time.perf_counter()
         try:
-            exe = ember.compile(path)
+            exe = ember.compile(path, wait=True)
         except EmberError:
             try:  # a file the tool made invalid: ONNX Runtime refuses to load it too
                 onnxruntime_reference(path, feeds[0])

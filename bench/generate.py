@@ -74,7 +74,7 @@ def _session(runtime: str, path: str, threads: int, precision: str = "fp32"):
     if runtime == "ember":
         import ember
 
-        exe = ember.compile(path, precision=precision)
+        exe = ember.compile(path, precision=precision, wait=True)
         exe.threads_per_run = threads
         names = [o.name for o in exe.output_info]
         return (lambda feeds: dict(zip(names, exe.run(**feeds)))), [i.name for i in exe.input_info]
@@ -158,7 +158,7 @@ def main(argv=None) -> int:
         return 0
     import ember
 
-    ember.compile(path, precision=a.precision)  # once here, so that the children load the kernels from the cache
+    ember.compile(path, precision=a.precision, wait=True)  # once here, so that the children load the kernels from the cache
     res: dict = {"ember": [], "onnxruntime": []}
     for _ in range(a.processes):
         for rt in res:

@@ -67,7 +67,7 @@ def main(argv=None) -> int:
     exes = []
     for v in variants:
         recs = _records(tasks, target, v, weights, args.only)
-        exes.append(ember.compile(args.model, cache=False, tuning_db=recs or None))
+        exes.append(ember.compile(args.model, cache=False, tuning_db=recs or None, wait=True))
         print(f"{json.dumps(v)}: {len(exes[-1].tuned_kernels)} kernel(s) so scheduled", file=sys.stderr)
     inputs = random_inputs(exes[0])
     ref = exes[0].run(*inputs)

@@ -96,7 +96,7 @@ def child(kind: str, model: str, so: str, runs: int) -> dict:
         if kind == "ember load":
             exe = ember.load(so)
         else:
-            exe = ember.compile(model)
+            exe = ember.compile(model, wait=True)
             if kind == "ember export":
                 exe.export(so)
         feeds = _input([(i.name, i.shape, i.dtype) for i in exe.input_info])
@@ -166,7 +166,7 @@ def phases(model: str, runs: int) -> list:
 
     imp.from_onnx, cc.build_executable = from_onnx, build
     mark("(start)")
-    exe = ember.compile(model, instruments=[Checkpoints()])
+    exe = ember.compile(model, instruments=[Checkpoints()], wait=True)
     mark("compile returns")
     feeds = _input([(i.name, i.shape, i.dtype) for i in exe.input_info])
     for _ in range(runs):

@@ -36,7 +36,7 @@ def profiler_overhead(model: str, times: int = 3) -> int:
     """Profile a light model ``times`` times: each profile's overhead (best runs) and summary."""
     from ember.bench.models import light_path
 
-    exe = ember.compile(light_path(model))
+    exe = ember.compile(light_path(model), wait=True)
     x = np.random.default_rng(0).random(exe.input_info[0].shape, dtype=np.float32)
     figures = []
     for _ in range(times):
@@ -60,7 +60,7 @@ def main(argv=None) -> int:
         return profiler_overhead(a.model)
     with tempfile.TemporaryDirectory() as d:
         path = tiny_chain(os.path.join(d, "chain.onnx"), a.kernels, a.size)
-        native, python = ember.compile(path), ember.compile(path)
+        native, python = ember.compile(path, wait=True), ember.compile(path, wait=True)
         python.native = False
         assert native.native and len(native.program["calls"]) == a.kernels
         x = np.random.default_rng(0).standard_normal((1, a.size)).astype(np.float32)

@@ -78,8 +78,8 @@ def main(argv=None) -> int:
     rows = []
     for name in args.models:
         path = export(name, out_dir)
-        fp32 = ember.compile(path)
-        bf16 = ember.compile(path, precision="bf16")  # (both compiled here once: the children load them)
+        fp32 = ember.compile(path, wait=True)
+        bf16 = ember.compile(path, precision="bf16", wait=True)  # (both compiled here once: the children load them)
         feeds = _feeds(fp32)
         ref = fp32.run(**feeds)[0]
         err = _error(ref, bf16.run(**feeds)[0])

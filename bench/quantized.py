@@ -94,7 +94,7 @@ def _ort_spread(path: str, feeds: dict):
         return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
     ref = sess(ort.GraphOptimizationLevel.ORT_ENABLE_ALL).run(None, feeds)[0]
     raw = sess(ort.GraphOptimizationLevel.ORT_DISABLE_ALL).run(None, feeds)[0]
-    got = ember.compile(path).run(**feeds)[0]
+    got = ember.compile(path, wait=True).run(**feeds)[0]
     return float(np.abs(got - ref).max()), float(np.abs(raw - ref).max())
 
 
@@ -136,14 +136,14 @@ def main(argv=None) -> int:
         if args.avx2:
             import ember
 
-            ember.compile(fp32, target=EMBER_TARGETS["ember_avx2"])  # (once, for the children's cache)
+            ember.compile(fp32, target=EMBER_TARGETS["ember_avx2"], wait=True)  # (once, for the children's cache)
         base = time_isolated(fp32, feeds, own, threads, rounds=args.rounds, repeat=args.repeat)
         for kind in args.kinds:
             if kind == "dyn" and ZOO[name].kind != "text":
                 continue
             path = quantized(name, kind, fp32)
             if args.avx2:
-                ember.compile(path, target=EMBER_TARGETS["ember_avx2"])
+                ember.compile(path, target=EMBER_TARGETS["ember_avx2"], wait=True)
             res = time_isolated(path, feeds, own + PEERS, threads, rounds=args.rounds, repeat=args.repeat)
             ms = {r: v["median"] * 1e3 for r, v in res.items() if "median" in v}
             for r in own:

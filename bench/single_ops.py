@@ -63,7 +63,7 @@ def main(argv=None) -> int:
             if a.only and a.only not in name:
                 continue
             path = _model(os.path.join(d, "op.onnx"), *make())
-            exe = ember.compile(path)
+            exe = ember.compile(path, wait=True)
             x = RNG.standard_normal(exe.input_info[0].shape).astype(np.float32)
             threads = exe.target.cores
             ort = ort_peer(path, threads, exe.input_info)

@@ -27,7 +27,7 @@ def check(name: str, out_dir: str) -> dict:
     path = zoo.export(name, out_dir, dynamic=True)
     model = zoo.build_model(name)
     t0 = time.perf_counter()
-    exe = ember.compile(path)
+    exe = ember.compile(path, wait=True)
     row = {"model": name, "inputs": ", ".join(f"{i.name}{tuple(i.shape)}" for i in exe.input_info),
            "compile_s": time.perf_counter() - t0, "errors": []}
     for batch, seq in SIZES:

@@ -31,7 +31,7 @@ def main(argv=None) -> int:
         feeds = ZOO[name].example(batch=1, seq=128, seed=1)
         with torch.no_grad():
             ref = model(*[torch.from_numpy(v) for v in feeds.values()]).numpy()
-        got = ember.compile(export(name, out_dir, model=model)).run(**feeds)[0]
+        got = ember.compile(export(name, out_dir, model=model), wait=True).run(**feeds)[0]
         err, scale = float(np.abs(got - ref).max()), float(np.abs(ref).max())
         ok = got.shape == ref.shape and np.allclose(got, ref, rtol=1e-3, atol=1e-4 * max(1.0, scale))
         print(f"{name:24s} max abs difference {err:.2e} (outputs up to {scale:.2e}): {'ok' if ok else 'MISMATCH'}",

@@ -119,7 +119,7 @@ def compile_main(argv) -> int:
                         disabled_passes=args.disable_pass, name=name, memory_limit=args.memory_limit,
                         cache=not args.profile_compile,  # (a compile-time profile times a compile)
                         tuning_db=args.tuning_db, shape_hints=_shapes(args.shape_hint, "--shape-hint"),
-                        precision=args.precision)
+                        precision=args.precision, wait=True)
     exe.export(out)
     if args.profile_compile:
         print(exe.compile_profile.table(budget=args.compile_budget))

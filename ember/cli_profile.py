@@ -61,7 +61,7 @@ def profile_main(argv) -> int:
 
     name = os.path.splitext(os.path.basename(path))[0]
     print(f"compiling {path} ...", file=sys.stderr)
-    exe = ember.compile(path, args.target, input_shapes=_shapes(args.input_shape), name=name)
+    exe = ember.compile(path, args.target, input_shapes=_shapes(args.input_shape), name=name, wait=True)
     given = model_inputs(exe, args.input)
     print(f"profiling: {args.warmup} warm-up run(s), {args.repeat} timed run(s) ...", file=sys.stderr)
     prof = profile_kernels(exe, named=given, warmup=args.warmup, repeat=args.repeat, model=name)

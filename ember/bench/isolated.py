@@ -41,7 +41,7 @@ def _runner(runtime: str, path: str, threads: int, feeds: dict):
 
         # (the parent compiled it once: the kernels come from the cache)
         exe = ember.compile(path, target=EMBER_TARGETS.get(runtime),
-                            precision="bf16" if runtime == "ember_bf16" else "fp32")
+                            precision="bf16" if runtime == "ember_bf16" else "fp32", wait=True)
         exe.threads_per_run = threads
         return lambda: exe.run(**feeds)
     from .peers import PEERS

@@ -112,16 +112,16 @@ def bench_model(path: str, peers: list, threads: int, repeat: int, out=print, is
         os.environ["EMBER_CACHE_DIR"] = cold
         try:
             t0 = time.perf_counter()
-            ember.compile(path, cache=False)
+            ember.compile(path, cache=False, wait=True)
             compile_s = time.perf_counter() - t0
         finally:
             if old is None:
                 del os.environ["EMBER_CACHE_DIR"]
             else:
                 os.environ["EMBER_CACHE_DIR"] = old
-    ember.compile(path)  # fills the real cache
+    ember.compile(path, wait=True)  # fills the real cache
     t0 = time.perf_counter()
-    exe = ember.compile(path)  # again: every kernel now comes from the cache
+    exe = ember.compile(path, wait=True)  # again: every kernel now comes from the cache
     warm_s = time.perf_counter() - t0
     notes = []
     if feeds is None:

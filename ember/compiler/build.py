@@ -100,6 +100,12 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
 TIER_MIN_KERNELS = 8
 
 
+def _batches(missing: int) -> int:
+    """How many batches a tiered build switches over in: each costs a link and a new
+    executable (~50 ms) and idles the workers at its end; four at most, of 16 kernels or more."""
+    return min(4, max(1, missing // 16))
+
+
 def _tiered(jobs: list, groups: list, program: dict, finish, target, stats: Optional[dict], key: str,
             tiers: dict):
     """A :class:`~.tiered.TieredExecutable` whose groups run on their tier-1 kernel where the
@@ -134,8 +140,7 @@ def _tiered(jobs: list, groups: list, program: dict, finish, target, stats: Opti
         if isinstance(c.get("flops"), int):
             work[c["kernel"]] = work.get(c["kernel"], 0) + c["flops"]
     order = sorted(missing, key=lambda k: -work.get(jobs[k][0], 0))
-    batches = min(4, max(1, len(order) // 16))
-    size = -(-len(order) // batches)
+    size = -(-len(order) // _batches(len(order)))
 
     def steps():
         left = set(pending)

@@ -37,7 +37,7 @@ def evaluate_constants(exprs: list, ctx: PassContext) -> list:
     # and its kernels take their sizes as arguments (``compiler.generic``): the folds of every
     # model share a few kernels, compiled once into the cache
     with allocating(sum(sizes) + inputs, what), llvm_opt_level(1), generic_kernels():
-        exe = compile_model(mod, None, max(ctx.opt_level, 1), disabled_passes=disabled, name="constants")
+        exe = compile_model(mod, None, max(ctx.opt_level, 1), disabled_passes=disabled, name="constants", wait=True)
         values = exe.run()
     # its program, arena and inputs (the constants before folding, which the caller may drop
     # next) go now, by reference count: no gc.collect() here, which in a process that has

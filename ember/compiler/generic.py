@@ -40,10 +40,13 @@ from ..graph.visit import post_order, rewrite, substitute
 # which runs once)
 _GENERIC = contextvars.ContextVar("ember_generic_kernels", default="elementwise")
 _PATTERNS = {"elementwise": (Pattern.ELEMWISE, Pattern.BROADCAST),
-             "all": (Pattern.ELEMWISE, Pattern.BROADCAST, Pattern.INJECTIVE)}
+             "all": (Pattern.ELEMWISE, Pattern.BROADCAST, Pattern.INJECTIVE),
+             # tier-0 kernels (:mod:`.tier0`): anchors too, where their shape rules and computes
+             # take symbolic sizes (pools, reductions, softmax, products by a runtime operand)
+             "any": tuple(Pattern)}
 # injective ops whose index maps are affine in the sizes (no division by one)
 _AFFINE = ("strided_slice", "concat", "pad", "transpose", "expand", "squeeze", "unsqueeze")
-_ALSO = {"elementwise": _AFFINE, "all": ("scatter_nd", "scatter_elements")}
+_ALSO = {"elementwise": _AFFINE, "all": ("scatter_nd", "scatter_elements"), "any": ()}
 _SHAPE_ATTRS = {"reshape": "newshape", "expand": "shape"}
 # injective ops whose computes need static sizes: resize's taps and weights are per position
 # of a resized axis (YOLOS's constant-folded position embeddings, resized 14x14 -> 14x14)
@@ -56,9 +59,10 @@ _SMALL = 1 << 15  # elements of a model's group below which it keeps its static 
 @contextlib.contextmanager
 def generic_kernels(which: str = "all"):
     """Compile the programs built inside with shape-generic kernels for ``which`` groups:
-    ``"all"`` it can, ``"elementwise"`` (the default) or ``"none"``."""
-    if which not in ("all", "elementwise", "none"):
-        raise ValueError(f"generic_kernels: {which!r} is not 'all', 'elementwise' or 'none'")
+    ``"all"`` it can, ``"elementwise"`` (the default) or ``"none"``; ``"any"`` (tier 0) also
+    tries groups with an anchor."""
+    if which not in ("any", "all", "elementwise", "none"):
+        raise ValueError(f"generic_kernels: {which!r} is not 'any', 'all', 'elementwise' or 'none'")
     token = _GENERIC.set(which)
     try:
         yield
@@ -147,12 +151,20 @@ def generalize(fn: Function) -> Optional[tuple]:
     # the kernel checks it for its own): split sizes must sum to s0; and the
     # result must have this call's shape (a rule whose symbolic form differs from its static
     # one -- a negative-step slice -- keeps the static kernel)
+    # (a tier-0 group over the model's own symbols -- a dynamic batch -- compares its result's
+    # shape at two probe values of them; a model's kernels keep theirs static)
+    if taken and which != "any":
+        return None
     try:
         if not all(D.eval_index(a.cond, sizes) for a in assumed.values()):
             return None
-        got = [tuple(D.eval_dim(d, sizes) for d in t.shape) for t in _results(g.body.type)]
-        if got != [tuple(t.shape) for t in _results(fn.body.type)]:
-            return None
+        for probe in ((0,) if not taken else (7, 13)):
+            others = {t: probe for t in taken}
+            got = [tuple(D.eval_dim(d, {**others, **sizes}) for d in t.shape) for t in _results(g.body.type)]
+            want = [tuple(D.eval_dim(d, others) if isinstance(d, Dim) else d for d in t.shape)
+                    for t in _results(fn.body.type)]
+            if got != want:
+                return None
     except (KeyError, TypeError, ZeroDivisionError, AttributeError):
         return None
     return g, sizes

@@ -117,7 +117,7 @@ def make_tier0_kernel(payload: Function, name: str, target) -> tuple:
 def _tier0_function(fn: Function) -> tuple:
     """``(function, sizes)``: the group as its tier-0 kernel computes it -- shape-generic where
     it generalizes (``sizes``: this call's values of its size symbols), else as it is."""
-    with generic_kernels("all"):
+    with generic_kernels("any"):
         g = generalize(fn)
     return g if g is not None else (fn, {})
 

@@ -126,7 +126,7 @@ def quantize(model, calibration: Union[Iterable, Mapping], output: Optional[Unio
     names = list(dict.fromkeys(n.input[0] for n in nodes))
     graph_inputs = [i.name for i in proto.graph.input if i.name not in weights]
     batches = _batches(calibration, graph_inputs)
-    probe = compile_model(_with_outputs(proto, names).SerializeToString(), cache=False)
+    probe = compile_model(_with_outputs(proto, names).SerializeToString(), cache=False, wait=True)
     ranges = collect(probe, names, batches)
     params = {n: uint8_params(*ranges.range(n, method, percentile)) for n in names}
     quantized = write(proto, nodes, params, per_channel)
@@ -144,8 +144,8 @@ def quantize(model, calibration: Union[Iterable, Mapping], output: Optional[Unio
 def _errors(fp32, int8, batches: list) -> dict:
     from ..compiler.compile import compile_model
 
-    a = compile_model(fp32.SerializeToString(), cache=False)
-    b = compile_model(int8.SerializeToString(), cache=False)
+    a = compile_model(fp32.SerializeToString(), cache=False, wait=True)
+    b = compile_model(int8.SerializeToString(), cache=False, wait=True)
     names = [o.name for o in a.output_info]
     worst = {n: {"max_abs": 0.0, "max_rel": 0.0, "mean_abs": 0.0} for n in names}
     for feeds in batches:

@@ -200,7 +200,7 @@ def check_in_model(model, database, untuned_exe, target, *, input_shapes=None, r
         chosen = {w: recs[j] for w, recs in ranked.items() if len(recs) > j}
         with generic_kernels("none"):
             exe = compile_model(model, target, input_shapes=input_shapes, tuning_records=chosen,
-                                precision=precision)
+                                precision=precision, wait=True)
         names = set(getattr(exe, "tuned_kernels", ()))
         if not names or len(exe.kernel_calls) != len(untuned_exe.kernel_calls):
             break

@@ -122,7 +122,7 @@ def extract_tasks(model, target, *, profile: bool = True, repeat: int = 10, inpu
     from ..compiler.generic import generic_kernels
 
     with generic_kernels("none"):
-        exe = compile_model(model, target, cache=False, input_shapes=input_shapes, precision=precision)
+        exe = compile_model(model, target, cache=False, input_shapes=input_shapes, precision=precision, wait=True)
     if not hasattr(exe, "groups"):  # (a SpecializingExecutable: one program per value of some inputs)
         raise TuneError(f"the model's structure depends on the values of {', '.join(exe.value_inputs)}, so "
                         f"it compiles per value: bind them first (from_onnx(model, static_inputs=...)) and tune that")

@@ -1,0 +1,228 @@
+"""Tiered compilation: tier-0 kernels compute what tier 1 does, a tiered executable switches
+over while it runs (from several threads), and a build that fails leaves tier 0 running."""
+import threading
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import ember
+from ember.compiler import build as build_mod
+from ember.compiler.executable import Executable
+from ember.compiler.tier0 import remap_program, tier0_kernels
+from ember.compiler.tiered import TieredExecutable
+
+RNG = np.random.default_rng(0)
+
+
+def _init(name, shape, scale=0.2):
+    return numpy_helper.from_array((RNG.standard_normal(shape) * scale).astype(np.float32), name)
+
+
+def _model(nodes, inits, inputs, outputs, path):
+    import onnx
+
+    g = helper.make_graph(nodes, "m", inputs, outputs, inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(m, str(path))
+    return str(path)
+
+
+def cnn(path, batch="N"):
+    """Convs (dense, strided, depthwise, grouped, 1x1), pools, a residual add, global pooling
+    and a Gemm: a dozen fused groups of every kind a CNN has."""
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["c0"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c0"], ["r0"]),
+             helper.make_node("MaxPool", ["r0"], ["p0"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Conv", ["p0", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], group=16),
+             helper.make_node("Sigmoid", ["c1"], ["s1"]),
+             helper.make_node("Mul", ["c1", "s1"], ["m1"]),
+             helper.make_node("Conv", ["m1", "w2"], ["c2"], group=4),
+             helper.make_node("Add", ["c2", "p0"], ["a2"]),
+             helper.make_node("Conv", ["a2", "w3", "b3"], ["c3"], pads=[1, 1, 1, 1], strides=[2, 2]),
+             helper.make_node("AveragePool", ["c3"], ["p3"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("Clip", ["p3", "lo", "hi"], ["h3"]),
+             helper.make_node("GlobalAveragePool", ["h3"], ["g"]),
+             helper.make_node("Flatten", ["g"], ["f"]),
+             helper.make_node("Gemm", ["f", "fc", "fb"], ["y0"], transB=1),
+             helper.make_node("Softmax", ["y0"], ["y"], axis=-1)]
+    inits = [_init("w0", (16, 3, 3, 3)), _init("w1", (16, 1, 3, 3)), _init("b1", (16,)),
+             _init("w2", (16, 4, 1, 1)), _init("w3", (24, 16, 3, 3)), _init("b3", (24,)),
+             numpy_helper.from_array(np.float32(-1.0), "lo"), numpy_helper.from_array(np.float32(1.5), "hi"),
+             _init("fc", (10, 24)), _init("fb", (10,))]
+    return _model(nodes, inits, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3, 20, 20])],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 10])], path)
+
+
+def encoder(path):
+    """A transformer block: layer norms, attention's products and softmax, a GELU MLP."""
+    D, H = 32, 4
+    nodes = [helper.make_node("LayerNormalization", ["x", "g1", "b1"], ["n1"], axis=-1),
+             helper.make_node("MatMul", ["n1", "wq"], ["q"]), helper.make_node("MatMul", ["n1", "wk"], ["k"]),
+             helper.make_node("MatMul", ["n1", "wv"], ["v"]),
+             *[helper.make_node("Reshape", [t, "heads"], [t + "h"]) for t in "qkv"],
+             helper.make_node("Transpose", ["qh"], ["qt"], perm=[0, 2, 1, 3]),
+             helper.make_node("Transpose", ["kh"], ["kt"], perm=[0, 2, 3, 1]),
+             helper.make_node("Transpose", ["vh"], ["vt"], perm=[0, 2, 1, 3]),
+             helper.make_node("MatMul", ["qt", "kt"], ["s"]),
+             helper.make_node("Mul", ["s", "scale"], ["ss"]),
+             helper.make_node("Softmax", ["ss"], ["pr"], axis=-1),
+             helper.make_node("MatMul", ["pr", "vt"], ["o"]),
+             helper.make_node("Transpose", ["o"], ["ot"], perm=[0, 2, 1, 3]),
+             helper.make_node("Reshape", ["ot", "flat"], ["of"]),
+             helper.make_node("MatMul", ["of", "wo"], ["proj"]),
+             helper.make_node("Add", ["x", "proj"], ["r1"]),
+             helper.make_node("LayerNormalization", ["r1", "g2", "b2"], ["n2"], axis=-1),
+             helper.make_node("MatMul", ["n2", "w1"], ["h1"]), helper.make_node("Add", ["h1", "c1"], ["h1b"]),
+             helper.make_node("Gelu", ["h1b"], ["ge"], domain="com.microsoft"),
+             helper.make_node("MatMul", ["ge", "w2"], ["h2"]),
+             helper.make_node("Add", ["r1", "h2"], ["y"])]
+    inits = [_init("g1", (D,)), _init("b1", (D,)), _init("g2", (D,)), _init("b2", (D,)),
+             _init("wq", (D, D)), _init("wk", (D, D)), _init("wv", (D, D)), _init("wo", (D, D)),
+             _init("w1", (D, 64)), _init("c1", (64,)), _init("w2", (64, D)),
+             numpy_helper.from_array(np.array([0, 0, H, D // H], np.int64), "heads"),
+             numpy_helper.from_array(np.array([0, 0, D], np.int64), "flat"),
+             numpy_helper.from_array(np.float32(0.35), "scale")]
+    import onnx
+
+    g = helper.make_graph(nodes, "enc", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 12, D])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 12, D])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    onnx.save(m, str(path))
+    return str(path)
+
+
+def _tier0_of(exe) -> Executable:
+    """``exe``'s program with every group on its tier-0 kernel."""
+    jobs, chosen = tier0_kernels(exe.groups)
+    from ember.codegen.llvm import build_made
+
+    return Executable(build_made(jobs, exe.target), remap_program(exe.program, chosen), exe.constants)
+
+
+@pytest.mark.parametrize("make,shape", [(cnn, (2, 3, 20, 20)), (encoder, (2, 12, 32))])
+def test_tier0_kernels_compute_what_tier1_does(tmp_path, make, shape):
+    path = make(tmp_path / "m.onnx")
+    exe = ember.compile(path, wait=True)
+    t0 = _tier0_of(exe)
+    assert all(c["kernel"].startswith("tier0_") for c in t0.program["calls"])
+    x = RNG.standard_normal(shape).astype(np.float32)
+    np.testing.assert_allclose(t0.run(x)[0], exe.run(x)[0], rtol=1e-4, atol=1e-5)
+
+
+def test_tier0_kernels_are_shared_and_take_sizes(tmp_path):
+    """Groups that differ only in sizes share one shape-generic tier-0 kernel, named by what it
+    computes (so any model with such a group finds it in the cache)."""
+    path = cnn(tmp_path / "m.onnx")
+    exe = ember.compile(path, wait=True)
+    jobs, chosen = tier0_kernels(exe.groups)
+    assert len({n for n, _ in chosen.values()}) == len(jobs)
+    generic = [(n, sizes) for n, sizes in chosen.values() if sizes]
+    assert generic, "no group generalized"
+    again = tier0_kernels(ember.compile(cnn(tmp_path / "m2.onnx"), wait=True).groups)[1]
+    assert sorted(n for n, _ in again.values()) == sorted(n for n, _ in chosen.values())
+
+
+@pytest.fixture
+def cold(monkeypatch, tmp_path):
+    """A fresh kernel cache, and tiers for builds of any size."""
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(build_mod, "TIER_MIN_KERNELS", 1)
+    return tmp_path
+
+
+def test_compile_returns_at_tier0_and_switches_to_tier1(cold):
+    path = cnn(cold / "m.onnx")
+    ref = ember.compile(path, wait=True, cache=False)  # (a different cache key: cache=False)
+    import shutil
+
+    shutil.rmtree(cold / "cache")
+    exe = ember.compile(path)
+    assert isinstance(exe, TieredExecutable)
+    info = exe.tier_info
+    assert set(info.tiers) == {g for g, _ in ref.groups}
+    x = RNG.standard_normal((3, 3, 20, 20)).astype(np.float32)
+    want = ref.run(x)[0]
+    np.testing.assert_allclose(exe.run(x)[0], want, rtol=1e-4, atol=1e-5)
+    assert exe.wait(timeout=300)
+    info = exe.tier_info
+    assert info.done and info.error is None and set(info.tiers.values()) == {1} and info.switches
+    assert not any(c["kernel"].startswith("tier0_") for c in exe.program["calls"])
+    np.testing.assert_allclose(exe.run(x)[0], want, rtol=1e-5, atol=1e-6)
+    # the all-tier-1 build is what the cache keeps: the next compile waits for nothing
+    assert not isinstance(ember.compile(path), TieredExecutable)
+
+
+def test_runs_from_threads_while_tiers_switch(cold, monkeypatch):
+    """Four threads run the model in a loop while the background build switches the groups
+    over in batches: every result matches; no run sees a half-switched program."""
+    monkeypatch.setattr(build_mod, "_batches", lambda n: min(n, 4))
+    path = encoder(cold / "m.onnx")
+    ref = ember.compile(path, wait=True, cache=False)
+    import shutil
+
+    shutil.rmtree(cold / "cache")
+    exe = ember.compile(path)
+    assert isinstance(exe, TieredExecutable)
+    xs = [RNG.standard_normal((2, 12, 32)).astype(np.float32) for _ in range(4)]
+    wants = [ref.run(x)[0] for x in xs]
+    errors, runs = [], [0] * 4
+
+    def loop(k):
+        try:
+            while True:
+                done = exe.tier_info.done
+                np.testing.assert_allclose(exe.run(xs[k])[0], wants[k], rtol=1e-4, atol=1e-5)
+                runs[k] += 1
+                if done:
+                    return
+        except BaseException as e:  # (reported by the main thread)
+            errors.append(e)
+    threads = [threading.Thread(target=loop, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert not errors, errors[0]
+    assert exe.tier_info.done and len(exe.tier_info.switches) >= 2
+    assert all(r >= 1 for r in runs)
+
+
+def test_a_failed_tier1_build_keeps_tier0_running(cold, monkeypatch):
+    from ember.codegen.llvm import objects
+    from ember.errors import CompileError
+
+    real = objects.compile_made_objects
+
+    def fail(*a, **k):
+        if objects._BACKGROUND.get():  # (the tier-0 build, in the foreground, goes through)
+            raise CompileError("no tier 1 today")
+        return real(*a, **k)
+    monkeypatch.setattr(objects, "compile_made_objects", fail)
+    monkeypatch.setattr(build_mod, "_batches", lambda n: 2)
+    path = cnn(cold / "m.onnx")
+    exe = ember.compile(path)
+    assert isinstance(exe, TieredExecutable)
+    with pytest.raises(CompileError, match="no tier 1 today"):
+        exe.wait(timeout=300)
+    info = exe.tier_info
+    assert not info.done and isinstance(info.error, CompileError) and set(info.tiers.values()) == {0}
+    x = RNG.standard_normal((1, 3, 20, 20)).astype(np.float32)
+    assert exe.run(x)[0].shape == (1, 10)
+
+
+def test_settings_follow_the_switch_and_export_waits(cold):
+    path = cnn(cold / "m.onnx")
+    exe = ember.compile(path)
+    assert isinstance(exe, TieredExecutable)
+    exe.threads_per_run = 1
+    out = exe.export(str(cold / "m.so"))
+    assert exe.tier_info.done and exe.threads_per_run == 1
+    loaded = ember.load(out)
+    x = RNG.standard_normal((2, 3, 20, 20)).astype(np.float32)
+    np.testing.assert_allclose(loaded.run(x)[0], exe.run(x)[0], rtol=1e-6)
+
+
+def test_wait_compiles_everything_first(cold):
+    exe = ember.compile(cnn(cold / "m.onnx"), wait=True)
+    assert not isinstance(exe, TieredExecutable)
