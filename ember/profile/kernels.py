@@ -297,7 +297,9 @@ def profile_kernels(exe, inputs: Sequence = (), *, warmup: int = 3, repeat: int 
     kernel_total = sum(sum(t) for t in times) or 1.0
     for i, (c, ts) in enumerate(zip(info, times)):
         ops = c.get("ops", [])
-        rows.append(KernelRow(kernel=c["kernel"], nodes=c.get("nodes", ""), ops="+".join(_short(o) for o in ops),
+        # (a group running on its tier-0 kernel while tier 1 compiles: named as the group, marked)
+        name = f"{c['tier0_of']} [tier 0]" if "tier0_of" in c else c["kernel"]
+        rows.append(KernelRow(kernel=name, nodes=c.get("nodes", ""), ops="+".join(_short(o) for o in ops),
                               op_type=_short(c.get("anchor") or "?"), calls=len(ts), total=sum(ts), min=min(ts), max=max(ts),
                               flops=int(evaluate(c.get("flops", 0), layout.env) or 0),
                               bytes=int(evaluate(c.get("bytes", 0), layout.env) or 0), index=i,

@@ -264,6 +264,7 @@ class _Pool:
             order = sorted(range(len(jobs)), key=lambda i: -len(jobs[i][1]))  # the largest first
             results: list = [None] * len(jobs)
             lock = threading.Lock()
+            progress = _Progress(len(jobs))
 
             def take():
                 with lock:
@@ -272,14 +273,17 @@ class _Pool:
             def drain(w: _Worker) -> None:
                 while (i := take()) is not None:
                     results[i] = w.run(jobs[i])
+                    progress.step()
             try:
                 with cf.ThreadPoolExecutor(workers) as pool:  # threads only wait on the processes
                     futures = [pool.submit(drain, w) for w in self.workers[:workers]]
                     if here is not None:
                         while (i := take()) is not None:
                             results[i] = here(i)
+                            progress.step()
                     for f in futures:
                         f.result()
+                progress.close()
             except BaseException:
                 self._close_workers()
                 raise
@@ -303,6 +307,33 @@ class _Pool:
                 self._close_workers()
             finally:
                 self.lock.release()
+
+
+class _Progress:
+    """``ember: compiling kernels 37/141`` on a terminal, for a build of many kernels in the
+    foreground (a tiered build in the background says how many groups run at tier 1 instead)."""
+
+    MIN_JOBS = 16
+
+    def __init__(self, total: int):
+        self.total, self.done, self.last = total, 0, 0.0
+        try:
+            self.on = total >= self.MIN_JOBS and not _BACKGROUND.get() and sys.stderr.isatty()
+        except (AttributeError, ValueError):
+            self.on = False
+        self.lock = threading.Lock()
+
+    def step(self) -> None:
+        with self.lock:
+            self.done += 1
+            now = time.monotonic()
+            if self.on and (now - self.last > 0.2 or self.done == self.total):
+                self.last = now
+                print(f"\rember: compiling kernels {self.done}/{self.total}", end="", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self.on:
+            print("\r" + " " * 40 + "\r", end="", file=sys.stderr, flush=True)
 
 
 _POOL = _Pool()
