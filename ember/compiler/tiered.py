@@ -26,6 +26,8 @@ import time
 import warnings
 from typing import Any, Callable, Iterator, Optional
 
+from ..codegen.busy import model_running
+
 __all__ = ["TierInfo", "TieredExecutable"]
 
 
@@ -62,10 +64,11 @@ class TieredExecutable:
     docstring)."""
 
     _OWN = frozenset({"current", "_settings", "_lock", "_tiers", "_done", "_error", "_thread", "_t0",
-                      "_switches", "_on_done", "_progress"})
+                      "_switches", "_on_done", "_progress", "_final"})
 
     def __init__(self, first, tiers: dict, steps: Iterator, t0: float, progress: bool = False):
         self._share_cores(first, final=False)
+        self._final = None  # (the all-tier-1 executable, once swapped in)
         self.current = first
         self._settings: dict = {}
         self._lock = threading.Lock()
@@ -95,12 +98,20 @@ class TieredExecutable:
 
     def run(self, *arrays: Any, **named: Any) -> list:
         """The model's outputs, from the executable current when the run starts."""
-        return self.current.run(*arrays, **named)
+        exe = self.current
+        if exe is self._final:
+            return exe.run(*arrays, **named)
+        with model_running():  # (the background build's last worker waits for it)
+            return exe.run(*arrays, **named)
 
     __call__ = run
 
     def _run_into(self, out, *arrays: Any) -> list:
-        return self.current._run_into(out, *arrays)
+        exe = self.current
+        if exe is self._final:
+            return exe._run_into(out, *arrays)
+        with model_running():
+            return exe._run_into(out, *arrays)
 
     def export(self, path: str) -> str:
         """Wait for tier 1, then export (an export holds the specialized kernels)."""
@@ -137,14 +148,17 @@ class TieredExecutable:
             for k, v in self._settings.items():
                 setattr(exe, k, v)
             self._tiers = dict(tiers)
+            if all(t == 1 for t in tiers.values()):
+                self._final = exe
             self._switches.append((time.perf_counter() - self._t0, sum(1 for t in tiers.values() if t == 1)))
             self.current = exe  # (one assignment: a run in flight keeps the executable it took)
 
     @staticmethod
     def _share_cores(exe, final: bool) -> None:
-        """While tier 1 compiles (in worker processes on all cores but one), a run takes the
-        remaining core(s) by default: a parallel loop whose threads share cores with the
-        compiler waits on descheduled ones (ResNet-18 at tier 0: 56 ms alone, 400 ms so)."""
+        """While tier 1 compiles (in worker processes, one per core, the last idle while a run is
+        in flight), a run takes all cores but one by default: a parallel loop whose threads
+        share cores with the compiler waits on descheduled ones (ResNet-18 at tier 0: 56 ms
+        alone, 400 ms so)."""
         if not final:
             exe.threads_per_run = max(1, _cores() - 1)
 

@@ -34,6 +34,7 @@ from . import profile as _profile
 from .codegen import check_kernel_names, emit_function
 from .metadata import add_metadata_global
 from .program import add_program_runner
+from ..busy import runs_in_flight
 
 # Starting a worker (a Python that imports Ember and llvmlite) costs ~0.4 s; the loop passes,
 # LLVM IR emission and LLVM take roughly 60 us of CPU per byte of a kernel's lowered loop
@@ -252,11 +253,12 @@ class _Pool:
         with self.lock:
             self._spawn(workers)
 
-    def run(self, jobs: list, workers: int, here=None) -> list:
+    def run(self, jobs: list, workers: int, here=None, polite: bool = False) -> list:
         """Results of ``jobs`` (in order), each job sent to the next free worker, the largest
         first. With ``here`` (``here(i)`` runs job i in this process) this process takes jobs
         from the same queue too: while the workers are still starting (a model's folding
-        program, the first build of a compile) it is the one doing the work."""
+        program, the first build of a compile) it is the one doing the work. ``polite``: the
+        last worker takes a job only while no model run is in flight (:func:`model_running`)."""
         with self.lock:
             self._spawn(workers)
             if self.timer is not None:
@@ -270,13 +272,18 @@ class _Pool:
                 with lock:
                     return order.pop(0) if order else None
 
-            def drain(w: _Worker) -> None:
-                while (i := take()) is not None:
+            def drain(w: _Worker, yields: bool) -> None:
+                while True:
+                    while yields and runs_in_flight() and order:
+                        time.sleep(0.005)
+                    if (i := take()) is None:
+                        return
                     results[i] = w.run(jobs[i])
                     progress.step()
             try:
                 with cf.ThreadPoolExecutor(workers) as pool:  # threads only wait on the processes
-                    futures = [pool.submit(drain, w) for w in self.workers[:workers]]
+                    futures = [pool.submit(drain, w, polite and k == workers - 1)
+                               for k, w in enumerate(self.workers[:workers])]
                     if here is not None:
                         while (i := take()) is not None:
                             results[i] = here(i)
@@ -347,10 +354,10 @@ def warm_up_workers() -> None:
         _POOL.warm_up(_jobs() - 1)
 
 
-def _in_workers(jobs: list, workers: int, here=None) -> list:
+def _in_workers(jobs: list, workers: int, here=None, polite: bool = False) -> list:
     """Compile ``jobs`` in ``workers`` worker processes (kept for the next call), and in this
     process too with ``here`` (see :meth:`_Pool.run`)."""
-    return _POOL.run(jobs, workers, here)
+    return _POOL.run(jobs, workers, here, polite)
 
 
 def _jobs() -> int:
@@ -444,7 +451,9 @@ def _compile(jobs: list, keys: list, items: list, names: list, target: Target, s
             objs[i], entries[i] = hit
     # this process compiles too: one worker fewer than the cores (on 2 cores a second worker's
     # start -- Python, Ember, LLVM: ~0.4 s of CPU -- cost more than it gave)
-    workers = min(_jobs() - 1, len(todo))
+    background = _BACKGROUND.get()
+    # (a background build uses every core, its last worker only while no run is in flight)
+    workers = min(_jobs() - (0 if background else 1), len(todo))
     parallel = _jobs() > 1 and debug_level() < 2  # (debug output goes to this process's stderr)
     if todo and parallel:
         # a cold build: the workers start now, whether this build uses them or the next one
@@ -453,13 +462,13 @@ def _compile(jobs: list, keys: list, items: list, names: list, target: Target, s
     # this process takes jobs from the same queue as the workers: while they start (a model's
     # folding program comes first) it does the work, and a small build never waits for them
     results: dict = {}
-    background = _BACKGROUND.get()
     if workers >= 1 and parallel and (background or sum(_estimate(jobs[i]) for i in todo) >= PARALLEL_MIN_SECONDS):
         local = {i for i in todo if here is not None and here(i)}
         remote = [i for i in todo if i not in local]
         if remote:
             out = _in_workers([jobs[i] for i in remote], workers,
-                              here=None if background else lambda k: _compile_job(jobs[remote[k]], items[remote[k]]))
+                              here=None if background else lambda k: _compile_job(jobs[remote[k]], items[remote[k]]),
+                              polite=background and workers == _jobs())
             results.update(zip(remote, out))
     for i in todo:
         if i not in results:
