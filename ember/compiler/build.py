@@ -115,14 +115,14 @@ def _tiered(jobs: list, groups: list, program: dict, finish, target, stats: Opti
     missing (the build waits for them). ``tiers``: ``{"t0": compile start, "progress": bool}``."""
     from ..codegen.llvm import build_made
     from ..codegen.llvm.objects import compile_made_objects, in_background, made_object_cached
-    from .tier0 import remap_program, tier0_kernels
+    from .tier0 import constant_params, remap_program, tier0_kernels
     from .tiered import TieredExecutable
 
     missing = [k for k, j in enumerate(jobs) if not made_object_cached(j[1], target)]
     if len(missing) < TIER_MIN_KERNELS:
         return None
     fns = dict(groups)
-    t0_jobs, chosen = tier0_kernels([(jobs[k][0], fns[jobs[k][0]]) for k in missing])
+    t0_jobs, chosen = tier0_kernels([(jobs[k][0], fns[jobs[k][0]]) for k in missing], constant_params(program))
     t0_by_name = {j[0]: j for j in t0_jobs}
 
     def mixed(pending: set, kernel_stats: Optional[dict] = None):

@@ -90,10 +90,11 @@ def _symbols(fn: Function) -> set:
     return names
 
 
-def generalize(fn: Function) -> Optional[tuple]:
+def generalize(fn: Function, keep: frozenset = frozenset()) -> Optional[tuple]:
     """``(generic function, sizes)``: ``fn`` with its parameters' static dims (other than 1) as
     size symbols and ``sizes`` their values for this call -- or None where ``fn`` keeps its
-    static kernel (see the module docstring)."""
+    static kernel (see the module docstring). The parameters at the positions in ``keep``
+    (a group's constant weights, whose shape rules want them static) keep their dims."""
     which = _GENERIC.get()
     if which == "none":
         return None
@@ -111,13 +112,15 @@ def generalize(fn: Function) -> Optional[tuple]:
     # of 16 or 32: 4-5% on MobileNet and EfficientNet); a long one (Swin's 96-768 channels)
     # pays little for them
     def static_at(t, k) -> bool:
-        return which == "elementwise" and k == t.ndim - 1 and isinstance(t.shape[k], int) and t.shape[k] <= 64
+        return which in ("elementwise", "any") and k == t.ndim - 1 and isinstance(t.shape[k], int) \
+            and t.shape[k] <= 64
     values: list = []
-    for p in fn.params:
+    for i, p in enumerate(fn.params):
         if not isinstance(p.type, TensorType):
             return None
-        values += [d for k, d in enumerate(p.type.shape)
-                   if isinstance(d, int) and d > 1 and d not in values and not static_at(p.type, k)]
+        if i not in keep:
+            values += [d for k, d in enumerate(p.type.shape)
+                       if isinstance(d, int) and d > 1 and d not in values and not static_at(p.type, k)]
     if not values:
         return None
     taken = _symbols(fn)
@@ -127,9 +130,10 @@ def generalize(fn: Function) -> Optional[tuple]:
             names.append(f"s{k}")
         k += 1
     sym = {v: Dim(n) for v, n in zip(values, names)}
-    params = [Var(p.name, TensorType(tuple(sym.get(d, d) if isinstance(d, int) and not static_at(p.type, k) else d
+    params = [p if i in keep else
+              Var(p.name, TensorType(tuple(sym.get(d, d) if isinstance(d, int) and not static_at(p.type, k) else d
                                            for k, d in enumerate(p.type.shape)), p.type.dtype))
-              for p in fn.params]
+              for i, p in enumerate(fn.params)]
 
     def sizes_in_attrs(n):
         # a shape an op is given (a reshape's, an expand's) names the same sizes symbolically;

@@ -20,18 +20,21 @@ a program's calls at them (their kernel, and the sizes a generic one takes).
 from __future__ import annotations
 
 import hashlib
+from typing import Optional
 
 from ..errors import EmberError
-from ..graph.ir import Function
+from ..graph.ir import Call, Function
+from ..graph.ops import get_op
+from ..graph.visit import post_order
 from ..graph.printer import astext
 from ..kernels.common import const_int, parallel_outer, vector_lanes, vectorize_inner
 from ..kernels.elementwise import schedule_elementwise
 from ..loop import compute as te
 from ..loop.schedule import Schedule
 from .generic import generalize, generic_kernels
-from .group import GroupKernel, compute_group, group_anchor, _copy, _inlinable
+from .group import ANCHORS, GroupKernel, compute_group, group_anchor, _copy, _inlinable
 
-__all__ = ["TIER0_OPT", "make_tier0_kernel", "remap_program", "schedule_plain", "tier0_kernels"]
+__all__ = ["TIER0_OPT", "constant_params", "make_tier0_kernel", "remap_program", "schedule_plain", "tier0_kernels"]
 
 # LLVM's level for tier-0 kernels: O1 (no unrolling or vectorizers; the schedule vectorizes).
 # Measured on ResNet-18 and GhostNetV2's tier-0 kernels: a lighter pipeline (SROA, instcombine,
@@ -114,25 +117,54 @@ def make_tier0_kernel(payload: Function, name: str, target) -> tuple:
                       trace=k.schedule.trace.text() if k.func is None else "(a loop program written directly)")
 
 
-def _tier0_function(fn: Function) -> tuple:
+def _tier0_function(fn: Function, weights: frozenset = frozenset()) -> tuple:
     """``(function, sizes)``: the group as its tier-0 kernel computes it -- shape-generic where
-    it generalizes (``sizes``: this call's values of its size symbols), else as it is."""
+    it generalizes (``sizes``: this call's values of its size symbols), else as it is. The
+    parameters at the positions in ``weights`` keep their sizes (a convolution's packed
+    weights: its shape rule wants them static), so its activations' sizes go generic alone."""
     with generic_kernels("any"):
-        g = generalize(fn)
-    return g if g is not None else (fn, {})
+        for keep in (frozenset(), weights) if weights else (frozenset(),):
+            g = generalize(fn, keep)
+            if g is not None and _computes(g[0]):
+                return g
+    return fn, {}
+
+
+def _computes(fn: Function) -> bool:
+    """Whether every op of a generalized group has a compute over its symbolic sizes (a shape
+    rule may take sizes its compute cannot: a grouped conv's channel count)."""
+    if all(get_op(c.op).pattern not in ANCHORS for c in post_order(fn.body) if isinstance(c, Call)):
+        return True  # (elementwise and injective computes take any sizes)
+    try:
+        compute_group(fn, "check")
+        return True
+    except EmberError:
+        return False
+
+
+def constant_params(program: dict) -> dict:
+    """Kernel name -> the positions of its parameters that every call of it in ``program``
+    passes a constant (its weights)."""
+    slots = program["slots"]
+    found: dict = {}
+    for c in program["calls"]:
+        here = {i for i, a in enumerate(c["args"]) if slots[a]["kind"] == "const"}
+        found[c["kernel"]] = found[c["kernel"]] & here if c["kernel"] in found else here
+    return {k: frozenset(v) for k, v in found.items()}
 
 
 def _short(op: str) -> str:
     return op.split(".")[-1].replace("_nchwc", "") or "group"
 
 
-def tier0_kernels(groups: list) -> tuple:
+def tier0_kernels(groups: list, weights: Optional[dict] = None) -> tuple:
     """The tier-0 compile jobs of ``groups`` ((kernel name, group Function) pairs) and, per
-    group name, ``(tier-0 kernel name, sizes)``: groups that compute the same share one job."""
+    group name, ``(tier-0 kernel name, sizes)``: groups that compute the same share one job.
+    ``weights``: kernel name -> positions of constant parameters (:func:`constant_params`)."""
     jobs: dict = {}
     chosen: dict = {}
     for g, fn in groups:
-        f0, sizes = _tier0_function(fn)
+        f0, sizes = _tier0_function(fn, (weights or {}).get(g, frozenset()))
         text = astext(f0)
         name = f"tier0_{_short(group_anchor(f0))}_{hashlib.sha256(text.encode()).hexdigest()[:16]}"
         if name not in jobs:
