@@ -98,6 +98,10 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
 # a build of fewer new kernels than this waits for them all (tier 0 would save less than a
 # second and cost a second build)
 TIER_MIN_KERNELS = 8
+# a group doing this many floating-point operations per run compiles at tier 1 at once: at
+# tier 0's 8-60 GFLOP/s it would take longer to run than its tier-1 kernel (~0.2 s of CPU)
+# takes to compile
+HEAVY_FLOPS = 1_000_000_000
 
 
 def _batches(missing: int) -> int:
@@ -121,6 +125,15 @@ def _tiered(jobs: list, groups: list, program: dict, finish, target, stats: Opti
     missing = [k for k, j in enumerate(jobs) if not made_object_cached(j[1], target)]
     if len(missing) < TIER_MIN_KERNELS:
         return None
+    work: dict = {}  # kernel -> floating-point operations per run (static programs)
+    for c in program["calls"]:
+        if isinstance(c.get("flops"), int):
+            work[c["kernel"]] = work.get(c["kernel"], 0) + c["flops"]
+    # a group heavy enough that its tier-0 kernel would run longer than its tier-1 kernel takes
+    # to compile gets its tier-1 kernel now (ViT-B/16's products: 8 GFLOP/s at tier 0, 6.8 s
+    # for the first run)
+    heavy = [k for k in missing if work.get(jobs[k][0], 0) >= HEAVY_FLOPS]
+    missing = [k for k in missing if k not in heavy]
     fns = dict(groups)
     t0_jobs, chosen = tier0_kernels([(jobs[k][0], fns[jobs[k][0]]) for k in missing], constant_params(program))
     t0_by_name = {j[0]: j for j in t0_jobs}
@@ -135,10 +148,6 @@ def _tiered(jobs: list, groups: list, program: dict, finish, target, stats: Opti
     pending = {jobs[k][0] for k in missing}
     first, at = mixed(pending, stats)
     # the groups doing the most work run first at tier 1 (tier 0 is slowest on products and convs)
-    work: dict = {}
-    for c in program["calls"]:
-        if isinstance(c.get("flops"), int):
-            work[c["kernel"]] = work.get(c["kernel"], 0) + c["flops"]
     order = sorted(missing, key=lambda k: -work.get(jobs[k][0], 0))
     size = -(-len(order) // _batches(len(order)))
 

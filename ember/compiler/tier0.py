@@ -87,10 +87,44 @@ def _plain_kernel(fn: Function, name: str) -> GroupKernel:
         for t in stages:
             if t not in out_set and _inlinable(t):
                 s[t].compute_inline()
-    for st in list(s.stages):
-        if not st.is_placeholder and st.attach[0] != "inline":
-            schedule_plain(s, st.tensor)
+    roots = [st.tensor for st in s.stages if not st.is_placeholder and st.attach[0] != "inline"]
+    reductions = [t for t in roots if t.op.reduce_axis]
+    if len(reductions) == 1 and len(outputs) == 1 and len(roots) <= 2 \
+            and tuple(outputs[0].shape) == tuple(reductions[0].shape) and _accumulate(s, reductions[0], outputs[0]):
+        pass
+    else:
+        for t in roots:
+            schedule_plain(s, t)
     return GroupKernel(name, s, inputs, outputs, anchor.op if anchor is not None else None)
+
+
+def _accumulate(s: Schedule, red: te.Tensor, out: te.Tensor) -> bool:
+    """A product's or a convolution's plain schedule with its sums in a register: for each
+    vector of the output's last axis (in parallel over the other axes), the whole reduction
+    accumulates into one vector, then the epilogue (``out``, if not ``red`` itself) stores it.
+    False (nothing scheduled) where the last axis is not static."""
+    last = const_int(red.shape[-1]) if red.ndim else None
+    if last is None or last < 2 or red.ndim < 2:
+        return False
+    lanes = vector_lanes(None, red.dtype)
+    acc = s.cache_write(red, "local") if out is red else red
+    so = s[out]
+    axes = list(so.leaf)
+    vo, vi = vectorize_inner(so, axes[-1], lanes)
+    outer = axes[:-1] + ([vo] if vo is not None else [])
+    extents = [const_int(iv.extent) for iv in outer]
+    if outer and (None in extents or max(extents) > 1):
+        attach = parallel_outer(so, outer)
+    else:
+        attach = None
+    st = s[acc]
+    if attach is not None:
+        st.compute_at(so, attach)
+    spatial = [iv for iv in st.leaf if iv in acc.op.axis]
+    reduce = [iv for iv in st.leaf if iv not in acc.op.axis]
+    st.reorder(*spatial[:-1], *reduce, spatial[-1])
+    vectorize_inner(st, spatial[-1], lanes)
+    return True
 
 
 def make_tier0_kernel(payload: Function, name: str, target) -> tuple:
