@@ -11,7 +11,6 @@ builds, the cycle-counter function.
 from __future__ import annotations
 
 import atexit
-import concurrent.futures as cf
 import contextlib
 import contextvars
 import json
@@ -231,7 +230,8 @@ class _Pool:
         self.lock = threading.Lock()
         self.workers: list = []
         self.timer = None
-        atexit.register(self.close)
+        # (at exit a background build may hold the lock: its workers exit with their stdin)
+        atexit.register(self.close, 0.05)
 
     def _spawn(self, workers: int) -> None:
         """Start workers up to ``workers`` (not waiting: each imports Ember and LLVM while the
@@ -280,16 +280,29 @@ class _Pool:
                         return
                     results[i] = w.run(jobs[i])
                     progress.step()
+            failed: list = []
+
+            def drain_safely(w: _Worker, yields: bool) -> None:
+                try:
+                    drain(w, yields)
+                except BaseException as e:  # (raised by the caller below)
+                    failed.append(e)
+            # threads that only wait on the processes; daemons, so that a process exiting in
+            # the middle of a background build does not wait for its jobs (the objects written
+            # so far stay: each is renamed into place whole)
+            threads = [threading.Thread(target=drain_safely, args=(w, polite and k == workers - 1), daemon=True)
+                       for k, w in enumerate(self.workers[:workers])]
             try:
-                with cf.ThreadPoolExecutor(workers) as pool:  # threads only wait on the processes
-                    futures = [pool.submit(drain, w, polite and k == workers - 1)
-                               for k, w in enumerate(self.workers[:workers])]
-                    if here is not None:
-                        while (i := take()) is not None:
-                            results[i] = here(i)
-                            progress.step()
-                    for f in futures:
-                        f.result()
+                for t in threads:
+                    t.start()
+                if here is not None:
+                    while (i := take()) is not None:
+                        results[i] = here(i)
+                        progress.step()
+                for t in threads:
+                    t.join()
+                if failed:
+                    raise failed[0]
                 progress.close()
             except BaseException:
                 self._close_workers()
@@ -307,9 +320,9 @@ class _Pool:
             w.close()
         self.workers = []
 
-    def close(self) -> None:
+    def close(self, wait: float = 1.0) -> None:
         """Stop the workers (they exit when their stdin closes)."""
-        if self.lock.acquire(timeout=1):
+        if self.lock.acquire(timeout=wait):
             try:
                 self._close_workers()
             finally:
