@@ -100,8 +100,9 @@ def _plain_kernel(fn: Function, name: str) -> GroupKernel:
 
 def _accumulate(s: Schedule, red: te.Tensor, out: te.Tensor) -> bool:
     """A product's or a convolution's plain schedule with its sums in a register: for each
-    vector of the output's last axis (in parallel over the other axes), the whole reduction
-    accumulates into one vector, then the epilogue (``out``, if not ``red`` itself) stores it.
+    vector of the output's last axis (in parallel over the other axes, the vectors' loop
+    outermost), the whole reduction accumulates into one vector, then the epilogue (``out``,
+    if not ``red`` itself) stores it.
     False (nothing scheduled) where the last axis is not static."""
     last = const_int(red.shape[-1]) if red.ndim else None
     if last is None or last < 2 or red.ndim < 2:
@@ -111,7 +112,10 @@ def _accumulate(s: Schedule, red: te.Tensor, out: te.Tensor) -> bool:
     so = s[out]
     axes = list(so.leaf)
     vo, vi = vectorize_inner(so, axes[-1], lanes)
-    outer = axes[:-1] + ([vo] if vo is not None else [])
+    outer = axes[:-1]
+    if vo is not None:  # (columns outermost: a product's rows then reuse one panel of weights from cache)
+        so.reorder(vo, *outer, vi)
+        outer = [vo] + outer
     extents = [const_int(iv.extent) for iv in outer]
     if outer and (None in extents or max(extents) > 1):
         attach = parallel_outer(so, outer)
