@@ -158,6 +158,16 @@ def _copy(t: te.Tensor, name: str) -> te.Tensor:
     return te.compute(tuple(s.value for s in t.shape), lambda *i: t[i], name)
 
 
+def own_outputs(outputs: list) -> list:
+    """A group's outputs, each a stage of its own written once: inputs and repeats copied."""
+    fixed: list = []
+    for i, t in enumerate(outputs):
+        if not isinstance(t.op, te.ComputeOp) or t in fixed:
+            t = _copy(t, f"out{i}")
+        fixed.append(t)
+    return fixed
+
+
 def _materialized(t: te.Tensor) -> bool:
     """Whether ``t``'s compute marked it ``materialize``: an intermediate result (a resize's
     pass over one axis) kept at the root and scheduled like an output."""
@@ -236,13 +246,7 @@ def _lower_group(fn: Function, name: str, target, schedule: bool = True, variant
                                    b.type, name)
         return GroupKernel(name, None, [], [], b.op, func)
     inputs, outputs, stages_of, anchor, env = compute_group(fn, name)
-    # an output must be a stage of its own, written once: copy inputs and repeats
-    fixed = []
-    for i, t in enumerate(outputs):
-        if not isinstance(t.op, te.ComputeOp) or t in fixed:
-            t = _copy(t, f"out{i}")
-        fixed.append(t)
-    outputs = fixed
+    outputs = own_outputs(outputs)
     s = Schedule(outputs)
     if not schedule:
         return GroupKernel(name, s, inputs, outputs, anchor.op if anchor is not None else None)
@@ -314,4 +318,4 @@ def make_group_kernel(payload: tuple, name: str, target) -> tuple:
                       trace=k.schedule.trace.text() if k.func is None else "(a loop program written directly)")
 
 
-__all__ = ["GroupKernel", "compute_group", "group_anchor", "lower_group", "make_group_kernel"]
+__all__ = ["GroupKernel", "compute_group", "group_anchor", "lower_group", "make_group_kernel", "own_outputs"]

@@ -32,7 +32,7 @@ from ..kernels.elementwise import schedule_elementwise
 from ..loop import compute as te
 from ..loop.schedule import Schedule
 from .generic import generalize, generic_kernels
-from .group import ANCHORS, GroupKernel, compute_group, group_anchor, _copy, _inlinable
+from .group import ANCHORS, GroupKernel, compute_group, group_anchor, own_outputs, _inlinable
 
 __all__ = ["TIER0_OPT", "constant_params", "make_tier0_kernel", "remap_program", "schedule_plain", "tier0_kernels"]
 
@@ -75,12 +75,7 @@ def schedule_plain(s: Schedule, t: te.Tensor) -> None:
 def _plain_kernel(fn: Function, name: str) -> GroupKernel:
     """``fn``'s computes with the plain schedule (:func:`schedule_plain`)."""
     inputs, outputs, stages_of, anchor, env = compute_group(fn, name)
-    fixed = []
-    for i, t in enumerate(outputs):
-        if not isinstance(t.op, te.ComputeOp) or t in fixed:
-            t = _copy(t, f"out{i}")
-        fixed.append(t)
-    outputs = fixed
+    outputs = own_outputs(outputs)
     s = Schedule(outputs)
     out_set = set(outputs)
     for stages in stages_of.values():
@@ -141,18 +136,23 @@ def make_tier0_kernel(payload: Function, name: str, target) -> tuple:
     from ..loop.visit import loop_nest
     from .group import lower_group
 
+    from ..loop.passes import quick_pipeline
+
     t0 = time.perf_counter()
     try:
         k = _plain_kernel(payload, name)
-        func = k.lowered() if k.schedule is not None else None
+        t1 = time.perf_counter()
+        func = k.lowered()
     except EmberError:
-        k = None
-    if k is None or func is None:
         k = lower_group(payload, name, target)
-    t1 = time.perf_counter()
-    func = k.lowered()
-    return func, dict(schedule=t1 - t0, lower=time.perf_counter() - t1, **loop_nest(func),
-                      trace=k.schedule.trace.text() if k.func is None else "(a loop program written directly)")
+        t1 = time.perf_counter()
+        func = k.lowered()
+    t2 = time.perf_counter()
+    nest = loop_nest(func)
+    func = quick_pipeline(func)
+    return func, dict(schedule=t1 - t0, lower=t2 - t1, loop_passes=time.perf_counter() - t2, passes_done=True,
+                      trace=k.schedule.trace.text() if k.func is None else "(a loop program written directly)",
+                      **nest)
 
 
 def _tier0_function(fn: Function, weights: frozenset = frozenset()) -> tuple:

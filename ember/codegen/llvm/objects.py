@@ -136,8 +136,8 @@ def _compile_job(job: tuple, func=None) -> tuple:
     if kind == "made":
         make, payload = pickle.loads(data) if func is None else func
         func, made = make(payload, arg, target)
+        passes = not made.pop("passes_done", False)  # (a maker may run its own loop passes: tier 0's)
         stats.update(made)
-        passes = True
     else:
         from ...loop.parser import parse
 
@@ -153,7 +153,9 @@ def _compile_job(job: tuple, func=None) -> tuple:
         if debug_level() >= 2:  # (jobs run in this process then)
             print(f"=== loop program {func.name} ===\n{func.script()}", file=sys.stderr)
     ir_text, entry = kernel_ir(func, target)
-    stats.update(loop_passes=t2 - t1, llvm_emit=time.perf_counter() - t2, llvm_lines=ir_text.count("\n"))
+    stats.update(llvm_emit=time.perf_counter() - t2, llvm_lines=ir_text.count("\n"))
+    if passes:
+        stats["loop_passes"] = t2 - t1
     obj = compile_object(ir_text, target, what, stats, opt)
     return obj, entry, stats
 

@@ -53,26 +53,26 @@ def _deep_recursion(limit: int = 100_000):
             sys.setrecursionlimit(old)
 
 
-def simplify(x, ranges: Ranges = None):
+def simplify(x, ranges: Ranges = None, passes: int = _MAX_PASSES):
     """Simplify an expression, statement or PrimFunc, never changing what it computes.
 
     ``ranges`` gives inclusive (min, max) ranges of free variables. Inside statements, loop
     variables get their loop's range and if-conditions hold in their then-branch. The result is
-    re-simplified until it stops changing (a few passes at most).
+    re-simplified until it stops changing (``passes`` at most).
     """
     with _deep_recursion():
         an = Analyzer()
         ctx = an.context(ranges)
         if isinstance(x, PrimFunc):
-            return _fixpoint(x, lambda f: f.replace(body=an.stmt(f.body, ctx)))
+            return _fixpoint(x, lambda f: f.replace(body=an.stmt(f.body, ctx)), passes)
         if isinstance(x, Stmt):
-            return _fixpoint(x, lambda s: an.stmt(s, ctx))
+            return _fixpoint(x, lambda s: an.stmt(s, ctx), passes)
         x = as_expr(x)
-        return _fixpoint(x, lambda e: an.expr(e, ctx))
+        return _fixpoint(x, lambda e: an.expr(e, ctx), passes)
 
 
-def _fixpoint(x, step):
-    for _ in range(_MAX_PASSES):
+def _fixpoint(x, step, passes: int = _MAX_PASSES):
+    for _ in range(passes):
         y = step(x)
         if y == x:
             return y

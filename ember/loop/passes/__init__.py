@@ -23,5 +23,14 @@ def default_pipeline(func: PrimFunc) -> PrimFunc:
     return fold_index_prefix(func)
 
 
-__all__ = ["LoopSite", "default_pipeline", "fold_index_prefix", "guard_select_loads", "instrument_loops", "mark_sites",
+def quick_pipeline(func: PrimFunc) -> PrimFunc:
+    """What a kernel needs to run, cheaply (tier 0): one simplification round -> guard select
+    loads -> unroll -> vectorize -> one round; no unswitching, hoisting or tail partitions."""
+    from ..arith import simplify
+
+    func = unroll_loops(guard_select_loads(simplify(func, passes=1)))
+    return simplify(vectorize_loops(func), passes=1)
+
+
+__all__ = ["LoopSite", "default_pipeline", "quick_pipeline", "fold_index_prefix", "guard_select_loads", "instrument_loops", "mark_sites",
            "partition_tails", "unroll_loops", "unswitch_ranges", "vectorize_loops"]
