@@ -134,6 +134,8 @@ def _tiered(jobs: list, groups: list, program: dict, finish, target, stats: Opti
     # for the first run)
     heavy = [k for k in missing if work.get(jobs[k][0], 0) >= HEAVY_FLOPS]
     missing = [k for k in missing if k not in heavy]
+    if len(missing) < TIER_MIN_KERNELS:  # (little left for tier 0: the build waits for them all)
+        return None
     fns = dict(groups)
     t0_jobs, chosen = tier0_kernels([(jobs[k][0], fns[jobs[k][0]]) for k in missing], constant_params(program))
     t0_by_name = {j[0]: j for j in t0_jobs}

@@ -226,3 +226,41 @@ def test_settings_follow_the_switch_and_export_waits(cold):
 def test_wait_compiles_everything_first(cold):
     exe = ember.compile(cnn(cold / "m.onnx"), wait=True)
     assert not isinstance(exe, TieredExecutable)
+
+
+def test_heavy_groups_compile_at_tier1_first(cold, monkeypatch):
+    """A group doing at least HEAVY_FLOPS per run gets its tier-1 kernel in the first build;
+    where every missing group is heavy, the compile simply waits for them."""
+    path = cnn(cold / "m.onnx", batch=2)
+    monkeypatch.setattr(build_mod, "HEAVY_FLOPS", 500_000)  # (the first conv, 0.69 MFLOP, and no more)
+    exe = ember.compile(path)
+    assert isinstance(exe, TieredExecutable)
+    first = {g for g, t in exe.tier_info.tiers.items() if t == 1}
+    assert first and any("conv" in g for g in first) and exe.tier_info.at_tier0
+    x = RNG.standard_normal((2, 3, 20, 20)).astype(np.float32)
+    got = exe.run(x)[0]
+    exe.wait(300)
+    np.testing.assert_allclose(got, exe.run(x)[0], rtol=1e-4, atol=1e-5)
+    monkeypatch.setattr(build_mod, "HEAVY_FLOPS", 0)
+    assert not isinstance(ember.compile(encoder(cold / "e.onnx")), TieredExecutable)
+
+
+def test_a_process_exiting_mid_build_leaves_the_cache_whole(cold):
+    """A script that compiles, runs once and exits while tier 1 compiles: it exits cleanly, no
+    partial object is left, and the next process compiles and runs from what landed."""
+    import subprocess
+    import sys
+
+    path = cnn(cold / "m.onnx")
+    code = ("import sys, numpy as np, ember\n"
+            "exe = ember.compile(sys.argv[1])\n"
+            "print(type(exe).__name__, exe.run(np.ones((1, 3, 20, 20), np.float32))[0].shape)\n")
+    import os
+
+    env = dict(os.environ)
+    for _ in range(2):
+        r = subprocess.run([sys.executable, "-c", code, path], capture_output=True, text=True, env=env, timeout=600)
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert "(1, 10)" in r.stdout
+    left = [f for f in os.listdir(cold / "cache" / "objects") if f.startswith(".obj-")]
+    assert not left
