@@ -116,7 +116,8 @@ def _tiered(jobs: list, groups: list, program: dict, finish, target, stats: Opti
     cache has its object and on a tier-0 kernel (:mod:`.tier0`) elsewhere, the tier-1 kernels
     compiled in the background in a few batches (the groups that do the most work first), each
     batch switched over when it lands; None where fewer than :data:`TIER_MIN_KERNELS` are
-    missing (the build waits for them). ``tiers``: ``{"t0": compile start, "progress": bool}``."""
+    missing, heavy groups (:data:`HEAVY_FLOPS`, built in the first library) aside: the build
+    waits for them. ``tiers``: ``{"t0": compile start, "progress": bool}``."""
     from ..codegen.llvm import build_made
     from ..codegen.llvm.objects import compile_made_objects, in_background, made_object_cached
     from .tier0 import constant_params, remap_program, tier0_kernels
@@ -132,8 +133,7 @@ def _tiered(jobs: list, groups: list, program: dict, finish, target, stats: Opti
     # a group heavy enough that its tier-0 kernel would run longer than its tier-1 kernel takes
     # to compile gets its tier-1 kernel now (ViT-B/16's products: 8 GFLOP/s at tier 0, 6.8 s
     # for the first run)
-    heavy = [k for k in missing if work.get(jobs[k][0], 0) >= HEAVY_FLOPS]
-    missing = [k for k in missing if k not in heavy]
+    missing = [k for k in missing if work.get(jobs[k][0], 0) < HEAVY_FLOPS]
     if len(missing) < TIER_MIN_KERNELS:  # (little left for tier 0: the build waits for them all)
         return None
     fns = dict(groups)

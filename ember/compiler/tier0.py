@@ -84,10 +84,9 @@ def _plain_kernel(fn: Function, name: str) -> GroupKernel:
                 s[t].compute_inline()
     roots = [st.tensor for st in s.stages if not st.is_placeholder and st.attach[0] != "inline"]
     reductions = [t for t in roots if t.op.reduce_axis]
-    if len(reductions) == 1 and len(outputs) == 1 and len(roots) <= 2 \
-            and tuple(outputs[0].shape) == tuple(reductions[0].shape) and _accumulate(s, reductions[0], outputs[0]):
-        pass
-    else:
+    one_sum = len(reductions) == 1 and len(outputs) == 1 and len(roots) <= 2 \
+        and tuple(outputs[0].shape) == tuple(reductions[0].shape)
+    if not (one_sum and _accumulate(s, reductions[0], outputs[0])):
         for t in roots:
             schedule_plain(s, t)
     return GroupKernel(name, s, inputs, outputs, anchor.op if anchor is not None else None)

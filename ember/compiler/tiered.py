@@ -18,6 +18,7 @@ tier 0 then).
 """
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import dataclasses
 import sys
@@ -27,6 +28,7 @@ import warnings
 from typing import Any, Callable, Iterator, Optional
 
 from ..codegen.busy import model_running
+from ..runtime.pool import host_cores
 
 __all__ = ["TierInfo", "TieredExecutable"]
 
@@ -50,12 +52,6 @@ class TierInfo:
         n1 = sum(1 for t in self.tiers.values() if t == 1)
         state = "done" if self.done else ("failed: " + str(self.error) if self.error else "compiling")
         return f"{n1}/{len(self.tiers)} groups at tier 1 ({state})"
-
-
-def _cores() -> int:
-    import os
-
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 class TieredExecutable:
@@ -99,19 +95,20 @@ class TieredExecutable:
     def run(self, *arrays: Any, **named: Any) -> list:
         """The model's outputs, from the executable current when the run starts."""
         exe = self.current
-        if exe is self._final:
-            return exe.run(*arrays, **named)
-        with model_running():  # (the background build's last worker waits for it)
+        with self._marked(exe):
             return exe.run(*arrays, **named)
 
     __call__ = run
 
     def _run_into(self, out, *arrays: Any) -> list:
         exe = self.current
-        if exe is self._final:
+        with self._marked(exe):
             return exe._run_into(out, *arrays)
-        with model_running():
-            return exe._run_into(out, *arrays)
+
+    def _marked(self, exe):
+        """A run of ``exe`` marked in flight while tier 1 still compiles (the background build's
+        last worker waits for it)."""
+        return contextlib.nullcontext() if exe is self._final else model_running()
 
     def export(self, path: str) -> str:
         """Wait for tier 1, then export (an export holds the specialized kernels)."""
@@ -143,12 +140,13 @@ class TieredExecutable:
         return self._done.is_set()
 
     def _switch(self, exe, tiers: dict) -> None:
+        final = all(t == 1 for t in tiers.values())
         with self._lock:
-            self._share_cores(exe, final=all(t == 1 for t in tiers.values()))
+            self._share_cores(exe, final)
             for k, v in self._settings.items():
                 setattr(exe, k, v)
             self._tiers = dict(tiers)
-            if all(t == 1 for t in tiers.values()):
+            if final:
                 self._final = exe
             self._switches.append((time.perf_counter() - self._t0, sum(1 for t in tiers.values() if t == 1)))
             self.current = exe  # (one assignment: a run in flight keeps the executable it took)
@@ -160,7 +158,7 @@ class TieredExecutable:
         share cores with the compiler waits on descheduled ones (ResNet-18 at tier 0: 56 ms
         alone, 400 ms so)."""
         if not final:
-            exe.threads_per_run = max(1, _cores() - 1)
+            exe.threads_per_run = max(1, host_cores() - 1)
 
     def _build(self, steps: Iterator) -> None:
         try:
