@@ -260,7 +260,8 @@ class _Pool:
         first. With ``here`` (``here(i)`` runs job i in this process) this process takes jobs
         from the same queue too: while the workers are still starting (a model's folding
         program, the first build of a compile) it is the one doing the work. ``polite``: the
-        last worker takes a job only while no model run is in flight (:func:`model_running`)."""
+        last worker takes a job only while no model run is in flight
+        (:func:`ember.codegen.busy.model_running`)."""
         with self.lock:
             self._spawn(workers)
             if self.timer is not None:
@@ -274,25 +275,23 @@ class _Pool:
                 with lock:
                     return order.pop(0) if order else None
 
-            def drain(w: _Worker, yields: bool) -> None:
-                while True:
-                    while yields and runs_in_flight() and order:
-                        time.sleep(0.005)
-                    if (i := take()) is None:
-                        return
-                    results[i] = w.run(jobs[i])
-                    progress.step()
             failed: list = []
 
-            def drain_safely(w: _Worker, yields: bool) -> None:
+            def drain(w: _Worker, yields: bool) -> None:
                 try:
-                    drain(w, yields)
+                    while True:
+                        while yields and runs_in_flight() and order:
+                            time.sleep(0.005)
+                        if (i := take()) is None:
+                            return
+                        results[i] = w.run(jobs[i])
+                        progress.step()
                 except BaseException as e:  # (raised by the caller below)
                     failed.append(e)
             # threads that only wait on the processes; daemons, so that a process exiting in
             # the middle of a background build does not wait for its jobs (the objects written
             # so far stay: each is renamed into place whole)
-            threads = [threading.Thread(target=drain_safely, args=(w, polite and k == workers - 1), daemon=True)
+            threads = [threading.Thread(target=drain, args=(w, polite and k == workers - 1), daemon=True)
                        for k, w in enumerate(self.workers[:workers])]
             try:
                 for t in threads:
