@@ -36,14 +36,21 @@ def _pairwise_kernels(exe) -> int:
     return n
 
 
-def _qdq_matmul(wq, K, N):
-    sw = (RNG.random(N) * 0.02 + 0.001).astype(np.float32)
-    inits = {"w": wq, "sw": sw, "zw": np.zeros(N, np.int8), "sx": np.array(0.05, np.float32),
-             "zx": np.array(131, np.uint8)}
+def _qdq(op, wq, sw, w_axis, sx, zx, **attrs):
+    """Nodes and initializers of ``op`` over QDQ data (scale ``sx``, zero ``zx``) and weights
+    ``wq`` dequantized per channel along ``w_axis``."""
+    inits = {"w": wq, "sw": sw, "zw": np.zeros(len(sw), np.int8), "sx": np.array(sx, np.float32),
+             "zx": np.array(zx, np.uint8)}
     nodes = [h.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
              h.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
-             h.make_node("DequantizeLinear", ["w", "sw", "zw"], ["wd"], axis=1),
-             h.make_node("MatMul", ["xd", "wd"], ["y"])]
+             h.make_node("DequantizeLinear", ["w", "sw", "zw"], ["wd"], axis=w_axis),
+             h.make_node(op, ["xd", "wd"], ["y"], **attrs)]
+    return nodes, inits
+
+
+def _qdq_matmul(wq, K, N):
+    sw = (RNG.random(N) * 0.02 + 0.001).astype(np.float32)
+    nodes, inits = _qdq("MatMul", wq, sw, 1, 0.05, 131)
     m = _model(nodes, [h.make_tensor_value_info("x", TP.FLOAT, ["n", K])], inits)
     x = RNG.standard_normal((29, K)).astype(np.float32)
     xq = np.clip(np.round(x / np.float32(0.05)) + 131, 0, 255)
@@ -80,12 +87,7 @@ def test_a_seven_bit_qdq_conv_runs_blocked_on_pmaddubsw():
     C, F = 32, 24
     wq = RNG.integers(-64, 64, (F, C, 3, 3)).astype(np.int8)
     sw = (RNG.random(F) * 0.01 + 0.001).astype(np.float32)
-    inits = {"w": wq, "sw": sw, "zw": np.zeros(F, np.int8), "sx": np.array(0.04, np.float32),
-             "zx": np.array(100, np.uint8)}
-    nodes = [h.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
-             h.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
-             h.make_node("DequantizeLinear", ["w", "sw", "zw"], ["wd"], axis=0),
-             h.make_node("Conv", ["xd", "wd"], ["y"], pads=[1] * 4)]
+    nodes, inits = _qdq("Conv", wq, sw, 0, 0.04, 100, pads=[1] * 4)
     m = _model(nodes, [h.make_tensor_value_info("x", TP.FLOAT, [1, C, 9, 10])], inits)
     exe = ember.compile(m, target=HASWELL)
     assert _pairwise_kernels(exe) == 1
