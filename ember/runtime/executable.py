@@ -27,6 +27,7 @@ from ..errors import ArgumentError, CompileError, DTypeError, EmberError, ShapeE
 from .call import data_pointer
 from .control import run_control
 from .ndarray import _aligned_empty, numpy_dtype
+from . import handoff
 from .lanes import LANES
 from .layout import SYMBOL_MAX, Layouts, bind_symbols
 from .arenas import ARENAS
@@ -437,6 +438,7 @@ class Executable:
             runner = lib[RUNNER_SYMBOL]
         except AttributeError:
             return None
+        handoff.offer(lib)
         kernels = []
         for kernel, args in self._calls:
             if len(args) != len(kernel._bufs) or any(p.get("abi") != "int64" for p in kernel.meta["params"]

@@ -18,8 +18,13 @@ off its core for the whole spin, every run (a tiny model's hand-off: 120 us, aga
 when the two threads sat on two cores; yielding, 13-23 us either way). The block is one job
 slot: a lane serves one caller at a time (the lane pool hands it out).
 
-Available where the JIT and Linux futexes are, in a process that compiles (:func:`functions`);
-elsewhere lanes use locks.
+The functions are compiled into every kernel library Ember links (:func:`object_ir`, the
+library's own object), and a process takes them from the first library it loads
+(:func:`offer`): no LLVM in the process, and a run from a warm cache or an export hands off as
+fast as one just compiled (a one-op model: 65 -> 12 us a run when the compile found its library
+in the cache and so never imported llvmlite, whose JIT was the only source before). Where no
+library offers them, a process that compiles JIT-compiles them (:func:`functions`); elsewhere
+lanes use locks.
 """
 from __future__ import annotations
 
@@ -194,8 +199,8 @@ _FNS: Optional[tuple] = None
 _FAILED = False
 
 
-def _ir() -> Optional[str]:
-    machine = platform.machine().lower()
+def _ir(machine: Optional[str] = None) -> Optional[str]:
+    machine = (machine or platform.machine()).lower()
     if not sys.platform.startswith("linux") or machine not in _SYS_FUTEX:
         return None
     return _IR.format(
@@ -205,12 +210,43 @@ def _ir() -> Optional[str]:
         NATIVE_JOB=NATIVE_JOB, DONE=DONE)
 
 
+SYMBOLS = ("ember_lane_serve", "ember_lane_call", "ember_lane_finish")
+
+
+def object_ir(triple: str) -> Optional[str]:
+    """The hand-off's LLVM IR for a library built for ``triple`` (None where there is none)."""
+    text = _ir(triple.split("-", 1)[0])
+    return None if text is None else f'target triple = "{triple}"\n' + text
+
+
+def _prototypes(addresses: tuple) -> tuple:
+    vp, i32, i64 = ctypes.c_void_p, ctypes.c_int32, ctypes.c_int64
+    serve, call, finish = addresses
+    return (ctypes.CFUNCTYPE(i32, vp)(serve), ctypes.CFUNCTYPE(i32, vp, i32, i64, i64, i64, i64)(call),
+            ctypes.CFUNCTYPE(None, vp)(finish))
+
+
+def offer(lib: ctypes.CDLL) -> None:
+    """Take the hand-off from a loaded kernel library that carries it, if none is taken yet (the
+    library is kept loaded: a lane's thread waits inside its code)."""
+    global _FNS
+    if _FNS is not None:
+        return
+    try:
+        addresses = tuple(ctypes.cast(lib[name], ctypes.c_void_p).value for name in SYMBOLS)
+    except AttributeError:  # (a library linked before it carried them)
+        return
+    with _LOCK:
+        if _FNS is None:
+            _FNS = (lib,) + _prototypes(addresses)
+
+
 def functions() -> Optional[tuple]:
-    """``(serve, call, finish)``: the JIT-compiled hand-off (compiled once per process), or None
-    where it is not available (not Linux, another CPU family, or the JIT failed) or not yet
-    worth it: in a process that has not imported llvmlite (one that only loads exports, whose
-    runtime needs no LLVM), importing it and compiling this would add ~190 ms to the first run;
-    its lanes use locks."""
+    """``(serve, call, finish)``: a loaded library's hand-off (:func:`offer`), else the
+    JIT-compiled one (compiled once per process), or None where it is not available (not Linux,
+    another CPU family, or the JIT failed) or not worth it: in a process that has not imported
+    llvmlite, importing it and compiling this would add ~190 ms to the first run; its lanes use
+    locks."""
     global _FNS, _FAILED
     with _LOCK:
         if _FNS is None and not _FAILED and "llvmlite.binding" in sys.modules:
@@ -221,12 +257,8 @@ def functions() -> Optional[tuple]:
                 from .jit import jit_engine
 
                 engine = jit_engine(text)
-                vp, i32, i64 = ctypes.c_void_p, ctypes.c_int32, ctypes.c_int64
-                serve = ctypes.CFUNCTYPE(i32, vp)(engine.get_function_address("ember_lane_serve"))
-                call = ctypes.CFUNCTYPE(i32, vp, i32, i64, i64, i64, i64)(
-                    engine.get_function_address("ember_lane_call"))
-                finish = ctypes.CFUNCTYPE(None, vp)(engine.get_function_address("ember_lane_finish"))
-                _FNS = (engine, serve, call, finish)  # the engine owns the code: keep it alive
+                # (the engine owns the code: keep it alive)
+                _FNS = (engine,) + _prototypes(tuple(engine.get_function_address(n) for n in SYMBOLS))
             except Exception:  # (the lanes fall back to locks)
                 _FAILED = True
         return _FNS[1:] if _FNS is not None else None
@@ -248,4 +280,4 @@ class Block:
         ctypes.c_int64.from_address(self.address + CALLER_SPIN).value = int(caller_spin_ns)
 
 
-__all__ = ["Block", "DONE", "NATIVE_JOB", "PYTHON_JOB", "available", "functions"]
+__all__ = ["Block", "DONE", "NATIVE_JOB", "PYTHON_JOB", "SYMBOLS", "available", "functions", "object_ir", "offer"]

@@ -51,7 +51,7 @@ def test_an_exception_is_handed_back_and_not_kept():
 def model(tmp_path_factory):
     from tests.runtime.test_concurrency import mobilenet_like
 
-    exe = ember.compile(mobilenet_like(str(tmp_path_factory.mktemp("lanes") / "m.onnx")))
+    exe = ember.compile(mobilenet_like(str(tmp_path_factory.mktemp("lanes") / "m.onnx")), wait=True)
     assert exe.native  # (runs are native jobs)
     return exe
 
@@ -120,8 +120,8 @@ def test_a_run_inside_a_lane_runs_there(model, monkeypatch):
 
 
 def test_a_loaded_export_runs_without_importing_llvmlite(model, tmp_path):
-    """A process that only loads exports keeps its runtime free of LLVM: its lanes hand off
-    through locks rather than import llvmlite to compile the native hand-off."""
+    """A process that only loads exports keeps its runtime free of LLVM, and its lanes still
+    hand off natively: through the functions the export's library carries, not a JIT."""
     import os
     import subprocess
     import sys
@@ -138,6 +138,8 @@ def test_a_loaded_export_runs_without_importing_llvmlite(model, tmp_path):
         for _ in range(3):
             y = exe.run(x)[0]
         assert "llvmlite.binding" not in sys.modules, "running a loaded export imported llvmlite"
+        from ember.runtime import handoff
+        assert handoff.available() and handoff._FNS[0]._name == {path!r}, handoff._FNS
         print(float(np.abs(y - np.load({str(tmp_path / 'want.npy')!r})).max()))
     """)
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -34,6 +34,7 @@ from .codegen import check_kernel_names, emit_function
 from .metadata import add_metadata_global
 from .program import add_program_runner
 from ..busy import runs_in_flight
+from ...runtime import handoff
 
 # Starting a worker (a Python that imports Ember and llvmlite) costs ~0.4 s; the loop passes,
 # LLVM IR emission and LLVM take roughly 60 us of CPU per byte of a kernel's lowered loop
@@ -499,14 +500,22 @@ def _compile(jobs: list, keys: list, items: list, names: list, target: Target, s
         for i, n in enumerate(names):
             stats.setdefault(n, {})["cached"] = i not in done
     shared_text, metadata = shared_ir(entries, target, "shared")
-    shared_key = cache_key(shared_text, target, opt)
-    path = _object_path(shared_key)
-    shared = _cached(path, with_entry=False)
-    if shared is None:
-        shared = compile_object(shared_text, target, "kernel '(metadata)'", {}, opt)
-        _store(path, shared)
-    lib_key = cache_key("\0".join(keys + [shared_key]), target)
-    return objs + [shared], lib_key, metadata
+    extra = [(shared_text, "kernel '(metadata)'")]
+    handoff_text = handoff.object_ir(target.triple)
+    if handoff_text is not None:  # (every library carries the lanes' hand-off: no JIT to run it)
+        extra.append((handoff_text, "the lanes' hand-off"))
+    extra_keys = []
+    for text, what in extra:
+        key = cache_key(text, target, opt)
+        path = _object_path(key)
+        obj = _cached(path, with_entry=False)
+        if obj is None:
+            obj = compile_object(text, target, what, {}, opt)
+            _store(path, obj)
+        objs.append(obj)
+        extra_keys.append(key)
+    lib_key = cache_key("\0".join(keys + extra_keys), target)
+    return objs, lib_key, metadata
 
 
 __all__ = ["compile_made_objects", "compile_objects", "in_background", "kernel_ir", "made_object_cached",
