@@ -9,39 +9,10 @@ The generated function only *checks and marshals*; every error path calls back i
 from __future__ import annotations
 
 import ctypes
-import sys
 
 import numpy as np
 
-from .ndarray import NDArray
-
-
-def _find_data_offset():
-    """Offset of the data pointer inside a numpy array object, if we can read it directly.
-
-    ``arr.ctypes.data`` and ``arr.__array_interface__`` cost over a microsecond each; reading
-    the ``data`` field of numpy's ``PyArrayObject`` (right after the object header) costs a
-    tenth of that. The layout is verified on live arrays; otherwise the public API is used.
-    """
-    if sys.implementation.name != "cpython":
-        return None
-    probe = np.arange(16, dtype=np.float64)
-    try:
-        ok = all(ctypes.c_void_p.from_address(id(x) + 16).value == x.ctypes.data
-                 for x in (probe, probe[3:], probe.reshape(4, 4)[1:, 2:], probe[::-1]))
-    except (ValueError, OSError):
-        ok = False
-    return 16 if ok else None
-
-
-DATA_OFFSET = _find_data_offset()
-
-
-def data_pointer(a: np.ndarray) -> int:
-    """The address of ``a``'s first element."""
-    if DATA_OFFSET is not None:
-        return ctypes.c_void_p.from_address(id(a) + DATA_OFFSET).value or 0
-    return a.__array_interface__["data"][0]
+from .ndarray import DATA_OFFSET, NDArray
 
 
 def _ptr_expr(var: str) -> str:

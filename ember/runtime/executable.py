@@ -24,9 +24,8 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from ..errors import ArgumentError, CompileError, DTypeError, EmberError, ShapeError
-from .call import data_pointer
 from .control import run_control
-from .ndarray import _aligned_empty, numpy_dtype
+from .ndarray import _aligned_empty, data_pointer, numpy_dtype
 from . import handoff
 from .lanes import LANES
 from .layout import SYMBOL_MAX, Layouts, bind_symbols
@@ -164,6 +163,25 @@ class Executable:
 
     # -- running --------------------------------------------------------------------------------
     def _bind(self, arrays: tuple, named: dict) -> list:
+        if not named and len(arrays) == len(self.input_info) and all(v is not None for v in arrays):
+            values = arrays  # (every input by position: the common call)
+        else:
+            values = self._by_name(arrays, named)
+        out = []
+        for info, static, want, v, view in zip(self.input_info, self._static_inputs, self._in_dtypes, values,
+                                               self._in_views):
+            a = v if type(v) is np.ndarray else np.asarray(v)
+            if a.dtype != want:
+                raise DTypeError(f"input {info.name!r} must have dtype {info.dtype}, got {a.dtype} "
+                                 f"(convert it with .astype(np.{want.name}))")
+            if static is not None and a.shape != static:
+                raise ShapeError(f"input {info.name!r} must have shape {info.shape}, got {a.shape}")
+            a = _contiguous(a)
+            out.append(a.view(np.uint8) if view else a)
+        return out
+
+    def _by_name(self, arrays: tuple, named: dict) -> list:
+        """The inputs in input order, from positional arrays and named ones."""
         if len(arrays) > len(self.input_info):
             raise ArgumentError(f"the model takes {len(self.input_info)} input(s) "
                                 f"({', '.join(self._names)}), got {len(arrays)} positional arrays")
@@ -179,18 +197,7 @@ class Executable:
         missing = [n for n, v in zip(self._names, values) if v is None]
         if missing:
             raise ArgumentError(f"missing input(s): {', '.join(missing)}")
-        out = []
-        for info, static, want, v, view in zip(self.input_info, self._static_inputs, self._in_dtypes, values,
-                                               self._in_views):
-            a = np.asarray(v)
-            if a.dtype != want:
-                raise DTypeError(f"input {info.name!r} must have dtype {info.dtype}, got {a.dtype} "
-                                 f"(convert it with .astype(np.{want.name}))")
-            if static is not None and a.shape != static:
-                raise ShapeError(f"input {info.name!r} must have shape {info.shape}, got {a.shape}")
-            a = _contiguous(a)
-            out.append(a.view(np.uint8) if view else a)
-        return out
+        return values
 
     def _env(self, inputs: list) -> dict:
         """The symbols the inputs' shapes bind (empty for a static program)."""

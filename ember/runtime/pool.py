@@ -34,8 +34,7 @@ import numpy as np
 
 from ..errors import ArgumentError
 from .arenas import ARENAS
-from .call import data_pointer
-from .ndarray import numpy_dtype
+from .ndarray import data_pointer, numpy_dtype
 
 
 def view_of(base: np.ndarray, shape, slot: dict, dtype: Optional[np.dtype] = None) -> np.ndarray:
@@ -69,10 +68,15 @@ if hasattr(os, "register_at_fork"):
 
 def default_threads() -> int:
     """Threads per run when none is set: ``OMP_NUM_THREADS`` if the user set it, else all cores."""
-    env = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
-    if env.isdigit() and int(env) > 0:
-        return int(env)
-    return host_cores()
+    raw = os.environ.get("OMP_NUM_THREADS", "")
+    seen = _DEFAULT_THREADS.get(raw)  # (read on every run: parsed once per value)
+    if seen is None:
+        env = raw.split(",")[0].strip()
+        seen = _DEFAULT_THREADS[raw] = int(env) if env.isdigit() and int(env) > 0 else 0
+    return seen or host_cores()
+
+
+_DEFAULT_THREADS: dict = {}
 
 
 class RunState:
