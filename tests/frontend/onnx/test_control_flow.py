@@ -59,6 +59,25 @@ def test_a_condition_known_at_import_inlines_its_branch():
     np.testing.assert_array_equal(exe.run(x)[0], np.concatenate([x, x]))
 
 
+def test_a_condition_that_is_a_model_input_compiles_the_model_per_value():
+    """optimum's merged decoders pick their branch by an input (`use_cache_branch`): each value
+    gets a straight program (no control step), compiled on its first run."""
+    m = if_model()
+    g = m.graph
+    del g.node[:2]
+    g.input.append(helper.make_tensor_value_info("c", T.BOOL, [1]))
+    exe = ember.compile(m)
+    assert type(exe).__name__ == "SpecializingExecutable"
+    x = np.random.default_rng(1).standard_normal((3, 4)).astype(np.float32)
+    for c in (True, False, True):
+        y = exe.run(x, np.array([c]))[0]
+        want = np.maximum(x * W + 1 if c else np.concatenate([x, x]), 0)
+        np.testing.assert_allclose(y, want, rtol=1e-6)
+    for c in (True, False):
+        inner = exe.executable_for(x, np.array([c]))[0]
+        assert "controls" not in inner.program and inner.native
+
+
 def test_an_unsupported_op_in_a_branch_is_named_up_front():
     m = if_model([helper.make_node("Bernoulli", ["x"], ["t1"], name="coin")])
     with pytest.raises(UnsupportedOpError, match="Bernoulli: node\\(s\\) 'coin'"):
