@@ -9,8 +9,9 @@ Groups grow in dataflow order by each op's fusion pattern:
   of an operand that no other op reads, as long as that group has no anchor, so a chain of
   them is one loop nest; where an elementwise op's group has no anchor, the chains of its
   other operands that only it reads join too (the gates of an LSTM meet in one kernel);
-- reductions start a group that takes an elementwise epilogue like an anchor; opaque ops and
-  ops with several results stand alone.
+- reductions start a group that takes an elementwise epilogue like an anchor, or anchor the
+  elementwise chain before them that only they read (its prologue, computed as they read it);
+  opaque ops and ops with several results stand alone.
 
 A value read outside its group ends the group there (it has to be written to memory anyway) --
 unless all its readers meet again in one elementwise op after a few elementwise steps (a
@@ -124,6 +125,8 @@ def partition(body, fuse: bool = True) -> dict:
                     g.diamond = True
                 joined = g
                 break
+        if joined is None and fuse and pat == Pattern.REDUCTION:
+            joined = _prologue(n, group_of, uses, promised)
         if joined is not None:
             joined.members.append(n)
             group_of[n] = joined
@@ -135,6 +138,22 @@ def partition(body, fuse: bool = True) -> dict:
         elif fuse and pat in _FLOW and group_of[n].kind == "anchor" and n is not group_of[n].anchor:
             _absorb(n, group_of, uses, order, set(promised.values()), shape=group_of[n].anchor.type.shape)
     return group_of
+
+
+def _prologue(n: Call, group_of: dict, uses, promised: dict):
+    """The group of an elementwise chain that only reduction ``n`` reads, which ``n`` then
+    anchors (None if there is none): the reduction reads each element once, so computing the
+    chain inside it costs nothing and saves writing and reading the chain's result. An RMS
+    norm's ``x * x`` then meets its mean in one kernel (a decoder step: one call fewer per norm)."""
+    for a in dict.fromkeys(n.args):
+        g = group_of.get(a)
+        if (g is None or g.kind != "flow" or a is not g.output or g.diamond or g in promised.values()
+                or uses[a] != sum(x is a for x in n.args) or len(g.members) - g.absorbed >= MAX_GROUP
+                or any(_pattern(m) not in _FLOW for m in g.members)):
+            continue
+        g.kind, g.anchor = "anchor", n
+        return g
+    return None
 
 
 def _absorb(n: Call, group_of: dict, uses, order: dict, promising: set, shape=None) -> None:
