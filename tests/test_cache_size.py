@@ -119,9 +119,10 @@ def test_a_hit_marks_the_entry_used(tmp_path, monkeypatch):
     assert used["library"] > time.time() - 60 and used["object"] < time.time() - 3600
     ember.build([(Schedule(b), [a, b], "plus_one"), (Schedule(c), [a, c], "times_two")])  # a new library
     got = [e.used for e in cache_size.entries(str(tmp_path)) if e.kind == "object"]
-    # plus_one's object was used (its hit touched), times_two's and the new shared module's are
-    # new; only the first library's shared module (its metadata) was not used
-    assert len(got) == 4 and sum(u < time.time() - 3600 for u in got) == 1
+    # plus_one's object and the lanes' hand-off (every library's) were used (their hits touched),
+    # times_two's and the new shared module's are new; only the first library's shared module
+    # (its metadata) was not used
+    assert len(got) == 5 and sum(u < time.time() - 3600 for u in got) == 1
 
 
 def test_a_model_whose_cache_entries_were_pruned_compiles_again(conv_net_path, tmp_path, monkeypatch):

@@ -112,14 +112,15 @@ def test_symbolic_inputs_run_at_any_size_and_input_shapes_fixes_them():
 def test_symbolic_shapes_checks_and_memory_plan_per_size():
     # y broadcasts against x: its size m is assumed equal to n, which each run checks
     x, y = Var("x", T("n", 8)), Var("y", T("m", 8))
-    h = Call("exp", [Call("add", [x, y])])
-    out = Call("sum", [Call("multiply", [h, h])], {"axis": (1,), "keepdims": False})
+    h = Call("exp", [Call("add", [x, y])])  # (read by two reductions: an intermediate in the arena)
+    out = Call("add", [Call("sum", [Call("multiply", [h, h])], {"axis": (1,), "keepdims": False}),
+                       Call("sum", [h], {"axis": (1,), "keepdims": False})])
     exe = ember.compile(mod_of([x, y], out))
     assert exe.program["symbols"] == ["n", "m"] and len(exe.program["checks"]) == 1
     sizes = []
     for n in (2, 50, 2):
         xv, yv = (np.random.default_rng(n + k).random((n, 8)).astype("float32") for k in range(2))
-        want = (np.exp(xv + yv) ** 2).sum(axis=1)
+        want = (np.exp(xv + yv) ** 2).sum(axis=1) + np.exp(xv + yv).sum(axis=1)
         np.testing.assert_allclose(exe.run(xv, yv)[0], want, rtol=1e-5)
         sizes.append(exe.memory_info.arena_per_run)
     assert sizes[1] > sizes[0]  # the arena grows with n (planned at the largest size seen)

@@ -59,9 +59,13 @@ def test_expand_of_an_input_blowing_up_is_caught_at_the_memory_plan():
                [("x", [1, 1])], "y", BIG, [_ints("s", BIG)])
     with pytest.raises(ResourceError, match=r"its outputs \(4 PiB\).*output 'y' \(expand_x.*memory available"):
         ember.compile(m)
+    # (read by two reductions, the expanded tensor is an intermediate: one reduction alone would
+    # compute it as it reads it, its prologue)
     m = _model([helper.make_node("Expand", ["x", "s"], ["e"], name="expand_x"),
                 helper.make_node("Relu", ["e"], ["r"], name="relu"),
-                helper.make_node("ReduceSum", ["r"], ["y"], name="sum", keepdims=0)],
+                helper.make_node("ReduceSum", ["r"], ["a"], name="sum", keepdims=0),
+                helper.make_node("ReduceMax", ["r"], ["b"], name="max", keepdims=0),
+                helper.make_node("Add", ["a", "b"], ["y"], name="add")],
                [("x", [1, 1])], "y", [], [_ints("s", [2 ** 16, 2 ** 16])])
     with pytest.raises(ResourceError) as e:
         ember.compile(m, memory_limit="1GiB")
