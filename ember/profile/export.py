@@ -7,7 +7,7 @@ import io
 import json
 from typing import Optional
 
-_COLUMNS = ["index", "kernel", "nodes", "ops", "op_type", "calls", "total", "mean", "min", "max",
+_COLUMNS = ["index", "kernel", "nodes", "ops", "op_type", "calls", "total", "mean", "median", "min", "max",
             "percent", "flops", "bytes", "gflops", "gbps", "percent_of_peak"]
 
 

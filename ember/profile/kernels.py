@@ -32,7 +32,9 @@ class KernelRow:
     """One kernel call of the program (or an aggregate of several, see ``group_by``).
 
     Times are seconds over the timed runs; ``flops`` and ``bytes`` are per call (the operator's
-    arithmetic and the bytes of its arguments, each read or written once).
+    arithmetic and the bytes of its arguments, each read or written once). ``median`` is a
+    call's median time, which rates, shares and the time order use: one run disturbed by the
+    machine (a 7.9 ms call among 15 us ones, on a shared VM) moves a mean tenfold, not it.
     """
 
     kernel: str
@@ -48,19 +50,25 @@ class KernelRow:
     percent: float = 0.0  # of the sum of all kernel times
     peak_gflops: float = 0.0
     max: float = 0.0
+    median: float = 0.0  # seconds a call (for an aggregate: its calls' medians, averaged)
 
     @property
     def mean(self) -> float:
         return self.total / self.calls if self.calls else 0.0
 
     @property
+    def typical(self) -> float:
+        """Seconds a call: the median where known, else the mean."""
+        return self.median or self.mean
+
+    @property
     def gflops(self) -> float:
-        """Achieved GFLOP/s (from the mean time)."""
-        return self.flops / self.mean / 1e9 if self.mean else 0.0
+        """Achieved GFLOP/s (from the median time)."""
+        return self.flops / self.typical / 1e9 if self.typical else 0.0
 
     @property
     def gbps(self) -> float:
-        return self.bytes / self.mean / 1e9 if self.mean else 0.0
+        return self.bytes / self.typical / 1e9 if self.typical else 0.0
 
     @property
     def percent_of_peak(self) -> float:
@@ -123,7 +131,7 @@ class KernelProfile:
         together; ``op``: by op type), sorted (``time``, ``order``, ``name``, ``gflops``) and cut
         to the first ``top``."""
         rows = self.rows if group_by == "call" else _group(self.rows, group_by)
-        keys = {"time": lambda r: -r.total, "order": lambda r: r.index, "name": lambda r: r.kernel,
+        keys = {"time": lambda r: -r.typical * r.calls, "order": lambda r: r.index, "name": lambda r: r.kernel,
                 "gflops": lambda r: -r.gflops, "calls": lambda r: -r.calls}
         if sort not in keys:
             raise ProfileError(f"cannot sort by {sort!r}; choose one of {', '.join(keys)}")
@@ -187,6 +195,7 @@ def _group(rows: list, by: str) -> list:
             continue
         if by == "kernel":
             g.nodes = f"{g.nodes}, {r.nodes}"
+        g.median = (g.median * g.calls + r.median * r.calls) / (g.calls + r.calls)
         g.calls += r.calls
         g.total += r.total
         g.min = min(g.min, r.min)
@@ -294,16 +303,17 @@ def profile_kernels(exe, inputs: Sequence = (), *, warmup: int = 3, repeat: int 
         exe.run(*inputs, **named)
         plain.append(clock() - t0)
     rows = []
-    kernel_total = sum(sum(t) for t in times) or 1.0
+    medians = [statistics.median(t) for t in times]
+    kernel_total = sum(medians) or 1.0
     for i, (c, ts) in enumerate(zip(info, times)):
         ops = c.get("ops", [])
         # (a group running on its tier-0 kernel while tier 1 compiles: named as the group, marked)
         name = f"{c['tier0_of']} [tier 0]" if "tier0_of" in c else c["kernel"]
         rows.append(KernelRow(kernel=name, nodes=c.get("nodes", ""), ops="+".join(_short(o) for o in ops),
                               op_type=_short(c.get("anchor") or "?"), calls=len(ts), total=sum(ts), min=min(ts), max=max(ts),
-                              flops=int(evaluate(c.get("flops", 0), layout.env) or 0),
+                              median=medians[i], flops=int(evaluate(c.get("flops", 0), layout.env) or 0),
                               bytes=int(evaluate(c.get("bytes", 0), layout.env) or 0), index=i,
-                              percent=100 * sum(ts) / kernel_total,
+                              percent=100 * medians[i] / kernel_total,
                               peak_gflops=_row_peak(c, getattr(exe, "target", None), peak_gflops)))
     return KernelProfile(rows=rows, warmup=warmup, repeat=repeat, latency=statistics.median(plain),
                          kernel_sum=statistics.median(sums), peak_gflops=peak_gflops, peak_gbps=peak_gbps,
@@ -348,7 +358,8 @@ def _profile_phases(exe, inputs, named, warmup, repeat, peak_gflops, peak_gbps, 
         exe.run(*inputs, **named)
         plain.append(clock() - t0)
     events = [e for e in events if e[0] >= 0]
-    total = sum(sum(ts) for ts in times.values()) or 1.0
+    medians = {key: statistics.median(ts) for key, ts in times.items()}
+    total = sum(medians.values()) or 1.0
     rows = []
     for key in sorted(times):
         ts = times[key]
@@ -364,8 +375,8 @@ def _profile_phases(exe, inputs, named, warmup, repeat, peak_gflops, peak_gbps, 
             flops = nbytes = 0
             peak = peak_gflops
         rows.append(KernelRow(kernel=kernel, nodes=nodes, ops=ops, op_type=op_type, calls=len(ts), total=sum(ts),
-                              min=min(ts), max=max(ts), flops=flops, bytes=nbytes, index=key,
-                              percent=100 * sum(ts) / total, peak_gflops=peak))
+                              min=min(ts), max=max(ts), median=medians[key], flops=flops, bytes=nbytes, index=key,
+                              percent=100 * medians[key] / total, peak_gflops=peak))
     return KernelProfile(rows=rows, warmup=warmup, repeat=repeat, latency=statistics.median(plain),
                          kernel_sum=statistics.median(sums), peak_gflops=peak_gflops, peak_gbps=peak_gbps,
                          events=events, model=model, run_sums=sums, plain_runs=plain)

@@ -44,12 +44,12 @@ def kernel_table(prof, sort: str = "time", top: Optional[int] = None, group_by: 
                  width: int = 160) -> str:
     """The per-kernel profile as a table, with the summary line as its caption."""
     rows = prof.select(sort=sort, top=top, group_by=group_by)
-    headers = ["#", "kernel", "nodes", "calls", "total ms", "mean us", "min us", "%", "MFLOP",
+    headers = ["#", "kernel", "nodes", "calls", "total ms", "median us", "min us", "%", "MFLOP",
                "MB", "GFLOP/s", "GB/s", "% peak"]
     cells = []
     for r in rows:
         cells.append([str(r.index) if group_by == "call" else "", r.kernel, _short(r.nodes or r.ops, 48),
-                      str(r.calls), _ms(r.total), _us(r.mean), _us(r.min), f"{r.percent:.1f}",
+                      str(r.calls), _ms(r.total), _us(r.typical), _us(r.min), f"{r.percent:.1f}",
                       f"{r.flops / 1e6:.1f}", f"{r.bytes / 1e6:.2f}", f"{r.gflops:.1f}", f"{r.gbps:.1f}",
                       f"{r.percent_of_peak:.1f}"])
     shown = f"top {len(rows)} of {len(prof.select(group_by=group_by))}" if top else f"{len(rows)} rows"
