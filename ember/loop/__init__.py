@@ -4,7 +4,7 @@ from .expr import (Add, And, BinaryOp, Broadcast, Call, Cast, CmpOp, Div, EQ, Ex
                    FloorMod, GE, GT, IntImm, LE, LT, Let, Load, Max, Min, Mod, Mul, NE, Not, Or, Ramp,
                    Select, Sub, Var, as_expr, cast, const, eq, if_then_else, logical_and, max_, min_, ne,
                    select, truncdiv, truncmod)
-from .stmt import (Allocate, Buffer, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, Stmt, Store,
+from .stmt import (THREAD_KINDS, Allocate, Barrier, Buffer, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, Stmt, Store,
                    seq)
 from .visit import free_vars, rewrite, substitute, walk
 from .parser import parse

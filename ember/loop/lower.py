@@ -289,7 +289,8 @@ class _Lowerer:
         small = size is None or size * dt.nbytes(kid.tensor.dtype) <= (128 << 10)  # a symbolic
         # size is local too: the code generator puts it on the stack when it is small at run time
         self.buffers[kid] = Buffer(self.names.fresh(kid.name), shape, kid.tensor.dtype,
-                                   scope="local" if kid.scope == "local" or small else "global")
+                                   scope="shared" if kid.scope == "shared" else
+                                   "local" if kid.scope == "local" or small else "global")
         self.region_min[kid] = [lo for lo, _ in region]
 
     # -- whole function -------------------------------------------------------------------

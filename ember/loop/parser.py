@@ -18,7 +18,7 @@ from .expr import (EQ, GE, GT, LE, LT, NE, Add, And, BitAnd, BitOr, BitXor, Broa
                    Div, Expr, FloatImm, FloorDiv, FloorMod, IntImm, Let, Load, Max, Min, Mod, Mul,
                    Not, Or, Ramp, Select, Shl, Shr, Sub, Var, const)
 from .printer import RESERVED, is_dtype
-from .stmt import (LOOP_KINDS, Allocate, Buffer, Evaluate, For, IfThenElse, LetStmt, PrimFunc,
+from .stmt import (LOOP_KINDS, Allocate, Barrier, Buffer, Evaluate, For, IfThenElse, LetStmt, PrimFunc,
                    SeqStmt, Store)
 
 BINOPS = {ast.Add: Add, ast.Sub: Sub, ast.Mult: Mul, ast.Div: Div, ast.FloorDiv: FloorDiv,
@@ -250,6 +250,9 @@ class _Parser:
             if isinstance(f, ast.Name) and f.id == "evaluate":
                 (v,), _ = self.args(call, 1)
                 return Evaluate(self.expr(v))
+            if isinstance(f, ast.Name) and f.id == "barrier":
+                self.args(call, 0)
+                return Barrier()
             if isinstance(f, ast.Attribute) and f.attr == "store":
                 (v, idx), kw = self.args(call, 2, ("predicate",))
                 idx = self.indices(idx, tuple_only=True)
@@ -263,7 +266,7 @@ class _Parser:
             return self.with_(node)
         first = ast.unparse(node).splitlines()[0]
         raise self.err(node, f"unsupported statement {first!r} (expected a store, for, if, "
-                             "with allocate/let/seq, 'x = value' or evaluate(...))")
+                             "with allocate/let/seq, 'x = value', evaluate(...) or barrier())")
 
     def for_(self, node: ast.For) -> For:
         it = node.iter

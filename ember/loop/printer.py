@@ -48,7 +48,7 @@ from .expr import (EQ, GE, GT, LE, LT, NE, Add, And, BitAnd, BitOr, BitXor, Broa
                    Div, FloatImm, FloorDiv, FloorMod, IntImm, Let, Load, Max, Min, Mod, Mul, Not,
                    Or, Ramp, Select, Shl, Shr, Sub, Var)
 from .node import Node
-from .stmt import (Allocate, Buffer, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, Store)
+from .stmt import (Allocate, Barrier, Buffer, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, Store)
 from .visit import walk
 
 # Names the parser reads as something other than a variable or buffer.
@@ -355,6 +355,8 @@ class _Printer:
             return [pad + "with seq():"] + self.flat(s.stmts, ind + 1)
         if isinstance(s, Evaluate):
             return [f"{pad}evaluate({self.expr(s.value)})"]
+        if isinstance(s, Barrier):
+            return [f"{pad}barrier()"]
         return [f"{pad}<{type(s).__name__}>"]
 
 

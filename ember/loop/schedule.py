@@ -23,9 +23,9 @@ from typing import Optional, Sequence, Union
 from ..errors import ScheduleError
 from .compute import ComputeOp, IterVar, PlaceholderOp, Reduce, Tensor, TensorLoad, topo_order
 from .expr import IntImm, Var, as_expr
+from .stmt import THREAD_KINDS
 from .visit import rewrite, walk
 
-LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -240,8 +240,8 @@ class Stage:
     def _annotate(self, axis, kind: str):
         self._check_mutable(kind)
         iv = self.loop(axis)
-        if kind in ("parallel", "vectorized") and iv.kind == "reduce":
-            what = "parallelize" if kind == "parallel" else "vectorize"
+        if (kind in ("parallel", "vectorized") or kind in THREAD_KINDS) and iv.kind == "reduce":
+            what = {"parallel": "parallelize", "vectorized": "vectorize"}.get(kind, f"bind to {kind}")
             raise ScheduleError(
                 f"cannot {what} {self.name}.{iv.name}: it is a reduction loop, and its iterations all "
                 f"update the same outputs (a race/carried dependence); {what} a spatial loop instead")
@@ -258,12 +258,25 @@ class Stage:
                                 f"lanes; split it by the vector width first")
         if self.kinds.get(iv, "serial") != "serial":
             raise ScheduleError(f"{self.name}.{iv.name} is already {self.kinds[iv]}")
+        if kind in THREAD_KINDS and kind in self.kinds.values():
+            raise ScheduleError(f"{self.name}: a loop is already bound to {kind}")
         self.kinds[iv] = kind
-        self._record({"parallel": "parallel", "vectorized": "vectorize", "unrolled": "unroll"}[kind], iv)
+        if kind in THREAD_KINDS:
+            self._record("bind", iv, thread=kind)
+        else:
+            self._record({"parallel": "parallel", "vectorized": "vectorize", "unrolled": "unroll"}[kind], iv)
 
     def parallel(self, axis):
         """Run iterations of ``axis`` on all cores (a spatial loop only)."""
         self._annotate(axis, "parallel")
+
+    def bind(self, axis, thread: str):
+        """Run the iterations of ``axis`` (a spatial loop) on a GPU's blocks or threads, all at
+        once: ``thread`` is ``block_x``/``_y``/``_z`` (``blockIdx``) or ``thread_x``/``_y``/``_z``
+        (``threadIdx``)."""
+        if thread not in THREAD_KINDS:
+            raise ScheduleError(f"{self.name}: cannot bind to {thread!r}; choose one of {', '.join(THREAD_KINDS)}")
+        self._annotate(axis, thread)
 
     def vectorize(self, axis):
         """Run ``axis`` (constant extent, spatial) as SIMD lanes."""

@@ -7,16 +7,23 @@ from . import dtype as dt
 from .expr import Expr, IntImm, Var, as_expr
 from .node import Node, node
 
-LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled")
-SCOPES = ("global", "local")  # global: argument or heap; local: stack/registers of one kernel
+# A GPU kernel's loops bound to its grid: ``block_x`` iterates over blocks (``blockIdx.x``),
+# ``thread_x`` over a block's threads (``threadIdx.x``); each iteration runs on its own block or
+# thread, all at once
+THREAD_KINDS = ("block_x", "block_y", "block_z", "thread_x", "thread_y", "thread_z")
+LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled") + THREAD_KINDS
+# global: argument or heap; local: stack/registers of one kernel (of one GPU thread); shared:
+# a GPU block's shared memory, one copy for all its threads
+SCOPES = ("global", "local", "shared")
 
 
 @node
 class Buffer(Node):
     """A typed n-d view of memory. ``strides`` are in elements; ``None`` means row-major.
 
-    ``scope`` is ``global`` (a kernel argument, or a heap allocation) or ``local`` (scratch on
-    the stack, which LLVM can keep in registers once loops over it are unrolled).
+    ``scope`` is ``global`` (a kernel argument, or a heap allocation), ``local`` (scratch on
+    the stack, which LLVM can keep in registers once loops over it are unrolled; on a GPU, one
+    thread's) or ``shared`` (a GPU block's shared memory).
     ``align`` is the byte alignment the data pointer is guaranteed to have.
     """
 
@@ -109,6 +116,12 @@ class SeqStmt(Stmt):
 @node
 class Evaluate(Stmt):
     value: Expr
+
+
+@node
+class Barrier(Stmt):
+    """Every thread of a GPU block waits here until all have arrived (``__syncthreads``): what
+    one thread wrote to shared memory before it, the others read after it."""
 
 
 @node
