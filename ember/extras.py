@@ -12,7 +12,7 @@ from typing import Optional
 EXTRA_OF = {
     "sqlalchemy": "tune", "psycopg": "tune", "lightgbm": "tune", "distributed": "tune", "dask": "tune",
     "torch": "torch", "onnx": "onnx", "onnxruntime": "onnx", "matplotlib": "plot",
-    "torchvision": "zoo", "transformers": "zoo", "onnxscript": "zoo",
+    "torchvision": "zoo", "transformers": "zoo", "onnxscript": "zoo", "cuda": "cuda",
 }
 
 

@@ -18,7 +18,7 @@ from ...errors import CompileError, EmberError
 from ...loop import dtype as dt
 from ...loop.expr import (BINARY_OPS, Broadcast, Call, Cast, Expr, FloatImm, IntImm, Let, Load, Not,
                           Ramp, Select, Var, as_expr)
-from ...loop.stmt import (Allocate, Buffer, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt,
+from ...loop.stmt import (Allocate, Barrier, Buffer, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt,
                           Store)
 from ...loop.visit import walk
 from . import dot, lane_reduce, memory, ops, parallel, profile, vmath
@@ -258,7 +258,11 @@ class FunctionEmitter:
         if fn is None:
             raise CompileError(f"kernel {self.func_name!r}: cannot generate code for statement "
                                f"{type(node).__name__}")
-        fn(self, node)
+        getattr(self, fn.__name__)(node)  # (by name: another target's emitter overrides some)
+
+    def barrier(self, node: Barrier) -> None:
+        raise CompileError(f"kernel {self.func_name!r}: a barrier in a CPU kernel (a GPU kernel runs on the "
+                           f"CPU through ember.loop.passes.threads_on_cpu)")
 
     def _seq(self, node: SeqStmt) -> None:
         for s in node.stmts:
@@ -412,7 +416,8 @@ _EXPR = {IntImm: FunctionEmitter._imm, FloatImm: FunctionEmitter._imm, Var: Func
          Let: FunctionEmitter._let, Load: FunctionEmitter._load}
 _STMT = {SeqStmt: FunctionEmitter._seq, Evaluate: FunctionEmitter._evaluate,
          LetStmt: FunctionEmitter._let_stmt, Store: FunctionEmitter._store,
-         Allocate: FunctionEmitter._allocate, IfThenElse: FunctionEmitter._if, For: FunctionEmitter._for}
+         Allocate: FunctionEmitter._allocate, IfThenElse: FunctionEmitter._if, For: FunctionEmitter._for,
+         Barrier: FunctionEmitter.barrier}
 
 
 # --- functions and modules -----------------------------------------------------------------
