@@ -1,8 +1,31 @@
 """Shared pytest setup."""
+import importlib.util
 import os
+import sysconfig
 import tempfile
 
 import pytest
+
+
+def _give_profile_package_the_stdlib_names() -> None:
+    """This suite's ``tests/profile`` package and the standard library's ``profile`` module
+    share a name, and pytest puts ``tests/`` first on ``sys.path``: torch's Dynamo (which
+    ``torch.export`` and torchvision load) runs ``import cProfile``, which reads ``profile.run``
+    and friends from whichever ``profile`` was imported. The package gets the standard
+    module's names, so both work wherever a test imports torch."""
+    import profile
+
+    if hasattr(profile, "run"):  # the standard module itself
+        return
+    path = os.path.join(sysconfig.get_paths()["stdlib"], "profile.py")
+    spec = importlib.util.spec_from_file_location("_stdlib_profile", path)
+    std = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(std)
+    for name in ("run", "runctx", "Profile", "_Utils", "main"):
+        setattr(profile, name, getattr(std, name))
+
+
+_give_profile_package_the_stdlib_names()
 
 # Compiled kernels go to a private cache for the test session, never to ~/.cache/ember. Set at
 # import time so that even module-level builds in test files use it.

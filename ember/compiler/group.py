@@ -28,6 +28,7 @@ from ..graph.ops.registry import Pattern
 from ..graph.types import TensorType
 from ..graph.visit import post_order
 from ..kernels.elementwise import schedule_root
+from ..kernels.gpu import schedule_gpu_root
 from ..loop import compute as te
 from ..loop.schedule import Schedule
 from ..target import as_target
@@ -240,6 +241,8 @@ def _lower_group(fn: Function, name: str, target, schedule: bool = True, variant
     """The group's computes and (with ``schedule``) its default schedule; else a fresh one."""
     b = fn.body
     if isinstance(b, Call) and get_op(b.op).kernel is not None:  # a loop program written directly
+        if as_target(target).kind == "cuda":
+            raise UnsupportedOpError(f"{name}: {b.op}'s kernel is a CPU loop program; it has no GPU kernel yet")
         if b.args != tuple(fn.params):
             raise LoweringError(f"{name}: {b.op} must be alone in its group")
         func = get_op(b.op).kernel(dict(get_op(b.op).check_attrs(b.attrs)), [p.type for p in fn.params],
@@ -266,7 +269,7 @@ def _lower_group(fn: Function, name: str, target, schedule: bool = True, variant
         sched(s, anchor_t, outputs[0], target)
         for st in list(s.stages):
             if not st.is_placeholder and st.attach[0] == "root" and _materialized(st.tensor):
-                schedule_root(s, st.tensor)
+                _root(s, st.tensor, target)
         found = _variants(fn, name, target, s) if variants else ()
     else:
         for t in anchor_stages:
@@ -276,9 +279,19 @@ def _lower_group(fn: Function, name: str, target, schedule: bool = True, variant
             if st.is_placeholder or st.attach[0] == "inline":
                 continue
             if st.tensor in anchor_stages or st.tensor in out_set or _materialized(st.tensor):
-                schedule_root(s, st.tensor)
+                _root(s, st.tensor, target)
     return GroupKernel(name, s, inputs, outputs, anchor.op if anchor is not None else None,
                        variants=found)
+
+
+def _root(s: Schedule, t: te.Tensor, target) -> None:
+    """The generic schedule of a root stage on ``target``'s kind: the CPU's (vectorized,
+    parallel), or the GPU's (blocks of threads)."""
+    if as_target(target).kind == "cuda":
+        if s[t].attach[0] == "root":  # (a stage computed at another's loop runs in its thread)
+            schedule_gpu_root(s, t)
+    else:
+        schedule_root(s, t)
 
 
 def _variants(fn: Function, name: str, target, s: Schedule) -> tuple:

@@ -12,7 +12,7 @@ from ember.codegen.llvm import build, emit_llvm
 from ember.loop import (Allocate, Broadcast, Buffer, Cast, Evaluate, FloatImm, For, IfThenElse,
                         IntImm, Let, LetStmt, Not, PrimFunc, Ramp, Select, Store, Var, as_expr,
                         seq)
-from ember.loop import intrinsics
+from ember.loop import intrinsics, parse
 
 L = 8
 
@@ -380,3 +380,16 @@ def test_register_block_loops_are_not_unrolled_by_llvm():
         out = rt.zeros((rows * 8,), "float32")
         lib[f"acc{rows}"](rt.array(a), out)
         np.testing.assert_allclose(out.numpy(), 2 * a.sum(0), rtol=1e-5)
+
+
+def test_a_scalar_load_guarded_lane_by_lane_reads_where_any_lane_needs_it():
+    """A 0-d constant in a vectorized select's branch: its load's guard is a vector (found by
+    compiling BERT's attention-mask group without the CPU's layout passes)."""
+    text = '''
+def k(c: Buffer((16,), "float32"), s: Buffer((), "float32"), o: Buffer((16,), "float32")):
+    o[ramp(0, 1, 16)] = select(c[ramp(0, 1, 16)] > broadcast(0.0, 16), broadcast(s.load((), predicate=c[ramp(0, 1, 16)] > broadcast(0.0, 16)), 16), c[ramp(0, 1, 16)])
+'''
+    c = np.linspace(-1, 1, 16).astype(np.float32)
+    out = rt.zeros((16,), "float32")
+    build(parse(text))["k"](rt.array(c), rt.array(np.array(5.0, np.float32)), out)
+    np.testing.assert_array_equal(out.numpy(), np.where(c > 0, 5.0, c))

@@ -69,3 +69,4 @@ def k(a: Buffer((n,), "float32"), n: int64):
 def test_a_barrier_in_a_cpu_kernel_is_an_error_naming_the_cpu_path():
     with pytest.raises(CompileError, match="threads_on_cpu"):
         ember.build(parse(REVERSE.replace("block_x", "serial").replace("thread_x", "serial")))
+

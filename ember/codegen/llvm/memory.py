@@ -259,8 +259,9 @@ def load_scalar_at(e, buf, ptr, indices, predicate) -> ir.Value:
     # A scalar predicate guards the access itself: the address may be out of bounds when false.
     cond = e.expr(predicate)
     if T.lanes_of(cond) != 1:
-        raise CompileError(f"kernel {e.func_name!r}: a scalar load of {buf.name!r} has a vector "
-                           f"predicate")
+        # one value broadcast to lanes guarded one by one (a select's branch over a 0-d
+        # constant, vectorized): read it where any lane needs it; the others ignore it
+        cond = llvm_intrinsic(b, "vector.reduce.or", [cond], ret=T.I1, overload=[cond.type])
     start = b.block
     with b.if_then(cond):
         v = b.load(addr, typ=mt, align=T.elem_align(buf.dtype))
