@@ -393,3 +393,28 @@ def k(c: Buffer((16,), "float32"), s: Buffer((), "float32"), o: Buffer((16,), "f
     out = rt.zeros((16,), "float32")
     build(parse(text))["k"](rt.array(c), rt.array(np.array(5.0, np.float32)), out)
     np.testing.assert_array_equal(out.numpy(), np.where(c > 0, 5.0, c))
+
+
+def test_lanes_stepping_through_two_dimensions_load_and_store_one_vector():
+    """A loop fused over a pixel and its channel block, vectorized by 64, indexes
+    ``[w // 16, w % 16]``-style: no index is linear in the lanes, the flattened offset is --
+    one vector, not 64 gathered loads (a quantized MobileNetV2's residual adds)."""
+    from ember.loop import compute as te
+    from ember.loop.lower import lower
+    from ember.loop.passes import default_pipeline
+    from ember.loop.schedule import Schedule
+
+    a = te.placeholder((2, 7, 12, 16), "uint8", "a")
+    b = te.compute((2, 7, 12, 16), lambda n, h, w, c: a[n, h, w, c] + 1, "b")
+    s = Schedule(b)
+    *_, w, c = s[b].leaf
+    _, lanes = s[b].split(s[b].fuse(w, c), factor=64)
+    s[b].vectorize(lanes)
+    func = default_pipeline(lower(s, [a, b], "k"))
+    assert "// broadcast(16, 64)" in func.script()  # (the lanes' indices step through both axes)
+    text = emit_llvm([func])
+    assert "masked.gather" not in text and "masked.scatter" not in text
+    x = np.random.default_rng(0).integers(0, 200, (2, 7, 12, 16)).astype(np.uint8)
+    out = rt.empty((2, 7, 12, 16), "uint8")
+    build([func])["k"](rt.array(x), out)
+    np.testing.assert_array_equal(out.numpy(), x + 1)
