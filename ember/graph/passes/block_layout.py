@@ -219,9 +219,13 @@ def _grouped(n: Call, x, w, fb: int, attrs: dict):
     window is large enough to pay for blocking it."""
     C, F, groups = x.type.shape[1], n.type.shape[1], n.attr("groups")
     cg, fg = w.type.shape[1], F // groups
+    src = _blocked(x)
+    if src is not None and src.type.shape[-1] != fb and src.type.shape[-1] % cg == 0 and C >= src.type.shape[-1]:
+        # the producer's block, whichever this conv would choose (MixNet's 96-channel depthwise
+        # conv after a concat of 48-channel blocks of 16): re-blocking would cost a copy each way
+        fb = src.type.shape[-1]
     if F != C or C < fb or cg != fg or fb % cg:
         return None
-    src = _blocked(x)
     if src is not None and (src.type.shape[-1] != fb or cg > 1 and _padded(x) and not _finite_padding(src)):
         src = None  # (a depthwise conv keeps its lanes apart: padding never reaches the sums)
     if src is None:

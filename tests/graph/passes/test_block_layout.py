@@ -189,6 +189,29 @@ def test_a_concat_of_blocked_branches_stays_blocked():
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
+def test_a_depthwise_conv_takes_its_producers_block():
+    """MixNet: two 1x1 convs of 3 blocks each concatenated, then a depthwise conv over the 6
+    blocks, for which a block of its own would be wider: it runs on the concat's blocks, with
+    no layout change between them."""
+    # branches of c channels whose block differs from what 2c channels would take (here 48 in
+    # blocks of 16, 96 in blocks of 32)
+    c = next(c for c in range(8, 256, 8) if channel_block(channels=c) != channel_block(channels=2 * c))
+    x = Var("x", T(1, 16, 8, 8))
+    a = _conv(x, rand(c, 16, 1, 1), padding=(0, 0, 0, 0))
+    b = _conv(x, rand(c, 16, 1, 1), padding=(0, 0, 0, 0))
+    cat = call("nn.relu", call("concat", a, b, axis=1))
+    body = call("nn.relu", _conv(cat, rand(2 * c, 1, 3, 3), groups=2 * c, strides=(2, 2)))
+    after = run(module([x], body))
+    ops = _ops(after)
+    assert ops.count("unblock_channels") == 1 and ops[-2:] == ["nn.relu", "unblock_channels"]
+    dw = [n for n in topo_calls(after) if n.op == "nn.conv2d_nchwc"][-1]
+    assert dw.attr("groups") == 2 * c and dw.args[0].type.shape[-1] == channel_block(channels=c)
+    xv = rand(1, 16, 8, 8)
+    got = ember.compile(module([x], body)).run(xv)[0]
+    want = ember.compile(module([x], body), disabled_passes=["block_layout"]).run(xv)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("axis", [2, -1])
 def test_bands_concatenated_along_a_spatial_axis_stay_blocked(axis):
     """trim_conv_taps cuts a dilated conv's output into bands of rows or columns, each its own
