@@ -10,8 +10,11 @@ with the choices of a huge plane, 2-3x slower than from its static export.
 So each symbol gets a likely value, which those heuristics use (the code computes with the
 size itself): the shape a user passes as ``shape_hints`` (TensorRT's "optimization profile"
 asks the same), else a batch -- an input's first axis -- of 1, an image's height and width
-(a 4-d float input's last two axes) of 224, and a token sequence (an integer input's second
-axis) of 128. A symbol none of these covers keeps the old assumption, large.
+(a 4-d float input's last two axes, both symbolic) of 224, a token sequence (an integer input's
+second axis) of 128, and a KV cache's past length (a 4-d input's third axis named ``past...``,
+optimum's ``past_sequence_length``) of 0, the prompt's step: a KV cache of 64-wide heads was
+taken for an image 224 high, and its attention kernels' twins served a past length no run had.
+A symbol none of these covers keeps the old assumption, large.
 """
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ from ..loop.expr import Var as LoopVar
 LIKELY_BATCH = 1
 LIKELY_IMAGE = 224
 LIKELY_SEQUENCE = 128
+LIKELY_PAST = 0  # a KV cache's past length: a decoder's prompt step (the steps after it each differ)
 
 
 def likely_sizes_of(main, hints: Optional[Mapping[str, Sequence[int]]] = None) -> dict:
@@ -49,7 +53,10 @@ def likely_sizes_of(main, hints: Optional[Mapping[str, Sequence[int]]] = None) -
                 v = int(given[axis])
             elif axis == 0:
                 v = LIKELY_BATCH
-            elif len(shape) == 4 and axis >= 2 and dtype is not None and dt.is_float(dtype):
+            elif len(shape) == 4 and axis == 2 and "past" in d.expr.name.lower():
+                v = LIKELY_PAST
+            elif (len(shape) == 4 and axis >= 2 and dtype is not None and dt.is_float(dtype)
+                  and not any(isinstance(x, int) for x in shape[2:])):
                 v = LIKELY_IMAGE
             elif axis == 1 and dtype is not None and dt.is_int(dtype):
                 v = LIKELY_SEQUENCE
@@ -77,4 +84,4 @@ def likely_shapes(main, hints: Optional[Mapping[str, Sequence[int]]] = None) -> 
     return out
 
 
-__all__ = ["LIKELY_BATCH", "LIKELY_IMAGE", "LIKELY_SEQUENCE", "likely_shapes", "likely_sizes_of"]
+__all__ = ["LIKELY_BATCH", "LIKELY_IMAGE", "LIKELY_PAST", "LIKELY_SEQUENCE", "likely_shapes", "likely_sizes_of"]

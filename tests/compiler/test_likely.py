@@ -26,6 +26,16 @@ def test_defaults_by_role_and_hints_first():
     assert likely_sizes_of(main, {"in0": (4, 3, 512, 384)}) == {"batch": 4, "h": 512, "w": 384, "seq": 128}
 
 
+def test_a_kv_cache_is_no_image_and_its_past_is_likely_empty():
+    """optimum's past key/values, (batch, heads, past, 64): a static last axis, so no image;
+    its past length is likeliest 0 (the prompt's step, the one static twins can serve)."""
+    past = TensorType((Dim("batch"), 4, Dim("past_sequence_length"), 64), "float32")
+    ids = TensorType((Dim("batch"), Dim("seq")), "int64")
+    assert likely_sizes_of(_main(past, ids)) == {"batch": 1, "past_sequence_length": 0, "seq": 128}
+    frames = TensorType((Dim("batch"), 3, Dim("t"), 64), "float32")  # (a 4-d float with one symbolic axis)
+    assert likely_sizes_of(_main(frames)) == {"batch": 1}
+
+
 def test_hints_name_inputs_of_their_rank():
     from ember.errors import ShapeError
 
