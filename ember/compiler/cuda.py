@@ -17,7 +17,7 @@ from ..graph.infer import infer_types
 from ..graph.ir import Function, Module
 from ..graph.ops.dims import collect_assumptions
 from ..loop.expr import IntImm, Var
-from ..loop.stmt import Allocate, Buffer, For, PrimFunc, SeqStmt
+from ..loop.stmt import Allocate, For, PrimFunc, SeqStmt
 from ..loop.visit import walk
 from ..target import CudaTarget, as_target
 
@@ -93,7 +93,7 @@ def device_kernels(func: PrimFunc) -> tuple:
         sizes = [v for v in func.scalars if v.name in names]
         kname = func.name if len(parts) == 1 else f"{func.name}_{k}"
         kernels.append(PrimFunc(kname, tuple(bufs) + tuple(sizes), part, func.attrs))
-    return kernels, [Buffer(b.name, b.shape, b.dtype, b.strides, "global", b.align) for b in workspace]
+    return kernels, workspace
 
 
 def model_ptx(model, target=None, input_shapes: Optional[dict] = None) -> tuple:
