@@ -209,6 +209,10 @@ def check_buildable(target: AnyTarget) -> None:
     if target.kind not in BUILDABLE:
         from .errors import TargetError
 
+        if target.kind == "cuda":  # (kernels compile to PTX; nothing runs them yet)
+            raise TargetError(f"target {target}: Ember has no runtime for the 'cuda' kind yet, so no code generator "
+                              f"behind ember.compile; compile for the CPU (target='llvm', the default), or get a "
+                              f"model's kernels as PTX with ember.compiler.cuda.model_ptx(model, {str(target)!r})")
         raise TargetError(f"target {target}: Ember has no code generator for the {target.kind!r} kind yet; "
                           f"compile for the CPU (target='llvm', the default)")
 
