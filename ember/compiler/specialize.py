@@ -185,6 +185,15 @@ class SpecializingExecutable:
         exe, layouts = got
         return exe, rest, layouts
 
+    def _one_program(self):
+        """The model as one program with its Ifs as control flow, where only the conditions of
+        Ifs made it compile per value (optimum's merged decoders); else None."""
+        from ..frontend.onnx.control import ifs_as_control_flow
+
+        with ifs_as_control_flow():
+            got = self._compile({}, {})
+        return None if isinstance(got, EmberError) else got[0]
+
     def _compile(self, static: dict, structure: dict):
         """``(executable, output layouts)``, or the EmberError (kept: a value the model cannot
         take fails fast the next time)."""
@@ -235,6 +244,9 @@ class SpecializingExecutable:
                              f"{', '.join(self.structured)}: an export holds one program")
         if not self.per_value:
             return self.executable_for()[0].export(path)
+        one = self._one_program()
+        if one is not None:  # (only Ifs' conditions were compiled per value: they export as control flow)
+            return one.export(path)
         raise EmberError(f"this model is compiled per value of {', '.join(self.value_inputs)} ({self.reason}): an "
                          f"export holds one program; bind those inputs first, from_onnx(model, "
                          f"static_inputs={{...}}), and compile and export that")

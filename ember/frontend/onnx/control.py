@@ -7,6 +7,9 @@ the result has a data size there, bound from whichever branch ran.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
+
 from ...errors import UnsupportedOpError
 from ...graph import TensorType, TupleGetItem, Var
 from ...graph.ops.dims import data_dim, is_data_symbol
@@ -23,6 +26,20 @@ def _unify(a: TensorType, b: TensorType, where: str, k: int) -> TensorType:
                             for j, (x, y) in enumerate(zip(a.shape, b.shape))), a.dtype)
 
 
+_PER_VALUE: contextvars.ContextVar = contextvars.ContextVar("if_per_value", default=True)
+
+
+@contextlib.contextmanager
+def ifs_as_control_flow():
+    """Within: an ``If`` whose condition is a model input stays control flow, the model one
+    program for every value (what an export holds), not compiled per value of the condition."""
+    token = _PER_VALUE.set(False)
+    try:
+        yield
+    finally:
+        _PER_VALUE.reset(token)
+
+
 @converter("If", const_inputs=(0,))  # (the condition: branches that give sequences are decided at import)
 def _if(node):
     imp = node.importer
@@ -35,7 +52,7 @@ def _if(node):
             if value is not None and name:
                 imp.values[name] = value  # (a shape computed in the branch stays known)
         return [e for e, _ in outs]
-    if imp.outer is None and isinstance(node.input(0), Var):
+    if imp.outer is None and isinstance(node.input(0), Var) and _PER_VALUE.get():
         # A model input decides the branch (optimum's merged decoders: `use_cache_branch`): the
         # model is compiled per value, each a straight program of fused kernels that runs
         # natively, not a branch run by a control step (T5's merged decoder step: ~1.5x ORT's

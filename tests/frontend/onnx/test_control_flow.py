@@ -59,9 +59,10 @@ def test_a_condition_known_at_import_inlines_its_branch():
     np.testing.assert_array_equal(exe.run(x)[0], np.concatenate([x, x]))
 
 
-def test_a_condition_that_is_a_model_input_compiles_the_model_per_value():
+def test_a_condition_that_is_a_model_input_compiles_the_model_per_value(tmp_path):
     """optimum's merged decoders pick their branch by an input (`use_cache_branch`): each value
-    gets a straight program (no control step), compiled on its first run."""
+    gets a straight program (no control step), compiled on its first run; an export holds one
+    program, with the If as control flow."""
     m = if_model()
     g = m.graph
     del g.node[:2]
@@ -76,6 +77,10 @@ def test_a_condition_that_is_a_model_input_compiles_the_model_per_value():
     for c in (True, False):
         inner = exe.executable_for(x, np.array([c]))[0]
         assert "controls" not in inner.program and inner.native
+    loaded = ember.load(exe.export(str(tmp_path / "if.so")))
+    assert loaded.program["controls"][0]["kind"] == "if"
+    for c in (True, False):
+        np.testing.assert_array_equal(loaded.run(x, np.array([c]))[0], exe.run(x, np.array([c]))[0])
 
 
 def test_an_unsupported_op_in_a_branch_is_named_up_front():
