@@ -13,9 +13,7 @@ import dataclasses
 from typing import Optional
 
 from ..errors import LoweringError
-from ..graph.infer import infer_types
 from ..graph.ir import Function, Module
-from ..graph.ops.dims import collect_assumptions
 from ..loop.expr import IntImm, Var
 from ..loop.stmt import Allocate, For, PrimFunc, SeqStmt
 from ..loop.visit import walk
@@ -45,15 +43,15 @@ def gpu_groups(model, target=None, input_shapes: Optional[dict] = None) -> list:
     import ember.graph.ops.compute  # noqa: F401  (registers the op computes)
 
     from ..frontend.onnx.importer import from_onnx
-    from ..graph.passes import PassContext, default_pipeline
+    from ..graph.passes import PassContext
+    from .compile import _optimize
     from .fold import evaluate_constants
 
     target = as_target(target or "cuda")
     mod = from_onnx(model, input_shapes=input_shapes)
     ctx = PassContext(opt_level=3, disabled=set(CPU_ONLY_PASSES),
                       config={"target": target, "evaluate": evaluate_constants})
-    with collect_assumptions(fresh=True):
-        mod = ctx.run(infer_types(Module({"main": mod.main})), default_pipeline())
+    mod, _ = _optimize(Module({"main": mod.main}), ctx)  # (the CPU compile's pipeline, these passes off)
     return [(name, fn) for name, fn in mod.functions if name != "main" and isinstance(fn, Function)]
 
 

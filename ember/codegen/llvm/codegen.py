@@ -454,6 +454,22 @@ def fastmath_flags(func: PrimFunc) -> tuple:
     return ("fast",) if func.attr("fastmath", False) else ("contract",)
 
 
+def bind_parameters(e: FunctionEmitter, buffers: list, scalars: list, align: bool = True) -> None:
+    """Name ``e``'s function arguments after the kernel's buffers (``noalias``; aligned as the
+    buffers promise, with ``align``) and size parameters, and bind them in ``e``."""
+    args = e.fn.args
+    for arg, buf in zip(args[:len(buffers)], buffers):
+        arg.name = buf.name
+        arg.add_attribute("noalias")
+        if align:
+            arg.attributes.align = max(buf.align, T.elem_align(buf.dtype))
+        e.buffers[buf] = arg
+        e.buffers_by_name.setdefault(buf.name, arg)
+    for arg, var in zip(args[len(buffers):], scalars):
+        arg.name = var.name
+        e.vars[var] = T.cast(e.builder, arg, "float64" if dt.is_float(var.dtype) else "int64", var.dtype)
+
+
 def emit_function(module: ir.Module, func: PrimFunc, features: frozenset = frozenset()) -> dict:
     """Add ``func`` to ``module`` for a CPU with ``features`` (``{"avx512bf16", ...}``: the
     instructions it may name); returns its metadata entry."""
@@ -465,16 +481,7 @@ def emit_function(module: ir.Module, func: PrimFunc, features: frozenset = froze
     e.profile = profile.layout_of(func)
     if e.profile is not None:
         profile.declare_counters(module, e.profile)
-    for arg, buf in zip(fn.args[:len(buffers)], buffers):
-        arg.name = buf.name
-        arg.add_attribute("noalias")
-        arg.attributes.align = max(buf.align, T.elem_align(buf.dtype))
-        e.buffers[buf] = arg
-        e.buffers_by_name.setdefault(buf.name, arg)
-    b = e.builder
-    for arg, var in zip(fn.args[len(buffers):], scalars):
-        arg.name = var.name
-        e.vars[var] = T.cast(b, arg, "float64" if dt.is_float(var.dtype) else "int64", var.dtype)
+    bind_parameters(e, buffers, scalars)
     e.stmt(func.body)
     e.finish()
     return kernel_metadata(func, scalars)

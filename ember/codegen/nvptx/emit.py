@@ -4,12 +4,12 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ...errors import CompileError, EmberError
-from ...loop import dtype as dt
 from ...loop.expr import IntImm
 from ...loop.passes.verify_threads import verify_threads
 from ...loop.stmt import Allocate, Barrier, For, PrimFunc, THREAD_KINDS
 from ..llvm import types as T
-from ..llvm.codegen import FunctionEmitter, check_kernel_names, fastmath_flags, scalar_abi_type, signature_scalars
+from ..llvm.codegen import (FunctionEmitter, bind_parameters, check_kernel_names, fastmath_flags, scalar_abi_type,
+                            signature_scalars)
 from ..llvm.intrinsics import declare
 
 TRIPLE = "nvptx64-nvidia-cuda"
@@ -78,14 +78,7 @@ def emit_kernel(module: ir.Module, func: PrimFunc) -> ir.Function:
     fn = ir.Function(module, ftype, func.name)
     fn.attributes.add("nounwind")
     e = CudaEmitter(module, fn, func.name, fastmath_flags(func))
-    for arg, buf in zip(fn.args[:len(buffers)], buffers):
-        arg.name = buf.name
-        arg.add_attribute("noalias")
-        e.buffers[buf] = arg
-        e.buffers_by_name.setdefault(buf.name, arg)
-    for arg, var in zip(fn.args[len(buffers):], scalars):
-        arg.name = var.name
-        e.vars[var] = T.cast(e.builder, arg, "float64" if dt.is_float(var.dtype) else "int64", var.dtype)
+    bind_parameters(e, buffers, scalars, align=False)  # (generic pointers: no alignment promised)
     e.stmt(func.body)
     e.finish()
     annotations = module.add_named_metadata("nvvm.annotations")

@@ -19,7 +19,8 @@ from __future__ import annotations
 from ...errors import LoweringError
 from ..expr import Load
 from ..stmt import Allocate, Barrier, Buffer, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, Store, THREAD_KINDS
-from ..visit import rewrite, substitute, walk
+from ..visit import rewrite, substitute
+from .verify_threads import has_barrier
 
 __all__ = ["threads_on_cpu"]
 
@@ -58,10 +59,6 @@ def _cpu(s):
     return s
 
 
-def _has_barrier(s) -> bool:
-    return any(isinstance(n, Barrier) for n in walk(s))
-
-
 def _threads(s, loops: list):
     """``s`` run by every thread: inside serial copies of the thread loops ``loops``."""
     for lp in reversed(loops):
@@ -71,14 +68,14 @@ def _threads(s, loops: list):
 
 def _split(s, loops: list) -> list:
     """Statements that run ``s`` for every thread of ``loops``, one barrier-free part at a time."""
-    if not _has_barrier(s):
+    if not has_barrier(s):
         return [_threads(s, loops)]
     if isinstance(s, Barrier):
         return []
     if isinstance(s, SeqStmt):
         out, pending = [], []
         for x in s.stmts:
-            if _has_barrier(x):
+            if has_barrier(x):
                 if pending:
                     out.append(_threads(_seq(pending), loops))
                     pending = []

@@ -24,7 +24,7 @@ from ..expr import IntImm, Var
 from ..stmt import Allocate, Barrier, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, THREAD_KINDS
 from ..visit import walk
 
-__all__ = ["launch_shape", "verify_threads"]
+__all__ = ["has_barrier", "launch_shape", "verify_threads"]
 
 
 def _uses(expr, names: set) -> bool:
@@ -74,13 +74,13 @@ def verify_threads(func: PrimFunc, max_threads: int = 1024, max_shared_bytes: in
                 if _has_grid(s.body):
                     fail(f"loop {s.var.name!r} ({s.kind}) encloses the grid's loops: they must be outermost")
                 divergent = _uses(s.min, threads) or _uses(s.extent, threads)
-                if divergent and _has_barrier(s.body):
+                if divergent and has_barrier(s.body):
                     fail(f"loop {s.var.name!r}: its trip count depends on a thread index and its body has a "
                          f"barrier, which some threads would not reach")
                 visit(s.body, bound + (s.kind,), threads, inside_threads)
         elif isinstance(s, IfThenElse):
-            if _uses(s.condition, threads) and (_has_barrier(s.then_case) or
-                                                (s.else_case is not None and _has_barrier(s.else_case))):
+            if _uses(s.condition, threads) and (has_barrier(s.then_case) or
+                                                (s.else_case is not None and has_barrier(s.else_case))):
                 fail(f"a barrier under the condition {s.condition}, which depends on a thread index: "
                      f"some threads would not reach it")
             visit(s.then_case, bound, threads, inside_threads)
@@ -115,7 +115,8 @@ def verify_threads(func: PrimFunc, max_threads: int = 1024, max_shared_bytes: in
     return launch_shape(func)
 
 
-def _has_barrier(s) -> bool:
+def has_barrier(s) -> bool:
+    """Whether statement ``s`` holds a barrier."""
     return any(isinstance(n, Barrier) for n in walk(s))
 
 
