@@ -107,7 +107,10 @@ def test_tuned_kernels_are_checked_in_the_model(small_model, tmp_path):
     rep = tune(small_model, checked, minutes=0, cluster="none", batch=4, progress=False)
     assert rep.in_model.rows and all(r.untuned > 0 and r.tuned > 0 for r in rep.in_model.rows)
     assert {r.workload for r in rep.in_model.rows} == set(lucky)
-    assert rep.in_model.untuned >= sum(r.untuned for r in rep.in_model.rows)
+    # (within one placement of the cores the model's kernels are a superset of the rows'; a
+    # row's own figure is from the placement where it fared worst, which may be another)
+    for where, _, untuned, _ in rep.in_model.placed:
+        assert untuned >= sum(u for r in rep.in_model.rows for w, u, _ in r.times if w == where) * (1 - 1e-9)
     assert "in the model" in rep.table() and json.loads(json.dumps(rep.as_dict()))["in_model"]["rows"]
     # the checks below on records no check has judged yet
     _, exe = extract_tasks(small_model, host(), profile=False)
