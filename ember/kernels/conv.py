@@ -33,7 +33,8 @@ from .common import const_int, fold_size, host, largest_divisor, parallel_outer,
 
 def pad_spatial(data: te.Tensor, begin: Sequence[int], end: Sequence[int], value,
                 name: str = "pad", dilate: Optional[Sequence[int]] = None,
-                channels: Optional[int] = None, phases: int = 1, inner: int = 0) -> te.Tensor:
+                channels: Optional[int] = None, phases: int = 1, inner: int = 0,
+                dtype: Optional[str] = None) -> te.Tensor:
     """``data`` (N, C, spatial...) with ``begin[i]``/``end[i]`` elements of ``value`` before and
     after spatial axis ``i`` (negative: cropped) and, with ``dilate``, ``dilate[i] - 1`` of them
     between neighbours; with ``channels``, channels past C filled too. Returns ``data`` itself
@@ -44,13 +45,17 @@ def pad_spatial(data: te.Tensor, begin: Sequence[int], end: Sequence[int], value
     consecutive elements (see :func:`window_last`).
 
     ``inner`` trailing axes are not spatial: they are copied as they are (the channel block of
-    the blocked layout ``N C/b <spatial> b``)."""
+    the blocked layout ``N C/b <spatial> b``).
+
+    ``dtype``: the copy's, another than the data's (uint8 data widened to floats as it is
+    copied, ``value`` then in the data's terms); a copy is made even with nothing to add."""
     n = data.ndim - 2 - inner
+    widen = dtype is not None and dtype != data.dtype
     dilate = tuple(dilate or (1,) * n)
     C = data.shape[1]
     more = channels is not None and channels > const_int(C)
     if (all(isinstance(v, int) and v == 0 for v in (*begin, *end)) and all(d == 1 for d in dilate) and not more
-            and phases == 1):
+            and phases == 1 and not widen):
         return data
     sizes = [fold_size(s) for s in data.shape[2:2 + n]]
     spans = [(s - 1) * d + 1 for s, d in zip(sizes, dilate)]
@@ -58,6 +63,8 @@ def pad_spatial(data: te.Tensor, begin: Sequence[int], end: Sequence[int], value
              + tuple(fold_size(b + sp + e) for b, sp, e in zip(begin, spans, end))
              + tuple(data.shape[2 + n:]))
     fill = const(value, data.dtype)
+    if widen:
+        fill = fill.astype(dtype)
 
     def element(nn, c, *p):
         p, rest = p[:n], p[n:]
@@ -69,7 +76,9 @@ def pad_spatial(data: te.Tensor, begin: Sequence[int], end: Sequence[int], value
                 conds.append(eq(q % d, 0))
                 q = q // d
             idx.append(q)
-        return select(logical_and(*conds), data[(nn, c, *idx, *rest)], fill)
+        v = data[(nn, c, *idx, *rest)]
+        v = v.astype(dtype) if widen else v
+        return select(logical_and(*conds), v, fill) if conds else v
 
     if phases == 1:
         return te.compute(shape, element, name)

@@ -86,7 +86,10 @@ def schedule_grouped(s: Schedule, conv: te.Tensor, out: te.Tensor, acc: te.Tenso
         # (unrolled; a gather otherwise, 4x slower)
         st.unroll(red["rci"])
     pad = conv.op.attrs["pad"]
-    where = knob("dw.pad", ("task", "whole", "inline"), "inline" if in_place else "task") if pad is not None else None
+    # (uint8 data widened as it is padded: once per input vector in a task's rows, where in
+    # place each tap's load would widen its own)
+    inline = in_place and not conv.op.attrs.get("widen")
+    where = knob("dw.pad", ("task", "whole", "inline"), "inline" if inline else "task") if pad is not None else None
     if where == "inline":
         s[pad].compute_inline()
     elif where == "task":

@@ -107,7 +107,10 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
     block, ``packed`` ``(C/FB, g, kh, kw, FB)``: filter lane ``f`` reads input lanes
     ``(f // g) g + c`` of its block -- a broadcast where ``g`` is a multiple of the vector
     lanes (a vector's filters share one group), a shuffle of the pixel's vector where groups
-    are narrower (the schedule unrolls ``c``); ``g = FB`` is a whole block.
+    are narrower (the schedule unrolls ``c``); ``g = FB`` is a whole block. Grouped, the data
+    may be uint8 (a quantized model's, padded with ``pad_value``, its zero point) against float
+    weights: each tap's vector is widened to floats as it is loaded, and the sums of integer
+    products by integer-valued weights are exact while below 2^24.
 
     ``scale`` (blocked data only): a factor per input channel, ``N|1 C/cb 1 1 cb`` (a
     squeeze-excitation's), by which the data is multiplied before the convolution. It scales
@@ -132,6 +135,9 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
     blocked = data.ndim == 5
     if dot is not None and (grouped or not blocked or scale is not None):
         raise ShapeError(f"{name}: a packed dot needs blocked data, groups = 1 and no scale")
+    if data.dtype != packed.dtype and not (grouped and dot is None and data.dtype == "uint8"):
+        raise ShapeError(f"{name}: {data.dtype} data and {packed.dtype} weights (only a grouped conv reads "
+                         f"uint8 data as floats)")
     if scale is not None and (grouped or not blocked):
         raise ShapeError(f"{name}: a per-channel scale needs blocked data and groups = 1, got data "
                          f"{tuple(data.shape)}{' (grouped)' if grouped else ''}")
@@ -162,7 +168,7 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
     ty, tx = (kh // 2, kw // 2) if center else (0, 0)
     if center:
         padding, dh, dw = (0, 0, 0, 0), 1, 1
-    lanes = vector_lanes(target, data.dtype)
+    lanes = vector_lanes(target, packed.dtype)
     registers = vector_registers(lanes)
     vecs = max(1, FB // lanes)
     flat = wide_out = False
@@ -195,7 +201,9 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
             last = W - 1
         else:
             end[1] = end[1] + past if isinstance(past, int) else fold_size(end[1] + past)
-    padded = pad_spatial(data, padding[:2], end, pad_value, f"{name}_pad", inner=1 if blocked else 0)
+    # (a grouped conv's uint8 data is widened to floats as it is padded: once per input vector)
+    padded = pad_spatial(data, padding[:2], end, pad_value, f"{name}_pad", inner=1 if blocked else 0,
+                         dtype=packed.dtype)
 
     def column(x, r):
         c = x * sw + r * dw
@@ -252,7 +260,7 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
     # the padded or subsampled copy of the input: scheduled with the conv (per task or once)
     copy = padded if padded is not data else sub
     parts = {"kind": "conv_nchwc", "pad": copy, "input": padded, "xb": xb, "grouped": grouped, "strides": (sh, sw),
-             "wide_window": wide, "flat": flat, "wide_output": flat and wide_out,
+             "wide_window": wide, "flat": flat, "widen": data.dtype != packed.dtype, "wide_output": flat and wide_out,
              "center": (oh, ow) + tuple(dilation) if centerable else None}
     if not flat:
         return te.compute((data.shape[0], FO, oh, ow, FB), body, name, attrs=parts)

@@ -170,7 +170,12 @@ def _infer_conv2d_nchwc(args, attrs):
     from ...loop.intrinsics import PACKED_DOTS, WORD
 
     x, w = tensor(args[0], "the data"), tensor(args[1], "the packed weight")
-    same_dtype([x, w], "the data and the weight")
+    # (a grouped conv may read uint8 data as floats, its padding the data's zero point)
+    narrow = attrs["groups"] != 1 and x.dtype == "uint8" and w.dtype == "float32" and attrs["dot"] is None
+    if not narrow:
+        same_dtype([x, w], "the data and the weight")
+    elif not 0 <= attrs["pad_value"] <= 255:
+        raise ShapeError(f"nn.conv2d_nchwc of uint8 data pads with a uint8, got pad_value={attrs['pad_value']}")
     dot = attrs["dot"]
     if dot is not None and (dot not in PACKED_DOTS or x.dtype != WORD or x.ndim != 5 or attrs["groups"] != 1
                             or len(args) > 2):
@@ -193,7 +198,7 @@ def _infer_conv2d_nchwc(args, attrs):
                              f"weight {w}")
         if len(args) > 2:
             raise ShapeError("a grouped nn.conv2d_nchwc takes no per-channel scale")
-        return TensorType((x.shape[0], w.shape[0]) + spatial + (w.shape[4],), x.dtype)
+        return TensorType((x.shape[0], w.shape[0]) + spatial + (w.shape[4],), w.dtype)
     if len(args) > 2:  # a per-channel scale of the data: N|1 C/b 1 1 b
         sc = tensor(args[2], "the scale")
         same_dtype([x, sc], "the data and the scale")
@@ -212,7 +217,8 @@ register_op("nn.conv2d_nchwc", infer=_infer_conv2d_nchwc, pattern=Pattern.OUT_EL
             doc="2-D convolution in the blocked channel layout: data N C H W or N C/b H W b, weight packed "
                 "by nn.pack_conv_weight (F/FB, C, kh, kw, FB), result N F/FB OH OW FB; with groups > 1 "
                 "each block reads its own: blocked data and weights (C/b, 1, kh, kw, b) (depthwise) or "
-                "(C/b, g, kh, kw, b) (groups of g channels; g = b: block-diagonal); an optional third "
+                "(C/b, g, kh, kw, b) (groups of g channels; g = b: block-diagonal), its data float or uint8 "
+                "(padded with pad_value) read as float; an optional third "
                 "argument N|1 C/b 1 1 b scales the blocked data per channel first (folded into the weights)")
 
 

@@ -36,12 +36,15 @@ plain layout; a conv of fewer channels than a block (two vectors) is blocked by 
 """
 from __future__ import annotations
 
-from ..ir import Call, Module
+import numpy as np
+
+from ..ir import Call, Constant, Module
 from ..ops import get_op
 from ..ops.reduce import reduced_axes
 from ..ops.registry import Pattern
 from ..types import TensorType
 from .context import PassContext, graph_pass, rewrite_main, typed_call as _call
+from .integer_products import _value, integer_dot
 from .pack_conv_weights import _constant_valued
 from .sink_reshapes import VIEWED as _VIEWED  # (their attributes name an axis or shape of the plain layout)
 
@@ -137,11 +140,7 @@ def _integer_conv(n: Call, target):
     the weights packed in numpy with each lane's four channels in one word, the padding at the
     zero point and ``zero * colsum`` taken from the sums after; None where the blocks cannot be
     read as words (the plain kernel then runs it)."""
-    import numpy as np
-
     from ...kernels.conv_nchwc import channel_block
-    from ..ir import Constant
-    from .integer_products import integer_dot
 
     x, w = n.args
     if not _static(x.type, n.type) or not isinstance(w, Constant):
@@ -235,9 +234,43 @@ def _grouped(n: Call, x, w, fb: int, attrs: dict):
         if w.type.shape[2] * w.type.shape[3] < 25:
             return None
         src = _call("block_channels", [x], {"block": fb}, n.span)
+    narrow = _codes(src, w)
+    if narrow is not None:  # (a quantized model's: read its bytes, not their float copy)
+        src, zero, corr = narrow
+        attrs = {**attrs, "pad_value": zero}
     packed = _call("nn.pack_conv_weight", [w], {"block": fb}, n.span)
     conv = _call("nn.conv2d_nchwc", [src, packed], {**attrs, "groups": groups}, n.span)
+    if narrow is not None and corr is not None:
+        blocks = np.zeros((-(-F // fb) * fb,), np.float32)
+        blocks[:F] = corr
+        conv = _call("subtract", [conv, Constant(blocks.reshape(1, -1, 1, 1, fb))], {}, n.span)
     return _unblock(conv, n.type, n.span)
+
+
+def _codes(src, w):
+    """``(q, zero, zero * the weights' sums or None)`` where blocked ``src`` is ``cast(q,
+    float32) - zero`` (or the cast alone), ``q`` uint8 and ``zero`` a constant in its range (a
+    dequantization, ``integer_products``' depthwise conv): a grouped conv reads ``q`` widened
+    as it loads it, padded with ``zero``, and takes ``zero`` times each filter's sum of weights
+    from its sums (every tap is computed, the padding's too); else None."""
+    zero = 0
+    if isinstance(src, Call) and src.op == "subtract":
+        zv = _value(src.args[1])
+        if zv is None or np.asarray(zv).size != 1:
+            return None
+        z = float(np.asarray(zv).reshape(()))
+        if z != int(z) or not 0 <= z <= 255:
+            return None
+        zero, src = int(z), src.args[0]
+    if not (isinstance(src, Call) and src.op == "cast" and src.type.dtype == "float32"
+            and src.args[0].type.dtype == "uint8" and src.args[0].type.ndim == 5):
+        return None
+    if not zero:
+        return src.args[0], 0, None
+    wv = _value(w)
+    if wv is None:
+        return None
+    return src.args[0], zero, zero * np.asarray(wv, np.float64).sum(axis=(1, 2, 3))
 
 
 def _as_blocked(a, out: TensorType, block: int, span):

@@ -25,7 +25,9 @@ written: the QDQ pair is gone.
 
 A QDQ conv (groups 1, constant activation zero point) becomes ``nn.conv2d_integer``, exact
 sums of ``(a_q - za) * w_q`` (its padding at the zero point), times the scales; the blocked
-layout (``block_layout``) runs it as packed dots over four channels.
+layout (``block_layout``) runs it as packed dots over four channels. A QDQ grouped (depthwise)
+conv keeps float sums, exact ones of the codes by the integer weights, over uint8 data
+(:func:`_integer_grouped`).
 
 On a CPU without VNNI (AVX512-VNNI or AVX-VNNI) the dot is AVX2's ``pmaddubsw`` pair
 (``dot_u8i7x4``), whose int16 pair sums saturate: it is taken only for weights none of whose
@@ -266,6 +268,46 @@ def _integer_conv(n: Call, target) -> Optional[Call]:
     return out if out.type == n.type else None
 
 
+def _integer_grouped(n: Call) -> Optional[Call]:
+    """A QDQ grouped conv (a depthwise one: MobileNet's, EfficientNet's), with the activation's
+    zero point and scale constant per tensor and int8 weights with zero zero points, as the
+    float conv of the codes less their zero point by the integer-valued weights, times the
+    scales: ``conv(cast(a_q) - za, w_q) * (sa * sw)``. Its sums are the exact integer ones
+    (below 2^24: 514 taps of 255 x 128), as ORT's integer kernel computes them; the blocked
+    layout then reads the uint8 codes themselves, widening each tap's vector as it loads it
+    (``block_layout``), so the layers around it store bytes, not floats. None otherwise."""
+    a, b = n.args
+    if n.attr("groups", 1) == 1 or n.type.dtype != "float32" or not isinstance(b.type, TensorType) \
+            or b.type.ndim != 4 or not b.type.is_static or a.type.ndim != 4:
+        return None
+    da, db = _dequantized(a, "float32"), _dequantized(b, "float32")
+    if da is None or db is None:
+        return None
+    a_q, za, sa = da
+    if (za is not None and not _scalar(za)) or not _scalar(sa):
+        return None
+    w, sv = _value(db[0]), _value(db[2])
+    F = b.type.shape[0]
+    if w is None or w.dtype != np.int8 or sv is None or (db[1] is not None and np.any(_value(db[1]) != 0)):
+        return None
+    sv = np.asarray(sv, np.float32)
+    zv = np.zeros((), np.float32) if za is None else _value(za)
+    if sv.size not in (1, F) or zv is None or np.asarray(zv).size != 1:
+        return None
+    zero = int(np.asarray(zv).reshape(()))
+    span = n.span
+    if a_q.type.dtype == "int8":
+        a_q, _ = _as_uint8(a_q, None, "float32", span)
+        zero += 128
+    data = _call("cast", [a_q], {"dtype": "float32"}, span)
+    if zero:
+        data = _call("subtract", [data, Constant(np.array(zero, np.float32))], {}, span)
+    conv = _call("nn.conv2d", [data, Constant(np.ascontiguousarray(w.astype(np.float32)))], dict(n.attrs), span)
+    scale = Constant(np.broadcast_to(sv.reshape(-1), (F,)).reshape(F, 1, 1).astype(np.float32))
+    out = _call("multiply", [_call("multiply", [conv, sa], {}, span), scale], {}, span)
+    return out if out.type == n.type else None
+
+
 @graph_pass("integer_products", opt_level=2)
 def integer_products(mod: Module, ctx: PassContext) -> Module:
     """Run quantized matrix products by constant int8 weights on uint8 x int8 kernels (see the
@@ -280,7 +322,7 @@ def integer_products(mod: Module, ctx: PassContext) -> Module:
         if n.op in ("nn.dense", "nn.matmul"):
             return _integer(n, target)
         if n.op == "nn.conv2d":
-            return _integer_conv(n, target)
+            return _integer_conv(n, target) if n.attr("groups", 1) == 1 else _integer_grouped(n)
         return None
     return rewrite_main(mod, visit)
 

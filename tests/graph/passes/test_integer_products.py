@@ -111,3 +111,40 @@ def _conv(x, w, stride, pad):
             patch = x[:, :, i: i + stride * oh: stride, j: j + stride * ow: stride]
             out += np.einsum("nchw,fc->nfhw", patch, w[:, :, i, j])
     return out
+
+
+@pytest.mark.parametrize("adtype,stride,C,k", [(np.uint8, 1, 32, 3), (np.int8, 2, 48, 3), (np.int8, 1, 16, 5)])
+def test_a_qdq_depthwise_conv_reads_the_codes(adtype, stride, C, k):
+    """After an integer conv (blocked, its output quantized), a QDQ depthwise conv reads the
+    uint8 codes themselves, widened as they are padded (at the zero point), its float sums of
+    the integer products exact; int8 codes are moved to uint8, their zero point with them."""
+    from onnx.reference import ReferenceEvaluator
+
+    info = np.iinfo(adtype)
+    z1 = 3 if adtype == np.uint8 else -7
+    inits = {"w1": RNG.integers(-127, 128, (C, 32, 1, 1)).astype(np.int8), "s1": np.full(C, 0.02, np.float32),
+             "w2": RNG.integers(-127, 128, (C, 1, k, k)).astype(np.int8),
+             "s2": (RNG.random(C) * 0.01 + 0.001).astype(np.float32),
+             "z": np.zeros(C, np.int8), "sx": np.array(0.04, np.float32), "zx": np.array(0, adtype),
+             "sy": np.array(0.05, np.float32), "zy": np.array(z1, adtype)}
+    nodes = [h.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
+             h.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
+             h.make_node("DequantizeLinear", ["w1", "s1", "z"], ["w1d"], axis=0),
+             h.make_node("Conv", ["xd", "w1d"], ["y1"]),
+             h.make_node("QuantizeLinear", ["y1", "sy", "zy"], ["y1q"]),
+             h.make_node("DequantizeLinear", ["y1q", "sy", "zy"], ["y1d"]),
+             h.make_node("DequantizeLinear", ["w2", "s2", "z"], ["w2d"], axis=0),
+             h.make_node("Conv", ["y1d", "w2d"], ["y"], pads=[k // 2] * 4, strides=[stride] * 2, group=C)]
+    m = _model(nodes, [h.make_tensor_value_info("x", TP.FLOAT, [1, 32, 12, 13])], inits)
+    exe = ember.compile(m)
+    scripts = [s.script() if hasattr(s, "script") else lower_kernel(s, a, n).script() for s, a, n in exe.kernel_sources]
+    depthwise = [s for s in scripts if "nn_conv2d_nchwc_pad" in s and "dot_u8i8x4" not in s]
+    assert depthwise and all(s[:s.index("p1:")].endswith('"uint8", align=1), ') for s in depthwise)
+    x = RNG.standard_normal((1, 32, 12, 13)).astype(np.float32) * 3
+    ref = ReferenceEvaluator(m).run(None, {"x": x})[0]
+    got = exe.run(x)[0]
+    # (a product's rounding to the middle code may differ by one step: 0.05 times a weight)
+    step = 0.05 * np.abs(inits["w2"].astype(np.float32) * inits["s2"][:, None, None, None]).max()
+    assert np.abs(got - ref).max() <= step * 1.01
+    assert np.mean(np.abs(got - ref) > 1e-4) < 0.01
+    assert info.min < z1 < info.max
