@@ -14,6 +14,7 @@ from .integer_products import integer_products
 from .pack_conv_weights import pack_conv_weights
 from .pack_matmul_weights import pack_matmul_weights
 from .promote_half import promote_half
+from .requantize import requantize
 from .simplify_inference import simplify_inference
 from .sink_reshapes import sink_reshapes
 from .trim_conv_taps import trim_conv_taps
@@ -24,7 +25,7 @@ from .weight_only import weight_only
 def default_pipeline() -> list:
     """The passes ``ember.compile`` runs, in order (each gated by its opt level): fold the
     constants (weights made by ConstantOfShape, shape chains), fold batch norms into convs,
-    move reshapes below elementwise ops (a product's epilogue then follows it), drop the
+    fold a requantization's scales and offsets into one multiply-add, move reshapes below elementwise ops (a product's epilogue then follows it), drop the
     convolution taps that read only padding, run convolutional regions in the
     blocked channel layout (a squeeze-excitation's per-channel scale folded into the conv
     after it), pack the other constant convolution weights and the constant
@@ -33,10 +34,10 @@ def default_pipeline() -> list:
     weights become integer products and products by weights dequantized from a few bits keep
     their codes (both before folding makes their weights float), and
     half-precision accumulating ops are given float32 accumulation."""
-    return [integer_products, weight_only, promote_half, fold_constant, simplify_inference, sink_reshapes, trim_conv_taps, block_layout,
-            fold_channel_scale, pack_conv_weights, pack_matmul_weights, fold_constant, cse, dce, fuse_ops]
+    return [integer_products, weight_only, promote_half, fold_constant, simplify_inference, requantize, sink_reshapes,
+            trim_conv_taps, block_layout, fold_channel_scale, pack_conv_weights, pack_matmul_weights, fold_constant, cse, dce, fuse_ops]
 
 
 __all__ = ["block_layout", "cse", "dce", "fold_channel_scale", "fold_constant", "integer_products", "pack_conv_weights", "pack_matmul_weights", "promote_half",
-           "simplify_inference", "sink_reshapes", "trim_conv_taps", "weight_only", "Instrument", "Pass", "PassContext", "PassError", "PassTimer",
+           "requantize", "simplify_inference", "sink_reshapes", "trim_conv_taps", "weight_only", "Instrument", "Pass", "PassContext", "PassError", "PassTimer",
            "PrintAfterPass", "VerifyAfterPass", "default_pipeline", "fuse_ops", "graph_pass", "verify"]
