@@ -76,6 +76,14 @@ def profile_main(argv) -> int:
         from ember.profile.loops import profile_loops
 
         kernel = args.loop_kernel or prof.select(sort="time", group_by="kernel")[0].kernel
+        names = sorted({r.kernel for r in prof.rows})
+        if kernel not in names:  # (a unique prefix names it too: kernel names are long)
+            like = [k for k in names if k.startswith(kernel)]
+            if len(like) != 1:
+                print(f"ember profile: --loop-kernel {kernel!r} " + ("names several kernels: " if like else
+                      "is no kernel of this model; its kernels: ") + ", ".join(like or names), file=sys.stderr)
+                return 2
+            kernel = like[0]
         print(f"instrumenting loops to depth {args.loop_depth} ...", file=sys.stderr)
         lp = profile_loops(exe, [given[i.name] for i in exe.input_info], depth=args.loop_depth,
                            warmup=args.warmup, repeat=args.repeat)

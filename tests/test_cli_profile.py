@@ -32,3 +32,12 @@ def test_profile_needs_one_model(capsys):
     with pytest.raises(SystemExit):
         main(["profile", "--help"])
     assert "warm-up" in capsys.readouterr().out
+
+
+def test_loops_of_a_kernel_named_by_a_prefix_and_a_name_that_is_none(conv_net_path, capsys):
+    assert main(["profile", conv_net_path, "--repeat", "1", "--warmup", "1", "--loops", "--loop-kernel",
+                 "fused_conv"]) == 0
+    assert "loop instrumentation overhead" in capsys.readouterr().out
+    assert main(["profile", conv_net_path, "--repeat", "1", "--loops", "--loop-kernel", "no_such_kernel"]) == 2
+    err = capsys.readouterr().err
+    assert "is no kernel of this model" in err and "fused_conv" in err

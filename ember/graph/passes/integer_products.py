@@ -27,7 +27,7 @@ A QDQ conv (groups 1, constant activation zero point) becomes ``nn.conv2d_intege
 sums of ``(a_q - za) * w_q`` (its padding at the zero point), times the scales; the blocked
 layout (``block_layout``) runs it as packed dots over four channels. A QDQ grouped (depthwise)
 conv keeps float sums, exact ones of the codes by the integer weights, over uint8 data
-(:func:`_integer_grouped`).
+(:func:`_integer_grouped`); a max pool of dequantized values pools the codes (:func:`_pooled_codes`).
 
 On a CPU without VNNI (AVX512-VNNI or AVX-VNNI) the dot is AVX2's ``pmaddubsw`` pair
 (``dot_u8i7x4``), whose int16 pair sums saturate: it is taken only for weights none of whose
@@ -308,6 +308,26 @@ def _integer_grouped(n: Call) -> Optional[Call]:
     return out if out.type == n.type else None
 
 
+def _pooled_codes(n: Call) -> Optional[Call]:
+    """A max pool of dequantized values, ``(cast(q) - z) * s`` with ``s`` a positive constant
+    per tensor, is the dequantized max pool of the codes (a monotone map commutes with max):
+    the pool reads the bytes (ResNet's stem writes them, not floats), and the quantizer after
+    it, at the same scale (ORT's QDQ), rounds the codes back to themselves."""
+    got = _dequantized(n.args[0], "float32")
+    if got is None or n.type.dtype != "float32":
+        return None
+    q, z, s = got
+    sv = None if s is None else _value(s)
+    if sv is None or sv.size != 1 or not float(np.asarray(sv).reshape(())) > 0 or (z is not None and not _scalar(z)):
+        return None
+    span = n.span
+    out = _call("cast", [_call(n.op, [q], dict(n.attrs), span)], {"dtype": "float32"}, span)
+    if z is not None:
+        out = _call("subtract", [out, z], {}, span)
+    out = _call("multiply", [out, s], {}, span)
+    return out if out.type == n.type else None
+
+
 @graph_pass("integer_products", opt_level=2)
 def integer_products(mod: Module, ctx: PassContext) -> Module:
     """Run quantized matrix products by constant int8 weights on uint8 x int8 kernels (see the
@@ -317,6 +337,8 @@ def integer_products(mod: Module, ctx: PassContext) -> Module:
         return mod
 
     def visit(n):
+        if isinstance(n, Call) and n.op in ("nn.max_pool1d", "nn.max_pool2d", "nn.max_pool3d") and len(n.args) == 1:
+            return _pooled_codes(n)
         if not isinstance(n, Call) or len(n.args) != 2:
             return None
         if n.op in ("nn.dense", "nn.matmul"):

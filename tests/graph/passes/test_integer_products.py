@@ -148,3 +148,28 @@ def test_a_qdq_depthwise_conv_reads_the_codes(adtype, stride, C, k):
     assert np.abs(got - ref).max() <= step * 1.01
     assert np.mean(np.abs(got - ref) > 1e-4) < 0.01
     assert info.min < z1 < info.max
+
+
+@pytest.mark.parametrize("adtype", [np.uint8, np.int8])
+def test_a_max_pool_of_dequantized_values_pools_the_codes(adtype):
+    """(Blocked after an integer conv: its vectors no wider than the block of 8-bit codes.)"""
+    from onnx.reference import ReferenceEvaluator
+
+    inits = {"w": RNG.integers(-127, 128, (32, 32, 1, 1)).astype(np.int8), "sw": np.full(32, 0.01, np.float32),
+             "zw": np.zeros(32, np.int8), "s": np.array(0.05, np.float32), "z": np.array(3, adtype)}
+    nodes = [h.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]), h.make_node("DequantizeLinear", ["q", "s", "z"], ["d"]),
+             h.make_node("DequantizeLinear", ["w", "sw", "zw"], ["wd"], axis=0),
+             h.make_node("Conv", ["d", "wd"], ["c"]),
+             h.make_node("QuantizeLinear", ["c", "s", "z"], ["cq"]), h.make_node("DequantizeLinear", ["cq", "s", "z"], ["cd"]),
+             h.make_node("MaxPool", ["cd"], ["p"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+             h.make_node("QuantizeLinear", ["p", "s", "z"], ["pq"]), h.make_node("DequantizeLinear", ["pq", "s", "z"], ["y"])]
+    m = _model(nodes, [h.make_tensor_value_info("x", TP.FLOAT, [1, 32, 12, 12])], inits)
+    exe = ember.compile(m)
+    pools = [s for s in (s.script() if hasattr(s, "script") else lower_kernel(s, a, n).script()
+                         for s, a, n in exe.kernel_sources) if "max_pool" in s]
+    assert pools and all(s[:s.index("p1:")].endswith(f'"{np.dtype(adtype).name}", align=1), ') for s in pools)
+    assert all("predicate" not in s for s in pools)
+    x = RNG.standard_normal((1, 32, 12, 12)).astype(np.float32) * 3
+    ref = ReferenceEvaluator(m).run(None, {"x": x})[0]
+    got = exe.run(x)[0]
+    assert np.mean(got != ref) < 0.01 and np.abs(got - ref).max() <= 0.05 * 1.01
