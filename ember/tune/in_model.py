@@ -196,6 +196,7 @@ def check_in_model(model, database, untuned_exe, target, *, input_shapes=None, r
         cut = [i for i, r in enumerate(recs) if defaults and r.trace == defaults.get(w)]
         ranked[w] = recs[:cut[0]] if cut else recs
     variants = []  # (executable, {kernel name: workload}) of the j-th best per workload
+    why = "no record ranks above its default" if ranked else "no record of this model's workloads"
     for j in range(max((len(r) for r in ranked.values()), default=0)):
         chosen = {w: recs[j] for w, recs in ranked.items() if len(recs) > j}
         with generic_kernels("none"):
@@ -203,10 +204,13 @@ def check_in_model(model, database, untuned_exe, target, *, input_shapes=None, r
                                 precision=precision, wait=True)
         names = set(getattr(exe, "tuned_kernels", ()))
         if not names or len(exe.kernel_calls) != len(untuned_exe.kernel_calls):
+            why = (f"the {j + 1}-th best records applied to no kernel" if not names else
+                   f"with the {j + 1}-th best records the model made {len(exe.kernel_calls)} kernel calls, "
+                   f"untuned {len(untuned_exe.kernel_calls)}")
             break
         variants.append((exe, {g: workload_key(fn, target) for g, fn in exe.groups if g in names}))
     if not variants:
-        return InModelCheck()
+        return InModelCheck(note=f"nothing checked: {why}")
     by_where = _rounds_by_placement([untuned_exe] + [e for e, _ in variants], random_inputs(untuned_exe), rounds,
                                     round_trip)
     per: dict = {}  # workload -> [name, {rank: {where: [untuned s, tuned s]}}]
