@@ -11,6 +11,7 @@ from .fold_channel_scale import fold_channel_scale
 from .fold_constant import fold_constant
 from .fuse_ops import fuse_ops
 from .integer_products import integer_products
+from .merge_branches import merge_branches
 from .pack_conv_weights import pack_conv_weights
 from .pack_matmul_weights import pack_matmul_weights
 from .promote_half import promote_half
@@ -25,8 +26,9 @@ from .weight_only import weight_only
 def default_pipeline() -> list:
     """The passes ``ember.compile`` runs, in order (each gated by its opt level): fold the
     constants (weights made by ConstantOfShape, shape chains), fold batch norms into convs,
-    fold a requantization's scales and offsets into one multiply-add, move reshapes below elementwise ops (a product's epilogue then follows it), drop the
-    convolution taps that read only padding, run convolutional regions in the
+    merge parallel convs of one input that are added (RepVGG's branches) into one, fold a
+    requantization's scales and offsets into one multiply-add, move reshapes below
+    elementwise ops (a product's epilogue then follows it), drop the convolution taps that read only padding, run convolutional regions in the
     blocked channel layout (a squeeze-excitation's per-channel scale folded into the conv
     after it), pack the other constant convolution weights and the constant
     matrix-product weights for their micro-kernels, fold the new scale/shift expressions and
@@ -34,10 +36,10 @@ def default_pipeline() -> list:
     weights become integer products and products by weights dequantized from a few bits keep
     their codes (both before folding makes their weights float), and
     half-precision accumulating ops are given float32 accumulation."""
-    return [integer_products, weight_only, promote_half, fold_constant, simplify_inference, requantize, sink_reshapes,
-            trim_conv_taps, block_layout, fold_channel_scale, pack_conv_weights, pack_matmul_weights, fold_constant, cse, dce, fuse_ops]
+    return [integer_products, weight_only, promote_half, fold_constant, simplify_inference, merge_branches, requantize,
+            sink_reshapes, trim_conv_taps, block_layout, fold_channel_scale, pack_conv_weights, pack_matmul_weights, fold_constant, cse, dce, fuse_ops]
 
 
-__all__ = ["block_layout", "cse", "dce", "fold_channel_scale", "fold_constant", "integer_products", "pack_conv_weights", "pack_matmul_weights", "promote_half",
+__all__ = ["block_layout", "cse", "dce", "fold_channel_scale", "fold_constant", "integer_products", "merge_branches", "pack_conv_weights", "pack_matmul_weights", "promote_half",
            "requantize", "simplify_inference", "sink_reshapes", "trim_conv_taps", "weight_only", "Instrument", "Pass", "PassContext", "PassError", "PassTimer",
            "PrintAfterPass", "VerifyAfterPass", "default_pipeline", "fuse_ops", "graph_pass", "verify"]
