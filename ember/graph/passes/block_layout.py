@@ -12,7 +12,8 @@ bottom-up, the layout change moves past what works as well on blocks:
   shape (a residual from outside the region) runs on the blocks -- those operands blocked
   too (``block_channels``, folded when constant) -- and is unblocked after;
 - a ``concat`` along the channels of such operands (plain ones in whole blocks) concatenates
-  the blocks, and one along H or W of operands blocked alike concatenates them there;
+  the blocks, and one along H or W of operands blocked alike concatenates them there; a
+  ``split`` along the channels into whole blocks splits the blocks;
 - a max or average pool of a blocked operand pools the blocks (``blocked=True``);
 - a reduction over spatial axes that keeps them (squeeze-excitation's global mean) reduces
   the blocks, and an elementwise op may broadcast such a ``N C/b 1 1 b`` result back over the
@@ -38,7 +39,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import Call, Constant, Module
+from ..ir import Call, Constant, Module, Tuple, TupleGetItem
 from ..ops import get_op
 from ..ops.reduce import reduced_axes
 from ..ops.registry import Pattern
@@ -377,6 +378,23 @@ def _spatial_concat(n: Call):
     return _unblock(_call("concat", sources, {"axis": axis}, n.span), n.type, n.span)
 
 
+def _split(n: Call):
+    """A ``split`` along the channels of a blocked operand, every part whole blocks, splits the
+    blocks: each part stays blocked (MixNet's mixed depthwise convs read their own parts and
+    concatenate the blocks after; through the plain layout each part was unblocked, split and
+    blocked again, three copies for one)."""
+    x = n.args[0]
+    src = _blocked(x)
+    if src is None or _padded(x) or x.type.ndim != 4 or n.attr("axis") not in (1, -3):
+        return None
+    b = src.type.shape[-1]
+    sizes = [t.shape[1] for t in n.type.fields]
+    if any(not isinstance(c, int) or c % b for c in sizes):
+        return None
+    parts = _call("split", [src], {"axis": 1, "sizes": tuple(c // b for c in sizes)}, n.span)
+    return Tuple([_unblock(TupleGetItem(parts, i), t, n.span) for i, t in enumerate(n.type.fields)])
+
+
 def _pool(n: Call):
     """A max or average pool of a blocked operand pools the blocks."""
     src = _blocked(n.args[0])
@@ -415,8 +433,12 @@ def block_layout(mod: Module, ctx: PassContext) -> Module:
     precision = getattr(ctx.config.get("options"), "precision", "fp32")
 
     def visit(n):
+        if isinstance(n, TupleGetItem) and isinstance(n.tuple, Tuple):  # (a split's blocked parts)
+            return n.tuple.fields[n.index]
         if not isinstance(n, Call):
             return None
+        if n.op == "split":
+            return _split(n)
         if n.op == "nn.conv2d":
             return _conv(n, target, precision)
         if n.op == "nn.conv2d_integer":

@@ -362,3 +362,26 @@ def test_a_one_group_norm_normalizes_the_blocks_as_they_lie():
     xv = rand(2, c, 5, 6)
     np.testing.assert_allclose(ember.compile(mod).run(xv)[0],
                                ember.compile(mod, disabled_passes=["block_layout"]).run(xv)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_a_split_into_whole_blocks_splits_the_blocks():
+    """MixNet's mixed depthwise convs: a blocked tensor split along the channels into whole
+    blocks, each part filtered by a window of its own size, concatenated: blocked throughout
+    (through the plain layout, an unblocking, the split and a blocking each)."""
+    from ember.graph import TupleGetItem
+
+    x = Var("x", T(1, 16, 8, 8))
+    y = call("nn.relu", _conv(x, rand(2 * FB, 16, 1, 1), padding=(0, 0, 0, 0)))
+    parts = call("split", y, axis=1, sizes=(FB, FB))
+    a = _conv(TupleGetItem(parts, 0), rand(FB, 1, 3, 3), groups=FB)
+    b = _conv(TupleGetItem(parts, 1), rand(FB, 1, 5, 5), groups=FB, padding=(2, 2, 2, 2))
+    body = call("nn.relu", call("concat", a, b, axis=1))
+    after = run(module([x], body))
+    ops = _ops(after)
+    assert ops.count("unblock_channels") == 1 and ops[-1] == "unblock_channels" and ops.count("split") == 1
+    split = next(n for n in topo_calls(after) if n.op == "split")
+    assert split.args[0].type.ndim == 5
+    xv = rand(1, 16, 8, 8)
+    got = ember.compile(module([x], body)).run(xv)[0]
+    want = ember.compile(module([x], body), disabled_passes=["block_layout"]).run(xv)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
