@@ -223,62 +223,15 @@ def integer_dot(target, weights: np.ndarray = None, axis: int = 0) -> Optional[s
     return "dot_u8i7x4" if pos.max(initial=0) <= 128 and neg.min(initial=0) >= -128 else None
 
 
-def _integer_conv(n: Call, target) -> Optional[Call]:
-    """A QDQ ``nn.conv2d`` (groups 1; constant per-tensor activation zero point and scale,
-    int8 weights per tensor or per output channel with zero zero points, channels a multiple
-    of four, or fewer: a stem's three, read as four) as ``nn.conv2d_integer`` times the scales; None otherwise."""
+def _qdq_conv(n: Call):
+    """The operands of a QDQ ``nn.conv2d`` (constant per-tensor activation zero point and
+    scale, constant int8 weights per tensor or per output channel with zero zero points):
+    ``(codes as uint8, their zero point (int), the activation's scale, the weights' codes,
+    their scales (F,))``; None otherwise. int8 codes are moved to uint8, their zero point
+    with them."""
     a, b = n.args
-    if n.attr("groups", 1) != 1 or n.type.dtype != "float32" or not isinstance(b.type, TensorType) \
-            or b.type.ndim != 4 or not b.type.is_static:
-        return None
-    F, C, kh, kw = b.type.shape
-    # a stem's few channels (three) are read as four, its uint8 input blocked by a kernel of its
-    # own (~60 us for 224x224): paid back by a wide window of many filters (ResNet's 64 of 7x7:
-    # 509 -> 242 us), not by MobileNetV2's 32 of 3x3
-    if C % GROUP and (C > GROUP or F * kh * kw < 1024):
-        return None
-    da, db = _dequantized(a, "float32"), _dequantized(b, "float32")
-    if da is None or db is None or a.type.ndim != 4:
-        return None
-    a_q, za, sa = da
-    if (za is not None and not _scalar(za)) or not _scalar(sa):
-        return None
-    w = _value(db[0])
-    sv = _value(db[2])
-    if w is None or w.dtype != np.int8 or sv is None or (db[1] is not None and np.any(_value(db[1]) != 0)):
-        return None
-    if integer_dot(target, w, axis=1) is None:
-        return None
-    sv = np.asarray(sv, np.float32)
-    if sv.size not in (1, F) or (sv.size == F and F > 1 and sv.reshape(-1).shape[0] != F):
-        return None
-    zv = np.zeros((), np.float32) if za is None else _value(za)
-    if zv is None:  # (a zero point known only at run time: the padding needs its value)
-        return None
-    zero = int(np.asarray(zv).reshape(()))
-    span = n.span
-    if a_q.type.dtype == "int8":
-        a_q, _ = _as_uint8(a_q, None, "float32", span)
-        zero += 128
-    attrs = {k: n.attr(k, None) for k in ("strides", "padding", "dilation")}
-    acc = _call("nn.conv2d_integer", [a_q, Constant(np.ascontiguousarray(w))], {**attrs, "zero": zero}, span)
-    scale = Constant(np.broadcast_to(sv.reshape(-1), (F,)).reshape(F, 1, 1).astype(np.float32))
-    out = _call("multiply", [_call("cast", [acc], {"dtype": "float32"}, span), sa], {}, span)
-    out = _call("multiply", [out, scale], {}, span)
-    return out if out.type == n.type else None
-
-
-def _integer_grouped(n: Call) -> Optional[Call]:
-    """A QDQ grouped conv (a depthwise one: MobileNet's, EfficientNet's), with the activation's
-    zero point and scale constant per tensor and int8 weights with zero zero points, as the
-    float conv of the codes less their zero point by the integer-valued weights, times the
-    scales: ``conv(cast(a_q) - za, w_q) * (sa * sw)``. Its sums are the exact integer ones
-    (below 2^24: 514 taps of 255 x 128), as ORT's integer kernel computes them; the blocked
-    layout then reads the uint8 codes themselves, widening each tap's vector as it loads it
-    (``block_layout``), so the layers around it store bytes, not floats. None otherwise."""
-    a, b = n.args
-    if n.attr("groups", 1) == 1 or n.type.dtype != "float32" or not isinstance(b.type, TensorType) \
-            or b.type.ndim != 4 or not b.type.is_static or a.type.ndim != 4:
+    if n.type.dtype != "float32" or not isinstance(b.type, TensorType) or b.type.ndim != 4 \
+            or not b.type.is_static or a.type.ndim != 4:
         return None
     da, db = _dequantized(a, "float32"), _dequantized(b, "float32")
     if da is None or db is None:
@@ -292,20 +245,58 @@ def _integer_grouped(n: Call) -> Optional[Call]:
         return None
     sv = np.asarray(sv, np.float32)
     zv = np.zeros((), np.float32) if za is None else _value(za)
+    # (a zero point known only at run time: the padding needs its value)
     if sv.size not in (1, F) or zv is None or np.asarray(zv).size != 1:
         return None
     zero = int(np.asarray(zv).reshape(()))
-    span = n.span
     if a_q.type.dtype == "int8":
-        a_q, _ = _as_uint8(a_q, None, "float32", span)
+        a_q, _ = _as_uint8(a_q, None, "float32", n.span)
         zero += 128
-    data = _call("cast", [a_q], {"dtype": "float32"}, span)
-    if zero:
-        data = _call("subtract", [data, Constant(np.array(zero, np.float32))], {}, span)
-    conv = _call("nn.conv2d", [data, Constant(np.ascontiguousarray(w.astype(np.float32)))], dict(n.attrs), span)
-    scale = Constant(np.broadcast_to(sv.reshape(-1), (F,)).reshape(F, 1, 1).astype(np.float32))
-    out = _call("multiply", [_call("multiply", [conv, sa], {}, span), scale], {}, span)
+    return a_q, zero, sa, w, np.broadcast_to(sv.reshape(-1), (F,))
+
+
+def _scaled(acc, sa, sv, n: Call):
+    """``acc * sa * sv`` per output channel, or None where it is not of ``n``'s type."""
+    scale = Constant(sv.reshape(-1, 1, 1).astype(np.float32))
+    out = _call("multiply", [_call("multiply", [acc, sa], {}, n.span), scale], {}, n.span)
     return out if out.type == n.type else None
+
+
+def _integer_conv(n: Call, target) -> Optional[Call]:
+    """A QDQ ``nn.conv2d`` (:func:`_qdq_conv`; groups 1, channels a multiple of four, or
+    fewer: a stem's three, read as four) as ``nn.conv2d_integer`` times the scales; None
+    otherwise."""
+    got = _qdq_conv(n) if n.attr("groups", 1) == 1 else None
+    if got is None:
+        return None
+    a_q, zero, sa, w, sv = got
+    F, C, kh, kw = w.shape
+    # a stem's few channels (three) are read as four, its uint8 input blocked by a kernel of its
+    # own (~60 us for 224x224): paid back by a wide window of many filters (ResNet's 64 of 7x7:
+    # 509 -> 242 us), not by MobileNetV2's 32 of 3x3
+    if (C % GROUP and (C > GROUP or F * kh * kw < 1024)) or integer_dot(target, w, axis=1) is None:
+        return None
+    attrs = {k: n.attr(k, None) for k in ("strides", "padding", "dilation")}
+    acc = _call("nn.conv2d_integer", [a_q, Constant(np.ascontiguousarray(w))], {**attrs, "zero": zero}, n.span)
+    return _scaled(_call("cast", [acc], {"dtype": "float32"}, n.span), sa, sv, n)
+
+
+def _integer_grouped(n: Call) -> Optional[Call]:
+    """A QDQ grouped conv (:func:`_qdq_conv`; a depthwise one: MobileNet's, EfficientNet's)
+    as the float conv of the codes less their zero point by the integer-valued weights, times
+    the scales: ``conv(cast(a_q) - za, w_q) * (sa * sw)``. Its sums are the exact integer ones
+    (below 2^24: 514 taps of 255 x 128), as ORT's integer kernel computes them; the blocked
+    layout then reads the uint8 codes themselves, widening them as a task pads its rows
+    (``block_layout``), so the layers around it store bytes, not floats. None otherwise."""
+    got = _qdq_conv(n) if n.attr("groups", 1) != 1 else None
+    if got is None:
+        return None
+    a_q, zero, sa, w, sv = got
+    data = _call("cast", [a_q], {"dtype": "float32"}, n.span)
+    if zero:
+        data = _call("subtract", [data, Constant(np.array(zero, np.float32))], {}, n.span)
+    conv = _call("nn.conv2d", [data, Constant(np.ascontiguousarray(w.astype(np.float32)))], dict(n.attrs), n.span)
+    return _scaled(conv, sa, sv, n)
 
 
 def _pooled_codes(n: Call) -> Optional[Call]:
