@@ -40,6 +40,8 @@ def _build(divisor):
 def _same(out, ref):
     np.testing.assert_array_equal(np.isnan(out), np.isnan(ref))
     np.testing.assert_array_equal(out[~np.isnan(ref)], ref[~np.isnan(ref)])
+    # (zeros too: their signs, which the correction step alone would lose)
+    np.testing.assert_array_equal(np.signbit(out[~np.isnan(ref)]), np.signbit(ref[~np.isnan(ref)]))
 
 
 @pytest.mark.parametrize("c", DIVISORS)
@@ -60,3 +62,23 @@ def test_a_run_time_divisor_rounds_as_the_division():
         m["k"](x, np.array(c, np.float32), out)
         with np.errstate(all="ignore"):
             _same(out, x / np.float32(c))
+
+
+@pytest.mark.parametrize("c", DIVISORS)
+def test_a_rounded_quotient_rounds_as_the_division(c):
+    """``round(a / c)`` (a quantizer's) skips the small values' branch unless the divisor is
+    tiny: the quotient rounds to the same integer, its zero's sign included."""
+    from ember.loop.intrinsics import round as round_
+
+    A = te.placeholder((N,), "float32", "A")
+    B = te.compute((N,), lambda i: round_(A[i] / np.float32(c)), "B")
+    s = Schedule(B)
+    s[B].vectorize(s[B].split(s[B].leaf[0], factor=16)[1])
+    m = ember.build(s, [A, B], "k")
+    x = _values(c)
+    x[600:620] = np.float32(c) * (np.arange(20, dtype=np.float32) + np.float32(0.5))  # (halves: ties)
+    x[620:630] = np.float32(1e-35) * np.arange(10, dtype=np.float32)  # (small, nonzero)
+    out = np.zeros(N, np.float32)
+    m["k"](x, out)
+    with np.errstate(all="ignore"):
+        _same(out, np.round(x / np.float32(c)))
