@@ -109,8 +109,8 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
     lanes (a vector's filters share one group), a shuffle of the pixel's vector where groups
     are narrower (the schedule unrolls ``c``); ``g = FB`` is a whole block. Grouped, the data
     may be uint8 (a quantized model's, padded with ``pad_value``, its zero point) against float
-    weights: each tap's vector is widened to floats as it is loaded, and the sums of integer
-    products by integer-valued weights are exact while below 2^24.
+    weights: it is widened to floats as it is padded (a task's rows, once per input vector),
+    and the sums of integer products by integer-valued weights are exact while below 2^24.
 
     ``scale`` (blocked data only): a factor per input channel, ``N|1 C/cb 1 1 cb`` (a
     squeeze-excitation's), by which the data is multiplied before the convolution. It scales

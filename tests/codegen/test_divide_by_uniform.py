@@ -66,8 +66,8 @@ def test_a_run_time_divisor_rounds_as_the_division():
 
 @pytest.mark.parametrize("c", DIVISORS)
 def test_a_rounded_quotient_rounds_as_the_division(c):
-    """``round(a / c)`` (a quantizer's) skips the small values' branch unless the divisor is
-    tiny: the quotient rounds to the same integer, its zero's sign included."""
+    """``round(a / c)`` (a quantizer's) rounds as numpy's, at halves, small values and zeros
+    (which take no branch) included."""
     from ember.loop.intrinsics import round as round_
 
     A = te.placeholder((N,), "float32", "A")

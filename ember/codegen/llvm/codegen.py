@@ -185,7 +185,13 @@ class FunctionEmitter:
             a, b = (self.expr(x) for x in call.args)
             return dot.emit_dot(self, call.name, self.expr(acc), a, b)
         if _uniform_div(node):
-            return self._divide_by_uniform(node)
+            # a / scale, the scale (a constant or a run-time scalar) the same in every lane: no
+            # divider (ops.divide_by_uniform)
+            a, c = self.expr(node.a), self.expr(node.b.value)
+            r, bad = ops.uniform_reciprocal(self.builder, c)
+            lanes = node.b.lanes
+            return ops.divide_by_uniform(self.builder, a, T.broadcast(self.builder, c, lanes),
+                                         T.broadcast(self.builder, r, lanes), bad)
         a, b = self.expr(node.a), self.expr(node.b)
         la, lb = T.lanes_of(a), T.lanes_of(b)
         if la != lb:  # hand-built IR may mix scalars and vectors; splat the scalar
@@ -215,21 +221,9 @@ class FunctionEmitter:
         t, f = T.broadcast(b, t, n) if T.lanes_of(t) == 1 else t, T.broadcast(b, f, n) if T.lanes_of(f) == 1 else f
         return b.select(c, t, f)
 
-    def _divide_by_uniform(self, node, rounded: bool = False) -> ir.Value:
-        """``a / scale``, the scale (a constant or a run-time scalar) the same in every lane: no
-        divider (:func:`ops.divide_by_uniform`); ``rounded``: the quotient is rounded to an
-        integer next (a quantizer's)."""
-        a, c = self.expr(node.a), self.expr(node.b.value)
-        r, bad = ops.uniform_reciprocal(self.builder, c)
-        lanes = node.b.lanes
-        return ops.divide_by_uniform(self.builder, a, T.broadcast(self.builder, c, lanes),
-                                     T.broadcast(self.builder, r, lanes), bad, rounded=rounded)
-
     def _call(self, node: Call) -> ir.Value:
         if node.name in EFFECTS:  # loop profiling: cycle counter reads and counter updates
             return profile.emit_effect(self, node)
-        if node.name == "round" and len(node.args) == 1 and _uniform_div(node.args[0]):
-            return emit_call(self, node, [self._divide_by_uniform(node.args[0], rounded=True)])
         if node.name in PACKED_DOTS:
             return dot.emit_dot(self, node.name, None, *(self.expr(a) for a in node.args))
         return emit_call(self, node, [self.expr(a) for a in node.args])

@@ -87,18 +87,16 @@ def uniform_reciprocal(b: ir.IRBuilder, c: ir.Value) -> tuple:
     return r, b.not_(b.and_(normal(c), normal(r)))
 
 
-def divide_by_uniform(b: ir.IRBuilder, a, divisor, rc, bad, rounded: bool = False) -> ir.Value:
+def divide_by_uniform(b: ir.IRBuilder, a, divisor, rc, bad) -> ir.Value:
     """``a / c`` for a divisor the same in every lane (a quantizer divides every element by its
     scale) without the divider: ``vdivps`` issues once per several cycles, an FMA twice per
     cycle. ``q = a * r`` with ``r = RN(1/c)`` (``rc``) is within an ulp, and one Markstein step,
     ``q + r * (a - q * c)`` with the residual exact by FMA, rounds to exactly ``RN(a / c)`` --
-    unless the residual underflows (``|a|`` below 2^-100 but not zero, where the step could miss
-    by an ulp) or ``bad`` (an i1: the reciprocal is not usable): then (any lane of a vector) the division,
-    on a branch. Where ``a`` is NaN the residual is NaN and ``q`` answers; an infinite ``q`` (an
-    infinite ``a``, or a quotient past the largest float) takes the division too. ``rounded`` (the quotient is rounded to an integer next, a quantizer's):
-    no branch for a small ``a`` where the divisor is at least 2^-60 -- the quotient is then
-    below 2^-40, and rounds to zero whichever ulp it missed by (the check and its branch per
-    vector cost EfficientNet-B0's quantized file ~10%)."""
+    unless the residual underflows (``|a|`` below 2^-100 but not zero, where the step could
+    miss by an ulp), ``q`` is infinite (an infinite ``a``, or a quotient past the largest
+    float: the step would make NaN) or ``bad`` (an i1: the reciprocal is not usable): then
+    (any lane of a vector) the division, on a branch. A zero's quotient is ``q`` (its sign
+    kept); a NaN's residual is NaN and ``q`` answers."""
     q = b.fmul(a, rc)
     residual = llvm_intrinsic(b, "fma", [b.fneg(q), divisor, a])
     corrected = llvm_intrinsic(b, "fma", [residual, rc, q])
@@ -107,12 +105,7 @@ def divide_by_uniform(b: ir.IRBuilder, a, divisor, rc, bad, rounded: bool = Fals
     # (a zero's quotient is q itself, its sign included: the step would make -0 +0; and zeros,
     # a ReLU's half of a quantizer's input, must not take the branch)
     fast = b.select(b.or_(b.fcmp_unordered("uno", residual, residual), zero), q, corrected)
-    if rounded:
-        tiny = b.fcmp_ordered("<", llvm_intrinsic(b, "fabs", [divisor]), T.splat(a.type, 2.0 ** -60))
-    else:
-        tiny = b.and_(b.fcmp_ordered("<", magnitude, T.splat(a.type, 2.0 ** -100)), b.not_(zero))
-    # (a quotient past the largest float: q is infinite, the step's residual too, and the
-    # step would make NaN; the division says whether it overflows)
+    tiny = b.and_(b.fcmp_ordered("<", magnitude, T.splat(a.type, 2.0 ** -100)), b.not_(zero))
     tiny = b.or_(tiny, b.fcmp_ordered("==", llvm_intrinsic(b, "fabs", [q]), T.splat(a.type, float("inf"))))
     if isinstance(tiny.type, ir.VectorType):
         tiny = llvm_intrinsic(b, "vector.reduce.or", [tiny], ret=ir.IntType(1))

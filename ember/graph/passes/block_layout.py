@@ -251,9 +251,9 @@ def _grouped(n: Call, x, w, fb: int, attrs: dict):
 def _codes(src, w):
     """``(q, zero, zero * the weights' sums or None)`` where blocked ``src`` is ``cast(q,
     float32) - zero`` (or the cast alone), ``q`` uint8 and ``zero`` a constant in its range (a
-    dequantization, ``integer_products``' depthwise conv): a grouped conv reads ``q`` widened
-    as it loads it, padded with ``zero``, and takes ``zero`` times each filter's sum of weights
-    from its sums (every tap is computed, the padding's too); else None."""
+    dequantization, ``integer_products``' depthwise conv): a grouped conv reads ``q``, widened
+    as each task pads its rows with ``zero``, and takes ``zero`` times each filter's sum of
+    weights from its sums (every tap is computed, the padding's too); else None."""
     zero = 0
     if isinstance(src, Call) and src.op == "subtract":
         zv = _value(src.args[1])
