@@ -49,7 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--loops", action="store_true", help="also profile loops with cycle counters")
     p.add_argument("--loop-depth", type=int, default=1, metavar="N",
                    help="instrument loops down to nesting depth N (default 1: the outermost loops)")
-    p.add_argument("--loop-kernel", metavar="NAME", help="the kernel whose loops to show (default: the slowest)")
+    p.add_argument("--loop-kernel", metavar="NAME", help="the kernel whose loops to show, or a unique prefix of its name (default: the slowest)")
     return p
 
 
