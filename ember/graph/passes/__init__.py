@@ -7,6 +7,7 @@ from .context import (Instrument, Pass, PassContext, PassError, PassTimer, Print
                       VerifyAfterPass, graph_pass)
 from .cse import cse
 from .dce import dce
+from .drop_requantization import drop_requantization
 from .fold_channel_scale import fold_channel_scale
 from .fold_constant import fold_constant
 from .fuse_ops import fuse_ops
@@ -32,14 +33,15 @@ def default_pipeline() -> list:
     blocked channel layout (a squeeze-excitation's per-channel scale folded into the conv
     after it), pack the other constant convolution weights and the constant
     matrix-product weights for their micro-kernels, fold the new scale/shift expressions and
-    the packing, merge and prune, then fuse into kernels. First, quantized products by int8
+    the packing, merge and prune, then fuse into kernels. First, codes quantized again as they were (data movement between) stay
+    the codes, moved as bytes; quantized products by int8
     weights become integer products and products by weights dequantized from a few bits keep
     their codes (both before folding makes their weights float), and
     half-precision accumulating ops are given float32 accumulation."""
-    return [integer_products, weight_only, promote_half, fold_constant, simplify_inference, merge_branches, requantize,
+    return [drop_requantization, integer_products, weight_only, promote_half, fold_constant, simplify_inference, merge_branches, requantize,
             sink_reshapes, trim_conv_taps, block_layout, fold_channel_scale, pack_conv_weights, pack_matmul_weights, fold_constant, cse, dce, fuse_ops]
 
 
-__all__ = ["block_layout", "cse", "dce", "fold_channel_scale", "fold_constant", "integer_products", "merge_branches", "pack_conv_weights", "pack_matmul_weights", "promote_half",
+__all__ = ["block_layout", "cse", "dce", "drop_requantization", "fold_channel_scale", "fold_constant", "integer_products", "merge_branches", "pack_conv_weights", "pack_matmul_weights", "promote_half",
            "requantize", "simplify_inference", "sink_reshapes", "trim_conv_taps", "weight_only", "Instrument", "Pass", "PassContext", "PassError", "PassTimer",
            "PrintAfterPass", "VerifyAfterPass", "default_pipeline", "fuse_ops", "graph_pass", "verify"]
