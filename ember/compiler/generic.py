@@ -90,11 +90,13 @@ def _symbols(fn: Function) -> set:
     return names
 
 
-def generalize(fn: Function, keep: frozenset = frozenset()) -> Optional[tuple]:
+def generalize(fn: Function, keep: frozenset = frozenset(), from_axis: int = 0) -> Optional[tuple]:
     """``(generic function, sizes)``: ``fn`` with its parameters' static dims (other than 1) as
     size symbols and ``sizes`` their values for this call -- or None where ``fn`` keeps its
     static kernel (see the module docstring). The parameters at the positions in ``keep``
-    (a group's constant weights, whose shape rules want them static) keep their dims."""
+    (a group's constant weights, whose shape rules want them static) keep their dims from
+    axis ``from_axis`` on (a packed conv weight's window and block, its filters and channels
+    going generic with ``from_axis=2``)."""
     which = _GENERIC.get()
     if which == "none":
         return None
@@ -111,16 +113,17 @@ def generalize(fn: Function, keep: frozenset = frozenset()) -> Optional[tuple]:
     # few vectors a symbolic extent's loop and masked tail cost (the blocked layout's block
     # of 16 or 32: 4-5% on MobileNet and EfficientNet); a long one (Swin's 96-768 channels)
     # pays little for them
-    def static_at(t, k) -> bool:
+    def short_last(t, k) -> bool:
         return which in ("elementwise", "any") and k == t.ndim - 1 and isinstance(t.shape[k], int) \
             and t.shape[k] <= 64
+    static = {i: (lambda t, k: k >= from_axis or short_last(t, k)) if i in keep else short_last
+              for i in range(len(fn.params))}
     values: list = []
     for i, p in enumerate(fn.params):
         if not isinstance(p.type, TensorType):
             return None
-        if i not in keep:
-            values += [d for k, d in enumerate(p.type.shape)
-                       if isinstance(d, int) and d > 1 and d not in values and not static_at(p.type, k)]
+        values += [d for k, d in enumerate(p.type.shape)
+                   if isinstance(d, int) and d > 1 and d not in values and not static[i](p.type, k)]
     if not values:
         return None
     taken = _symbols(fn)
@@ -130,8 +133,7 @@ def generalize(fn: Function, keep: frozenset = frozenset()) -> Optional[tuple]:
             names.append(f"s{k}")
         k += 1
     sym = {v: Dim(n) for v, n in zip(values, names)}
-    params = [p if i in keep else
-              Var(p.name, TensorType(tuple(sym.get(d, d) if isinstance(d, int) and not static_at(p.type, k) else d
+    params = [Var(p.name, TensorType(tuple(sym.get(d, d) if isinstance(d, int) and not static[i](p.type, k) else d
                                            for k, d in enumerate(p.type.shape)), p.type.dtype))
               for i, p in enumerate(fn.params)]
 

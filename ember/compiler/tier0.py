@@ -25,7 +25,7 @@ from typing import Optional
 from ..errors import EmberError
 from ..graph.ir import Call, Function
 from ..graph.ops import get_op
-from ..graph.visit import post_order
+from ..graph.visit import post_order, rewrite
 from ..graph.printer import astext
 from ..kernels.common import const_int, parallel_outer, vector_lanes, vectorize_inner
 from ..kernels.elementwise import schedule_elementwise
@@ -157,14 +157,30 @@ def make_tier0_kernel(payload: Function, name: str, target) -> tuple:
 def _tier0_function(fn: Function, weights: frozenset = frozenset()) -> tuple:
     """``(function, sizes)``: the group as its tier-0 kernel computes it -- shape-generic where
     it generalizes (``sizes``: this call's values of its size symbols), else as it is. The
-    parameters at the positions in ``weights`` keep their sizes (a convolution's packed
-    weights: its shape rule wants them static), so its activations' sizes go generic alone."""
+    parameters at the positions in ``weights`` keep their sizes from their third axis on (a
+    packed convolution weight's window and block: its filters and channels go generic, so one
+    kernel serves convolutions of every width), or from their second (a grouped one's group
+    width), or else all of them (the shape rule wants them static), so its activations' sizes
+    go generic alone."""
+    tries = [(frozenset(), 0)] + ([(weights, 2), (weights, 1), (weights, 0)] if weights else [])
     with generic_kernels("any"):
-        for keep in (frozenset(), weights) if weights else (frozenset(),):
-            g = generalize(fn, keep)
+        for keep, from_axis in tries:
+            g = generalize(fn, keep, from_axis)
             if g is not None and _computes(g[0]):
-                return g
+                return _grouped_alike(g[0]), g[1]
     return fn, {}
+
+
+def _grouped_alike(fn: Function) -> Function:
+    """``fn`` with every grouped blocked conv's ``groups`` written alike: its packed weights
+    say how its channels group (depthwise: one channel each), and its compute asks only
+    whether it is grouped, so depthwise convs of every width share a kernel."""
+    def one(n):
+        if isinstance(n, Call) and n.op == "nn.conv2d_nchwc" and n.attr("groups", 1) > 2:
+            return n.replace(attrs={**dict(n.attrs), "groups": 2})
+        return None
+    body = rewrite(fn.body, one)
+    return fn if body is fn.body else Function(fn.params, body, fn.ret_type)
 
 
 def _computes(fn: Function) -> bool:

@@ -142,12 +142,19 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
         raise ShapeError(f"{name}: a per-channel scale needs blocked data and groups = 1, got data "
                          f"{tuple(data.shape)}{' (grouped)' if grouped else ''}")
     FO, C, kh, kw, FB = [const_int(d) for d in packed.shape]
+    # (a tier-0 kernel's filter blocks and channels may be sizes passed per call: then FO and
+    # C are None, their extents the packed weights' own, and no choice below depends on them)
+    FO = packed.shape[0] if FO is None else FO
+    C_ext = packed.shape[1] if C is None else C
+    if None in (kh, kw, FB) or (C is None and (grouped or not blocked)):
+        raise ShapeError(f"{name}: the window, the filter block and a grouped or unblocked conv's channels must "
+                         f"be static, got packed weights {tuple(packed.shape)}")
     sh, sw = strides
     dh, dw = dilation
     pointwise = (kh, kw) == (1, 1) and not grouped
     sub = None
     if pointwise and (sh, sw) != (1, 1) and not any(padding) and blocked \
-            and knob("conv.subsample", (False, True), C >= 256):
+            and knob("conv.subsample", (False, True), C is not None and C >= 256):
         # a strided 1x1 conv over a copy of the input's every sh-th row and sw-th column: a
         # copy of a quarter of the input, which the micro-kernel then reads contiguously.
         # Measured per kernel, stride 2, AVX2: from 256, 512 and 1024 channels (ResNet-50's
@@ -173,7 +180,8 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
     vecs = max(1, FB // lanes)
     flat = wide_out = False
     if pointwise and (sh, sw) == (1, 1) and not any(padding) and blocked \
-            and isinstance(oh, int) and isinstance(ow, int) and 1 < oh and oh * ow <= SMALL_PLANE:
+            and isinstance(oh, int) and isinstance(ow, int) and 1 < oh and oh * ow <= SMALL_PLANE \
+            and C is not None and isinstance(FO, int):
         # (a larger plane is rows of tasks, which one row would take away: 0.46-0.59x in place)
         wide_out = _wide_output(oh * ow, C * FO * FB * dt.nbytes(data.dtype), registers, target)
         flat = knob("conv.flat", (False, True), wide_out or _flat_pads_less(oh, ow, FB, lanes, registers))
@@ -234,7 +242,7 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
             return te.sum(v * packed[fo, rci.var, RY, RX, fi], axis=(rci, ry, rx))
     elif blocked:
         cb = const_int(data.shape[-1])
-        rco, rci = te.reduce_axis(C // cb, "rco"), te.reduce_axis(cb, "rci")
+        rco, rci = te.reduce_axis(C_ext // cb, "rco"), te.reduce_axis(cb, "rci")
         # the window innermost: with the weights packed (F/FB, C, kh, kw, FB) the reduction
         # then reads them as one sequential stream (measured 1.2-1.4x on 3x3 convs over the
         # block's channels innermost)

@@ -9,7 +9,7 @@ from onnx import TensorProto, helper, numpy_helper
 import ember
 from ember.compiler import build as build_mod
 from ember.compiler.executable import Executable
-from ember.compiler.tier0 import remap_program, tier0_kernels
+from ember.compiler.tier0 import constant_params, remap_program, tier0_kernels
 from ember.compiler.tiered import TieredExecutable
 
 RNG = np.random.default_rng(0)
@@ -93,8 +93,9 @@ def encoder(path):
 
 
 def _tier0_of(exe) -> Executable:
-    """``exe``'s program with every group on its tier-0 kernel."""
-    jobs, chosen = tier0_kernels(exe.groups)
+    """``exe``'s program with every group on its tier-0 kernel (its constant weights known, as
+    a tiered build knows them)."""
+    jobs, chosen = tier0_kernels(exe.groups, constant_params(exe.program))
     from ember.codegen.llvm import build_made
 
     return Executable(build_made(jobs, exe.target), remap_program(exe.program, chosen), exe.constants)
@@ -121,6 +122,35 @@ def test_tier0_kernels_are_shared_and_take_sizes(tmp_path):
     assert generic, "no group generalized"
     again = tier0_kernels(ember.compile(cnn(tmp_path / "m2.onnx"), wait=True).groups)[1]
     assert sorted(n for n, _ in again.values()) == sorted(n for n, _ in chosen.values())
+
+
+def widths(path):
+    """3x3 convs + ReLU of 64 -> 96 -> 128 -> 64 channels, then depthwise convs of 64 and 128
+    channels around a 1x1: convolutions that differ only in their widths."""
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["c0"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c0"], ["r0"]),
+             helper.make_node("Conv", ["r0", "w1"], ["c1"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2"], ["c2"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c2"], ["r2"]),
+             helper.make_node("Conv", ["r2", "d0"], ["e0"], pads=[1, 1, 1, 1], group=64),
+             helper.make_node("Conv", ["e0", "w3"], ["c3"]),
+             helper.make_node("Conv", ["c3", "d1"], ["y"], pads=[1, 1, 1, 1], group=128)]
+    inits = [_init("w0", (96, 64, 3, 3), 0.05), _init("w1", (128, 96, 3, 3), 0.05), _init("w2", (64, 128, 3, 3), 0.05),
+             _init("d0", (64, 1, 3, 3)), _init("w3", (128, 64, 1, 1), 0.1), _init("d1", (128, 1, 3, 3))]
+    return _model(nodes, inits, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64, 10, 10])],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 128, 10, 10])], path)
+
+
+def test_convolutions_of_every_width_share_a_tier0_kernel(tmp_path):
+    """A blocked conv's tier-0 kernel takes its filters and channels as sizes (its window and
+    block static): the 3x3 convs share one kernel, the depthwise ones another."""
+    exe = ember.compile(widths(tmp_path / "w.onnx"), wait=True)
+    jobs, chosen = tier0_kernels(exe.groups, constant_params(exe.program))
+    kernel = {g: n for g, (n, _) in chosen.items()}
+    # (the first conv reads the input unblocked; the 1x1 has a kernel of its own)
+    assert kernel["fused_conv2d_nchwc_relu_1"] == kernel["fused_conv2d_nchwc_relu_2"]
+    assert kernel["fused_conv2d_nchwc"] == kernel["fused_conv2d_nchwc_2"]  # (depthwise, 64 and 128)
+    assert len(set(kernel.values())) == 5
+    x = RNG.standard_normal((1, 64, 10, 10)).astype(np.float32)
+    np.testing.assert_allclose(_tier0_of(exe).run(x)[0], exe.run(x)[0], rtol=1e-4, atol=1e-5)
 
 
 @pytest.fixture

@@ -185,17 +185,23 @@ def _infer_conv2d_nchwc(args, attrs):
     out_dtype = x.dtype if dot is None else PACKED_DOTS[dot][3]
     if x.ndim not in (4, 5):
         raise ShapeError(f"the data must be N C H W or blocked N C/b H W b, got {x}")
-    if w.ndim != 5 or not all(isinstance(d, int) for d in w.shape):
+    # (a tier-0 kernel, shared by convolutions of every width, takes F/FB and C as sizes: a
+    # blocked conv of groups 1 may have them symbolic)
+    free = (2 if attrs["groups"] == 1 else 1) if x.ndim == 5 else 0
+    if w.ndim != 5 or not all(isinstance(d, int) for d in w.shape[free:]):
         raise ShapeError(f"the weight must be packed by nn.pack_conv_weight (F/FB, C, kh, kw, FB) and static, got {w}")
     spatial = _window(x.shape[2:4], w.shape[2:4], attrs, 2)
     if attrs["groups"] != 1:
         # each channel block of the (blocked) data is filtered by its own block of weights:
         # depthwise (C/FB, 1, kh, kw, FB), groups of g channels (C/FB, g, kh, kw, FB) or
         # block-diagonal (C/FB, FB, kh, kw, FB)
-        if x.ndim != 5 or w.shape[4] % w.shape[1] or x.shape[4] != w.shape[4] or x.shape[1] != w.shape[0]:
+        if x.ndim != 5 or w.shape[4] % w.shape[1] or x.shape[4] != w.shape[4] \
+                or (isinstance(x.shape[1], int) and isinstance(w.shape[0], int) and x.shape[1] != w.shape[0]):
             raise ShapeError(f"a grouped nn.conv2d_nchwc needs blocked data N C/b H W b and weights "
                              f"(C/b, g, kh, kw, b), g dividing b, with the same block, got data {x} and "
                              f"weight {w}")
+        D.assume_equal(x.shape[1], w.shape[0], f"the data's channel blocks ({x.shape[1]}) must be the weight's "
+                       f"({w.shape[0]})")
         if len(args) > 2:
             raise ShapeError("a grouped nn.conv2d_nchwc takes no per-channel scale")
         return TensorType((x.shape[0], w.shape[0]) + spatial + (w.shape[4],), w.dtype)
@@ -207,8 +213,9 @@ def _infer_conv2d_nchwc(args, attrs):
             raise ShapeError(f"the scale of nn.conv2d_nchwc must be N|1 C/b 1 1 b against blocked data "
                              f"N C/b H W b, got data {x} and scale {sc}")
     cin = D.dim_mul(x.shape[1], x.shape[4]) if x.ndim == 5 else x.shape[1]
-    if isinstance(cin, int) and cin != w.shape[1]:
+    if isinstance(cin, int) and isinstance(w.shape[1], int) and cin != w.shape[1]:
         raise ShapeError(f"the data has {cin} channels but the weight expects {w.shape[1]} (data {x}, weight {w})")
+    D.assume_equal(cin, w.shape[1], f"the data's channels ({cin}) must be the weight's ({w.shape[1]})")
     return TensorType((x.shape[0], w.shape[0]) + spatial + (w.shape[4],), out_dtype)
 
 
