@@ -6,6 +6,7 @@ The program is data (JSON); its format is documented in :mod:`ember.runtime.exec
 """
 from __future__ import annotations
 
+import hashlib
 from typing import Any, Optional, Sequence
 
 import numpy as np
@@ -16,6 +17,7 @@ from ..graph.cost import function_dot, function_flops, function_ops
 from ..graph.ir import Call, Constant, Function, Module, Tuple, TupleGetItem, Var
 from ..graph.ops import dims as D
 from ..graph.ops.control import CONTROL_OPS
+from ..graph.printer import astext
 from ..graph.types import Dim, TensorType, TupleType
 from ..graph.visit import post_order
 from ..loop import dtype as dt
@@ -162,6 +164,11 @@ def make_program(mod: Module, shared: Shared, output_names: Optional[Sequence[st
         if g is None or tuned_schedule(fn) is not None or (shared_by.get(g[0], 0) < 2 and generic_mode() != "all"):
             return shared.kernel(fn, prefix + gname)
         sizes_of[fn] = g[1]
+        if generic_mode() == "all":
+            # (the folding program's kernels are named by what they compute, like tier 0's, so
+            # the cached object of one model's fold serves every model's: a name of its own
+            # would key it apart)
+            gname = f"{gname.rstrip('_0123456789')}_{hashlib.sha256(astext(g[0]).encode()).hexdigest()[:12]}"
         return shared.kernel(g[0], prefix + gname)
     kernel_of = {fn: register(fn, gname) for gname, fn in mod.functions
                  if gname != "main" and needs_kernel(fn) and not is_concat(fn)}

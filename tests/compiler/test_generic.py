@@ -81,34 +81,45 @@ def test_the_default_leaves_index_remapping_static():
         assert generalize(transpose) is None
 
 
-def test_constant_folding_packs_every_weight_with_one_kernel():
-    """The folding program's kernels are shape-generic: three convs of different shapes pack
-    their weights with one kernel; the model's results do not change."""
-    rng = np.random.default_rng(1)
-    x = Var("x", T(1, 8, 12, 12))
+def _convs(rng, widths):
+    x = Var("x", T(1, widths[0][0], 12, 12))
     y = x
-    for cin, cout in ((8, 32), (32, 64), (64, 32)):
+    for cin, cout in widths:
         w = const(rng.standard_normal((cout, cin, 3, 3)).astype("float32") * 0.1)
         y = Call("nn.relu", [Call("nn.conv2d", [y, w], {"padding": (1, 1, 1, 1)})])
-    mod = mod_of([x], y)
+    return mod_of([x], y)
+
+
+def _fold_kernels(mod):
+    """``ember.compile(mod)`` and the kernel names of its folding program."""
     from ember.compiler import compile as C
 
-    seen = []
-
+    seen = set()
     orig = C.compile_model
 
     def spy(m, *a, **k):
         exe = orig(m, *a, **k)
         if k.get("name") == "constants":
-            seen.append({n for n, _ in exe.kernel_calls})
+            seen.update(n for n, _ in exe.kernel_calls)
         return exe
     C.compile_model = spy
     try:
-        exe = ember.compile(mod)
+        return ember.compile(mod), seen
     finally:
         C.compile_model = orig
-    packs = {n for s in seen for n in s if "pack_conv_weight" in n}
+
+
+def test_constant_folding_packs_every_weight_with_one_kernel():
+    """The folding program's kernels are shape-generic: three convs of different shapes pack
+    their weights with one kernel; the model's results do not change. They are named by what
+    they compute, so another model's fold finds them in the cache."""
+    rng = np.random.default_rng(1)
+    mod = _convs(rng, ((8, 32), (32, 64), (64, 32)))
+    exe, seen = _fold_kernels(mod)
+    packs = {n for n in seen if "pack_conv_weight" in n}
     assert len(packs) == 1
+    _, other = _fold_kernels(_convs(rng, ((16, 64), (64, 96))))
+    assert {n for n in other if "pack_conv_weight" in n} == packs
     plain = ember.compile(mod, disabled_passes=["block_layout", "pack_conv_weights"])
     xv = rng.standard_normal((1, 8, 12, 12)).astype("float32")
     np.testing.assert_allclose(exe.run(xv)[0], plain.run(xv)[0], rtol=1e-4, atol=1e-5)
