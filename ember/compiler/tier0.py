@@ -105,10 +105,20 @@ def _accumulate(s: Schedule, red: te.Tensor, out: te.Tensor) -> bool:
     acc = s.cache_write(red, "local") if out is red else red
     so = s[out]
     axes = list(so.leaf)
-    vo, vi = vectorize_inner(so, axes[-1], lanes)
+    # a few output vectors side by side in registers, where the last axis has them: one
+    # accumulator is one chain of dependent FMAs, latency-bound at a quarter of the FMA rate;
+    # several share each broadcast of the data (a product's columns, a 32-channel block)
+    chains = next((u for u in (4, 3, 2) if last % (u * lanes) == 0), 1)
+    if chains > 1:
+        vo, vi = so.split(axes[-1], factor=chains * lanes)
+        vu, vl = so.split(vi, factor=lanes)
+        so.vectorize(vl)
+        vi = None
+    else:
+        vo, vi = vectorize_inner(so, axes[-1], lanes)
     outer = axes[:-1]
     if vo is not None:  # (columns outermost: a product's rows then reuse one panel of weights from cache)
-        so.reorder(vo, *outer, vi)
+        so.reorder(vo, *outer, *((vu, vl) if vi is None else (vi,)))
         outer = [vo] + outer
     extents = [const_int(iv.extent) for iv in outer]
     if outer and (None in extents or max(extents) > 1):
@@ -120,8 +130,14 @@ def _accumulate(s: Schedule, red: te.Tensor, out: te.Tensor) -> bool:
         st.compute_at(so, attach)
     spatial = [iv for iv in st.leaf if iv in acc.op.axis]
     reduce = [iv for iv in st.leaf if iv not in acc.op.axis]
-    st.reorder(*spatial[:-1], *reduce, spatial[-1])
-    vectorize_inner(st, spatial[-1], lanes)
+    if chains > 1:
+        cu, cl = st.split(spatial[-1], factor=lanes)
+        st.reorder(*spatial[:-1], *reduce, cu, cl)
+        st.unroll(cu)
+        st.vectorize(cl)
+    else:
+        st.reorder(*spatial[:-1], *reduce, spatial[-1])
+        vectorize_inner(st, spatial[-1], lanes)
     return True
 
 

@@ -111,6 +111,25 @@ def test_tier0_kernels_compute_what_tier1_does(tmp_path, make, shape):
     np.testing.assert_allclose(t0.run(x)[0], exe.run(x)[0], rtol=1e-4, atol=1e-5)
 
 
+def test_a_tier0_product_keeps_several_accumulators(tmp_path):
+    """Each of a tier-0 product's output vectors is a chain of dependent FMAs: four vectors of
+    columns accumulate side by side (the encoder's 64-column MLP product), each one's sums in
+    the order of tier 1's."""
+    from ember.compiler.tier0 import make_tier0_kernel
+    from ember.loop.stmt import For, Store
+    from ember.loop.visit import walk
+
+    exe = ember.compile(encoder(tmp_path / "e.onnx"), wait=True)
+    jobs, chosen = tier0_kernels(exe.groups, constant_params(exe.program))
+    mlp = [fn for *_, fn, _ in jobs if "nn.matmul_packed" in str(fn) and "units=64" in str(fn)]
+    assert len(mlp) == 1
+    func, _ = make_tier0_kernel(mlp[0], "k", exe.target)
+    loops = [n for n in walk(func) if isinstance(n, For) and n.kind == "serial"
+             and any(isinstance(m, Store) and m.buffer.scope == "local" for m in walk(n.body))]
+    inner = min(loops, key=lambda n: sum(1 for _ in walk(n)))
+    assert sum(isinstance(m, Store) for m in walk(inner.body)) == 4
+
+
 def test_tier0_kernels_are_shared_and_take_sizes(tmp_path):
     """Groups that differ only in sizes share one shape-generic tier-0 kernel, named by what it
     computes (so any model with such a group finds it in the cache)."""
