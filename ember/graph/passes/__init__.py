@@ -29,17 +29,18 @@ def default_pipeline() -> list:
     constants (weights made by ConstantOfShape, shape chains), fold batch norms into convs,
     merge parallel convs of one input that are added (RepVGG's branches) into one, fold a
     requantization's scales and offsets into one multiply-add, move reshapes below
-    elementwise ops (a product's epilogue then follows it), drop the convolution taps that read only padding, run convolutional regions in the
-    blocked channel layout (a squeeze-excitation's per-channel scale folded into the conv
+    elementwise ops (a product's epilogue then follows it), drop the convolution taps that
+    read only padding, run convolutional regions in the blocked channel layout (a squeeze-excitation's per-channel scale folded into the conv
     after it), pack the other constant convolution weights and the constant
     matrix-product weights for their micro-kernels, fold the new scale/shift expressions and
-    the packing, merge and prune, then fuse into kernels. First, codes quantized again as they were (data movement between) stay
-    the codes, moved as bytes; quantized products by int8
-    weights become integer products and products by weights dequantized from a few bits keep
-    their codes (both before folding makes their weights float), and
-    half-precision accumulating ops are given float32 accumulation."""
-    return [drop_requantization, integer_products, weight_only, promote_half, fold_constant, simplify_inference, merge_branches, requantize,
-            sink_reshapes, trim_conv_taps, block_layout, fold_channel_scale, pack_conv_weights, pack_matmul_weights, fold_constant, cse, dce, fuse_ops]
+    the packing, merge and prune, then fuse into kernels. First, codes quantized again with
+    their own scale and zero point (data movement between or not) stay the codes, moved as
+    bytes; quantized products by int8 weights become integer products and products by weights
+    dequantized from a few bits keep their codes (both before folding makes their weights
+    float), and half-precision accumulating ops are given float32 accumulation."""
+    return [drop_requantization, integer_products, weight_only, promote_half, fold_constant, simplify_inference,
+            merge_branches, requantize, sink_reshapes, trim_conv_taps, block_layout, fold_channel_scale,
+            pack_conv_weights, pack_matmul_weights, fold_constant, cse, dce, fuse_ops]
 
 
 __all__ = ["block_layout", "cse", "dce", "drop_requantization", "fold_channel_scale", "fold_constant", "integer_products", "merge_branches", "pack_conv_weights", "pack_matmul_weights", "promote_half",
