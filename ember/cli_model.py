@@ -65,6 +65,7 @@ def compile_main(argv) -> int:
                "  ember compile --light resnet50 --profile-compile   where compile time goes, slowest kernels\n"
                "  ember compile model.onnx --target 'llvm -mcpu=skylake-avx512'   for another x86 CPU\n"
                "  ember compile model.onnx --precision bf16   products in bfloat16 (AVX512-BF16 CPUs)\n"
+               "  ember compile model.onnx --offload reference   convolutions on a backend's kernels (C)\n"
                "  ember compile --torch nets:resnet -o resnet.so   a PyTorch model: nets.resnet() returns it "
                "and example inputs")
     add_model_arg(p)
@@ -77,6 +78,10 @@ def compile_main(argv) -> int:
                         "(Intel Sapphire Rapids, AMD Zen 4 or later)")
     p.add_argument("-O", "--opt-level", type=int, default=3, choices=(0, 1, 2, 3),
                    help="graph optimization level (0: one kernel per op, no folding; 3: all; default 3)")
+    p.add_argument("--offload", action="append", default=[], metavar="BACKEND",
+                   help="run the fused groups a backend takes on the kernels it writes (repeatable, first "
+                        "that takes a group wins); backends: reference (a direct convolution in plain C, "
+                        "the example backend of docs/external_kernels.md)")
     p.add_argument("--input-shape", action="append", metavar="NAME=D1,D2,...",
                    help="fix a symbolic input shape, e.g. --input-shape data=1,3,224,224 (without it a "
                         "symbolic dimension stays symbolic: the library runs any size)")
@@ -119,7 +124,7 @@ def compile_main(argv) -> int:
                         disabled_passes=args.disable_pass, name=name, memory_limit=args.memory_limit,
                         cache=not args.profile_compile,  # (a compile-time profile times a compile)
                         tuning_db=args.tuning_db, shape_hints=_shapes(args.shape_hint, "--shape-hint"),
-                        precision=args.precision, wait=True)
+                        precision=args.precision, offload=args.offload, wait=True)
     exe.export(out)
     if args.profile_compile:
         print(exe.compile_profile.table(budget=args.compile_budget))

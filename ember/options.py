@@ -57,6 +57,8 @@ class CompileOptions:
     ``precision``: ``"fp32"`` (as the model says), or ``"bf16"``: matrix products by constant
     weights take bfloat16 operands and accumulate in float32 (``vdpbf16ps``; the target must
     have AVX512-BF16).
+    ``offload``: names of offload backends (``ember.offload``): each fused group one of them
+    takes runs on the kernel it writes (the first that takes it, in order).
     ``wait``: return only when every kernel is the model's specialized one (tier 1). Without it
     a model with many kernels not in the cache returns as soon as it runs, on tier-0 kernels,
     and switches to its tier-1 kernels as they compile in the background
@@ -76,6 +78,7 @@ class CompileOptions:
     tuning_records: Optional[Mapping] = None
     precision: str = "fp32"
     wait: bool = False
+    offload: tuple = ()
 
     @staticmethod
     def create(target: Any = None, opt_level: int = 3, **kwargs: Any) -> "CompileOptions":
@@ -99,6 +102,8 @@ class CompileOptions:
         kwargs["shape_hints"] = _frozen_shapes(kwargs.get("shape_hints"), "shape_hints")
         kwargs["disabled_passes"] = frozenset(kwargs.get("disabled_passes") or ())
         kwargs["instruments"] = tuple(kwargs.get("instruments") or ())
+        off = kwargs.get("offload") or ()
+        kwargs["offload"] = (off,) if isinstance(off, str) else tuple(off)
         target = as_target(target)
         if "precision" in kwargs:
             kwargs["precision"] = _precision(kwargs["precision"], target)

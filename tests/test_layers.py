@@ -24,6 +24,7 @@ LAYERS = [
     ("ember.profile", 6),
     ("ember.graph", 7),
     ("ember.frontend", 8),  # importers: a model file -> graph IR
+    ("ember.offload", 8),  # backends that write a fused group's kernel in C
     ("ember.compiler", 9),
     ("ember.tune", 10),
     # front doors, which compile: the onnx Backend and its conformance runner, from_torch

@@ -22,7 +22,7 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
                      name: str = "model", timings: Optional[dict] = None,
                      stats: Optional[dict] = None, assumptions: Optional[dict] = None,
                      subs: Optional[dict] = None, narrow: Optional[dict] = None,
-                     likely: Optional[dict] = None, tiers: Optional[dict] = None):
+                     likely: Optional[dict] = None, tiers: Optional[dict] = None, offload: tuple = ()):
     """Compile every fused group of ``mod`` (made by ``fuse_ops``) and lay out the program.
 
     ``timings`` gets seconds per phase; ``stats`` per kernel (see ``ember.driver.build``, plus
@@ -35,7 +35,8 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
     schedules choose for (:func:`ember.compiler.likely.likely_sizes_of`). ``tiers`` (``{"t0":
     the compile's start, "progress": bool}``): where many kernels are not in the cache, return a
     :class:`~.tiered.TieredExecutable` that runs now on tier-0 kernels and switches to these
-    as they compile in the background (:func:`_tiered`); None: wait for them all."""
+    as they compile in the background (:func:`_tiered`); None: wait for them all. ``offload``:
+    the backends (``ember.offload``) whose kernels run the groups they take."""
     from ..codegen.llvm import build_made  # (llvmlite's IR builder: only on a cache miss)
 
     shared = Shared()
@@ -54,7 +55,8 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
     tuned = _tuned(groups)  # (kernel name -> a tuning record's schedule, when a compile applies records)
     per_group = {g: h for g, h in ((g, group_likely(fn, likely)) for g, fn in groups) if h}
     twin_tuned = _twin_tuned(groups, per_group)  # (the records of static twins' workloads)
-    key = groups_key(groups, target, per_group, twin_tuned) if groups else None
+    offloaded = _offloaded(groups, offload)
+    key = groups_key(groups, target, per_group, twin_tuned, offloaded) if groups else None
     cached = index_lookup(key) if key else None
 
     def finish(module, prog: dict = program) -> Executable:
@@ -80,7 +82,7 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
     elif groups:
         # each group's whole back end (computes, schedule, lowering, loop passes, LLVM) is one
         # job for the compile workers, on every core
-        jobs = _group_kernels(groups, tuned, per_group, twin_tuned)
+        jobs = _group_kernels(groups, tuned, per_group, twin_tuned, offloaded)
         if tiers:
             result = _tiered(jobs, groups, program, finish, target, stats, key, tiers)
         if result is None:
@@ -168,12 +170,28 @@ def _tiered(jobs: list, groups: list, program: dict, finish, target, stats: Opti
     return TieredExecutable(first, at, steps(), tiers["t0"], progress=tiers.get("progress", False))
 
 
-def _group_kernels(groups: list, tuned: dict, likely: dict, twin_tuned: dict) -> list:
+def _offloaded(groups: list, offload: tuple) -> dict:
+    """Kernel name -> (backend name, its version) for the groups an offload backend takes."""
+    if not offload:
+        return {}
+    from ..offload import backend_for, get_backend
+
+    found = {g: backend_for(fn, offload) for g, fn in groups}
+    return {g: (b, get_backend(b).version) for g, b in found.items() if b is not None}
+
+
+def _group_kernels(groups: list, tuned: dict, likely: dict, twin_tuned: dict, offloaded: dict = None) -> list:
     """The fused groups as kernels made in their compile jobs (``build_made``): each job's
     text (its object's key) is the group's, with the record and likely sizes it is scheduled
-    by."""
+    by; a group an offload backend takes is made by it (:mod:`.external`)."""
+    from .external import make_external_kernel
+
     out = []
     for g, fn in groups:
+        if offloaded and g in offloaded:
+            b, version = offloaded[g]
+            out.append((g, f"{g}\noffload {b} {version}\n{astext(fn)}", make_external_kernel, (b, fn)))
+            continue
         text = (f"{g}\n{astext(fn)}" + (f"\ntuned {tuned[g][0]} {tuned[g][1]}" if g in tuned else "")
                 + (f"\nlikely {sorted(likely[g].items())}" if likely.get(g) else "")
                 + (f"\ntwin tuned {twin_tuned[g][0]} {twin_tuned[g][1]}" if g in twin_tuned else ""))
@@ -259,10 +277,12 @@ def _decisions_digest() -> str:
     return json.dumps(chosen, sort_keys=True) if chosen else ""
 
 
-def groups_key(groups: list, target, likely: Optional[dict] = None, twin_tuned: Optional[dict] = None) -> str:
+def groups_key(groups: list, target, likely: Optional[dict] = None, twin_tuned: Optional[dict] = None,
+               offloaded: Optional[dict] = None) -> str:
     """The cache key of a model's kernels: the printed group functions (types included, so
     shapes and dtypes), the target, and a digest of Ember's own sources -- the default
-    schedules are a function of exactly these, so any change to Ember misses the cache."""
+    schedules are a function of exactly these, so any change to Ember misses the cache --
+    and the groups offloaded, to which backend."""
     import hashlib
 
     from ..config import opt_level
@@ -271,7 +291,8 @@ def groups_key(groups: list, target, likely: Optional[dict] = None, twin_tuned: 
     h = hashlib.sha256(b"groups\0")
     for part in [source_digest(), target.triple, target.cpu, target.features, str(target.cores), str(opt_level()),
                  *(f"{g}\n{astext(fn)}" for g, fn in groups), records_digest(groups), _decisions_digest(),
-                 repr(sorted((likely or {}).items())), repr(sorted((twin_tuned or {}).items()))]:
+                 repr(sorted((likely or {}).items())), repr(sorted((twin_tuned or {}).items())),
+                 repr(sorted((offloaded or {}).items()))]:
         h.update(part.encode("utf-8"))
         h.update(b"\0")
     return h.hexdigest()

@@ -305,10 +305,15 @@ def profile_kernels(exe, inputs: Sequence = (), *, warmup: int = 3, repeat: int 
     rows = []
     medians = [statistics.median(t) for t in times]
     kernel_total = sum(medians) or 1.0
+    module = getattr(exe, "module", None)
+    backend = {e["name"]: e.get("backend") for e in (module.metadata.get("kernels", []) if module else [])}
     for i, (c, ts) in enumerate(zip(info, times)):
         ops = c.get("ops", [])
-        # (a group running on its tier-0 kernel while tier 1 compiles: named as the group, marked)
+        # (a group running on its tier-0 kernel while tier 1 compiles: named as the group,
+        # marked; an offloaded group's kernel: marked with its backend)
         name = f"{c['tier0_of']} [tier 0]" if "tier0_of" in c else c["kernel"]
+        if backend.get(c["kernel"]):
+            name = f"{name} [{backend[c['kernel']]}]"
         rows.append(KernelRow(kernel=name, nodes=c.get("nodes", ""), ops="+".join(_short(o) for o in ops),
                               op_type=_short(c.get("anchor") or "?"), calls=len(ts), total=sum(ts), min=min(ts), max=max(ts),
                               median=medians[i], flops=int(evaluate(c.get("flops", 0), layout.env) or 0),

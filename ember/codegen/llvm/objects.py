@@ -137,6 +137,14 @@ def _compile_job(job: tuple, func=None) -> tuple:
     if kind == "made":
         make, payload = pickle.loads(data) if func is None else func
         func, made = make(payload, arg, target)
+        obj = made.pop("object", None)
+        if obj is not None:  # (an offloaded group's kernel: its object compiled from a backend's C)
+            from .codegen import signature_scalars
+            from .metadata import kernel_metadata
+
+            entry = {**kernel_metadata(func, signature_scalars(func)), **made.pop("entry", {})}
+            stats.update(made)
+            return obj, entry, stats
         passes = not made.pop("passes_done", False)  # (a maker may run its own loop passes: tier 0's)
         stats.update(made)
     else:

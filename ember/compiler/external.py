@@ -1,0 +1,33 @@
+"""A fused group's kernel made by an offload backend (:mod:`ember.offload`): a compile job's
+maker, like :func:`.group.make_group_kernel`, whose object comes from the backend's C source
+instead of Ember's code generation. The group's own kernel is lowered first for its
+signature -- the buffers, in order, that the program passes -- so the external function has
+exactly the ABI and metadata of the kernel it replaces."""
+from __future__ import annotations
+
+import time
+
+from ..errors import CompileError
+from ..graph.ir import Function
+
+__all__ = ["make_external_kernel"]
+
+
+def make_external_kernel(payload: tuple, name: str, target) -> tuple:
+    """``payload`` = (backend name, group Function) -> (signature PrimFunc, stats), the stats
+    holding the ``object`` and the metadata the entry adds (``backend``)."""
+    from ..offload import compile_c, get_backend
+    from .group import lower_group
+
+    backend, fn = payload
+    assert isinstance(fn, Function)
+    t0 = time.perf_counter()
+    func = lower_group(fn, name, target).lowered()
+    if len(func.buffers) != len(fn.params) + 1 or func.scalars:
+        raise CompileError(f"{name}: offload backend {backend!r} takes groups of static shapes and one output; "
+                           f"this kernel has {len(func.buffers)} buffers and {len(func.scalars)} size arguments")
+    src = get_backend(backend).source(fn, func, name)
+    t1 = time.perf_counter()
+    obj = compile_c(src, f"kernel {name!r} (offloaded to {backend!r})")
+    return func, {"object": obj, "entry": {"backend": backend, "links": list(src.links)},
+                  "schedule": t1 - t0, "c_compile": time.perf_counter() - t1}
