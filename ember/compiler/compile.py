@@ -186,6 +186,16 @@ def _compiled_before(model, options: CompileOptions) -> Optional[str]:
     return os.path.join(d, "model-" + hashlib.sha256(key.encode()).hexdigest())
 
 
+def _offload_block(options: CompileOptions):
+    """The channel block the offload backends' kernels read (block_layout then uses it), or
+    None."""
+    if not options.offload:
+        return None
+    from ..offload import layout_block
+
+    return layout_block(options.offload, options.target)
+
+
 def _optimize(mod: Module, ctx: PassContext) -> tuple:
     """``mod`` (a ``main`` alone) typed and through the pass pipeline, with what its shape rules
     assume of its symbolic dims (checked by its program per run)."""
@@ -221,7 +231,8 @@ def _compile(model, options: CompileOptions):
     # (the constant folder computes with this compiler: a pass below it cannot name it)
     ctx = PassContext(opt_level=options.opt_level, disabled=options.disabled_passes,
                       instruments=[timer, *options.instruments],
-                      config={"target": target, "options": options, "evaluate": evaluate_constants})
+                      config={"target": target, "options": options, "evaluate": evaluate_constants,
+                              "channel_block": _offload_block(options)})
     # the model's main, and each subgraph function control flow runs, go through the pipeline
     # on their own: each becomes a program of its own
     from ..kernels.common import likely_sizes

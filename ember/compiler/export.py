@@ -15,6 +15,7 @@ import tempfile
 
 import numpy as np
 
+from ..codegen.llvm import kernel_links
 from ..codegen.llvm.build import find_cc
 from ..errors import CompileError
 from ..runtime.requirements import requirements_of
@@ -63,6 +64,7 @@ def export(exe, path: str) -> str:
     program["constants"] = layout
     program["output_names"] = [o.name for o in exe.output_info]
     cc = find_cc()
+    links = kernel_links(exe.module.metadata)  # (the libraries offloaded kernels call)
     with tempfile.TemporaryDirectory(prefix="ember-export-") as tmp:
         prog_path = os.path.join(tmp, "program.json")
         with open(prog_path, "w") as f:
@@ -80,11 +82,11 @@ def export(exe, path: str) -> str:
         out = os.path.abspath(path)
         deploy = deploy_objects(exe, program, cc, tmp)  # the C runtime (ember.h), for running it without Python
         for cmd in (cc + ["-c", asm, "-o", data_o],
-                    cc + ["-shared", "-o", out, obj, data_o, *deploy, "-lgomp", "-lm"]):
+                    cc + ["-shared", "-o", out, obj, data_o, *deploy, *links, "-lgomp", "-lm"]):
             res = subprocess.run(cmd, capture_output=True, text=True)
             if res.returncode != 0:
                 raise CompileError(f"export failed ({' '.join(cmd)}):\n{res.stderr.strip()}")
-    seal(out, {"requires": requirements_of(exe.target or Target.host())})
+    seal(out, {"requires": requirements_of(exe.target or Target.host(), links)})
     return out
 
 

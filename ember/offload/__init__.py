@@ -22,7 +22,8 @@ from typing import Callable, Optional
 
 from ..errors import ArgumentError, CompileError, TargetError
 
-__all__ = ["Backend", "ExternalSource", "backend_names", "compile_c", "get_backend", "register_backend"]
+__all__ = ["Backend", "ExternalSource", "backend_for", "backend_names", "compile_c", "get_backend", "layout_block",
+           "register_backend"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,7 +41,9 @@ class Backend:
     """``matches(group Function) -> bool``; ``source(group Function, signature PrimFunc, kernel
     name) -> ExternalSource`` (the PrimFunc is Ember's own kernel of the group: its buffers, in
     order, are the function's parameters); ``unavailable() -> reason or None`` (a library
-    missing on this host); ``version``: part of the kernels' cache key."""
+    missing on this host); ``version``: part of the kernels' cache key; ``block(target)``: the
+    channel block of the blocked layout its kernels run on, which the model's blocked regions
+    then take (None: Ember's choice)."""
 
     name: str
     matches: Callable
@@ -48,6 +51,7 @@ class Backend:
     unavailable: Callable = lambda: None
     version: str = "1"
     doc: str = ""
+    block: Callable = lambda target: None  # the channel block its kernels read, for block_layout
 
 
 _BACKENDS: dict = {}
@@ -60,7 +64,7 @@ def register_backend(backend: Backend) -> Backend:
 
 
 def _builtin() -> None:
-    from . import reference  # noqa: F401  (registers itself)
+    from . import onednn, reference  # noqa: F401  (each registers itself)
 
 
 def backend_names() -> list:
@@ -98,6 +102,15 @@ def compile_c(source: ExternalSource, what: str) -> bytes:
                                f"{r.stderr.strip()[-1500:]}")
         with open(obj, "rb") as f:
             return f.read()
+
+
+def layout_block(names: tuple, target) -> Optional[int]:
+    """The channel block the first of the backends ``names`` that has one wants, or None."""
+    for n in names:
+        b = get_backend(n).block(target)
+        if b:
+            return b
+    return None
 
 
 def backend_for(fn, names: tuple) -> Optional[str]:

@@ -25,15 +25,21 @@ ISA_FLAGS = {
     "amx-tile": "amx_tile", "amx-bf16": "amx_bf16", "amx-int8": "amx_int8",
 }
 ARCH_ALIASES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
-LIBRARIES = {"libgomp.so.1": "gomp"}  # what every kernel library links (-lgomp)
+# the shared libraries kernel libraries link: every one libgomp (-lgomp), offloaded kernels
+# their vendor's (ember.offload) -- by link flag, the soname the loader must find, and what
+# provides it
+LIBRARIES = {"-lgomp": ("libgomp.so.1", "GCC's OpenMP runtime (Debian/Ubuntu: apt install libgomp1)"),
+             "-ldnnl": ("libdnnl.so.2", "oneDNN (Debian/Ubuntu: apt install libdnnl2)")}
 
 
-def requirements_of(target) -> dict:
-    """The requirements of code compiled for ``target`` (an :class:`ember.target.Target`)."""
+def requirements_of(target, links: tuple = ()) -> dict:
+    """The requirements of code compiled for ``target`` (an :class:`ember.target.Target`) that
+    also links ``links`` (``-ldnnl``)."""
     enabled = [f[1:] for f in target.features.split(",") if f.startswith("+")]
+    libs = [LIBRARIES[f][0] for f in ("-lgomp", *links) if f in LIBRARIES]
     return {"arch": ARCH_ALIASES.get(target.triple.split("-")[0], target.triple.split("-")[0]),
             "cpu": target.cpu, "features": sorted(f for f in enabled if f in ISA_FLAGS),
-            "libraries": sorted(LIBRARIES)}
+            "libraries": sorted(set(libs))}
 
 
 def host_flags() -> Optional[set]:
@@ -67,10 +73,11 @@ def check_requirements(req, path: str, flags: Optional[set] = None, arch: Option
                               f"this CPU lacks (it has: {', '.join(have) or 'none of the vector extensions'}); "
                               f"compile the model for this machine, or export it with "
                               f"ember.compile(..., target='llvm -mcpu=x86-64-v3') for any AVX2 machine")
+    known = dict(LIBRARIES.values())
     for lib in req.get("libraries", []):
-        if isinstance(lib, str) and lib in LIBRARIES and not _loadable(lib):
-            raise TargetError(f"{path} needs {lib} (GCC's OpenMP runtime), which the dynamic loader cannot "
-                              f"find: install it (Debian/Ubuntu: apt install libgomp1)")
+        if isinstance(lib, str) and lib in known and not _loadable(lib):
+            raise TargetError(f"{path} needs {lib}, which the dynamic loader cannot find: install "
+                              f"{known[lib]}")
 
 
 def _loadable(lib: str) -> bool:

@@ -85,6 +85,15 @@ def build_made(kernels: list, target: Target | None = None, stats: dict | None =
     return _library(objs, key, metadata, [k[0] for k in kernels], stats)
 
 
+def kernel_links(metadata) -> tuple:
+    """The link flags the kernels of ``metadata`` (its JSON text or dict) ask for: the
+    libraries offloaded kernels call, each once, in order."""
+    import json
+
+    meta = json.loads(metadata) if isinstance(metadata, str) else (metadata or {})
+    return tuple(dict.fromkeys(f for e in meta.get("kernels", []) for f in e.get("links", [])))
+
+
 def _library(objs: list, key: str, metadata: str, names: list, stats: dict | None):
     """The library of ``objs`` (linked now, or found in the cache by ``key``), loaded."""
     import time
@@ -95,7 +104,7 @@ def _library(objs: list, key: str, metadata: str, names: list, stats: dict | Non
     if path is None:
         what = "kernel " + ", ".join(repr(n) for n in names[:4]) + (" ..." if len(names) > 4 else "")
         t0 = time.perf_counter()
-        path = _build.link(objs, key, what)
+        path = _build.link(objs, key, what, kernel_links(metadata))
         _build.write_sidecar(key, metadata)
         if stats is not None:
             stats["(link)"] = {"link": time.perf_counter() - t0}

@@ -132,10 +132,11 @@ def _wait_cc(proc: subprocess.Popen, cmd: list, what: str) -> None:
         raise CompileError(f"{what}: linking failed ({' '.join(cmd)}):\n{err.strip()}")
 
 
-def link(objs, key: str, what: str) -> str:
+def link(objs, key: str, what: str, links: tuple = ()) -> str:
     """Link one object or a list of them into ``<cache>/<key>.so`` atomically; returns the path.
     The objects are also merged into one relocatable object, kept as ``<key>.o`` (exporting a
-    model links it with the model's data); the two runs of the C compiler go side by side."""
+    model links it with the model's data); the two runs of the C compiler go side by side.
+    ``links``: the libraries offloaded kernels call (``-ldnnl``)."""
     out_dir = cache_dir()
     final = os.path.join(out_dir, key + ".so")
     cc = find_cc()
@@ -154,7 +155,7 @@ def link(objs, key: str, what: str) -> str:
         fd, tmp_so = tempfile.mkstemp(prefix=f".{key[:16]}-", suffix=".so", dir=out_dir)
         os.close(fd)
         try:
-            shared = cc + ["-shared", "-o", tmp_so, *paths, "-lgomp", "-lm"]
+            shared = cc + ["-shared", "-o", tmp_so, *paths, *links, "-lgomp", "-lm"]
             linking = _start_cc(shared, what)
             _wait_cc(linking, shared, what)
             if merge is not None:

@@ -37,6 +37,8 @@ plain layout; a conv of fewer channels than a block (two vectors) is blocked by 
 """
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 
 from ..ir import Call, Constant, Module, Tuple, TupleGetItem
@@ -177,7 +179,7 @@ def _integer_conv(n: Call, target):
     return _unblock(_call("subtract", [conv, corr], {}, n.span), n.type, n.span)
 
 
-def _conv(n: Call, target, precision: str = "fp32"):
+def _conv(n: Call, target, precision: str = "fp32", block: Optional[int] = None):
     from ...kernels.conv_nchwc import channel_block
 
     x, w = n.args
@@ -186,7 +188,7 @@ def _conv(n: Call, target, precision: str = "fp32"):
         return None
     if n.type.dtype != "float32" or not _constant_valued(w):
         return None
-    fb = channel_block(n.type.dtype, target, n.type.shape[1])
+    fb = block or channel_block(n.type.dtype, target, n.type.shape[1])
     attrs = {k: n.attr(k, None) for k in ("strides", "padding", "dilation")}
     groups = n.attr("groups", 1)
     if groups != 1:
@@ -431,6 +433,9 @@ def block_layout(mod: Module, ctx: PassContext) -> Module:
     """Run convolutional regions in the blocked channel layout (see the module docstring)."""
     target = ctx.config.get("target")
     precision = getattr(ctx.config.get("options"), "precision", "fp32")
+    # (the block an offload backend's kernels read: ``ember.offload.layout_block``, given by
+    # the compiler, a layer above)
+    block = ctx.config.get("channel_block")
 
     def visit(n):
         if isinstance(n, TupleGetItem) and isinstance(n.tuple, Tuple):  # (a split's blocked parts)
@@ -440,7 +445,7 @@ def block_layout(mod: Module, ctx: PassContext) -> Module:
         if n.op == "split":
             return _split(n)
         if n.op == "nn.conv2d":
-            return _conv(n, target, precision)
+            return _conv(n, target, precision, block)
         if n.op == "nn.conv2d_integer":
             return _integer_conv(n, target)
         if n.op == "concat":

@@ -1,0 +1,83 @@
+"""Offload to oneDNN against Ember alone, each in its own process: per model the median run
+time of Ember's kernels and of ``offload=["onednn"]`` (convolutions on oneDNN's primitives,
+the model's blocked regions in oneDNN's block), their ratio, and how many kernels went to
+oneDNN; ``--kernels`` also prints the offloaded model's kernel profile (rows marked
+``[onednn]``).
+
+    python bench/offload.py                       # the light ResNet-50 and the zoo's CNNs
+    python bench/offload.py resnet50 --kernels
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+_CHILD = r"""
+import json, sys, time
+import numpy as np
+import ember
+path, offload, repeat, kernels = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
+exe = ember.compile(path, wait=True, offload=[offload] if offload else [])
+feeds = {}
+for i in exe.input_info:
+    shape = [d if isinstance(d, int) else 1 for d in i.shape]
+    feeds[i.name] = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+for _ in range(5):
+    out = exe.run(**feeds)
+ts = []
+for _ in range(repeat):
+    t = time.perf_counter(); exe.run(**feeds); ts.append(time.perf_counter() - t)
+n = sum(1 for e in exe.module.metadata["kernels"] if e.get("backend"))
+res = {"median_ms": sorted(ts)[len(ts) // 2] * 1e3, "offloaded": n, "kernels": len(exe.module.metadata["kernels"]),
+       "out": [float(np.asarray(o, np.float64).sum()) for o in out]}
+if kernels:
+    res["profile"] = exe.profile(**feeds, warmup=3, repeat=20).summary()
+print(json.dumps(res))
+"""
+
+
+def _run(path: str, offload: str, repeat: int, kernels: bool) -> dict:
+    r = subprocess.run([sys.executable, "-c", _CHILD, path, offload, str(repeat), "1" if kernels else "0"],
+                       capture_output=True, text=True, timeout=3600)
+    if r.returncode != 0:
+        raise RuntimeError(r.stderr.strip()[-2000:])
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    p.add_argument("models", nargs="*", default=["resnet50", "resnet18", "mobilenet_v2", "efficientnet_b0",
+                                                 "regnet_y_400mf", "densenet121"],
+                   help="light or zoo model names")
+    p.add_argument("--rounds", type=int, default=2, help="alternating rounds of processes (default 2)")
+    p.add_argument("--repeat", type=int, default=50, help="timed runs per process (default 50)")
+    p.add_argument("--kernels", action="store_true", help="print the offloaded model's kernel profile")
+    a = p.parse_args(argv)
+    from compile_times import model_paths
+
+    print(f"{'model':<18}{'ember':>10}{'+onednn':>10}{'ratio':>8}{'offloaded':>12}")
+    for name, path in model_paths(a.models):
+        runs = {"": [], "onednn": []}
+        info = {}
+        for _ in range(a.rounds):
+            for mode in runs:
+                r = _run(path, mode, a.repeat, a.kernels and mode == "onednn" and not info.get(mode))
+                runs[mode].append(r["median_ms"])
+                info.setdefault(mode, r)
+        e, o = statistics.median(runs[""]), statistics.median(runs["onednn"])
+        print(f"{name:<18}{e:>8.2f}ms{o:>8.2f}ms{o / e:>7.2f}x{info['onednn']['offloaded']:>6}/{info['onednn']['kernels']}",
+              flush=True)
+        if a.kernels and "profile" in info["onednn"]:
+            print(info["onednn"]["profile"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

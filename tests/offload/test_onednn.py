@@ -1,0 +1,53 @@
+"""The oneDNN backend: blocked float32 convolutions on oneDNN's primitives, reading and writing
+Ember's buffers in their blocked layout (which the model takes in oneDNN's block); its
+exports say they need libdnnl. CI installs Debian's libdnnl-dev (.ci/run)."""
+import numpy as np
+import pytest
+
+import ember
+from ember.errors import TargetError
+from ember.offload import get_backend
+from ember.offload.onednn import _unavailable
+
+from .test_reference import RNG, _model
+
+pytestmark = pytest.mark.skipif(_unavailable() is not None, reason=f"oneDNN: {_unavailable()}")
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    m = _model()
+    return ember.compile(m, wait=True, cache=False), ember.compile(m, wait=True, cache=False, offload=["onednn"])
+
+
+def test_convolutions_run_on_onednn_jit_kernels_and_match(compiled, capfd, monkeypatch):
+    own, off = compiled
+    taken = [e for e in off.module.metadata["kernels"] if e.get("backend") == "onednn"]
+    # (the first conv reads the 16-channel input unblocked: oneDNN's JIT takes that for 4 or
+    # fewer channels only, so it stays Ember's; the depthwise one too)
+    assert len(taken) == 2, [e["name"] for e in taken]
+    assert all(p["shape"][-1] == 16 for e in taken for p in e["params"] if len(p["shape"]) == 5)
+    x = RNG.standard_normal((1, 16, 12, 12)).astype(np.float32)
+    np.testing.assert_allclose(off.run(x)[0], own.run(x)[0], rtol=1e-5, atol=1e-5)
+    monkeypatch.setenv("EMBER_DNNL_VERBOSE", "1")  # (read when a primitive is made: other kernels)
+    again = ember.compile(_model(10), wait=True, cache=False, offload=["onednn"])
+    capfd.readouterr()
+    again.run(RNG.standard_normal((1, 16, 10, 10)).astype(np.float32))
+    err = capfd.readouterr().err
+    assert err.count("ember onednn") == 2 and "ref:" not in err, err
+
+
+def test_an_export_needs_libdnnl(compiled, tmp_path, monkeypatch):
+    own, off = compiled
+    path = off.export(str(tmp_path / "m.so"))
+    x = RNG.standard_normal((1, 16, 12, 12)).astype(np.float32)
+    np.testing.assert_allclose(ember.load(path).run(x)[0], own.run(x)[0], rtol=1e-5, atol=1e-5)
+    from ember.runtime import requirements
+
+    monkeypatch.setattr(requirements, "_loadable", lambda lib: lib != "libdnnl.so.2")
+    with pytest.raises(TargetError, match="libdnnl.so.2.*oneDNN"):
+        ember.load(path)
+
+
+def test_the_backend_is_named_and_described():
+    assert "oneDNN" in get_backend("onednn").doc
