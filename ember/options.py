@@ -58,7 +58,10 @@ class CompileOptions:
     weights take bfloat16 operands and accumulate in float32 (``vdpbf16ps``; the target must
     have AVX512-BF16).
     ``offload``: names of offload backends (``ember.offload``): each fused group one of them
-    takes runs on the kernel it writes (the first that takes it, in order).
+    takes runs on the kernel it writes (the first that takes it, in order); ``"auto"``: every
+    backend this host has, each group offloaded only where its kernel measured faster than
+    Ember's, and not at all where Ember alone ran the model faster (``ember.compiler.offload``).
+    ``offload_groups``: the kernels (fused groups, by name) the backends may take; None: all.
     ``wait``: return only when every kernel is the model's specialized one (tier 1). Without it
     a model with many kernels not in the cache returns as soon as it runs, on tier-0 kernels,
     and switches to its tier-1 kernels as they compile in the background
@@ -79,6 +82,7 @@ class CompileOptions:
     precision: str = "fp32"
     wait: bool = False
     offload: tuple = ()
+    offload_groups: Optional[frozenset] = None  # (the groups the backends may take; None: all they match)
 
     @staticmethod
     def create(target: Any = None, opt_level: int = 3, **kwargs: Any) -> "CompileOptions":
@@ -104,6 +108,8 @@ class CompileOptions:
         kwargs["instruments"] = tuple(kwargs.get("instruments") or ())
         off = kwargs.get("offload") or ()
         kwargs["offload"] = (off,) if isinstance(off, str) else tuple(off)
+        if kwargs.get("offload_groups") is not None:
+            kwargs["offload_groups"] = frozenset(kwargs["offload_groups"])
         target = as_target(target)
         if "precision" in kwargs:
             kwargs["precision"] = _precision(kwargs["precision"], target)

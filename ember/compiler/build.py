@@ -22,7 +22,8 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
                      name: str = "model", timings: Optional[dict] = None,
                      stats: Optional[dict] = None, assumptions: Optional[dict] = None,
                      subs: Optional[dict] = None, narrow: Optional[dict] = None,
-                     likely: Optional[dict] = None, tiers: Optional[dict] = None, offload: tuple = ()):
+                     likely: Optional[dict] = None, tiers: Optional[dict] = None, offload: tuple = (),
+                     offload_groups: Optional[frozenset] = None):
     """Compile every fused group of ``mod`` (made by ``fuse_ops``) and lay out the program.
 
     ``timings`` gets seconds per phase; ``stats`` per kernel (see ``ember.driver.build``, plus
@@ -36,7 +37,8 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
     the compile's start, "progress": bool}``): where many kernels are not in the cache, return a
     :class:`~.tiered.TieredExecutable` that runs now on tier-0 kernels and switches to these
     as they compile in the background (:func:`_tiered`); None: wait for them all. ``offload``:
-    the backends (``ember.offload``) whose kernels run the groups they take."""
+    the backends (``ember.offload``) whose kernels run the groups they take (those in
+    ``offload_groups`` only, when given)."""
     from ..codegen.llvm import build_made  # (llvmlite's IR builder: only on a cache miss)
 
     shared = Shared()
@@ -55,7 +57,7 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
     tuned = _tuned(groups)  # (kernel name -> a tuning record's schedule, when a compile applies records)
     per_group = {g: h for g, h in ((g, group_likely(fn, likely)) for g, fn in groups) if h}
     twin_tuned = _twin_tuned(groups, per_group)  # (the records of static twins' workloads)
-    offloaded = _offloaded(groups, offload)
+    offloaded = _offloaded([(g, fn) for g, fn in groups if offload_groups is None or g in offload_groups], offload)
     key = groups_key(groups, target, per_group, twin_tuned, offloaded) if groups else None
     cached = index_lookup(key) if key else None
 

@@ -89,6 +89,10 @@ def compile_model(model: Union[str, os.PathLike, bytes, Module, "onnx.ModelProto
     elif target is not None or opt_level != 3 or kwargs:
         raise ArgumentError("compile_model takes options or the keywords that make them, not both")
     check_buildable(options.target)
+    if options.offload == ("auto",):
+        from .offload import compile_auto
+
+        return compile_auto(model, options)
     if options.offload:
         from ..offload import get_backend
 
@@ -180,7 +184,7 @@ def _compiled_before(model, options: CompileOptions) -> Optional[str]:
     st = os.stat(model)
     key = repr((os.path.abspath(model), st.st_size, st.st_mtime_ns, source_digest(), repr(options.target),
                 options.opt_level, options.input_shapes, sorted(options.disabled_passes), options.shape_hints,
-                options.precision, options.offload))
+                options.precision, options.offload, options.offload_groups))
     d = os.path.join(cache_dir(), "index")
     os.makedirs(d, exist_ok=True)
     return os.path.join(d, "model-" + hashlib.sha256(key.encode()).hexdigest())
@@ -250,7 +254,7 @@ def _compile(model, options: CompileOptions):
     # (tiers: not for a build the caller measures or instruments, or asked to wait)
     tiers = None if options.wait or options.instruments or deciding() else {"t0": t0, "progress": _on_terminal()}
     exe = build_executable(mod, target, output_names, name=name, timings=times, stats=stats, assumptions=assumed,
-                           offload=options.offload,
+                           offload=options.offload, offload_groups=options.offload_groups,
                            subs=subs, narrow=narrow, likely=likely, tiers=tiers)
     times["total"] = time.perf_counter() - t0
     exe.compile_times = times

@@ -51,3 +51,18 @@ def test_an_export_needs_libdnnl(compiled, tmp_path, monkeypatch):
 
 def test_the_backend_is_named_and_described():
     assert "oneDNN" in get_backend("onednn").doc
+
+
+def test_auto_offloads_the_groups_whose_kernels_measured_faster():
+    m = _model()
+    own = ember.compile(m, wait=True, cache=False)
+    exe = ember.compile(m, offload="auto", cache=False)
+    choices, summary = exe.offload_choices, exe.offload_summary
+    assert summary["backends"] == ["onednn"] and len(choices) == 2
+    for c in choices.values():  # (the choice follows the two measured kernel times)
+        assert c["backend"] == "onednn" and c["offloaded"] == (c["backend_s"] < c["ember_s"])
+    assert set(summary["offloaded"]) <= {g for g, c in choices.items() if c["offloaded"]}
+    taken = {e["name"] for e in exe.module.metadata["kernels"] if e.get("backend")}
+    assert taken == set(summary["offloaded"])
+    x = RNG.standard_normal((1, 16, 12, 12)).astype(np.float32)
+    np.testing.assert_allclose(exe.run(x)[0], own.run(x)[0], rtol=1e-5, atol=1e-5)

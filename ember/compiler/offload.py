@@ -1,0 +1,105 @@
+"""``offload="auto"``: offload a fused group only where its backend's kernel measured faster.
+
+A backend may change the model's layout (oneDNN's kernels read blocks of one vector where
+Ember's take two), so the choice is made in that layout and then checked against Ember alone:
+
+1. the model with every group the available backends take offloaded (forced);
+2. the same layout with none offloaded (Ember's kernels for the same groups);
+3. each offloaded group's kernel time in (1) against its own kernel's in (2), from the kernel
+   profiles of both (medians over the same runs): a group is offloaded where the backend's
+   is faster;
+4. the model with those groups offloaded, timed end to end against Ember alone (its own
+   layout): the faster is returned.
+
+The executable's ``offload_choices`` holds, per offloaded candidate, the backend, both
+kernel times and the choice, and ``offload_summary`` the end-to-end times. The compiles reuse
+each other's kernels from the cache; the measurements take a few seconds per model.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+
+import numpy as np
+
+from ..options import CompileOptions
+
+__all__ = ["compile_auto"]
+
+WARMUP, REPEAT = 3, 15
+
+
+def _inputs(exe) -> dict:
+    rng = np.random.default_rng(0)
+    feeds = {}
+    for i in exe.input_info:
+        shape = [d if isinstance(d, int) else 1 for d in i.shape]
+        dtype = np.dtype(str(i.dtype)) if str(i.dtype) != "bfloat16" else np.float32
+        if np.issubdtype(dtype, np.integer):
+            feeds[i.name] = np.zeros(shape, dtype)  # (ids, masks: zero is in range)
+        elif dtype == np.bool_:
+            feeds[i.name] = np.ones(shape, dtype)
+        else:
+            feeds[i.name] = rng.standard_normal(shape).astype(dtype)
+    return feeds
+
+
+def _kernel_times(exe, feeds: dict) -> dict:
+    """Kernel name -> median seconds per run (all its calls), from the kernel profile."""
+    prof = exe.profile(**feeds, warmup=WARMUP, repeat=REPEAT)
+    out: dict = {}
+    for r in prof.rows:
+        name = r.kernel.split(" [")[0]
+        out[name] = out.get(name, 0.0) + r.median
+    return out
+
+
+def _latency(exe, feeds: dict) -> float:
+    for _ in range(WARMUP):
+        exe.run(**feeds)
+    ts = []
+    for _ in range(REPEAT * 2):
+        t = time.perf_counter()
+        exe.run(**feeds)
+        ts.append(time.perf_counter() - t)
+    return statistics.median(ts)
+
+
+def compile_auto(model, options: CompileOptions):
+    """``ember.compile(model, offload="auto")``: see the module docstring."""
+    from ..offload import backend_names, get_backend
+    from .compile import compile_model
+
+    names = []
+    for n in backend_names():
+        if n == "reference":  # (the example backend: never faster)
+            continue
+        try:
+            get_backend(n)
+            names.append(n)
+        except Exception:  # (a backend this host lacks)
+            continue
+    base = options.replace(offload=(), offload_groups=None, wait=True)
+    alone = compile_model(model, options=base)
+    if not names:
+        alone.offload_choices, alone.offload_summary = {}, {"backends": []}
+        return alone
+    forced = compile_model(model, options=base.replace(offload=tuple(names)))
+    backend = {e["name"]: e.get("backend") for e in forced.module.metadata["kernels"] if e.get("backend")}
+    if not backend:
+        alone.offload_choices, alone.offload_summary = {}, {"backends": names}
+        return alone
+    own = compile_model(model, options=base.replace(offload=tuple(names), offload_groups=frozenset()))
+    feeds = _inputs(alone)
+    t_forced, t_own = _kernel_times(forced, feeds), _kernel_times(own, feeds)
+    choices = {g: {"backend": b, "backend_s": t_forced.get(g), "ember_s": t_own.get(g),
+                   "offloaded": t_forced.get(g) is not None and t_own.get(g) is not None and t_forced[g] < t_own[g]}
+               for g, b in backend.items()}
+    chosen = frozenset(g for g, c in choices.items() if c["offloaded"])
+    mixed = compile_model(model, options=base.replace(offload=tuple(names), offload_groups=chosen)) if chosen else own
+    t_alone, t_mixed = _latency(alone, feeds), _latency(mixed, feeds)
+    best = mixed if chosen and t_mixed < t_alone else alone
+    best.offload_choices = choices
+    best.offload_summary = {"backends": names, "ember_alone_s": t_alone, "offloaded_s": t_mixed,
+                            "offloaded": sorted(chosen) if best is mixed else []}
+    return best
