@@ -1,11 +1,13 @@
 """Offload to oneDNN against Ember alone, each in its own process: per model the median run
-time of Ember's kernels and of ``offload=["onednn"]`` (convolutions on oneDNN's primitives,
-the model's blocked regions in oneDNN's block), their ratio, and how many kernels went to
-oneDNN; ``--kernels`` also prints the offloaded model's kernel profile (rows marked
-``[onednn]``).
+time of Ember's kernels, of ``offload=["onednn"]`` (every convolution oneDNN takes on its
+primitives, the model's blocked regions in oneDNN's block) and of ``offload="auto"`` (a
+group offloaded only where its kernel measured faster, and only if the model then ran faster
+than Ember alone), their ratios to Ember alone, and how many kernels went to oneDNN;
+``--choices`` prints auto's per-kernel choices with both measured times, ``--kernels`` the
+forced model's kernel profile (rows marked ``[onednn]``).
 
-    python bench/offload.py                       # the light ResNet-50 and the zoo's CNNs
-    python bench/offload.py resnet50 --kernels
+    python bench/offload.py                       # the zoo's CNNs and the light DenseNet-121
+    python bench/offload.py resnet50 --choices
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ import json, sys, time
 import numpy as np
 import ember
 path, offload, repeat, kernels = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
-exe = ember.compile(path, wait=True, offload=[offload] if offload else [])
+exe = ember.compile(path, wait=True, offload=(offload if offload == "auto" else [offload]) if offload else [])
 feeds = {}
 for i in exe.input_info:
     shape = [d if isinstance(d, int) else 1 for d in i.shape]
@@ -38,6 +40,8 @@ res = {"median_ms": sorted(ts)[len(ts) // 2] * 1e3, "offloaded": n, "kernels": l
        "out": [float(np.asarray(o, np.float64).sum()) for o in out]}
 if kernels:
     res["profile"] = exe.profile(**feeds, warmup=3, repeat=20).summary()
+res["choices"] = getattr(exe, "offload_choices", None)
+res["summary"] = getattr(exe, "offload_summary", None)
 print(json.dumps(res))
 """
 
@@ -58,22 +62,30 @@ def main(argv=None) -> int:
                    help="light or zoo model names")
     p.add_argument("--rounds", type=int, default=2, help="alternating rounds of processes (default 2)")
     p.add_argument("--repeat", type=int, default=50, help="timed runs per process (default 50)")
-    p.add_argument("--kernels", action="store_true", help="print the offloaded model's kernel profile")
+    p.add_argument("--kernels", action="store_true", help="print the forced model's kernel profile")
+    p.add_argument("--choices", action="store_true", help="print auto's choice per kernel, with both times")
     a = p.parse_args(argv)
     from compile_times import model_paths
 
-    print(f"{'model':<18}{'ember':>10}{'+onednn':>10}{'ratio':>8}{'offloaded':>12}")
+    print(f"{'model':<18}{'ember':>10}{'onednn':>10}{'ratio':>8}{'auto':>10}{'ratio':>8}{'forced':>9}{'auto':>7}")
     for name, path in model_paths(a.models):
-        runs = {"": [], "onednn": []}
+        runs = {"": [], "onednn": [], "auto": []}
         info = {}
         for _ in range(a.rounds):
             for mode in runs:
                 r = _run(path, mode, a.repeat, a.kernels and mode == "onednn" and not info.get(mode))
                 runs[mode].append(r["median_ms"])
                 info.setdefault(mode, r)
-        e, o = statistics.median(runs[""]), statistics.median(runs["onednn"])
-        print(f"{name:<18}{e:>8.2f}ms{o:>8.2f}ms{o / e:>7.2f}x{info['onednn']['offloaded']:>6}/{info['onednn']['kernels']}",
-              flush=True)
+        e, o, u = (statistics.median(runs[k]) for k in ("", "onednn", "auto"))
+        print(f"{name:<18}{e:>8.2f}ms{o:>8.2f}ms{o / e:>7.2f}x{u:>8.2f}ms{u / e:>7.2f}x"
+              f"{info['onednn']['offloaded']:>5}/{info['onednn']['kernels']:<3}{info['auto']['offloaded']:>5}", flush=True)
+        if a.choices and info["auto"].get("choices"):
+            s = info["auto"]["summary"]
+            print(f"  auto, in its process: Ember alone {s['ember_alone_s'] * 1e3:.2f} ms, the kernels chosen "
+                  f"offloaded {s['chosen_s'] * 1e3:.2f} ms, all offloaded {s['forced_s'] * 1e3:.2f} ms -> {s['picked']}")
+            for g, c in sorted(info["auto"]["choices"].items()):
+                print(f"  {g:<44} oneDNN {c['backend_s'] * 1e6:8.1f} us  Ember {c['ember_s'] * 1e6:8.1f} us  "
+                      f"{'-> oneDNN' if c['offloaded'] else ''}")
         if a.kernels and "profile" in info["onednn"]:
             print(info["onednn"]["profile"])
     return 0
