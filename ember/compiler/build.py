@@ -63,6 +63,10 @@ def build_executable(mod: Module, target, output_names: Optional[Sequence[str]] 
 
     def finish(module, prog: dict = program) -> Executable:
         exe = Executable(module, prog, shared.constants)
+        if offloaded:
+            from .external import forget_when_freed
+
+            forget_when_freed(exe)
         # what a profiler needs to rebuild the kernels differently (loop instrumentation): the
         # groups are scheduled here again only when it asks
         exe.kernel_sources_thunk = lambda: [_source(lower_group(fn, g, target, tuned.get(g), per_group.get(g),

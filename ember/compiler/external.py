@@ -10,7 +10,7 @@ import time
 from ..errors import CompileError
 from ..graph.ir import Function
 
-__all__ = ["make_external_kernel"]
+__all__ = ["forget_when_freed", "make_external_kernel"]
 
 
 def make_external_kernel(payload: tuple, name: str, target) -> tuple:
@@ -26,8 +26,38 @@ def make_external_kernel(payload: tuple, name: str, target) -> tuple:
     if len(func.buffers) != len(fn.params) + 1 or func.scalars:
         raise CompileError(f"{name}: offload backend {backend!r} takes groups of static shapes and one output; "
                            f"this kernel has {len(func.buffers)} buffers and {len(func.scalars)} size arguments")
-    src = get_backend(backend).source(fn, func, name)
+    b = get_backend(backend)
+    src = b.source(fn, func, name)
     t1 = time.perf_counter()
     obj = compile_c(src, f"kernel {name!r} (offloaded to {backend!r})")
-    return func, {"object": obj, "entry": {"backend": backend, "links": list(src.links)},
-                  "schedule": t1 - t0, "c_compile": time.perf_counter() - t1}
+    entry = {"backend": backend, "links": list(src.links)}
+    if b.stateful:
+        entry["forget"] = f"{name}__forget"
+    return func, {"object": obj, "entry": entry, "schedule": t1 - t0, "c_compile": time.perf_counter() - t1}
+
+
+def forget_when_freed(exe) -> None:
+    """Where ``exe`` runs kernels that keep state per constant buffer (``Backend.stateful``:
+    oneDNN's reordered weights), have them forget ``exe``'s constants when it is freed: another
+    executable's constants may come to the same addresses."""
+    import ctypes
+    import weakref
+
+    module = getattr(exe, "module", None)
+    names = [e["forget"] for e in (module.metadata.get("kernels", []) if module else []) if e.get("forget")]
+    if not names:
+        return
+    lib = ctypes.CDLL(module.path)
+    fns = []
+    for n in names:
+        f = getattr(lib, n)
+        f.argtypes, f.restype = [ctypes.c_void_p], None
+        fns.append(f)
+    ptrs = [c.ctypes.data for c in exe.constants if getattr(c, "ctypes", None) is not None]
+    weakref.finalize(exe, _forget, fns, ptrs)
+
+
+def _forget(fns: list, ptrs: list) -> None:
+    for f in fns:
+        for p in ptrs:
+            f(p)

@@ -52,6 +52,9 @@ class Backend:
     version: str = "1"
     doc: str = ""
     block: Callable = lambda target: None  # the channel block its kernels read, for block_layout
+    # its kernels keep state per constant buffer (weights reordered on first sight) and export
+    # ``<kernel>__forget(const void *)``, which an executable calls for its constants when freed
+    stateful: bool = False
 
 
 _BACKENDS: dict = {}

@@ -94,17 +94,23 @@ def _source(fn, func, name: str) -> ExternalSource:
 
 static dnnl_engine_t eng;
 static dnnl_primitive_t conv;
-static dnnl_memory_desc_t src_md, dst_md, bia_md;
-static dnnl_memory_t wei;  /* the weights in the primitive's format */
-static const float *user_w;
+static dnnl_memory_desc_t src_md, dst_md, bia_md, wuser;
+static const dnnl_memory_desc_t *wmd;  /* the weights' format the primitive chose */
 static int failed;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
+/* the weights reordered into that format, per weights buffer (an executable's constant): two
+   executables of one library (the same architecture, other weights) each get theirs, and an
+   executable's finalizer forgets its buffers ({name}__forget) before their memory is reused */
+#define SLOTS 64
+static struct {{ const void *w; dnnl_memory_t m; }} slot[SLOTS];
+static int slots;
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 
 static void init(void) {{
     CHECK(dnnl_engine_create(&eng, dnnl_cpu, 0));
     dnnl_dims_t sd = {{{N}, {C}, {H}, {W}}}, wd = {{{FO * FB}, {C}, {KH}, {KW}}}, dd = {{{N}, {FO * FB}, {OH}, {OW}}};
     dnnl_dims_t bd = {{{FO * FB}}};
-    dnnl_memory_desc_t wany, wuser;
+    dnnl_memory_desc_t wany;
     CHECK(dnnl_memory_desc_init_by_tag(&src_md, 4, sd, dnnl_f32, {src_tag}));
     CHECK(dnnl_memory_desc_init_by_tag(&wany, 4, wd, dnnl_f32, dnnl_format_tag_any));
     CHECK(dnnl_memory_desc_init_by_tag(&wuser, 4, wd, dnnl_f32, dnnl_Abcd{FB}a));
@@ -122,34 +128,65 @@ static void init(void) {{
     CHECK(dnnl_primitive_attr_set_post_ops(attr, po));
     dnnl_primitive_desc_t pd;
     CHECK(dnnl_primitive_desc_create(&pd, &cd, attr, eng, NULL));
-    const dnnl_memory_desc_t *wmd = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    wmd = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     CHECK(dnnl_primitive_create(&conv, pd));
+    CHECK(dnnl_primitive_get_primitive_desc(conv, (const_dnnl_primitive_desc_t *)&pd));
+    wmd = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);  /* (the primitive's own copy) */
     if (getenv("EMBER_DNNL_VERBOSE")) {{
         const char *impl = NULL;
         dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
         fprintf(stderr, "ember onednn {name}: %s\\n", impl ? impl : "?");
     }}
-    /* the packed weights, reordered once into the primitive's format */
-    dnnl_memory_t wu;
-    CHECK(dnnl_memory_create(&wu, &wuser, eng, (void *)user_w));
-    CHECK(dnnl_memory_create(&wei, wmd, eng, DNNL_MEMORY_ALLOCATE));
-    dnnl_primitive_desc_t rpd;
-    dnnl_primitive_t r;
-    dnnl_stream_t s;
-    CHECK(dnnl_reorder_primitive_desc_create(&rpd, &wuser, eng, wmd, eng, NULL));
-    CHECK(dnnl_primitive_create(&r, rpd));
-    CHECK(dnnl_stream_create(&s, eng, dnnl_stream_default_flags));
-    dnnl_exec_arg_t ra[2] = {{{{DNNL_ARG_FROM, wu}}, {{DNNL_ARG_TO, wei}}}};
-    CHECK(dnnl_primitive_execute(r, s, 2, ra));
-    CHECK(dnnl_stream_wait(s));
-    dnnl_stream_destroy(s); dnnl_primitive_destroy(r); dnnl_primitive_desc_destroy(rpd); dnnl_memory_destroy(wu);
-    dnnl_primitive_desc_destroy(pd); dnnl_post_ops_destroy(po); dnnl_primitive_attr_destroy(attr);
+    dnnl_post_ops_destroy(po); dnnl_primitive_attr_destroy(attr);
+}}
+
+/* the weights at w in the primitive's format: reordered on first sight (NULL on failure) */
+static dnnl_memory_t weights(const void *w) {{
+    dnnl_memory_t m = NULL;
+    pthread_mutex_lock(&mu);
+    for (int i = 0; i < slots; i++)
+        if (slot[i].w == w) {{ m = slot[i].m; break; }}
+    if (!m) {{
+        dnnl_memory_t wu = NULL, wp = NULL;
+        dnnl_primitive_desc_t rpd = NULL;
+        dnnl_primitive_t r = NULL;
+        dnnl_stream_t s = NULL;
+        dnnl_exec_arg_t ra[2];
+        if (dnnl_memory_create(&wu, &wuser, eng, (void *)w) == dnnl_success
+                && dnnl_memory_create(&wp, wmd, eng, DNNL_MEMORY_ALLOCATE) == dnnl_success
+                && dnnl_reorder_primitive_desc_create(&rpd, &wuser, eng, wmd, eng, NULL) == dnnl_success
+                && dnnl_primitive_create(&r, rpd) == dnnl_success
+                && dnnl_stream_create(&s, eng, dnnl_stream_default_flags) == dnnl_success) {{
+            ra[0].arg = DNNL_ARG_FROM; ra[0].memory = wu; ra[1].arg = DNNL_ARG_TO; ra[1].memory = wp;
+            if (dnnl_primitive_execute(r, s, 2, ra) == dnnl_success && dnnl_stream_wait(s) == dnnl_success) {{
+                m = wp;
+                wp = NULL;
+                if (slots == SLOTS) {{ dnnl_memory_destroy(slot[0].m); slot[0] = slot[--slots]; }}
+                slot[slots].w = w; slot[slots].m = m; slots++;
+            }}
+        }}
+        if (s) dnnl_stream_destroy(s);
+        if (r) dnnl_primitive_destroy(r);
+        if (rpd) dnnl_primitive_desc_destroy(rpd);
+        if (wu) dnnl_memory_destroy(wu);
+        if (wp) dnnl_memory_destroy(wp);
+    }}
+    pthread_mutex_unlock(&mu);
+    return m;
+}}
+
+void {name}__forget(const void *w) {{
+    pthread_mutex_lock(&mu);
+    for (int i = 0; i < slots; i++)
+        if (slot[i].w == w) {{ dnnl_memory_destroy(slot[i].m); slot[i] = slot[--slots]; break; }}
+    pthread_mutex_unlock(&mu);
 }}
 
 int32_t {name}({', '.join(args)}) {{
-    user_w = {at[conv.args[1]]};
     pthread_once(&once, init);
     if (failed) return 1;
+    dnnl_memory_t wei = weights({at[conv.args[1]]});
+    if (!wei) return 1;
     static _Thread_local dnnl_stream_t s;
     if (!s && dnnl_stream_create(&s, eng, dnnl_stream_default_flags) != dnnl_success) return 1;
     {f'memcpy(out, {summed}, {dst_bytes});' if summed else ''}
@@ -177,4 +214,4 @@ def _block(target):
 
 ONEDNN = register_backend(Backend("onednn", _matches, _source, unavailable=_unavailable, version="2",
                                   doc="blocked float32 convolutions on oneDNN's primitives (libdnnl)",
-                                  block=_block))
+                                  block=_block, stateful=True))

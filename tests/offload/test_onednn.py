@@ -70,3 +70,24 @@ def test_auto_offloads_the_groups_whose_kernels_measured_faster():
     assert taken == set(summary["offloaded"])
     x = RNG.standard_normal((1, 16, 12, 12)).astype(np.float32)
     np.testing.assert_allclose(exe.run(x)[0], own.run(x)[0], rtol=1e-5, atol=1e-5)
+
+
+def test_two_models_of_one_architecture_keep_their_own_weights():
+    """The same kernels (one library) for two models with other weights: each kernel keeps the
+    weights reordered per buffer, and a freed model's buffers are forgotten, so a third model
+    whose constants come to the same addresses gets its own."""
+    import gc
+
+    x = RNG.standard_normal((1, 16, 12, 12)).astype(np.float32)
+    models = [_model() for _ in range(3)]
+    want = [ember.compile(m, wait=True, cache=False).run(x)[0] for m in models]
+    a, b = (ember.compile(m, wait=True, cache=False, offload=["onednn"]) for m in models[:2])
+    assert a.module.path == b.module.path  # (one library: the same groups)
+    np.testing.assert_allclose(a.run(x)[0], want[0], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(b.run(x)[0], want[1], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(a.run(x)[0], want[0], rtol=1e-5, atol=1e-5)
+    del a
+    gc.collect()
+    c = ember.compile(models[2], wait=True, cache=False, offload=["onednn"])
+    np.testing.assert_allclose(c.run(x)[0], want[2], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(b.run(x)[0], want[1], rtol=1e-5, atol=1e-5)
