@@ -76,9 +76,8 @@ print(json.dumps(out))
 
 
 def _child(mode: str, path: str, feeds: str, cache: str) -> dict:
-    # the model file read once first, so that every figure finds it in the page cache: the
-    # first figure of a model (its 'others cached' one) read VGG-19's 548 MB from disk after the
-    # copy of a filled cache, 2 s more than its 'empty' figure
+    # the model file read once first, so that every figure finds it in the page cache (a
+    # model's first figure is its 'others cached' one, right after the copy of a filled cache)
     with open(path, "rb") as f:
         while f.read(1 << 24):
             pass

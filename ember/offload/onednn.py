@@ -189,7 +189,7 @@ int32_t {name}({', '.join(args)}) {{
     if (!wei) return 1;
     static _Thread_local dnnl_stream_t s;
     if (!s && dnnl_stream_create(&s, eng, dnnl_stream_default_flags) != dnnl_success) return 1;
-    {f'memcpy(out, {summed}, {dst_bytes});' if summed else ''}
+    {f'memcpy(out, {summed}, {dst_bytes});  /* (the sum post-op adds to what dst holds) */' if summed else ''}
     dnnl_memory_t src, dst{', bia' if bias is not None else ''};
     if (dnnl_memory_create(&src, &src_md, eng, (void *){at[conv.args[0]]}) != dnnl_success) return 1;
     if (dnnl_memory_create(&dst, &dst_md, eng, out) != dnnl_success) return 1;
