@@ -81,7 +81,8 @@ def get_backend(name: str) -> Backend:
     _builtin()
     b = _BACKENDS.get(name)
     if b is None:
-        raise ArgumentError(f"no offload backend {name!r}; the backends are {', '.join(backend_names())}")
+        raise ArgumentError(f"no offload backend {name!r}; the backends are {', '.join(backend_names())} "
+                            f"(or offload='auto' alone: each that this host has, where it measures faster)")
     why = b.unavailable()
     if why:
         raise TargetError(f"the offload backend {name!r} cannot run here: {why}")
