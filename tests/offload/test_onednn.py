@@ -91,3 +91,26 @@ def test_two_models_of_one_architecture_keep_their_own_weights():
     c = ember.compile(models[2], wait=True, cache=False, offload=["onednn"])
     np.testing.assert_allclose(c.run(x)[0], want[2], rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(b.run(x)[0], want[1], rtol=1e-5, atol=1e-5)
+
+
+def test_the_c_example_runs_an_export_with_offloaded_kernels(compiled, tmp_path):
+    """examples/c/run_model.c, with no Python: the export links libdnnl itself."""
+    import os
+    import subprocess
+
+    from ember.codegen.llvm.build import find_cc
+
+    own, off = compiled
+    example = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "c", "run_model.c")
+    run_model = str(tmp_path / "run_model")
+    subprocess.run(find_cc() + ["-O2", f"-I{ember.c_include_dir()}", example, "-o", run_model, "-ldl", "-lm"],
+                   check=True)
+    so = off.export(str(tmp_path / "m.so"))
+    x = RNG.standard_normal((1, 16, 12, 12)).astype(np.float32)
+    x.tofile(tmp_path / "x.bin")
+    res = subprocess.run([run_model, so, f"{tmp_path / 'x.bin'}:1x16x12x12", "-o", str(tmp_path)],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    want = own.run(x)[0]
+    got = np.fromfile(tmp_path / "output_0.bin", np.float32).reshape(want.shape)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
