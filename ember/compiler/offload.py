@@ -19,31 +19,15 @@ each other's kernels from the cache; the measurements take a few seconds per mod
 """
 from __future__ import annotations
 
-import statistics
-import time
-
-import numpy as np
+import functools
 
 from ..options import CompileOptions
+from ..profile.inputs import random_inputs
+from ..profile.timing import interleaved
 
 __all__ = ["compile_auto"]
 
 WARMUP, REPEAT = 3, 15
-
-
-def _inputs(exe) -> dict:
-    rng = np.random.default_rng(0)
-    feeds = {}
-    for i in exe.input_info:
-        shape = [d if isinstance(d, int) else 1 for d in i.shape]
-        dtype = np.dtype(str(i.dtype)) if str(i.dtype) != "bfloat16" else np.float32
-        if np.issubdtype(dtype, np.integer):
-            feeds[i.name] = np.zeros(shape, dtype)  # (ids, masks: zero is in range)
-        elif dtype == np.bool_:
-            feeds[i.name] = np.ones(shape, dtype)
-        else:
-            feeds[i.name] = rng.standard_normal(shape).astype(dtype)
-    return feeds
 
 
 def _kernel_times(exe, feeds: dict) -> dict:
@@ -54,17 +38,6 @@ def _kernel_times(exe, feeds: dict) -> dict:
         name = r.kernel.split(" [")[0]
         out[name] = out.get(name, 0.0) + r.median
     return out
-
-
-def _latency(exe, feeds: dict) -> float:
-    for _ in range(WARMUP):
-        exe.run(**feeds)
-    ts = []
-    for _ in range(REPEAT * 2):
-        t = time.perf_counter()
-        exe.run(**feeds)
-        ts.append(time.perf_counter() - t)
-    return statistics.median(ts)
 
 
 def compile_auto(model, options: CompileOptions):
@@ -92,7 +65,7 @@ def compile_auto(model, options: CompileOptions):
         alone.offload_choices, alone.offload_summary = {}, {"backends": names}
         return alone
     own = compile_model(model, options=base.replace(offload=tuple(names), offload_groups=frozenset()))
-    feeds = _inputs(alone)
+    feeds = dict(zip((i.name for i in alone.input_info), random_inputs(alone.input_info)))
     t_forced, t_own = _kernel_times(forced, feeds), _kernel_times(own, feeds)
     choices = {g: {"backend": b, "backend_s": t_forced.get(g), "ember_s": t_own.get(g),
                    "offloaded": t_forced.get(g) is not None and t_own.get(g) is not None and t_forced[g] < t_own[g]}
@@ -102,7 +75,9 @@ def compile_auto(model, options: CompileOptions):
     # (end to end, the three: the backend's layout may win or lose more than its kernels do)
     timed = {"ember_alone_s": (alone, frozenset()), "chosen_s": (mixed, chosen),
              "forced_s": (forced, frozenset(backend))}
-    times = {k: _latency(exe, feeds) for k, (exe, _) in timed.items()}
+    # (in turns, so that the machine's noise falls on the three alike)
+    times = interleaved({k: functools.partial(exe.run, **feeds) for k, (exe, _) in timed.items()},
+                        warmup=WARMUP, repeat=REPEAT)
     pick = min(times, key=times.get)
     best, offloaded = timed[pick]
     best.offload_choices = choices

@@ -16,7 +16,7 @@ import ctypes.util
 import os
 
 from . import Backend, ExternalSource, register_backend
-from .reference import _chain
+from .patterns import conv_chain
 
 HEADER = "/usr/include/oneapi/dnnl/dnnl.h"
 BLOCKS = (4, 8, 16, 32)  # the channel blocks with a oneDNN format tag (aBcd<b>b, Abcd<b>a)
@@ -33,7 +33,7 @@ def _unavailable():
 def _plan(fn):
     """``(conv, bias param or None, post-ops [("relu",) | ("sum", param)])`` for a group oneDNN
     runs, else None."""
-    found = _chain(fn)
+    found = conv_chain(fn)
     if found is None:
         return None
     conv, steps = found

@@ -8,36 +8,13 @@ example of a backend (docs/external_kernels.md) and what the tests offload to.
 """
 from __future__ import annotations
 
-from ..graph.ir import Call, Var
 from ..graph.types import TensorType
 from . import Backend, ExternalSource, register_backend
-
-
-def _chain(fn):
-    """``(conv, [(op, other operand or None), ...])`` where ``fn``'s body is the conv then
-    ReLUs and adds, each of the previous value; else None."""
-    steps = []
-    e = fn.body
-    while isinstance(e, Call) and e.op != "nn.conv2d_nchwc":
-        if e.op == "nn.relu" and len(e.args) == 1:
-            steps.append(("relu", None))
-            e = e.args[0]
-        elif e.op == "add" and len(e.args) == 2:
-            inner = [a for a in e.args if isinstance(a, Call)]
-            other = [a for a in e.args if isinstance(a, Var)]
-            if len(inner) != 1 or len(other) != 1:
-                return None
-            steps.append(("add", other[0]))
-            e = inner[0]
-        else:
-            return None
-    if not isinstance(e, Call) or not all(isinstance(a, Var) for a in e.args):
-        return None
-    return e, steps[::-1]
+from .patterns import conv_chain
 
 
 def _matches(fn) -> bool:
-    found = _chain(fn)
+    found = conv_chain(fn)
     if found is None:
         return False
     conv, steps = found
@@ -55,7 +32,7 @@ def _matches(fn) -> bool:
 
 
 def _source(fn, func, name: str) -> ExternalSource:
-    conv, steps = _chain(fn)
+    conv, steps = conv_chain(fn)
     params = list(fn.params)
     x, w = conv.args[0].type.shape, conv.args[1].type.shape
     N, FO, OH, OW, FB = conv.type.shape

@@ -102,16 +102,13 @@ def _tunable(fn, name: str, target) -> dict | None:
 
 def random_inputs(exe, seed: int = 0) -> list:
     """Inputs for timing ``exe``: normal floats, zero integers (indices stay in range)."""
-    rng = np.random.default_rng(seed)
-    inputs = []
+    from ..profile.inputs import random_inputs as arrays
+
     for info in exe.input_info:
         if not all(isinstance(d, int) for d in info.shape):
             raise TuneError(f"input {info.name!r} has a symbolic shape {info.shape}: give input_shapes "
                             f"(ember tune --input-shape {info.name}=...) to tune for one size")
-        dt = np.dtype(info.dtype)
-        inputs.append(rng.standard_normal(info.shape).astype(dt) if np.issubdtype(dt, np.floating)
-                      else np.zeros(info.shape, dt))
-    return inputs
+    return arrays(exe.input_info, seed)
 
 
 def extract_tasks(model, target, *, profile: bool = True, repeat: int = 10, input_shapes=None,
