@@ -8,6 +8,7 @@ forced model's kernel profile (rows marked ``[onednn]``).
 
     python bench/offload.py                       # the zoo's CNNs and the light DenseNet-121
     python bench/offload.py resnet50 --choices
+    python bench/offload.py --onnx ~/.cache/ember/ecosystem/timm/repvgg_a0.onnx
 """
 from __future__ import annotations
 
@@ -57,9 +58,10 @@ def _run(path: str, offload: str, repeat: int, kernels: bool) -> dict:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    p.add_argument("models", nargs="*", default=["resnet50", "resnet18", "mobilenet_v2", "efficientnet_b0",
-                                                 "regnet_y_400mf", "densenet121"],
-                   help="light or zoo model names")
+    p.add_argument("models", nargs="*", help="light or zoo model names (default, without --onnx: resnet50 "
+                                             "resnet18 mobilenet_v2 efficientnet_b0 regnet_y_400mf densenet121)")
+    p.add_argument("--onnx", action="append", default=[], help="an ONNX file to add (repeatable): timm's, "
+                                                                  "ultralytics', a TorchScript export")
     p.add_argument("--rounds", type=int, default=2, help="alternating rounds of processes (default 2)")
     p.add_argument("--repeat", type=int, default=50, help="timed runs per process (default 50)")
     p.add_argument("--kernels", action="store_true", help="print the forced model's kernel profile")
@@ -68,7 +70,10 @@ def main(argv=None) -> int:
     from compile_times import model_paths
 
     print(f"{'model':<18}{'ember':>10}{'onednn':>10}{'ratio':>8}{'auto':>10}{'ratio':>8}{'forced':>9}{'auto':>7}")
-    for name, path in model_paths(a.models):
+    names = a.models or ([] if a.onnx else ["resnet50", "resnet18", "mobilenet_v2", "efficientnet_b0",
+                                             "regnet_y_400mf", "densenet121"])
+    paths = model_paths(names) + [(os.path.splitext(os.path.basename(x))[0], x) for x in a.onnx]
+    for name, path in paths:
         runs = {"": [], "onednn": [], "auto": []}
         info = {}
         for _ in range(a.rounds):
