@@ -23,9 +23,9 @@ def make_external_kernel(payload: tuple, name: str, target) -> tuple:
     assert isinstance(fn, Function)
     t0 = time.perf_counter()
     func = lower_group(fn, name, target).lowered()
-    if len(func.buffers) != len(fn.params) + 1 or func.scalars:
-        raise CompileError(f"{name}: offload backend {backend!r} takes groups of static shapes and one output; "
-                           f"this kernel has {len(func.buffers)} buffers and {len(func.scalars)} size arguments")
+    if len(func.buffers) != len(fn.params) + 1:  # (its size arguments, int64 each, follow: the backend's to read)
+        raise CompileError(f"{name}: offload backend {backend!r} takes groups of one output; "
+                           f"this kernel has {len(func.buffers)} buffers for {len(fn.params)} inputs")
     b = get_backend(backend)
     src = b.source(fn, func, name)
     t1 = time.perf_counter()

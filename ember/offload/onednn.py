@@ -30,16 +30,23 @@ def _unavailable():
     return None
 
 
+def _batch(t):
+    """``t``'s batch: its leading size, static or one symbol (every other size static)."""
+    return t.shape[0] if all(isinstance(d, int) for d in t.shape[1:]) else False
+
+
 def _plan(fn):
     """``(conv, bias param or None, post-ops [("relu",) | ("sum", param)])`` for a group oneDNN
-    runs, else None."""
+    runs, else None. Every size is static but the batch, which may be a symbol (a primitive is
+    then made per batch size a run brings)."""
     found = conv_chain(fn)
     if found is None:
         return None
     conv, steps = found
     x, w, out = conv.args[0].type, conv.args[1].type, conv.type
     a = conv.attrs
-    if not (all(t.is_static and t.dtype == "float32" for t in (x, w, out)) and len(conv.args) == 2
+    if not (all(t.dtype == "float32" for t in (x, w, out)) and w.is_static and len(conv.args) == 2
+            and _batch(x) is not False and _batch(x) == _batch(out)
             and a.get("groups", 1) == 1 and a.get("dot") is None and a.get("pad_value", 0) == 0):
         return None
     if out.shape[4] not in BLOCKS or (x.ndim == 5 and x.shape[4] not in BLOCKS) or x.ndim not in (4, 5):
@@ -72,17 +79,27 @@ def _source(fn, func, name: str) -> ExternalSource:
     N, FO, OH, OW, FB = conv.type.shape
     C, KH, KW = w[1], w[2], w[3]
     H, W = x[2], x[3]
+    # the sizes Ember's kernel takes after its buffers (int64 each): a symbolic batch alone
+    sizes = [str(v.name) for v in func.scalars]
+    if isinstance(N, int):
+        batch = str(N)
+    elif sizes == [str(N)]:
+        batch = "sz0"
+    else:
+        raise ValueError(f"{name}: the oneDNN backend takes a symbolic batch alone, got sizes {sizes}")
     src_tag = f"dnnl_aBcd{x[4]}b" if len(x) == 5 else "dnnl_nchw"
     sh, sw = conv.attr("strides") or (1, 1)
     dh, dw = conv.attr("dilation") or (1, 1)
     pt, pl, pb, pr = conv.attr("padding") or (0, 0, 0, 0)
-    args = [f"const float *p{i}" for i in range(len(params))] + ["float *out"]
+    args = ([f"const float *p{i}" for i in range(len(params))] + ["float *out"]
+            + [f"int64_t sz{i}" for i in range(len(sizes))])
     post_c = []
     for p in posts:
-        post_c.append("CHECK(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f));" if p[0] == "relu"
-                      else "CHECK(dnnl_post_ops_append_sum(po, 1.0f));")
+        post_c.append("ok = ok && dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f) == dnnl_success;"
+                      if p[0] == "relu" else "ok = ok && dnnl_post_ops_append_sum(po, 1.0f) == dnnl_success;")
     summed = next((at[p[1]] for p in posts if p[0] == "sum"), None)
-    dst_bytes = N * FO * OH * OW * FB * 4
+    image_bytes = FO * OH * OW * FB * 4
+    has_bias = bias is not None
     text = f"""#include <oneapi/dnnl/dnnl.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -90,114 +107,137 @@ def _source(fn, func, name: str) -> ExternalSource:
 #include <stdlib.h>
 #include <string.h>
 
-#define CHECK(e) do {{ if ((e) != dnnl_success) {{ failed = 1; return; }} }} while (0)
-
 static dnnl_engine_t eng;
-static dnnl_primitive_t conv;
-static dnnl_memory_desc_t src_md, dst_md, bia_md, wuser;
-static const dnnl_memory_desc_t *wmd;  /* the weights' format the primitive chose */
+static dnnl_memory_desc_t wuser, bia_md;
 static int failed;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
-/* the weights reordered into that format, per weights buffer (an executable's constant): two
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* a primitive per batch size (one where the batch is static): made on the first run of that
+   size, with the data descriptors of that size and the weights' format it chose */
+#define PRIMS 32
+typedef struct {{ int64_t n; dnnl_primitive_t p; dnnl_memory_desc_t src_md, dst_md; const dnnl_memory_desc_t *wmd; }} prim_t;
+static prim_t prim[PRIMS];
+static int prims;
+
+/* the weights reordered into a primitive's format, per (weights buffer, primitive): two
    executables of one library (the same architecture, other weights) each get theirs, and an
    executable's finalizer forgets its buffers ({name}__forget) before their memory is reused */
 #define SLOTS 64
-static struct {{ const void *w; dnnl_memory_t m; }} slot[SLOTS];
+static struct {{ const void *w; int k; dnnl_memory_t m; }} slot[SLOTS];
 static int slots;
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 
 static void init(void) {{
-    CHECK(dnnl_engine_create(&eng, dnnl_cpu, 0));
-    dnnl_dims_t sd = {{{N}, {C}, {H}, {W}}}, wd = {{{FO * FB}, {C}, {KH}, {KW}}}, dd = {{{N}, {FO * FB}, {OH}, {OW}}};
-    dnnl_dims_t bd = {{{FO * FB}}};
-    dnnl_memory_desc_t wany;
-    CHECK(dnnl_memory_desc_init_by_tag(&src_md, 4, sd, dnnl_f32, {src_tag}));
-    CHECK(dnnl_memory_desc_init_by_tag(&wany, 4, wd, dnnl_f32, dnnl_format_tag_any));
-    CHECK(dnnl_memory_desc_init_by_tag(&wuser, 4, wd, dnnl_f32, dnnl_Abcd{FB}a));
-    CHECK(dnnl_memory_desc_init_by_tag(&dst_md, 4, dd, dnnl_f32, dnnl_aBcd{FB}b));
-    CHECK(dnnl_memory_desc_init_by_tag(&bia_md, 1, bd, dnnl_f32, dnnl_x));
-    dnnl_dims_t st = {{{sh}, {sw}}}, dil = {{{dh - 1}, {dw - 1}}}, padl = {{{pt}, {pl}}}, padr = {{{pb}, {pr}}};
-    dnnl_convolution_desc_t cd;
-    CHECK(dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct,
-        &src_md, &wany, {'&bia_md' if bias is not None else 'NULL'}, &dst_md, st, dil, padl, padr));
-    dnnl_primitive_attr_t attr;
-    dnnl_post_ops_t po;
-    CHECK(dnnl_primitive_attr_create(&attr));
-    CHECK(dnnl_post_ops_create(&po));
-    {' '.join(post_c)}
-    CHECK(dnnl_primitive_attr_set_post_ops(attr, po));
-    dnnl_primitive_desc_t pd;
-    CHECK(dnnl_primitive_desc_create(&pd, &cd, attr, eng, NULL));
-    wmd = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
-    CHECK(dnnl_primitive_create(&conv, pd));
-    CHECK(dnnl_primitive_get_primitive_desc(conv, (const_dnnl_primitive_desc_t *)&pd));
-    wmd = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);  /* (the primitive's own copy) */
-    if (getenv("EMBER_DNNL_VERBOSE")) {{
-        const char *impl = NULL;
-        dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
-        fprintf(stderr, "ember onednn {name}: %s\\n", impl ? impl : "?");
-    }}
-    dnnl_post_ops_destroy(po); dnnl_primitive_attr_destroy(attr);
+    dnnl_dims_t bd = {{{FO * FB}}}, wd = {{{FO * FB}, {C}, {KH}, {KW}}};
+    failed = dnnl_engine_create(&eng, dnnl_cpu, 0) != dnnl_success
+        || dnnl_memory_desc_init_by_tag(&wuser, 4, wd, dnnl_f32, dnnl_Abcd{FB}a) != dnnl_success
+        || dnnl_memory_desc_init_by_tag(&bia_md, 1, bd, dnnl_f32, dnnl_x) != dnnl_success;
 }}
 
-/* the weights at w in the primitive's format: reordered on first sight (NULL on failure) */
-static dnnl_memory_t weights(const void *w) {{
-    dnnl_memory_t m = NULL;
-    pthread_mutex_lock(&mu);
-    for (int i = 0; i < slots; i++)
-        if (slot[i].w == w) {{ m = slot[i].m; break; }}
-    if (!m) {{
-        dnnl_memory_t wu = NULL, wp = NULL;
-        dnnl_primitive_desc_t rpd = NULL;
-        dnnl_primitive_t r = NULL;
-        dnnl_stream_t s = NULL;
-        dnnl_exec_arg_t ra[2];
-        if (dnnl_memory_create(&wu, &wuser, eng, (void *)w) == dnnl_success
-                && dnnl_memory_create(&wp, wmd, eng, DNNL_MEMORY_ALLOCATE) == dnnl_success
-                && dnnl_reorder_primitive_desc_create(&rpd, &wuser, eng, wmd, eng, NULL) == dnnl_success
-                && dnnl_primitive_create(&r, rpd) == dnnl_success
-                && dnnl_stream_create(&s, eng, dnnl_stream_default_flags) == dnnl_success) {{
-            ra[0].arg = DNNL_ARG_FROM; ra[0].memory = wu; ra[1].arg = DNNL_ARG_TO; ra[1].memory = wp;
-            if (dnnl_primitive_execute(r, s, 2, ra) == dnnl_success && dnnl_stream_wait(s) == dnnl_success) {{
-                m = wp;
-                wp = NULL;
-                if (slots == SLOTS) {{ dnnl_memory_destroy(slot[0].m); slot[0] = slot[--slots]; }}
-                slot[slots].w = w; slot[slots].m = m; slots++;
-            }}
+/* the primitive for batch n into *q (0 on success; the caller holds mu) */
+static int make(int64_t n, prim_t *q) {{
+    dnnl_dims_t sd = {{n, {C}, {H}, {W}}}, wd = {{{FO * FB}, {C}, {KH}, {KW}}}, dd = {{n, {FO * FB}, {OH}, {OW}}};
+    dnnl_dims_t st = {{{sh}, {sw}}}, dil = {{{dh - 1}, {dw - 1}}}, padl = {{{pt}, {pl}}}, padr = {{{pb}, {pr}}};
+    dnnl_memory_desc_t wany;
+    dnnl_convolution_desc_t cd;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t po = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    const_dnnl_primitive_desc_t own;
+    q->n = n;
+    int ok = dnnl_memory_desc_init_by_tag(&q->src_md, 4, sd, dnnl_f32, {src_tag}) == dnnl_success
+        && dnnl_memory_desc_init_by_tag(&wany, 4, wd, dnnl_f32, dnnl_format_tag_any) == dnnl_success
+        && dnnl_memory_desc_init_by_tag(&q->dst_md, 4, dd, dnnl_f32, dnnl_aBcd{FB}b) == dnnl_success
+        && dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct,
+               &q->src_md, &wany, {'&bia_md' if has_bias else 'NULL'}, &q->dst_md, st, dil, padl, padr) == dnnl_success
+        && dnnl_primitive_attr_create(&attr) == dnnl_success
+        && dnnl_post_ops_create(&po) == dnnl_success;
+    {' '.join(post_c)}
+    ok = ok && dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success
+        && dnnl_primitive_desc_create(&pd, &cd, attr, eng, NULL) == dnnl_success
+        && dnnl_primitive_create(&q->p, pd) == dnnl_success
+        && dnnl_primitive_get_primitive_desc(q->p, &own) == dnnl_success;
+    if (ok) {{
+        q->wmd = dnnl_primitive_desc_query_md(own, dnnl_query_weights_md, 0);  /* (the primitive's own copy) */
+        if (getenv("EMBER_DNNL_VERBOSE")) {{
+            const char *impl = NULL;
+            dnnl_primitive_desc_query(own, dnnl_query_impl_info_str, 0, &impl);
+            fprintf(stderr, "ember onednn {name} (batch %lld): %s\\n", (long long)n, impl ? impl : "?");
         }}
-        if (s) dnnl_stream_destroy(s);
-        if (r) dnnl_primitive_destroy(r);
-        if (rpd) dnnl_primitive_desc_destroy(rpd);
-        if (wu) dnnl_memory_destroy(wu);
-        if (wp) dnnl_memory_destroy(wp);
     }}
-    pthread_mutex_unlock(&mu);
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    if (po) dnnl_post_ops_destroy(po);
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    return ok ? 0 : 1;
+}}
+
+/* the weights at w in the format of primitive k: reordered on first sight (NULL on failure;
+   the caller holds mu) */
+static dnnl_memory_t weights(const void *w, int k) {{
+    for (int i = 0; i < slots; i++)
+        if (slot[i].w == w && slot[i].k == k) return slot[i].m;
+    dnnl_memory_t wu = NULL, wp = NULL, m = NULL;
+    dnnl_primitive_desc_t rpd = NULL;
+    dnnl_primitive_t r = NULL;
+    dnnl_stream_t s = NULL;
+    dnnl_exec_arg_t ra[2];
+    if (dnnl_memory_create(&wu, &wuser, eng, (void *)w) == dnnl_success
+            && dnnl_memory_create(&wp, prim[k].wmd, eng, DNNL_MEMORY_ALLOCATE) == dnnl_success
+            && dnnl_reorder_primitive_desc_create(&rpd, &wuser, eng, prim[k].wmd, eng, NULL) == dnnl_success
+            && dnnl_primitive_create(&r, rpd) == dnnl_success
+            && dnnl_stream_create(&s, eng, dnnl_stream_default_flags) == dnnl_success) {{
+        ra[0].arg = DNNL_ARG_FROM; ra[0].memory = wu; ra[1].arg = DNNL_ARG_TO; ra[1].memory = wp;
+        if (dnnl_primitive_execute(r, s, 2, ra) == dnnl_success && dnnl_stream_wait(s) == dnnl_success) {{
+            m = wp;
+            wp = NULL;
+            if (slots == SLOTS) {{ dnnl_memory_destroy(slot[0].m); slot[0] = slot[--slots]; }}
+            slot[slots].w = w; slot[slots].k = k; slot[slots].m = m; slots++;
+        }}
+    }}
+    if (s) dnnl_stream_destroy(s);
+    if (r) dnnl_primitive_destroy(r);
+    if (rpd) dnnl_primitive_desc_destroy(rpd);
+    if (wu) dnnl_memory_destroy(wu);
+    if (wp) dnnl_memory_destroy(wp);
     return m;
 }}
 
 void {name}__forget(const void *w) {{
     pthread_mutex_lock(&mu);
     for (int i = 0; i < slots; i++)
-        if (slot[i].w == w) {{ dnnl_memory_destroy(slot[i].m); slot[i] = slot[--slots]; break; }}
+        if (slot[i].w == w) {{ dnnl_memory_destroy(slot[i].m); slot[i--] = slot[--slots]; }}
     pthread_mutex_unlock(&mu);
 }}
 
 int32_t {name}({', '.join(args)}) {{
+    int64_t n = {batch};
     pthread_once(&once, init);
-    if (failed) return 1;
-    dnnl_memory_t wei = weights({at[conv.args[1]]});
-    if (!wei) return 1;
+    if (failed || n < 0) return 1;
+    if (n == 0) return 0;
+    /* the primitive of this batch and the weights in its format (kept: each made once) */
+    int k = -1;
+    pthread_mutex_lock(&mu);
+    for (int i = 0; i < prims; i++)
+        if (prim[i].n == n) {{ k = i; break; }}
+    if (k < 0 && prims < PRIMS && make(n, &prim[prims]) == 0) k = prims++;
+    dnnl_memory_t wei = k < 0 ? NULL : weights({at[conv.args[1]]}, k);
+    pthread_mutex_unlock(&mu);
+    if (!wei) return 1;  /* (more batch sizes than PRIMS, or oneDNN failed) */
     static _Thread_local dnnl_stream_t s;
     if (!s && dnnl_stream_create(&s, eng, dnnl_stream_default_flags) != dnnl_success) return 1;
-    {f'memcpy(out, {summed}, {dst_bytes});  /* (the sum post-op adds to what dst holds) */' if summed else ''}
-    dnnl_memory_t src, dst{', bia' if bias is not None else ''};
-    if (dnnl_memory_create(&src, &src_md, eng, (void *){at[conv.args[0]]}) != dnnl_success) return 1;
-    if (dnnl_memory_create(&dst, &dst_md, eng, out) != dnnl_success) return 1;
-    {f'if (dnnl_memory_create(&bia, &bia_md, eng, (void *){at[bias]}) != dnnl_success) return 1;' if bias is not None else ''}
-    dnnl_exec_arg_t a[4] = {{{{DNNL_ARG_SRC, src}}, {{DNNL_ARG_WEIGHTS, wei}}, {{DNNL_ARG_DST, dst}}{', {DNNL_ARG_BIAS, bia}' if bias is not None else ''}}};
-    int ok = dnnl_primitive_execute(conv, s, {4 if bias is not None else 3}, a) == dnnl_success
+    {f'memcpy(out, {summed}, (size_t)n * {image_bytes});  /* (the sum post-op adds to what dst holds) */' if summed else ''}
+    dnnl_memory_t src = NULL, dst = NULL, bia = NULL;
+    int ok = dnnl_memory_create(&src, &prim[k].src_md, eng, (void *){at[conv.args[0]]}) == dnnl_success
+        && dnnl_memory_create(&dst, &prim[k].dst_md, eng, out) == dnnl_success
+        {f'&& dnnl_memory_create(&bia, &bia_md, eng, (void *){at[bias]}) == dnnl_success' if has_bias else ''};
+    if (ok) {{
+        dnnl_exec_arg_t a[4] = {{{{DNNL_ARG_SRC, src}}, {{DNNL_ARG_WEIGHTS, wei}}, {{DNNL_ARG_DST, dst}}, {{DNNL_ARG_BIAS, bia}}}};
+        ok = dnnl_primitive_execute(prim[k].p, s, {4 if has_bias else 3}, a) == dnnl_success
              && dnnl_stream_wait(s) == dnnl_success;
-    dnnl_memory_destroy(src); dnnl_memory_destroy(dst);{' dnnl_memory_destroy(bia);' if bias is not None else ''}
+    }}
+    if (src) dnnl_memory_destroy(src);
+    if (dst) dnnl_memory_destroy(dst);
+    if (bia) dnnl_memory_destroy(bia);
     return ok ? 0 : 1;
 }}
 """
@@ -212,6 +252,6 @@ def _block(target):
     return vector_lanes(target, "float32")
 
 
-ONEDNN = register_backend(Backend("onednn", _matches, _source, unavailable=_unavailable, version="2",
+ONEDNN = register_backend(Backend("onednn", _matches, _source, unavailable=_unavailable, version="3",
                                   doc="blocked float32 convolutions on oneDNN's primitives (libdnnl)",
                                   block=_block, stateful=True))

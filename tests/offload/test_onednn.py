@@ -37,6 +37,26 @@ def test_convolutions_run_on_onednn_jit_kernels_and_match(compiled, capfd, monke
     assert err.count("ember onednn") == 2 and "ref:" not in err, err
 
 
+def test_a_symbolic_batch_gets_a_primitive_per_size_a_run_brings(capfd, monkeypatch):
+    """A user's file with a dynamic batch (timm's and TorchScript's exports): the convolutions
+    are still oneDNN's, and every batch size runs, from several threads at once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    m = _model(batch="N")
+    own = ember.compile(m, wait=True, cache=False)
+    monkeypatch.setenv("EMBER_DNNL_VERBOSE", "1")
+    off = ember.compile(m, wait=True, cache=False, offload=["onednn"])
+    assert len([e for e in off.module.metadata["kernels"] if e.get("backend") == "onednn"]) == 2
+    capfd.readouterr()
+    xs = [RNG.standard_normal((n, 16, 12, 12)).astype(np.float32) for n in (1, 3, 2, 3, 1, 5, 2, 4)]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda x: off.run(x)[0], xs))
+    for x, y in zip(xs, got):
+        np.testing.assert_allclose(y, own.run(x)[0], rtol=1e-5, atol=1e-5)
+    made = [line for line in capfd.readouterr().err.splitlines() if "ember onednn" in line]
+    assert len(made) == 2 * 5 and "ref:" not in "".join(made), made  # (two kernels, five batch sizes)
+
+
 def test_an_export_needs_libdnnl(compiled, tmp_path, monkeypatch):
     own, off = compiled
     path = off.export(str(tmp_path / "m.so"))

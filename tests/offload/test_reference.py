@@ -19,9 +19,10 @@ def _init(name, shape):
     return nh.from_array((RNG.standard_normal(shape) * 0.2).astype(np.float32), name)
 
 
-def _model(size: int = 12):
+def _model(size: int = 12, batch=1):
     """Conv+bias+ReLU (3x3, its input unblocked), a strided one, a 1x1 with a residual add, and
-    a depthwise conv with a sigmoid (which the backend does not take)."""
+    a depthwise conv with a sigmoid (which the backend does not take); ``batch`` may be a
+    symbol."""
     nodes = [h.make_node("Conv", ["x", "w0", "b0"], ["c0"], pads=[1, 1, 1, 1]), h.make_node("Relu", ["c0"], ["r0"]),
              h.make_node("Conv", ["r0", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], strides=[2, 2]),
              h.make_node("Relu", ["c1"], ["r1"]),
@@ -30,7 +31,7 @@ def _model(size: int = 12):
              h.make_node("Sigmoid", ["c3"], ["y"])]
     inits = [_init("w0", (32, 16, 3, 3)), _init("b0", (32,)), _init("w1", (32, 32, 3, 3)), _init("b1", (32,)),
              _init("w2", (32, 32, 1, 1)), _init("w3", (32, 1, 3, 3))]
-    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", TP.FLOAT, [1, 16, size, size])],
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", TP.FLOAT, [batch, 16, size, size])],
                      [h.make_tensor_value_info("y", TP.FLOAT, None)], inits)
     return h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
 
