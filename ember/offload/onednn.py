@@ -2,9 +2,10 @@
 
 Ember's blocked layout is oneDNN's: data ``N C/16 H W 16`` is ``nChw16c`` (and 8: ``nChw8c``),
 and the packed weights ``F/16, C, kh, kw, 16`` are ``Oihw16o``, so a kernel reads and writes
-the program's own buffers. Each kernel is a C function that makes its primitive on its first
-call (``pthread_once``; oneDNN picks its weights' format, the packed weights are reordered
-into it once) and then runs it on the calling thread's stream; oneDNN's CPU runtime is OpenMP,
+the program's own buffers. Each kernel is a C function that makes a primitive on the first
+call of each batch size (the batch may be a symbol, the kernel's size argument: users' exports
+have one; oneDNN picks its weights' format, the packed weights are reordered into it once per
+primitive) and then runs it on the calling thread's stream; oneDNN's CPU runtime is OpenMP,
 the libgomp team Ember's run already holds. The epilogue becomes the primitive's: a
 per-channel add right after the convolution its bias, ReLUs ``eltwise_relu`` post-ops, one
 add of a tensor of the output's shape a ``sum`` post-op (the tensor copied into the output
