@@ -39,7 +39,7 @@ def default_pipeline() -> list:
     dequantized from a few bits keep their codes (both before folding makes their weights
     float), and half-precision accumulating ops are given float32 accumulation."""
     return [drop_requantization, integer_products, weight_only, promote_half, fold_constant, simplify_inference,
-            merge_branches, requantize, sink_reshapes, trim_conv_taps, block_layout, fold_channel_scale,
+            merge_branches, requantize, sink_reshapes, requantize, trim_conv_taps, block_layout, fold_channel_scale,
             pack_conv_weights, pack_matmul_weights, fold_constant, cse, dce, fuse_ops]
 
 

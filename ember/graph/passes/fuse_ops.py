@@ -108,6 +108,8 @@ def partition(body, fuse: bool = True) -> dict:
                 g = group_of.get(a)
                 if g is None or a is not g.output or len(g.members) - g.absorbed >= MAX_GROUP:
                     continue
+                if g.kind == "anchor" and _widens_codes(n) and len(_dequantized(n, consumers)[1]) > 1:
+                    continue  # (an epilogue stores the 8-bit codes; their readers widen them: below)
                 same = g.kind == "anchor" and pat in _FLOW and n.type.shape == g.anchor.type.shape
                 if not (g.kind == "flow" or same):
                     continue
@@ -138,6 +140,52 @@ def partition(body, fuse: bool = True) -> dict:
         elif fuse and pat in _FLOW and group_of[n].kind == "anchor" and n is not group_of[n].anchor:
             _absorb(n, group_of, uses, order, set(promised.values()), shape=group_of[n].anchor.type.shape)
     return group_of
+
+
+def _widens_codes(n: Call) -> bool:
+    """``n`` turns 8-bit codes into floats (the first step of a dequantization)."""
+    return (n.op == "cast" and isinstance(n.type, TensorType) and n.type.dtype in ("float32", "float16", "bfloat16")
+            and isinstance(n.args[0].type, TensorType) and n.args[0].type.dtype in ("uint8", "int8"))
+
+
+def _dequantized(n: Call, consumers: dict) -> tuple:
+    """(the last call of the dequantization ``n`` starts -- steps by constants, each the only
+    reader of the one before --, its readers)."""
+    while True:
+        r = consumers.get(n, [])
+        if not (len(r) == 1 and isinstance(r[0], Call) and _pattern(r[0]) in _FLOW and len(r[0].args) == 2
+                and any(a is n for a in r[0].args) and any(isinstance(a, Constant) for a in r[0].args)):
+            return n, r
+        n = r[0]
+
+
+def recompute_dequantizations(group_of: dict, consumers: dict) -> dict:
+    """Groups that read a dequantization that is a kernel of its own (codes widened, then
+    steps by constants; read by several groups) -> the dequantization's calls, which each of
+    them then computes itself from the codes: a few instructions an element in each reader
+    against writing the floats (4 bytes an element, where the codes are 1) and reading them
+    back. (EfficientNet's squeeze-excitation: its mean and its scale both read a SiLU's
+    dequantized output.) Readers take it where they read it elementwise, or as the input of
+    their reduction."""
+    extra: dict = {}
+    for g in dict.fromkeys(group_of.values()):
+        m = g.members
+        if not (g.kind == "flow" and len(m) <= 4 and _widens_codes(m[0])
+                and all(_pattern(c) in _FLOW for c in m)
+                and all(all(a is prev or isinstance(a, Constant) for a in c.args) for prev, c in zip(m, m[1:]))):
+            continue
+        readers = consumers.get(g.output, [])
+        groups = [group_of.get(r) for r in readers]
+        if len(set(map(id, groups))) < 2 or not all(
+                isinstance(r, Call) and h is not None and h.kind in ("flow", "anchor")
+                and (_pattern(r) in _FLOW or (r is h.anchor and _pattern(r) == Pattern.REDUCTION and h.members[0] is r))
+                for r, h in zip(readers, groups)):
+            continue
+        for h in groups:
+            extra.setdefault(h, []).extend(c for c in m if c not in extra.get(h, []))
+        for c in m:
+            del group_of[c]
+    return extra
 
 
 def _prologue(n: Call, group_of: dict, uses, promised: dict):
@@ -188,9 +236,10 @@ def _short(op: str) -> str:
     return op.split(".")[-1]
 
 
-def _group_function(g: _Group) -> tuple:
-    """(Function over p0..pn, the outside values passed for p0..pn)."""
-    members = set(g.members)
+def _group_function(g: _Group, extra: list = ()) -> tuple:
+    """(Function over p0..pn, the outside values passed for p0..pn); ``extra``: calls it
+    computes before its members (:func:`recompute_dequantizations`)."""
+    members = set(g.members) | set(extra)
     outside: list = []
     params: dict = {}
 
@@ -208,7 +257,7 @@ def _group_function(g: _Group) -> tuple:
         return None
 
     memo: dict = {}
-    for m in g.members:  # members are in dataflow order
+    for m in list(extra) + g.members:  # members are in dataflow order
         args = []
         for a in m.args:
             if a in memo:
@@ -225,12 +274,13 @@ def fuse_ops(mod: Module, ctx) -> Module:
     """Partition ``main`` into fused groups, one module function each (see the module doc)."""
     main = mod.main
     group_of = partition(main.body, fuse=ctx.opt_level >= 1)
+    extra = recompute_dequantizations(group_of, _readers(main.body)[0]) if ctx.opt_level >= 1 else {}
     functions: dict = {}
     names: dict = {}  # Function -> its global name (identical groups share one)
     result: dict = {}  # group output -> the call of its function
     counts: dict = {}
     for g in dict.fromkeys(group_of.values()):
-        fn, outside = _group_function(g)
+        fn, outside = _group_function(g, extra.get(g, ()))
         if fn not in names:
             base = "fused_" + "_".join(dict.fromkeys(_short(m.op) for m in g.members))[:48]
             k = counts.get(base, 0)

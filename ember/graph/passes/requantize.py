@@ -86,7 +86,8 @@ def _linear(e, depth: int = 0):
     two dequantized tensors), each of them taken apart too."""
     y, m, a, steps = _affine(e)
     if (depth < 3 and isinstance(y, Call) and y.op in ("add", "subtract") and y.type == e.type
-            and all(isinstance(v, Call) and v.type == y.type and _value(v) is None for v in y.args)):
+            and all(isinstance(v, Call) and isinstance(v.type, TensorType) and v.type.dtype == "float32"
+                    and _value(v) is None for v in y.args)):  # (a term may broadcast: a bias, a mask)
         tp, ap, sp = _linear(y.args[0], depth + 1)
         tq, aq, sq = _linear(y.args[1], depth + 1)
         sign = 1.0 if y.op == "add" else -1.0

@@ -142,3 +142,30 @@ def test_constants_become_group_parameters():
     after = fuse(module([x], call("add", x, c)))
     assert after.main.body.args == (x, c)
     assert [p.name for p in after["fused_add"].params] == ["p0", "p1"]
+
+
+def _dequantized_codes():
+    """A conv whose epilogue quantizes to uint8; the codes' dequantization read by a mean and a
+    product (a squeeze-excitation)."""
+    x = Var("x", T(1, 4, 8, 8))
+    c = call("add", _conv(x, const(rand(4, 4, 3, 3))), const(rand(4, 1, 1)))
+    q = call("cast", call("minimum", call("maximum", call("cast", call("round", c), dtype="int32"),
+                                          const(np.int32(0))), const(np.int32(255))), dtype="uint8")
+    d = call("multiply", call("subtract", call("cast", q, dtype="float32"), const(np.float32(3.0))),
+             const(np.float32(0.02)))
+    m = call("mean", d, axis=(2, 3), keepdims=True)
+    return x, call("multiply", d, call("sigmoid", m))
+
+
+def test_a_dequantization_several_kernels_read_is_computed_in_each_from_the_codes():
+    x, y = _dequantized_codes()
+    after = fuse(module([x], y))
+    main = topo_calls(after.main)
+    # the conv's kernel stores the codes; the mean's and the product's each widen them: no
+    # kernel writes the dequantized floats
+    assert len(main) == 3 and main[0].type.dtype == "uint8", [(c.op, c.type) for c in main]
+    for c in main[1:]:
+        assert c.args[0] is main[0] and "cast" in [k.op for k in topo_calls(after[c.op])]
+    xv = rand(1, 4, 8, 8) * 40
+    want = ember.compile(module([x], y), opt_level=0, cache=False).run(xv)[0]
+    np.testing.assert_allclose(ember.compile(module([x], y), cache=False).run(xv)[0], want, rtol=1e-5, atol=1e-6)
