@@ -30,6 +30,9 @@ def quantize_main(argv) -> int:
     p.add_argument("--percentile", type=float, default=99.99, help="with --method percentile (default 99.99)")
     p.add_argument("--per-tensor", action="store_true", help="one scale per weight tensor (default: per channel)")
     p.add_argument("--exclude", action="append", default=[], metavar="NODE", help="a node name to keep in float")
+    p.add_argument("--float-residuals", action="store_true",
+                   help="only the quantized products read a quantized activation; its other readers (a residual "
+                        "add) read the float (default: they read it dequantized, and it is stored once, as codes)")
     args = p.parse_args(argv)
     import numpy as np
 
@@ -45,7 +48,8 @@ def quantize_main(argv) -> int:
         data = _random(args.model, args.random)
     out = args.output or os.path.splitext(args.model)[0] + ".int8.onnx"
     report = quantize(args.model, data, out, per_channel=not args.per_tensor, method=args.method,
-                      percentile=args.percentile, exclude=args.exclude)
+                      percentile=args.percentile, exclude=args.exclude,
+                      share_codes=not args.float_residuals)
     print(report)
     return 0
 

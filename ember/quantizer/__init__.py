@@ -96,7 +96,7 @@ def _batches(data, input_names: list) -> list:
 def quantize(model, calibration: Union[Iterable, Mapping], output: Optional[Union[str, os.PathLike]] = None, *,
              per_channel: bool = True, method: str = "minmax", percentile: float = 99.99,
              ops: Sequence[str] = ("Conv", "MatMul", "Gemm"), check: Optional[Iterable] = None,
-             exclude: Sequence[str] = ()) -> QuantizeReport:
+             exclude: Sequence[str] = (), share_codes: bool = True) -> QuantizeReport:
     """Quantize ``model`` (float32 ONNX: a path, bytes or ModelProto) to QDQ int8 from
     ``calibration`` (an iterable of ``{input: array}`` batches, arrays for a one-input model, or
     ``{input: stacked samples}``); write it to ``output`` (a path; None: not written) and
@@ -105,7 +105,9 @@ def quantize(model, calibration: Union[Iterable, Mapping], output: Optional[Unio
     ``method``: ``minmax``, ``percentile`` (with ``percentile``) or ``entropy``;
     ``per_channel``: one weight scale per output channel; ``ops``: the op types whose products
     are quantized; ``exclude``: node names left in float; ``check``: batches the error is
-    measured on (default: the calibration batches)."""
+    measured on (default: the calibration batches); ``share_codes``: every reader of a quantized
+    activation reads it dequantized -- a residual add too, as ORT's quantizer does -- so that it
+    is stored once, as 8-bit codes (False: the other readers read the float)."""
     from ..compiler.compile import compile_model
     from .qdq import candidates, write
 
@@ -129,7 +131,7 @@ def quantize(model, calibration: Union[Iterable, Mapping], output: Optional[Unio
     probe = compile_model(_with_outputs(proto, names).SerializeToString(), cache=False, wait=True)
     ranges = collect(probe, names, batches)
     params = {n: uint8_params(*ranges.range(n, method, percentile)) for n in names}
-    quantized = write(proto, nodes, params, per_channel)
+    quantized = write(proto, nodes, params, per_channel, share_codes)
     path = None
     if output is not None:
         import onnx

@@ -59,9 +59,13 @@ def weight_int8(w: np.ndarray, axis: int, per_channel: bool) -> tuple:
     return q, scale
 
 
-def write(model: onnx.ModelProto, nodes: list, act_params: dict, per_channel: bool) -> onnx.ModelProto:
+def write(model: onnx.ModelProto, nodes: list, act_params: dict, per_channel: bool,
+          share_codes: bool = True) -> onnx.ModelProto:
     """``model`` with ``nodes``' activations (``act_params``: name -> (scale, zero point))
-    quantized and dequantized before them, and their weights stored as int8."""
+    quantized and dequantized before them, and their weights stored as int8. ``share_codes``:
+    every other reader of such an activation reads the dequantized value too (a ResNet's
+    residual add, as ORT's quantizer writes it), so a runtime stores the activation once, as
+    8-bit codes, and not also as floats for the others."""
     m = onnx.ModelProto()
     m.CopyFrom(model)
     g = m.graph
@@ -77,6 +81,12 @@ def write(model: onnx.ModelProto, nodes: list, act_params: dict, per_channel: bo
         new_nodes.append(helper.make_node("DequantizeLinear", [q, s, z], [d], name=f"{name}_dequantize"))
         dq_of[name] = d
     targets = {k for k, n in enumerate(model.graph.node) if any(n is t for t in nodes)}
+    if share_codes:
+        outputs = {o.name for o in g.output}
+        for n in g.node:
+            for i, name in enumerate(n.input):
+                if name in dq_of and name not in outputs:
+                    n.input[i] = dq_of[name]
     done_weights: dict = {}
     for k, n in enumerate(g.node):  # (the copy's nodes, at the positions of the original's)
         if k not in targets:

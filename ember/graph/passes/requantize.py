@@ -17,7 +17,10 @@ own sessions differ by 3e-6).
 A sum of such chains (a residual block's output: the conv's dequantized codes plus the
 shortcut's, requantized) folds term by term: ``round(t1 * m1 + t2 * m2 + a)``, one multiply a
 term, where written out it was a subtract, multiply and add a term, then the division (ResNet-50's
-residual 1x1 convs, whose epilogue cost more than their products: 1.6x faster).
+residual 1x1 convs, whose epilogue cost more than their products: 1.6x faster). The steps pass
+through a clamp at a constant (a ReLU) where their factor is positive: ``max(x, c) * m + a`` is
+``max(x * m + a, c * m + a)`` (a float conv quantized after its ReLU, as Ember's quantizer
+leaves it).
 
 A quantization whose codes only a dequantization reads, and whose dequantized values only
 elementwise ops read (a quantizer's "fake quantization" inside one kernel's epilogue: ORT's QDQ
@@ -46,9 +49,10 @@ _STEPS = ("multiply", "divide", "add", "subtract", "nn.bias_add")
 
 
 def _affine(e):
-    """``(y, m, a, steps)`` with ``e == y * m + a``, walking down ``e``'s multiplies, divides,
-    adds, subtracts and bias adds by constants (float64 arrays that broadcast against ``e``)."""
-    m, a, steps = np.float64(1.0), np.float64(0.0), 0
+    """``(y, m, a, steps, divisions)`` with ``e == y * m + a``, walking down ``e``'s multiplies,
+    divides, adds, subtracts and bias adds by constants (float64 arrays that broadcast against
+    ``e``)."""
+    m, a, steps, divs = np.float64(1.0), np.float64(0.0), 0, 0
     while isinstance(e, Call) and e.op in _STEPS and isinstance(e.type, TensorType) and e.type.dtype == "float32":
         if e.op == "nn.bias_add":  # (a bias along an axis: an add of it shaped to broadcast there)
             bv, nd = _value(e.args[1]), e.type.ndim
@@ -69,7 +73,7 @@ def _affine(e):
         if e.op == "multiply":
             m = m * cv
         elif e.op == "divide":
-            m = m / cv
+            m, divs = m / cv, divs + 1
         elif e.op == "add":
             a = a + cv * m
         elif flipped:  # c - x
@@ -77,58 +81,85 @@ def _affine(e):
         else:
             a = a - cv * m
         e, steps = x, steps + 1
-    return e, m, a, steps
+    return e, m, a, steps, divs
 
 
-def _linear(e, depth: int = 0):
-    """``(terms [(y, m)], a, steps)`` with ``e == sum(y * m) + a``: :func:`_affine`, and where
-    it stops at a sum or difference of two computed values of ``e``'s type (a residual add of
-    two dequantized tensors), each of them taken apart too."""
-    y, m, a, steps = _affine(e)
-    if (depth < 3 and isinstance(y, Call) and y.op in ("add", "subtract") and y.type == e.type
+_CLAMPS = ("nn.relu", "maximum", "minimum")
+
+
+def _clamp_bound(e):
+    """``(op, bound)`` where ``e`` clamps its first operand at a constant (a ReLU at 0)."""
+    if e.op == "nn.relu" and len(e.args) == 1:
+        return "maximum", np.float64(0.0)
+    if e.op in ("maximum", "minimum") and len(e.args) == 2:
+        c = _value(e.args[1])
+        if c is not None and c.dtype == np.float32:
+            return e.op, c.astype(np.float64)
+    return None
+
+
+def _scaled(e, m, a, span, depth: int = 0):
+    """``(e * m + a rebuilt, arithmetic ops walked, of them divisions, arithmetic ops built)``:
+    the steps by constants of :func:`_affine` folded into one multiply and one add a term,
+    through a sum or difference of two computed values (a residual add of two dequantized
+    tensors: each term its own factor) and through clamps at constants (a ReLU) where the
+    factor is positive (``max(x, c) * m + a == max(x * m + a, c * m + a)`` for ``m > 0``)."""
+    y, m2, a2, steps, divs = _affine(e)
+    m, a = m2 * m, a2 * m + a
+    t = y.type if isinstance(y, Call) else None
+    floats = isinstance(t, TensorType) and t.dtype == "float32" and y.type == e.type
+    bound = _clamp_bound(y) if floats and depth < 6 else None
+    if bound is not None and np.all(m > 0):
+        inner, walked, d, built = _scaled(y.args[0], m, a, span, depth + 1)
+        out = _call(bound[0], [inner, Constant(np.asarray(bound[1] * m + a, np.float32))], {}, span)
+        return out, steps + walked, divs + d, built
+    if (floats and depth < 6 and y.op in ("add", "subtract")
             and all(isinstance(v, Call) and isinstance(v.type, TensorType) and v.type.dtype == "float32"
                     and _value(v) is None for v in y.args)):  # (a term may broadcast: a bias, a mask)
-        tp, ap, sp = _linear(y.args[0], depth + 1)
-        tq, aq, sq = _linear(y.args[1], depth + 1)
         sign = 1.0 if y.op == "add" else -1.0
-        terms = [(t, mt * m) for t, mt in tp] + [(t, sign * mt * m) for t, mt in tq]
-        return terms, a + (ap + sign * aq) * m, steps + sp + sq + 1
-    return [(y, m)], a, steps
+        p, wp, dp, bp = _scaled(y.args[0], m, a, span, depth + 1)
+        q, wq, dq, bq = _scaled(y.args[1], sign * m, np.float64(0.0), span, depth + 1)
+        return _call("add", [p, q], {}, span), steps + wp + wq, divs + dp + dq, bp + bq
+    out, built = y, 0
+    if np.any(m != 1):
+        out, built = _call("multiply", [out, Constant(np.asarray(m, np.float32))], {}, span), 1
+    if np.any(a != 0):
+        out, built = _call("add", [out, Constant(np.asarray(a, np.float32))], {}, span), built + 1
+    return out, steps, divs, built
 
 
 def _requantize(n: Call) -> Optional[Call]:
     if n.op != "round" or not isinstance(n.type, TensorType) or n.type.dtype != "float32":
         return None
-    terms, a, steps = _linear(n.args[0])
-    if len(terms) > 1:  # several terms: each its one multiply, then the adds, then the offset
-        if not all(np.all(np.isfinite(m)) for _, m in terms) or not np.all(np.isfinite(a)):
-            return None
-        ops = sum(bool(np.any(m != 1)) for _, m in terms) + len(terms) - 1 + bool(np.any(a != 0))
-        if ops >= steps:
-            return None
-        out = None
-        for y, m in terms:
-            v = y if np.all(m == 1) else _call("multiply", [y, Constant(np.asarray(m, np.float32))], {}, n.span)
-            out = v if out is None else _call("add", [out, v], {}, n.span)
-        if np.any(a != 0):
-            out = _call("add", [out, Constant(np.asarray(a, np.float32))], {}, n.span)
-        out = _call("round", [out], dict(n.attrs), n.span)
-        return out if out.type == n.type else None
-    (y, m), = terms
-    # (two steps or fewer: nothing to gain but where one is a division. A quantizer's division
-    # alone stays: exact (the code generator's reciprocal and correction step), where a
-    # multiply by the reciprocal would round some values a half step the other way --
-    # averages and sums of values on one grid land on halves)
-    if steps < 2 or (steps == 2 and not (isinstance(n.args[0], Call) and n.args[0].op == "divide")):
+    try:
+        with np.errstate(all="ignore"):
+            out, walked, divs, built = _scaled(n.args[0], np.float64(1.0), np.float64(0.0), n.span)
+    except (TypeError, ValueError):  # (constants that do not broadcast together)
         return None
-    if not (np.all(np.isfinite(m)) and np.all(np.isfinite(a))):
+    # Fewer steps, or as many with a division gone. (Two steps or fewer: nothing to gain but
+    # where one is a division. A quantizer's division alone stays: exact (the code generator's
+    # reciprocal and correction step), where a multiply by the reciprocal would round some
+    # values a half step the other way -- averages and sums of values on one grid land on
+    # halves.)
+    if not (built < walked or (built == walked >= 2 and divs)):
         return None
-    span = n.span
-    out = _call("multiply", [y, Constant(np.asarray(m, np.float32))], {}, span)
-    if np.any(a != 0):
-        out = _call("add", [out, Constant(np.asarray(a, np.float32))], {}, span)
-    out = _call("round", [out], dict(n.attrs), span)
+    if any(isinstance(c, Constant) and not np.all(np.isfinite(c.value)) for c in _constants(out)):
+        return None
+    out = _call("round", [out], dict(n.attrs), n.span)
     return out if out.type == n.type else None
+
+
+def _constants(e) -> list:
+    """The constants ``_scaled`` put into ``e`` (operands of the calls it built)."""
+    out, stack, seen = [], [e], set()
+    while stack:
+        x = stack.pop()
+        if id(x) in seen or not isinstance(x, Call):
+            continue
+        seen.add(id(x))
+        for v in x.args:
+            (out if isinstance(v, Constant) else stack).append(v)
+    return out
 
 
 _NARROW = {"uint8": (0, 255), "int8": (-128, 127), "uint16": (0, 65535), "int16": (-32768, 32767)}

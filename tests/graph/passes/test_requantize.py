@@ -146,3 +146,32 @@ def test_a_requantized_sum_of_dequantized_tensors_is_one_multiply_add_a_term():
     want, got = ev(y), ev(after.main.body)
     # the same codes but where a value lies within a few ulps of a half
     assert np.mean(got != want) < 0.01 and np.abs(got - want).max() <= 1
+
+
+def test_a_requantization_folds_through_a_relu_where_the_factor_is_positive():
+    """``round(relu(acc * s + b) / so)`` (a conv's output quantized after its ReLU, as Ember's
+    quantizer leaves it) as ``round(max(acc * (s / so) + b / so, b / so))``: the clamp's bound
+    moves with the steps."""
+    x = Var("x", T(1, 4, 5, 6))
+    s = const((np.random.default_rng(1).random((1, 4, 1, 1)) * 0.01 + 0.001).astype(np.float32))
+    y = call("round", call("divide", call("nn.relu", call("add", call("multiply", x, s), const(rand(1, 4, 1, 1)))),
+                           const(np.float32(0.037))))
+    after = _run(module([x], y))
+    ops = [c.op for c in topo_calls(after.main)]
+    assert ops == ["multiply", "add", "maximum", "round"], ops
+    neg = call("round", call("divide", call("multiply", call("nn.relu", call("add", x, const(np.float32(2.0)))),
+                                            const(np.float32(-0.5))), const(np.float32(0.037))))
+    assert "nn.relu" in [c.op for c in topo_calls(_run(module([x], neg)).main)]  # (a negative factor: kept)
+    xv = np.random.default_rng(2).integers(-3000, 3000, (1, 4, 5, 6)).astype(np.float32)
+
+    def ev(e):
+        if isinstance(e, Var):
+            return xv
+        if isinstance(e, Constant):
+            return e.value
+        a = [ev(v) for v in e.args]
+        return {"multiply": np.multiply, "divide": np.divide, "add": np.add, "round": np.round,
+                "maximum": np.maximum, "nn.relu": lambda v: np.maximum(v, 0)}[e.op](*a).astype(np.float32)
+
+    want, got = ev(y), ev(after.main.body)
+    assert np.mean(got != want) < 0.01 and np.abs(got - want).max() <= 1
