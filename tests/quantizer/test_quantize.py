@@ -95,3 +95,30 @@ def test_cli_quantizes_and_reports(tmp_path, capsys):
     assert (tmp_path / "net.int8.onnx").exists()
     assert main(["quantize", str(path)]) == 2  # neither --calibration nor --random
     assert "--random" in capsys.readouterr().err
+
+
+def _residual_net() -> onnx.ModelProto:
+    """relu(conv(r)) + r for r = relu(conv(x)): r read by the second conv and by the add."""
+    w1 = (RNG.standard_normal((16, 16, 3, 3)) * 0.1).astype(np.float32)
+    w2 = (RNG.standard_normal((16, 16, 1, 1)) * 0.2).astype(np.float32)
+    nodes = [h.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1], name="conv1"),
+             h.make_node("Relu", ["c1"], ["r"], name="relu1"),
+             h.make_node("Conv", ["r", "w2"], ["c2"], name="conv2"),
+             h.make_node("Add", ["c2", "r"], ["y"], name="add")]
+    g = h.make_graph(nodes, "net", [h.make_tensor_value_info("x", TP.FLOAT, [1, 16, 8, 8])],
+                     [h.make_tensor_value_info("y", TP.FLOAT, [1, 16, 8, 8])],
+                     [nh.from_array(w1, "w1"), nh.from_array(w2, "w2")])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("share", [True, False])
+def test_a_residual_reads_the_dequantized_activation_unless_asked_not_to(share):
+    m = _residual_net()
+    report = ember.quantize(m, _batches(), share_codes=share)
+    add = next(n for n in report.model.graph.node if n.op_type == "Add")
+    assert (add.input[1] == "r_DequantizeLinear") == share, list(add.input)
+    assert report.errors["y"]["max_rel"] < 0.05
+    x = _batches(1)[0]
+    want = ember.compile(m, cache=False).run(**x)[0]
+    got = ember.compile(report.model, cache=False).run(**x)[0]
+    assert np.abs(got - want).max() < 0.05 * np.abs(want).max()
