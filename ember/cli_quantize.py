@@ -30,9 +30,10 @@ def quantize_main(argv) -> int:
     p.add_argument("--percentile", type=float, default=99.99, help="with --method percentile (default 99.99)")
     p.add_argument("--per-tensor", action="store_true", help="one scale per weight tensor (default: per channel)")
     p.add_argument("--exclude", action="append", default=[], metavar="NODE", help="a node name to keep in float")
-    p.add_argument("--float-residuals", action="store_true",
-                   help="only the quantized products read a quantized activation; its other readers (a residual "
-                        "add) read the float (default: they read it dequantized, and it is stored once, as codes)")
+    p.add_argument("--residuals", choices=("auto", "codes", "float"), default="auto",
+                   help="what a quantized activation's other readers (a residual add) read: 'codes' dequantized "
+                        "(it is stored once, as 8-bit codes: faster), 'float', or 'auto' (default): codes unless "
+                        "that raises the error against fp32 by more than a quarter")
     args = p.parse_args(argv)
     import numpy as np
 
@@ -49,7 +50,7 @@ def quantize_main(argv) -> int:
     out = args.output or os.path.splitext(args.model)[0] + ".int8.onnx"
     report = quantize(args.model, data, out, per_channel=not args.per_tensor, method=args.method,
                       percentile=args.percentile, exclude=args.exclude,
-                      share_codes=not args.float_residuals)
+                      share_codes={"auto": None, "codes": True, "float": False}[args.residuals])
     print(report)
     return 0
 

@@ -82,3 +82,22 @@ def test_a_rounded_quotient_rounds_as_the_division(c):
     m["k"](x, out)
     with np.errstate(all="ignore"):
         _same(out, np.round(x / np.float32(c)))
+
+
+def test_a_rounded_quotient_by_a_run_time_divisor_rounds_as_the_division():
+    """The same with the scale a run-time scalar: one below 2^-60, zero, subnormal, infinite or
+    NaN takes the division."""
+    from ember.loop.intrinsics import round as round_
+
+    A, C = te.placeholder((N,), "float32", "A"), te.placeholder((), "float32", "C")
+    B = te.compute((N,), lambda i: round_(A[i] / C[()]), "B")
+    s = Schedule(B)
+    s[B].vectorize(s[B].split(s[B].leaf[0], factor=16)[1])
+    m = ember.build(s, [A, C, B], "k")
+    for c in DIVISORS + [2.0 ** -61, 2.0 ** -59, 0.0, -0.0, np.inf, np.nan, 1e-40, 3e38]:
+        x = _values(c)
+        x[620:630] = np.float32(1e-35) * np.arange(10, dtype=np.float32)  # (small, nonzero)
+        out = np.zeros(N, np.float32)
+        m["k"](x, np.array(c, np.float32), out)
+        with np.errstate(all="ignore"):
+            _same(out, np.round(x / np.float32(c)))

@@ -226,6 +226,15 @@ class FunctionEmitter:
             return profile.emit_effect(self, node)
         if node.name in PACKED_DOTS:
             return dot.emit_dot(self, node.name, None, *(self.expr(a) for a in node.args))
+        if node.name == "round" and _uniform_div(node.args[0]) and dt.element(node.dtype) == "float32":
+            # a quantizer's round(x / scale): the quotient's exact rounding without the checks
+            # that matter only to the quotient itself (ops.quotient_to_round)
+            d = node.args[0]
+            a, c = self.expr(d.a), self.expr(d.b.value)
+            r, bad = ops.uniform_reciprocal(self.builder, c)
+            q = ops.quotient_to_round(self.builder, a, T.broadcast(self.builder, c, d.b.lanes),
+                                      T.broadcast(self.builder, r, d.b.lanes), c, bad)
+            return emit_call(self, node, [q])
         return emit_call(self, node, [self.expr(a) for a in node.args])
 
     def _ramp(self, node: Ramp) -> ir.Value:

@@ -124,6 +124,36 @@ def divide_by_uniform(b: ir.IRBuilder, a, divisor, rc, bad) -> ir.Value:
     return out
 
 
+def quotient_to_round(b: ir.IRBuilder, a, divisor, rc, c, bad) -> ir.Value:
+    """``a / c`` as :func:`divide_by_uniform` makes it, for a quotient that is then rounded to
+    an integer (a quantizer's ``round(x / scale)``): the Markstein step alone, without the
+    per-vector checks and branch. Where the residual underflows (``|a| < 2^-100``) the step may
+    miss by an ulp, but with ``|c| >= 2^-60`` (else: the division, on a branch decided once per
+    run as ``c`` is uniform) that quotient is below 2^-40 and rounds to zero either way; an
+    infinite quotient (the step would make NaN) and a NaN are ``q``'s."""
+    f32 = a.type.element if isinstance(a.type, ir.VectorType) else a.type
+    q = b.fmul(a, rc)
+    residual = llvm_intrinsic(b, "fma", [b.fneg(q), divisor, a])
+    corrected = llvm_intrinsic(b, "fma", [residual, rc, q])
+    # (a zero's sign from q, which has the quotient's: the step makes -0 +0)
+    corrected = llvm_intrinsic(b, "copysign", [corrected, q])
+    fast = b.select(b.fcmp_unordered("uno", corrected, corrected), q, corrected)
+    small = b.fcmp_ordered("<", llvm_intrinsic(b, "fabs", [c]), ir.Constant(f32, 2.0 ** -60))
+    bad = b.or_(bad, small)
+    here = b.block
+    slow_block = b.append_basic_block("div_exact")
+    done = b.append_basic_block("div_done")
+    b.cbranch(bad, slow_block, done)
+    b.position_at_end(slow_block)
+    slow = b.fdiv(a, divisor)
+    b.branch(done)
+    b.position_at_end(done)
+    out = b.phi(a.type)
+    out.add_incoming(fast, here)
+    out.add_incoming(slow, slow_block)
+    return out
+
+
 def _float_divmod(b: ir.IRBuilder, op: str, a, b_, elem: str) -> ir.Value:
     """numpy's ``npy_divmod``: exact where ``a - floor(a / b) * b`` would round badly."""
     n = T.lanes_of(a)
