@@ -1,5 +1,7 @@
 """Quantized products by int8 weights on uint8 x int8 kernels, against numpy's exact integer
 products and the float reference of the QDQ form."""
+import re
+
 import numpy as np
 import pytest
 from onnx import TensorProto as TP
@@ -173,3 +175,25 @@ def test_a_max_pool_of_dequantized_values_pools_the_codes(adtype):
     ref = ReferenceEvaluator(m).run(None, {"x": x})[0]
     got = exe.run(x)[0]
     assert np.mean(got != ref) < 0.01 and np.abs(got - ref).max() <= 0.05 * 1.01
+
+
+@pytest.mark.parametrize("adtype", [np.uint8, np.int8])
+def test_a_quantizer_after_a_max_pool_quantizes_its_input_and_the_pool_takes_the_codes(adtype):
+    """(Ember's quantizer writes the pair after ResNet's pool, before the conv that reads it.)"""
+    from onnx.reference import ReferenceEvaluator
+
+    inits = {"w": RNG.integers(-127, 128, (32, 32, 1, 1)).astype(np.int8), "sw": np.full(32, 0.01, np.float32),
+             "zw": np.zeros(32, np.int8), "s": np.array(0.05, np.float32), "z": np.array(3, adtype)}
+    nodes = [h.make_node("Relu", ["x"], ["r"]),
+             h.make_node("MaxPool", ["r"], ["p"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+             h.make_node("QuantizeLinear", ["p", "s", "z"], ["pq"]), h.make_node("DequantizeLinear", ["pq", "s", "z"], ["pd"]),
+             h.make_node("DequantizeLinear", ["w", "sw", "zw"], ["wd"], axis=0),
+             h.make_node("Conv", ["pd", "wd"], ["y"])]
+    m = _model(nodes, [h.make_tensor_value_info("x", TP.FLOAT, [1, 32, 12, 12])], inits)
+    exe = ember.compile(m)
+    pools = [s for s in (s.script() if hasattr(s, "script") else lower_kernel(s, a, n).script()
+                         for s, a, n in exe.kernel_sources) if "max_pool" in s]
+    assert pools and all(re.search(r'p0: Buffer\([^"]*"u?int8"', s) for s in pools), pools  # (it reads bytes)
+    x = RNG.standard_normal((1, 32, 12, 12)).astype(np.float32) * 3
+    ref = ReferenceEvaluator(m).run(None, {"x": x})[0]
+    np.testing.assert_allclose(exe.run(x)[0], ref, rtol=1e-5, atol=1e-4)
