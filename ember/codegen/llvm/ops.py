@@ -109,11 +109,15 @@ def divide_by_uniform(b: ir.IRBuilder, a, divisor, rc, bad) -> ir.Value:
     tiny = b.or_(tiny, b.fcmp_ordered("==", llvm_intrinsic(b, "fabs", [q]), T.splat(a.type, float("inf"))))
     if isinstance(tiny.type, ir.VectorType):
         tiny = llvm_intrinsic(b, "vector.reduce.or", [tiny], ret=ir.IntType(1))
-    tiny = b.or_(tiny, bad)
+    return _or_divide(b, fast, b.or_(tiny, bad), a, divisor)
+
+
+def _or_divide(b: ir.IRBuilder, fast, slow_if, a, divisor) -> ir.Value:
+    """``fast``, or where the i1 ``slow_if`` holds ``a / divisor`` by the divider, on a branch."""
     here = b.block
     slow_block = b.append_basic_block("div_exact")
     done = b.append_basic_block("div_done")
-    b.cbranch(tiny, slow_block, done)
+    b.cbranch(slow_if, slow_block, done)
     b.position_at_end(slow_block)
     slow = b.fdiv(a, divisor)
     b.branch(done)
@@ -139,19 +143,7 @@ def quotient_to_round(b: ir.IRBuilder, a, divisor, rc, c, bad) -> ir.Value:
     corrected = llvm_intrinsic(b, "copysign", [corrected, q])
     fast = b.select(b.fcmp_unordered("uno", corrected, corrected), q, corrected)
     small = b.fcmp_ordered("<", llvm_intrinsic(b, "fabs", [c]), ir.Constant(f32, 2.0 ** -60))
-    bad = b.or_(bad, small)
-    here = b.block
-    slow_block = b.append_basic_block("div_exact")
-    done = b.append_basic_block("div_done")
-    b.cbranch(bad, slow_block, done)
-    b.position_at_end(slow_block)
-    slow = b.fdiv(a, divisor)
-    b.branch(done)
-    b.position_at_end(done)
-    out = b.phi(a.type)
-    out.add_incoming(fast, here)
-    out.add_incoming(slow, slow_block)
-    return out
+    return _or_divide(b, fast, b.or_(bad, small), a, divisor)
 
 
 def _float_divmod(b: ir.IRBuilder, op: str, a, b_, elem: str) -> ir.Value:
