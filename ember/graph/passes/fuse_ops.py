@@ -11,7 +11,9 @@ Groups grow in dataflow order by each op's fusion pattern:
   other operands that only it reads join too (the gates of an LSTM meet in one kernel);
 - reductions start a group that takes an elementwise epilogue like an anchor, or anchor the
   elementwise chain before them that only they read (its prologue, computed as they read it);
-  opaque ops and ops with several results stand alone.
+  opaque ops and ops with several results stand alone;
+- an epilogue ends at 8-bit codes that several kernels read dequantized, and each of those
+  computes the dequantization itself (:func:`recompute_dequantizations`).
 
 A value read outside its group ends the group there (it has to be written to memory anyway) --
 unless all its readers meet again in one elementwise op after a few elementwise steps (a
