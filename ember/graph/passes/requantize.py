@@ -111,7 +111,7 @@ def _scaled(e, m, a, span, depth: int = 0):
     bound = _clamp_bound(y) if floats and depth < 6 else None
     if bound is not None and np.all(m > 0):
         inner, walked, d, built = _scaled(y.args[0], m, a, span, depth + 1)
-        out = _call(bound[0], [inner, Constant(np.asarray(bound[1] * m + a, np.float32))], {}, span)
+        out = _call(bound[0], [inner, _finite(bound[1] * m + a)], {}, span)
         return out, steps + walked, divs + d, built
     if (floats and depth < 6 and y.op in ("add", "subtract")
             and all(isinstance(v, Call) and isinstance(v.type, TensorType) and v.type.dtype == "float32"
@@ -122,9 +122,9 @@ def _scaled(e, m, a, span, depth: int = 0):
         return _call("add", [p, q], {}, span), steps + wp + wq, divs + dp + dq, bp + bq
     out, built = y, 0
     if np.any(m != 1):
-        out, built = _call("multiply", [out, Constant(np.asarray(m, np.float32))], {}, span), 1
+        out, built = _call("multiply", [out, _finite(m)], {}, span), 1
     if np.any(a != 0):
-        out, built = _call("add", [out, Constant(np.asarray(a, np.float32))], {}, span), built + 1
+        out, built = _call("add", [out, _finite(a)], {}, span), built + 1
     return out, steps, divs, built
 
 
@@ -134,7 +134,7 @@ def _requantize(n: Call) -> Optional[Call]:
     try:
         with np.errstate(all="ignore"):
             out, walked, divs, built = _scaled(n.args[0], np.float64(1.0), np.float64(0.0), n.span)
-    except (TypeError, ValueError):  # (constants that do not broadcast together)
+    except (TypeError, ValueError):  # (constants that do not broadcast together, or overflow)
         return None
     # Fewer steps, or as many with a division gone. (Two steps or fewer: nothing to gain but
     # where one is a division. A quantizer's division alone stays: exact (the code generator's
@@ -143,23 +143,16 @@ def _requantize(n: Call) -> Optional[Call]:
     # halves.)
     if not (built < walked or (built == walked >= 2 and divs)):
         return None
-    if any(isinstance(c, Constant) and not np.all(np.isfinite(c.value)) for c in _constants(out)):
-        return None
     out = _call("round", [out], dict(n.attrs), n.span)
     return out if out.type == n.type else None
 
 
-def _constants(e) -> list:
-    """The constants ``_scaled`` put into ``e`` (operands of the calls it built)."""
-    out, stack, seen = [], [e], set()
-    while stack:
-        x = stack.pop()
-        if id(x) in seen or not isinstance(x, Call):
-            continue
-        seen.add(id(x))
-        for v in x.args:
-            (out if isinstance(v, Constant) else stack).append(v)
-    return out
+def _finite(v) -> Constant:
+    """``v`` as a float32 constant (a ValueError where a folded constant is not finite)."""
+    c = np.asarray(v, np.float32)
+    if not np.all(np.isfinite(c)):
+        raise ValueError("a folded constant is not finite")
+    return Constant(c)
 
 
 _NARROW = {"uint8": (0, 255), "int8": (-128, 127), "uint16": (0, 65535), "int16": (-32768, 32767)}
