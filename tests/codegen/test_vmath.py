@@ -233,3 +233,44 @@ def test_silu_is_found_in_either_order_and_only_on_the_same_operand(monkeypatch)
         C = te.compute((64,), lambda i: f(i) + B[i] * 0.0, "C")  # (B in every schedule)
         emit_llvm(lower_kernel(Schedule(C), [A, B, C], "silu_pattern"))
         assert len(seen) == uses
+
+
+GELU_FORMS = [  # how nn.gelu's compute and the exporters' erf GELU write it
+    lambda a: 0.5 * a * (1.0 + intr.erf(a * (1 / math.sqrt(2.0)))),
+    lambda a: a * (intr.erf(a / math.sqrt(2.0)) + 1.0) * 0.5,
+    lambda a: (a * 0.5) * (intr.erf(a * (1 / math.sqrt(2.0))) + 1.0),
+]
+
+
+@pytest.mark.parametrize("form", range(len(GELU_FORMS)))
+def test_gelu_is_found_and_within_its_bound(form, monkeypatch):
+    """The erf GELU, written any of these ways, takes vmath.gelu: within 2.5e-7 |x| (its erf's
+    absolute error, scaled) plus 4 ulp of the float64 value, NaN in NaN out, exact at the
+    saturations; ``x * (1 + erf(y / sqrt 2)) / 2`` with ``y != x`` does not."""
+    from ember.codegen.llvm import vmath
+
+    seen = []
+    real = vmath.gelu
+    monkeypatch.setattr(vmath, "gelu", lambda b, x: seen.append(x) or real(b, x))
+    n = 1 << 16
+    A = te.placeholder((n,), "float32", "A")
+    B = te.compute((n,), lambda i: GELU_FORMS[form](A[i]), "B")
+    s = Schedule(B)
+    s[B].vectorize(s[B].split(s[B].leaf[0], factor=16)[1])
+    k = ember.build(s, [A, B], f"gelu_{form}")[f"gelu_{form}"]
+    assert seen
+    x = np.concatenate([np.linspace(-12, 12, n - 16), [0.0, -0.0, np.nan, np.inf, 1e-30, -1e-30, 3.9, -3.9, 5.55, -5.55,
+                                                       100.0, -100.0, 1e-3, -1e-3, 0.5, -0.5]]).astype(np.float32)
+    y = np.empty_like(x)
+    k(x, y)
+    xd = x.astype(np.float64)
+    want = 0.5 * xd * (1 + _erf(xd / math.sqrt(2.0)))
+    ok = ~np.isnan(x) & np.isfinite(x)
+    bound = 2.5e-7 * np.abs(xd[ok]) + 4 * np.spacing(np.abs(want[ok]).astype(np.float32))
+    assert np.all(np.abs(y[ok] - want[ok]) <= bound), np.max(np.abs(y[ok] - want[ok]) - bound)
+    assert np.isnan(y[np.isnan(x)]).all() and y[x == np.inf][0] == np.inf
+    assert y[x == 100.0][0] == 100.0 and y[x == -100.0][0] == 0.0
+    seen.clear()
+    C = te.compute((64,), lambda i: 0.5 * A[i] * (1.0 + intr.erf(A[i + 1] * (1 / math.sqrt(2.0)))), "C")
+    emit_llvm(lower_kernel(Schedule(C), [A, C], "gelu_other"))
+    assert not seen

@@ -179,6 +179,9 @@ class FunctionEmitter:
         y = _silu_operand(node)
         if y is not None:
             return vmath.silu(self.builder, self.expr(y))
+        y = _gelu_operand(node)
+        if y is not None:
+            return vmath.gelu(self.builder, self.expr(y))
         d = _dot_operands(node)
         if d is not None:  # acc + dot(a, b): one instruction where the CPU has it
             acc, call = d
@@ -411,6 +414,54 @@ def _uniform_div(node) -> bool:
     """A float division by a value the same in every lane (:func:`ops.divide_by_uniform`)."""
     return type(node).__name__ == "Div" and isinstance(node.b, Broadcast) \
         and dt.element(node.dtype) in ("float32", "float64")
+
+
+def _constant(e) -> Optional[float]:
+    """The value of a float immediate, or of a broadcast of one."""
+    if type(e) is Broadcast:
+        e = e.value
+    return e.value if type(e) is FloatImm else None
+
+
+def _factors(e, out: list) -> list:
+    """The factors of a tree of float multiplies."""
+    if type(e).__name__ == "Mul":
+        _factors(e.a, out)
+        _factors(e.b, out)
+    else:
+        out.append(e)
+    return out
+
+
+def _gelu_operand(node) -> Optional[Expr]:
+    """``y`` where ``node`` is ``y * (1 + erf(y / sqrt 2)) / 2`` in float32 -- the product in any
+    grouping and order, the half a factor, ``/ sqrt 2`` a product by ``1 / sqrt 2`` or a
+    quotient: ``nn.gelu`` and the erf GELU exporters write out -- for :func:`.vmath.gelu`."""
+    if type(node).__name__ != "Mul" or dt.element(node.dtype) != "float32":
+        return None
+    fs = _factors(node, [])
+    if len(fs) != 3:
+        return None
+    half = [f for f in fs if _constant(f) == 0.5]
+    plus = [f for f in fs if type(f).__name__ == "Add"]
+    if len(half) != 1 or len(plus) != 1:
+        return None
+    a = plus[0]
+    one, call = (a.a, a.b) if _constant(a.a) == 1.0 else (a.b, a.a)
+    if _constant(one) != 1.0 or type(call) is not Call or call.name != "erf":
+        return None
+    y = next(f for f in fs if f is not half[0] and f is not plus[0])
+    arg = call.args[0]
+    kind = type(arg).__name__
+    if kind == "Mul":
+        c = _constant(arg.b) if arg.a == y else _constant(arg.a) if arg.b == y else None
+        ok = c is not None and abs(c - 0.7071067811865476) < 1e-7
+    elif kind == "Div":
+        c = _constant(arg.b) if arg.a == y else None
+        ok = c is not None and abs(c - 1.4142135623730951) < 2e-7
+    else:
+        ok = False
+    return y if ok else None
 
 
 def _silu_operand(node) -> Optional[Expr]:
