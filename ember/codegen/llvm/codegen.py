@@ -423,35 +423,35 @@ def _constant(e) -> Optional[float]:
     return e.value if type(e) is FloatImm else None
 
 
-def _factors(e, out: list) -> list:
-    """The factors of a tree of float multiplies."""
-    if type(e).__name__ == "Mul":
-        _factors(e.a, out)
-        _factors(e.b, out)
-    else:
-        out.append(e)
-    return out
+def _erf_of(f) -> Optional[Call]:
+    """The erf call of ``1 + erf(...)`` (either order), else None."""
+    if type(f).__name__ != "Add":
+        return None
+    one, call = (f.a, f.b) if _constant(f.a) == 1.0 else (f.b, f.a)
+    return call if _constant(one) == 1.0 and type(call) is Call and call.name == "erf" else None
 
 
 def _gelu_operand(node) -> Optional[Expr]:
-    """``y`` where ``node`` is ``y * (1 + erf(y / sqrt 2)) / 2`` in float32 -- the product in any
-    grouping and order, the half a factor, ``/ sqrt 2`` a product by ``1 / sqrt 2`` or a
-    quotient: ``nn.gelu`` and the erf GELU exporters write out -- for :func:`.vmath.gelu`."""
+    """``y`` where ``node`` is ``y * (1 + erf(y / sqrt 2)) / 2`` in float32 -- the three factors
+    grouped and ordered any way, ``/ sqrt 2`` a product by ``1 / sqrt 2`` or a quotient: how
+    ``nn.gelu`` and the exporters' erf GELU write it -- for :func:`.vmath.gelu`."""
     if type(node).__name__ != "Mul" or dt.element(node.dtype) != "float32":
         return None
-    fs = _factors(node, [])
-    if len(fs) != 3:
+    y = plus = None
+    for outer, inner in ((node.a, node.b), (node.b, node.a)):
+        if type(inner).__name__ != "Mul":
+            continue
+        for u, v in ((inner.a, inner.b), (inner.b, inner.a)):
+            # (0.5 * y) * (1 + erf) or (y * (1 + erf)) * 0.5, either way round
+            if _constant(u) == 0.5 and _erf_of(outer) is not None:
+                y, plus = v, outer
+            elif _constant(outer) == 0.5 and _erf_of(u) is not None:
+                y, plus = v, u
+        if y is not None:
+            break
+    if y is None:
         return None
-    half = [f for f in fs if _constant(f) == 0.5]
-    plus = [f for f in fs if type(f).__name__ == "Add"]
-    if len(half) != 1 or len(plus) != 1:
-        return None
-    a = plus[0]
-    one, call = (a.a, a.b) if _constant(a.a) == 1.0 else (a.b, a.a)
-    if _constant(one) != 1.0 or type(call) is not Call or call.name != "erf":
-        return None
-    y = next(f for f in fs if f is not half[0] and f is not plus[0])
-    arg = call.args[0]
+    arg = _erf_of(plus).args[0]
     kind = type(arg).__name__
     if kind == "Mul":
         c = _constant(arg.b) if arg.a == y else _constant(arg.a) if arg.b == y else None
