@@ -79,4 +79,6 @@ def conv_net_path(tmp_path_factory) -> str:
 def conv_net_exe(conv_net_path):
     import ember
 
-    return ember.compile(conv_net_path, name="convnet")
+    # (wait=True: its kernels at tier 1 before any test uses it -- a profile test timed tier-0
+    # calls while the background compile held both cores of a CI machine)
+    return ember.compile(conv_net_path, name="convnet", wait=True)
