@@ -127,6 +127,16 @@ def schedule_rows(s: Schedule, Y: te.Tensor, out: te.Tensor = None, target=None)
     elif cols:
         vectorize_inner(so, cols[-1], lanes)
     row = None
+    sizes = [const_int(r.extent) for r in rows]
+    even = [k for k, n in enumerate(sizes) if n is not None and n % 2 == 0]
+    if even and not ninner and None not in sizes and int(np.prod(sizes)) >= 16:
+        # two rows a task, each stage over both: a row's statistics are chains of dependent
+        # steps (its max, its lane sums), and the other row's fill their latency. (Split along
+        # the innermost even row axis: ViT's 197 tokens pair by head.)
+        k = even[-1]
+        pair, two = so.split(rows[k], factor=2)
+        rows = rows[:k] + [pair] + rows[k + 1:]
+        so.reorder(*rows, two)
     if rows:
         row = so.fuse(*rows) if len(rows) > 1 else rows[0]
         so.parallel(row)
