@@ -1,7 +1,7 @@
 """Single ONNX operators that models lean on, each compiled by Ember and run against ONNX
 Runtime in one process, alternating: the layers of shufflenet (grouped 1x1 and depthwise
-convolutions), AlexNet/GoogLeNet's LRN, a ReduceMean and squeezenet's last conv (1000 filters,
-not whole blocks of 16).
+convolutions), AlexNet/GoogLeNet's LRN, a ReduceMean, squeezenet's last conv (1000 filters,
+not whole blocks of 16), and a transformer's softmax and layer norm.
 
     python bench/single_ops.py [--only lrn] [--repeat 20]
 
@@ -42,7 +42,17 @@ CASES = {  # name: (nodes, input shape, initializers)
                                     [1, 96, 55, 55], []),
     "reduce_mean hw, 256 ch, 56x56": lambda: ([helper.make_node("ReduceMean", ["x"], ["y"], axes=[2, 3], keepdims=1)],
                                                [1, 256, 56, 56], []),
+    # a transformer's attention probabilities and norms (BERT-small's and ViT-B/16's shapes)
+    "softmax, 4 heads, 128x128": lambda: ([helper.make_node("Softmax", ["x"], ["y"], axis=-1)], [1, 4, 128, 128], []),
+    "softmax, 12 heads, 197x197": lambda: ([helper.make_node("Softmax", ["x"], ["y"], axis=-1)], [1, 12, 197, 197], []),
+    "layer_norm, 128 x 256": lambda: _layer_norm(128, 256),
 }
+
+
+def _layer_norm(rows, width):
+    g = numpy_helper.from_array(RNG.standard_normal(width).astype("float32"), "g")
+    b = numpy_helper.from_array(RNG.standard_normal(width).astype("float32"), "b")
+    return [helper.make_node("LayerNormalization", ["x", "g", "b"], ["y"], axis=-1)], [1, rows, width], [g, b]
 
 
 def _model(path, nodes, shape, inits):
