@@ -140,9 +140,9 @@ def quantize(model, calibration: Union[Iterable, Mapping], output: Optional[Unio
     params = {n: uint8_params(*ranges.range(n, method, percentile)) for n in names}
     checked = _batches(check, graph_inputs) if check is not None else batches
     reference = compile_model(proto.SerializeToString(), cache=False, wait=True)
-    quantized = write(proto, nodes, params, per_channel, share_codes is not False)
-    errors = _errors(reference, quantized, checked)
     shared = share_codes is not False
+    quantized = write(proto, nodes, params, per_channel, shared)
+    errors = _errors(reference, quantized, checked)
     if share_codes is None:  # measured: shared codes where they cost little accuracy
         alone = write(proto, nodes, params, per_channel, False)
         if alone != quantized:
