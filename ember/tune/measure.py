@@ -366,6 +366,7 @@ def measure_in_process(builder, target, candidates: Sequence, repeat: int = 7, b
                 kernel(*arrays)
             worst = 0.0
             for got, want in zip(arrays[-n_out:], ref):
+                got, want = got.astype(np.float64), want.astype(np.float64)  # (8-bit codes would wrap)
                 scale = max(1.0, float(np.max(np.abs(want))) if want.size else 1.0)
                 diff = float(np.max(np.abs(got - want))) if want.size else 0.0
                 if not np.isfinite(diff) or diff > RTOL * scale:

@@ -21,6 +21,8 @@ from ..compiler.workload import describe, workload_key, workload_text
 
 __all__ = ["GroupBuilder", "Task", "extract_tasks", "random_inputs"]
 
+CODES = ("uint8", "int8")  # a quantized model's activations: data, never indices
+
 
 @dataclasses.dataclass
 class GroupBuilder:
@@ -40,8 +42,10 @@ class GroupBuilder:
         return k.schedule, k.inputs + k.outputs, self.name
 
     def arrays(self, seed: int = 0) -> list:
-        """Random inputs (standard normal floats; for a packed dot's int32 words, the words of
-        random narrow values) and zeroed outputs for the kernel's params."""
+        """Random inputs (standard normal floats; 8-bit codes over their whole range; for a
+        packed dot's int32 words, the words of random narrow values) and zeroed outputs for the
+        kernel's params. Other integer inputs may be indices, which random values would send
+        out of bounds: such groups are not tuned."""
         from ..graph.cost import function_dot
         from ..graph.types import TensorType
 
@@ -53,12 +57,16 @@ class GroupBuilder:
         for t in params + results:
             if not isinstance(t, TensorType) or not all(isinstance(d, int) for d in t.shape):
                 raise TuneError(f"{self.name}: only groups of static tensor shapes are tuned, got {t}")
+        for t in params:
             words = dot is not None and t.dtype == "int32"
-            if not np.issubdtype(np.dtype(t.dtype), np.floating) and not words:
-                raise TuneError(f"{self.name}: only groups of floating-point tensors (and packed dots' words) "
-                                f"are tuned, got {t.dtype}")
+            if not (np.issubdtype(np.dtype(t.dtype), np.floating) or t.dtype in CODES or words):
+                raise TuneError(f"{self.name}: only groups of floating-point tensors, 8-bit codes and packed "
+                                f"dots' words are tuned, got {t.dtype}")
 
         def value(t):
+            if t.dtype in CODES:
+                info = np.iinfo(t.dtype)
+                return rng.integers(info.min, info.max + 1, t.shape).astype(t.dtype)
             if t.dtype != "int32":
                 return rng.standard_normal(t.shape).astype(t.dtype)
             if dot == "dot_bf16x2":  # (two bfloat16 a word: finite values, as the model's)
