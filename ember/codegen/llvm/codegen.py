@@ -21,7 +21,7 @@ from ...loop.expr import (BINARY_OPS, Broadcast, Call, Cast, Expr, FloatImm, Int
 from ...loop.stmt import (Allocate, Barrier, Buffer, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt,
                           Store)
 from ...loop.visit import walk
-from . import dot, lane_reduce, memory, ops, parallel, profile, vmath
+from . import dot, lane_reduce, memory, ops, parallel, profile, vmath, x86
 from . import types as T
 from ...loop.intrinsics import EFFECTS, PACKED_DOTS
 from .intrinsics import declare, emit_call
@@ -210,9 +210,15 @@ class FunctionEmitter:
         return self.builder.xor(v, ones)
 
     def _cast(self, node: Cast) -> ir.Value:
-        v = self.expr(node.value)
         n_out, n_in = dt.lanes(node.dtype), dt.lanes(node.value.dtype)
-        out = T.cast(self.builder, v, node.value.dtype, dt.with_lanes(node.dtype, n_in))
+        r, de = node.value, dt.element(node.dtype)
+        if x86.converts(dt.element(r.dtype), n_in, de, self.features):
+            if isinstance(r, Call) and r.name == "round":  # (one instruction rounds and converts)
+                out = x86.float_to_int(self.builder, self._round_operand(r), de, self.features, rounding=True)
+            else:
+                out = x86.float_to_int(self.builder, self.expr(r), de, self.features)
+        else:
+            out = T.cast(self.builder, self.expr(r), r.dtype, dt.with_lanes(node.dtype, n_in))
         if n_out != n_in and n_in == 1:
             out = T.broadcast(self.builder, out, n_out)
         return out
@@ -224,20 +230,25 @@ class FunctionEmitter:
         t, f = T.broadcast(b, t, n) if T.lanes_of(t) == 1 else t, T.broadcast(b, f, n) if T.lanes_of(f) == 1 else f
         return b.select(c, t, f)
 
+    def _round_operand(self, node: Call) -> ir.Value:
+        """What ``round`` call ``node`` rounds: for a quantizer's ``round(x / scale)``, a
+        quotient exact where it matters to the rounding, without the checks that matter only
+        to the quotient itself (ops.quotient_to_round)."""
+        d = node.args[0]
+        if not (_uniform_div(d) and dt.element(node.dtype) == "float32"):
+            return self.expr(d)
+        a, c = self.expr(d.a), self.expr(d.b.value)
+        r, bad = ops.uniform_reciprocal(self.builder, c)
+        return ops.quotient_to_round(self.builder, a, T.broadcast(self.builder, c, d.b.lanes),
+                                     T.broadcast(self.builder, r, d.b.lanes), c, bad)
+
     def _call(self, node: Call) -> ir.Value:
         if node.name in EFFECTS:  # loop profiling: cycle counter reads and counter updates
             return profile.emit_effect(self, node)
         if node.name in PACKED_DOTS:
             return dot.emit_dot(self, node.name, None, *(self.expr(a) for a in node.args))
         if node.name == "round" and _uniform_div(node.args[0]) and dt.element(node.dtype) == "float32":
-            # a quantizer's round(x / scale): the quotient's exact rounding without the checks
-            # that matter only to the quotient itself (ops.quotient_to_round)
-            d = node.args[0]
-            a, c = self.expr(d.a), self.expr(d.b.value)
-            r, bad = ops.uniform_reciprocal(self.builder, c)
-            q = ops.quotient_to_round(self.builder, a, T.broadcast(self.builder, c, d.b.lanes),
-                                      T.broadcast(self.builder, r, d.b.lanes), c, bad)
-            return emit_call(self, node, [q])
+            return emit_call(self, node, [self._round_operand(node)])
         return emit_call(self, node, [self.expr(a) for a in node.args])
 
     def _ramp(self, node: Ramp) -> ir.Value:

@@ -3,7 +3,7 @@
 numpy defines things C leaves undefined, and we follow it so kernels agree with reference code:
 integer division or remainder by zero gives 0, ``INT_MIN // -1`` wraps, shifts by the bit width
 or more give 0 (or the sign for ``>>``), float ``//`` and ``%`` use numpy's fmod-based formulas,
-and ``minimum``/``maximum`` propagate NaN.
+and ``minimum``/``maximum`` propagate NaN (a tie of two zeros may give either: :mod:`.x86`).
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from ...errors import CompileError
 from ...loop import dtype as dt
 from .intrinsics import llvm_intrinsic
 from . import types as T
+from . import x86
 
 _CMP = {"EQ": "==", "NE": "!=", "LT": "<", "LE": "<=", "GT": ">", "GE": ">="}
 
@@ -67,7 +68,8 @@ def float_binary(e, op: str, a, b_, elem: str) -> ir.Value:
     if op == "Mod":
         return b.frem(a, b_)
     if op in ("Min", "Max"):
-        return llvm_intrinsic(b, "minimum" if op == "Min" else "maximum", [a, b_])
+        return (x86.min_max(b, op, a, b_, e.features)
+                or llvm_intrinsic(b, "minimum" if op == "Min" else "maximum", [a, b_]))
     if op in ("FloorDiv", "FloorMod"):
         return _float_divmod(b, op, a, b_, elem)
     raise CompileError(f"operator {op} is not defined on floats")
