@@ -220,6 +220,31 @@ def test_lanes_reading_a_base_plus_constants_load_the_window_they_read(factor):
     np.testing.assert_array_equal(out.numpy(), want)
 
 
+@pytest.mark.parametrize("planes, block, dtype", [(3, 4, "float32"), (4, 4, "uint8"), (2, 2, "int32"),
+                                                  (3, 8, "float32")])
+def test_lanes_interleaving_runs_load_each_run_and_shuffle(planes, block, dtype):
+    """Lane k of block j reads A[k % b, j (16 / b) + k // b]: a pixel's channels from their
+    planes, the quantized stem's input packed into words. One vector load a run (none for a
+    plane the predicate turns off: A has ``planes`` of the ``b``) and a shuffle, not a gather;
+    the lanes past the planes read as zeros, as a masked load's."""
+    lanes, j = 16, Var("j")
+    W = 4 * lanes // block
+    A, C = Buffer("A", (planes, W), dtype), Buffer("C", (4 * lanes,), dtype)
+    k = Ramp(IntImm(0), IntImm(1), lanes)
+    c, x = k % Broadcast(IntImm(block), lanes), k // Broadcast(IntImm(block), lanes)
+    pred = c < Broadcast(IntImm(planes), lanes) if planes < block else None
+    f = PrimFunc(f"planes_{planes}_{block}_{dtype}", (A, C), For(j, 0, 4, "serial", Store(
+        C, A.load(c, Broadcast(j * (lanes // block), lanes) + x, predicate=pred), (ramp(j * lanes, lanes=lanes),))))
+    text = emit_llvm(f)
+    assert "masked.gather" not in text and text.count(f"load <{lanes // block} x") == planes, text
+    a = (np.arange(planes * W) % 251 + 1).astype(dtype).reshape(planes, W)
+    out = rt.empty((4 * lanes,), dtype)
+    build(f)[f.name](rt.array(a), out)
+    want = np.zeros((W, block), dtype)
+    want[:, :planes] = a.T
+    np.testing.assert_array_equal(out.numpy(), want.reshape(-1))
+
+
 @pytest.mark.parametrize("n", [0, 3, 13, 16, 32])
 def test_masked(mod, n):
     a = np.arange(32, dtype=np.float32)

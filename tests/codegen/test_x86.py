@@ -1,7 +1,7 @@
 """The x86 forms of float min/max and of float32 -> integer conversions
 (``ember.codegen.llvm.x86``) answer as numpy does: NaN from either side of a min/max,
 INT_MIN for NaN and out-of-range conversions, narrow integers wrapped through int32, and
-``int32(round(x))`` rounding half to even -- in vectors of 16, 8 and 4 lanes and against a
+``int32(round(x))`` rounding half to even -- in vectors of 16, 8 and 4 lanes and their multiples and against a
 constant, a run-time scalar and another vector."""
 import numpy as np
 import pytest
@@ -49,7 +49,7 @@ def _same(out, ref):
     np.testing.assert_array_equal(out[~np.isnan(ref)], ref[~np.isnan(ref)])
 
 
-@pytest.mark.parametrize("lanes", [16, 8, 4, 1])
+@pytest.mark.parametrize("lanes", [64, 16, 8, 4, 1])
 @pytest.mark.parametrize("operand", ["constant", "scalar", "vector"])
 @pytest.mark.parametrize("op", ["max", "min"])
 def test_min_max_propagate_nan_from_either_side(op, operand, lanes):
@@ -69,7 +69,7 @@ def test_min_max_propagate_nan_from_either_side(op, operand, lanes):
         _same(out, ref(x, yv))
 
 
-@pytest.mark.parametrize("lanes", [16, 8, 4, 1])
+@pytest.mark.parametrize("lanes", [64, 16, 8, 4, 1])
 @pytest.mark.parametrize("dtype", ["int32", "int16", "uint8", "int8"])
 @pytest.mark.parametrize("rounded", [False, True])
 def test_float_to_int_answers_as_numpy(dtype, lanes, rounded):

@@ -7,8 +7,9 @@ the same element becomes a scalar load and a splat; any other vector offset beco
 ``llvm.masked.gather``/``scatter`` -- unless only the innermost index varies, by constants per
 lane that fit one vector (a grouped conv's lanes reading their group's channel,
 ``(lane // g) g + c``), or by a base plus such constants (a nearest upsample's
-``8 i + [0, 0, 1, 1, ...]``): then one vector load and a shuffle; a predicate becomes a masked
-load/store (vector) or a branch (scalar).
+``8 i + [0, 0, 1, 1, ...]``): then one vector load and a shuffle; or unless the lanes
+interleave a few runs of consecutive elements (a pixel's channels read from their planes): a
+load a run and a shuffle. A predicate becomes a masked load/store (vector) or a branch (scalar).
 """
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ from llvmlite import ir
 
 from ...errors import CompileError
 from ...loop import dtype as dt
-from ...loop.expr import (Add, Broadcast, Cast, FloorDiv, FloorMod, IntImm, Mul, Ramp, Sub, as_expr, cast,
-                          const)
+from ...loop.expr import (EQ, GE, GT, LE, LT, NE, Add, And, Broadcast, Cast, FloorDiv, FloorMod, IntImm, Mul, Or,
+                          Ramp, Sub, as_expr, cast, const)
 from . import types as T
 from .intrinsics import declare, llvm_intrinsic, type_suffix
 
@@ -181,6 +182,22 @@ def _lane_layout_across(buffer, indices):
     MobileNetV2's residual adds 4x faster). Each index a scalar base plus a constant per lane,
     the constant strides summing them to ``first + k * step``; ``first`` joins the innermost
     index (stride 1), so the flattened base is the same."""
+    split = _lane_offsets(buffer, indices)
+    if split is None:
+        return None
+    bases, total = split
+    step = total[1] - total[0] if len(total) > 1 else 0
+    if any(t != total[0] + k * step for k, t in enumerate(total)):
+        return None
+    if total[0]:
+        last = bases[-1]
+        bases[-1] = last + const(total[0], dt.element(last.dtype))
+    return bases, step
+
+
+def _lane_offsets(buffer, indices):
+    """``(bases, offsets)``: lane ``k`` reads the element at flattened ``bases`` plus
+    ``offsets[k]``, each index a scalar base plus a constant per lane (None otherwise)."""
     if buffer.strides is not None or not indices:
         return None
     lanes = max(dt.lanes(i.dtype) for i in indices)
@@ -196,13 +213,74 @@ def _lane_layout_across(buffer, indices):
         base, offsets = split
         bases.append(base if base is not None else IntImm(0, dt.element(idx.dtype)))
         total = [t + o * st for t, o in zip(total, offsets)]
-    step = total[1] - total[0] if lanes > 1 else 0
-    if any(t != total[0] + k * step for k, t in enumerate(total)):
+    return bases, total
+
+
+_COMPARE = {LT: lambda x, y: x < y, LE: lambda x, y: x <= y, GT: lambda x, y: x > y, GE: lambda x, y: x >= y,
+            EQ: lambda x, y: x == y, NE: lambda x, y: x != y}
+
+
+def _lane_truths(p, lanes: int):
+    """Each lane's value of predicate ``p`` (None: all true) when all are constants, else None."""
+    if p is None:
+        return (True,) * lanes
+    if isinstance(p, Broadcast):
+        c = _const_int(p.value)
+        return None if c is None else (bool(c),) * lanes
+    if type(p) in _COMPARE:
+        a, b = _lane_constants(p.a, lanes), _lane_constants(p.b, lanes)
+        return None if a is None or b is None else tuple(_COMPARE[type(p)](x, y) for x, y in zip(a, b))
+    if isinstance(p, (And, Or)):
+        a, b = _lane_truths(p.a, lanes), _lane_truths(p.b, lanes)
+        if a is None or b is None:
+            return None
+        return tuple((x and y) if isinstance(p, And) else (x or y) for x, y in zip(a, b))
+    return None
+
+
+def _interleaved(buf, indices, predicate, lanes: int):
+    """``(bases, starts)`` when the lanes interleave ``G = len(starts)`` runs of consecutive
+    elements: lane ``k`` reads flattened ``bases`` plus ``starts[k % G] + k // G`` (a pixel's
+    4 bytes from 3 channel planes: a quantized stem's input packed into words; starts None
+    for a run the predicate turns off in every lane) -- else None. Then each run is one
+    vector load and a shuffle interleaves them, where a gather took a load a lane."""
+    split = _lane_offsets(buf, indices)
+    truths = _lane_truths(predicate, lanes)
+    if split is None or truths is None or dt.is_bool(buf.dtype):
         return None
-    if total[0]:
-        last = bases[-1]
-        bases[-1] = last + const(total[0], dt.element(last.dtype))
-    return bases, step
+    bases, total = split
+    groups = 2
+    while groups < lanes:
+        if all(total[k] == total[k % groups] + k // groups and truths[k] == truths[k % groups]
+               for k in range(lanes)):
+            starts = [total[g] if truths[g] else None for g in range(groups)]
+            return (bases, starts) if any(x is not None for x in starts) else None
+        groups *= 2
+    return None
+
+
+def _load_interleaved(e, buf, ptr, bases, starts, dtype: str) -> ir.Value:
+    b = e.builder
+    lanes, groups = dt.lanes(dtype), len(starts)
+    run = lanes // groups
+    rt = T.mem_type(dt.with_lanes(dt.element(dtype), run))
+    base = _flat_offset(e, buf, bases)
+    parts = []
+    for start in starts:
+        if start is None:  # (every lane of the run predicated off: a masked load's zeros)
+            parts.append(ir.Constant(rt, None))
+            continue
+        addr = b.gep(ptr, [b.add(base, ir.Constant(base.type, start)) if start else base],
+                     source_etype=T.mem_type(buf.dtype))
+        parts.append(b.load(addr, typ=rt, align=T.elem_align(buf.dtype)))
+    while len(parts) > 1:  # (runs concatenated in order, then one shuffle interleaves)
+        n = parts[0].type.count
+        parts = [b.shuffle_vector(x, y, ir.Constant(ir.VectorType(T.I32, 2 * n), list(range(2 * n))))
+                 for x, y in zip(parts[::2], parts[1::2])]
+    whole = parts[0]
+    mask = [(k % groups) * run + k // groups for k in range(lanes)]
+    v = b.shuffle_vector(whole, ir.Constant(whole.type, None), ir.Constant(ir.VectorType(T.I32, lanes), mask))
+    return _from_mem(b, v, dtype)
 
 
 def _flat_offset(e, buffer, indices) -> ir.Value:
@@ -270,6 +348,9 @@ def load(e, node) -> ir.Value:
         v = b.load(addr, typ=wt, align=ealign)
         v = b.shuffle_vector(v, ir.Constant(wt, ir.Undefined), ir.Constant(ir.VectorType(T.I32, lanes), mask))
         return _from_mem(b, v, dtype)
+    runs = _interleaved(buf, node.indices, node.predicate, lanes)
+    if runs is not None:
+        return _load_interleaved(e, buf, ptr, *runs, dtype)
     # A gather: a vector of addresses.
     offs = _flat_offset(e, buf, node.indices)
     addrs = b.gep(ptr, [offs], source_etype=T.mem_type(buf.dtype))

@@ -37,18 +37,42 @@ _CURRENT_DIRECTION, _NEAREST_EVEN = 4, 8  # (AVX-512 rounding operands: MXCSR's;
 _NARROW_INTS = ("int32", "int16", "int8", "uint16", "uint8")
 
 
-def _form(v: ir.Value, features):
-    t = v.type
-    if not (isinstance(t, ir.VectorType) and isinstance(t.element, ir.FloatType)):
-        return None
-    form = _F32.get(t.count)
-    return form if form is not None and form[0] <= set(features) else None
+def _width(lanes: int, features) -> int | None:
+    """The lanes of the widest form that ``lanes`` is a whole number of (a 64-lane vector of a
+    byte kernel is four of AVX-512's), or None."""
+    for w in (16, 8, 4):
+        if lanes % w == 0 and _F32[w][0] <= set(features):
+            return w
+    return None
+
+
+def _pieces(b: ir.IRBuilder, v: ir.Value, w: int) -> list:
+    n = v.type.count
+    if n == w:
+        return [v]
+    return [b.shuffle_vector(v, ir.Constant(v.type, None), ir.Constant(ir.VectorType(ir.IntType(32), w),
+                                                                          list(range(k, k + w))))
+            for k in range(0, n, w)]
+
+
+def _joined(b: ir.IRBuilder, parts: list) -> ir.Value:
+    while len(parts) > 1:  # (pairs concatenated: LLVM keeps each piece in its register)
+        joined = []
+        for x, y in zip(parts[::2], parts[1::2]):
+            n = x.type.count
+            joined.append(b.shuffle_vector(x, y, ir.Constant(ir.VectorType(ir.IntType(32), 2 * n),
+                                                              list(range(2 * n)))))
+        parts = joined
+    return parts[0]
+
+
+def _float_vector(v: ir.Value) -> bool:
+    return isinstance(v.type, ir.VectorType) and isinstance(v.type.element, ir.FloatType)
 
 
 def converts(src: str, lanes: int, dst: str, features) -> bool:
     """Whether :func:`float_to_int` takes ``lanes`` of ``src`` to ``dst``."""
-    form = _F32.get(lanes) if src == "float32" else None
-    return form is not None and form[0] <= set(features) and dst in _NARROW_INTS
+    return src == "float32" and lanes > 1 and dst in _NARROW_INTS and _width(lanes, features) is not None
 
 
 def _call(b: ir.IRBuilder, name: str, ret: ir.Type, args: list) -> ir.Value:
@@ -57,31 +81,34 @@ def _call(b: ir.IRBuilder, name: str, ret: ir.Type, args: list) -> ir.Value:
 
 def min_max(b: ir.IRBuilder, op: str, x: ir.Value, y: ir.Value, features) -> ir.Value | None:
     """``minimum``/``maximum`` (``op`` "Min"/"Max") of float32 vectors, NaN from either side."""
-    form = _form(x, features)
-    if form is None or x.type != y.type:
+    w = _width(x.type.count, features) if _float_vector(x) and x.type == y.type else None
+    if w is None:
         return None
     if isinstance(x, ir.Constant) and not isinstance(y, ir.Constant):
         x, y = y, x  # (the constant's NaN test folds away)
+    form = _F32[w]
     name = form[1] if op == "Max" else form[2]
-    args = [y, x] + ([ir.Constant(ir.IntType(32), _CURRENT_DIRECTION)] if form[5] else [])
-    m = _call(b, name, x.type, args)  # (y <op> x ? y : x: x where either is NaN)
+    mode = [ir.Constant(ir.IntType(32), _CURRENT_DIRECTION)] if form[5] else []
+    # (y <op> x ? y : x, which is x where either is NaN)
+    m = _joined(b, [_call(b, name, xp.type, [yp, xp] + mode) for xp, yp in zip(_pieces(b, x, w), _pieces(b, y, w))])
     return b.select(b.fcmp_unordered("uno", y, y), y, m)
 
 
 def float_to_int(b: ir.IRBuilder, v: ir.Value, dst: str, features, rounding: bool = False) -> ir.Value | None:
     """float32 vector ``v`` as integers of ``dst`` (through int32, truncating toward zero; with
     ``rounding``, half to even)."""
-    form = _form(v, features)
-    if form is None or dst not in _NARROW_INTS:
+    if not (_float_vector(v) and converts("float32", v.type.count, dst, features)):
         return None
-    i32 = ir.VectorType(ir.IntType(32), v.type.count)
+    w = _width(v.type.count, features)
+    form = _F32[w]
+    i32 = ir.VectorType(ir.IntType(32), w)
     name = form[4] if rounding else form[3]
     if form[5]:
         mode = _NEAREST_EVEN if rounding else _CURRENT_DIRECTION
-        args = [v, ir.Constant(i32, None), ir.Constant(ir.IntType(16), -1), ir.Constant(ir.IntType(32), mode)]
+        extra = [ir.Constant(i32, None), ir.Constant(ir.IntType(16), -1), ir.Constant(ir.IntType(32), mode)]
     else:  # (the rounding form reads MXCSR: round half to even unless a program changed it)
-        args = [v]
-    out = _call(b, name, i32, args)
+        extra = []
+    out = _joined(b, [_call(b, name, i32, [p] + extra) for p in _pieces(b, v, w)])
     if dst == "int32":
         return out
     width = int(dst.lstrip("uint"))
