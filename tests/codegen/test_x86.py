@@ -49,7 +49,7 @@ def _same(out, ref):
     np.testing.assert_array_equal(out[~np.isnan(ref)], ref[~np.isnan(ref)])
 
 
-@pytest.mark.parametrize("lanes", [64, 16, 8, 4, 1])
+@pytest.mark.parametrize("lanes", [64, 48, 16, 8, 4, 1])
 @pytest.mark.parametrize("operand", ["constant", "scalar", "vector"])
 @pytest.mark.parametrize("op", ["max", "min"])
 def test_min_max_propagate_nan_from_either_side(op, operand, lanes):
@@ -69,7 +69,7 @@ def test_min_max_propagate_nan_from_either_side(op, operand, lanes):
         _same(out, ref(x, yv))
 
 
-@pytest.mark.parametrize("lanes", [64, 16, 8, 4, 1])
+@pytest.mark.parametrize("lanes", [64, 48, 16, 8, 4, 1])
 @pytest.mark.parametrize("dtype", ["int32", "int16", "uint8", "int8"])
 @pytest.mark.parametrize("rounded", [False, True])
 def test_float_to_int_answers_as_numpy(dtype, lanes, rounded):
@@ -83,8 +83,7 @@ def test_float_to_int_answers_as_numpy(dtype, lanes, rounded):
     m = ember.build(s, [A, C], "k")
     out = np.zeros(N, dtype)
     m["k"](x, out)
-    finite = np.abs(x) < 2.0 ** 31  # (beyond int32, scalar code may answer otherwise: wrapped, through int64)
-    np.testing.assert_array_equal(out[finite if lanes == 1 else slice(None)], ref[finite if lanes == 1 else slice(None)])
+    np.testing.assert_array_equal(out, ref)  # (the portable form too: scalars, 48 lanes)
 
 
 def test_a_rounding_then_conversion_is_one_instruction_and_a_clamp_no_ordering_of_zeros():

@@ -250,7 +250,7 @@ def _interleaved(buf, indices, predicate, lanes: int):
         return None
     bases, total = split
     groups = 2
-    while groups < lanes:
+    while 2 * groups <= lanes and lanes % groups == 0:  # (runs of two lanes or more)
         if all(total[k] == total[k % groups] + k // groups and truths[k] == truths[k % groups]
                for k in range(lanes)):
             starts = [total[g] if truths[g] else None for g in range(groups)]

@@ -187,9 +187,16 @@ def cast(b: ir.IRBuilder, v: ir.Value, src: str, dst: str) -> ir.Value:
         return v  # same width, other signedness: same bits
     if dt.is_int(se):  # int -> float
         return b.uitofp(v, dtt) if dt.is_uint(se) else b.sitofp(v, dtt)
-    # float -> int. Narrow ints go through int64 so that e.g. 200.0 -> int8 wraps like numpy on
-    # x86 rather than being poison.
+    # float -> int. int32 and narrower go through int32 as numpy does on x86: INT_MIN for NaN and
+    # out of range (the conversion's own answer there: ``vcvttps2dq``, which codegen.x86 emits
+    # for whole vectors), then wrap (200.0 -> int8 is -56); LLVM's fptosi alone is poison out of
+    # range, so the select keeps it out of the answer.
     if de == "uint64":
         return b.fptoui(v, dtt)
+    if de in ("int32", "int16", "int8", "uint16", "uint8"):
+        inside = b.and_(b.fcmp_ordered(">=", v, const(dt.with_lanes(se, n), -2.0 ** 31)),
+                        b.fcmp_ordered("<", v, const(dt.with_lanes(se, n), 2.0 ** 31)))
+        word = b.select(inside, b.fptosi(v, like(I32, n)), const(dt.with_lanes("int32", n), -2 ** 31))
+        return word if de == "int32" else b.trunc(word, dtt)
     wide = b.fptosi(v, like(I64, n))
     return wide if de == "int64" else b.trunc(wide, dtt)

@@ -41,8 +41,9 @@ def _width(lanes: int, features) -> int | None:
     """The lanes of the widest form that ``lanes`` is a whole number of (a 64-lane vector of a
     byte kernel is four of AVX-512's), or None."""
     for w in (16, 8, 4):
-        if lanes % w == 0 and _F32[w][0] <= set(features):
-            return w
+        pieces = lanes // w
+        if lanes % w == 0 and pieces & (pieces - 1) == 0 and _F32[w][0] <= set(features):
+            return w  # (a power of two of pieces: they join in pairs)
     return None
 
 

@@ -104,7 +104,7 @@ def _search(node, m, bounds: np.ndarray, codes: np.ndarray):
     padded = np.full(size, np.nan, np.float32)  # NaN <= m is false: the padding is never taken
     padded[:n] = bounds
     table = Constant(padded)
-    pos = node.call("cast", node.call("multiply", m, Constant(np.float32(0))), dtype="int32")  # zeros like m
+    pos = node.call("cast", node.call("less", m, m), dtype="int32")  # zeros like m (NaN and inf too)
     step = size // 2
     while step:
         probe = node.call("add", pos, _i32(step))
