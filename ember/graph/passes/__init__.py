@@ -2,6 +2,7 @@
 
 One file per pass. :func:`default_pipeline` is what ``ember.compile`` runs.
 """
+from .bf16_activations import bf16_activations
 from .block_layout import block_layout
 from .context import (Instrument, Pass, PassContext, PassError, PassTimer, PrintAfterPass,
                       VerifyAfterPass, graph_pass)
@@ -31,7 +32,7 @@ def default_pipeline() -> list:
     requantization's scales and offsets into one multiply-add, move reshapes below
     elementwise ops (a product's epilogue then follows it), drop the convolution taps that
     read only padding, run convolutional regions in the blocked channel layout (a squeeze-excitation's per-channel scale folded into the conv
-    after it), pack the other constant convolution weights and the constant
+    after it; in bf16, an activation a conv reads stored once, in bf16), pack the other constant convolution weights and the constant
     matrix-product weights for their micro-kernels, fold the new scale/shift expressions and
     the packing, merge and prune, then fuse into kernels. First, codes quantized again with
     their own scale and zero point (data movement between or not) stay the codes, moved as
@@ -40,9 +41,9 @@ def default_pipeline() -> list:
     float), and half-precision accumulating ops are given float32 accumulation."""
     return [drop_requantization, integer_products, weight_only, promote_half, fold_constant, simplify_inference,
             merge_branches, requantize, sink_reshapes, requantize, trim_conv_taps, block_layout, fold_channel_scale,
-            pack_conv_weights, pack_matmul_weights, fold_constant, cse, dce, fuse_ops]
+            bf16_activations, pack_conv_weights, pack_matmul_weights, fold_constant, cse, dce, fuse_ops]
 
 
-__all__ = ["block_layout", "cse", "dce", "drop_requantization", "fold_channel_scale", "fold_constant", "integer_products", "merge_branches", "pack_conv_weights", "pack_matmul_weights", "promote_half",
+__all__ = ["bf16_activations", "block_layout", "cse", "dce", "drop_requantization", "fold_channel_scale", "fold_constant", "integer_products", "merge_branches", "pack_conv_weights", "pack_matmul_weights", "promote_half",
            "requantize", "simplify_inference", "sink_reshapes", "trim_conv_taps", "weight_only", "Instrument", "Pass", "PassContext", "PassError", "PassTimer",
            "PrintAfterPass", "VerifyAfterPass", "default_pipeline", "fuse_ops", "graph_pass", "verify"]

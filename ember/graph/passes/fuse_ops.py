@@ -38,6 +38,7 @@ MAX_GROUP = 24  # ops per group: beyond this, kernels grow without getting faste
 # EfficientNet-B0's quantized file 1.1x slower); a dequantization an epilogue takes in does not count
 DIAMOND = 12  # elementwise ops a diamond may span (GPT-2's tanh GELU: 10)
 _FLOW = (Pattern.ELEMWISE, Pattern.BROADCAST)
+_NARROW_STORED = ("uint8", "int8", "bfloat16")  # (activations an epilogue reads widened)
 _ANCHOR = (Pattern.OUT_ELEMWISE_FUSABLE, Pattern.REDUCTION)
 
 
@@ -214,7 +215,8 @@ def _absorb(n: Call, group_of: dict, uses, order: dict, promising: set, shape=No
     ``shape``: ``n`` is in an anchor's epilogue, and only a dequantization joins -- a chain of
     elementwise ops of that shape from an 8-bit integer tensor (a quantized residual, read
     from its bytes as the epilogue stores: a quarter of the float copy's traffic, and no
-    kernel to make it). Other chains stay apart: inlined into a conv's epilogue they ran
+    kernel to make it), or a bfloat16 one widened (a residual stored in bf16:
+    ``bf16_activations``). Other chains stay apart: inlined into a conv's epilogue they ran
     slower than their own kernel (EfficientNet-B0's, 1.09x the model's time)."""
     g = group_of[n]
     for a in dict.fromkeys(n.args):
@@ -224,7 +226,7 @@ def _absorb(n: Call, group_of: dict, uses, order: dict, promising: set, shape=No
                 or len(g.members) - g.absorbed + (0 if shape is not None else len(other.members)) > MAX_GROUP):
             continue
         if shape is not None and (any(_pattern(m) not in _FLOW or m.type.shape != shape for m in other.members)
-                                  or not any(m.op == "cast" and m.args[0].type.dtype in ("uint8", "int8")
+                                  or not any(m.op == "cast" and m.args[0].type.dtype in _NARROW_STORED
                                              for m in other.members)):
             continue
         for m in other.members:
