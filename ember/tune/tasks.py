@@ -16,6 +16,7 @@ import dataclasses
 import numpy as np
 
 from ..errors import TuneError
+from ..loop import dtype as dt
 from ..loop.knobs import decisions
 from ..compiler.workload import describe, workload_key, workload_text
 
@@ -59,7 +60,7 @@ class GroupBuilder:
                 raise TuneError(f"{self.name}: only groups of static tensor shapes are tuned, got {t}")
         for t in params:
             words = dot is not None and t.dtype == "int32"
-            if not (np.issubdtype(np.dtype(t.dtype), np.floating) or t.dtype in CODES or words):
+            if not (dt.is_float(t.dtype) or t.dtype in CODES or words):
                 raise TuneError(f"{self.name}: only groups of floating-point tensors, 8-bit codes and packed "
                                 f"dots' words are tuned, got {t.dtype}")
 
@@ -67,8 +68,8 @@ class GroupBuilder:
             if t.dtype in CODES:
                 info = np.iinfo(t.dtype)
                 return rng.integers(info.min, info.max + 1, t.shape).astype(t.dtype)
-            if t.dtype != "int32":
-                return rng.standard_normal(t.shape).astype(t.dtype)
+            if t.dtype != "int32":  # (bfloat16 and float16 through ml_dtypes' and numpy's casts)
+                return rng.standard_normal(t.shape).astype(np.float32).astype(dt.numpy_dtype(t.dtype))
             if dot == "dot_bf16x2":  # (two bfloat16 a word: finite values, as the model's)
                 import ml_dtypes
 

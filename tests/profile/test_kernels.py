@@ -68,8 +68,14 @@ def test_first_call_is_never_in_the_statistics(conv_net_exe, x):
 def test_one_disturbed_call_moves_no_rate_or_share(conv_net_exe, x):
     """Rates, shares and the time order come from each call's median: one slow call (a cold
     start here; a burst of load on a shared machine) shows in its max and total only."""
-    with _slow_first_call(conv_net_exe, 0, 0.3):
-        prof = profile_kernels(conv_net_exe, [x], warmup=0, repeat=5, **PEAKS)
+    # (one thread a run: on a loaded CI machine a parallel region waited out other processes'
+    # threads in most calls -- the conv's median 8 ms, not the one disturbed call this is about)
+    threads, conv_net_exe.threads_per_run = conv_net_exe.threads_per_run, 1
+    try:
+        with _slow_first_call(conv_net_exe, 0, 0.3):
+            prof = profile_kernels(conv_net_exe, [x], warmup=0, repeat=5, **PEAKS)
+    finally:
+        conv_net_exe.threads_per_run = threads
     row = prof.rows[0]
     assert row.max >= 0.3 and row.median < 0.05 and row.mean > 0.05
     assert row.percent < 99 and sum(r.percent for r in prof.rows) == pytest.approx(100)
