@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 
 import ember
 from ember.graph import Var, const, topo_calls
@@ -62,6 +63,28 @@ def test_bf16_products_read_both_operands_as_words_of_two_bfloat16():
     assert p.attrs["dot"] == "dot_bf16x2" and p.type.dtype == "float32"
     assert p.args[0].type.shape == (37, 12) and p.args[0].type.dtype == "int32"  # (a view of x in bfloat16)
     assert p.args[1].type.dtype == "int32" and not topo_calls(p.args[1])  # packed at compile time
+
+
+@pytest.mark.parametrize("rows", [1, 37])
+def test_bf16_packs_a_gemv_too_and_it_matches_float32(rows):
+    """A row or a few (a classifier, a decoding step) read every weight once: in bf16 the words
+    are half the bytes; an odd contraction keeps the plain float32 kernel."""
+    import ember
+    from ember.target import Target
+
+    x = Var("x", T(rows, 64))
+    w = rand(40, 64)
+    mod = module([x], call("nn.dense", x, const(w)))
+    after = _bf16_context().run(mod, [pack_matmul_weights, fold_constant])
+    (p,) = [c for c in topo_calls(after) if c.op == "nn.matmul_packed"]
+    assert p.attrs["dot"] == "dot_bf16x2"
+    odd = _bf16_context().run(module([Var("y", T(1, 63))], call("nn.dense", Var("y", T(1, 63)), const(rand(40, 63)))),
+                              [pack_matmul_weights, fold_constant])
+    assert not [c for c in topo_calls(odd) if c.op == "nn.matmul_packed"]
+    if Target.host().has_feature("avx512bf16"):
+        xv = rand(rows, 64)
+        got = ember.compile(mod, precision="bf16").run(xv)[0]
+        np.testing.assert_allclose(got, xv @ w.T, rtol=2e-2, atol=2e-2 * np.abs(xv @ w.T).max())
 
 
 def test_bf16_leaves_an_odd_contraction_in_float32():
