@@ -6,8 +6,10 @@ that follow read the reshaped result, so they could not be the product's epilogu
 have the product's shape) and ran as a pass of their own over memory. An elementwise op
 does not care about the shape its operands are viewed in, as long as the others broadcast
 the same way in both views: so ``f(reshape(x), c)`` becomes ``reshape(f(x, c'))`` when the
-reshape keeps the last axis and ``c`` varies along that axis at most (a bias), or when every
-operand is a reshape of the same shape (a residual add). Then ``reshape(reshape(x))`` is one
+reshape keeps the last axis and ``c`` varies along that axis at most (a bias), or when the
+other operands have the result's whole (static) shape (a residual add: viewed in ``x``'s
+shape, which costs nothing -- BERT's residual adds after its attention and its MLP were
+kernels of their own, 8 a 4-layer model). Then ``reshape(reshape(x))`` is one
 reshape, and a reshape back to the shape it started from disappears: the next layer's
 flattening cancels the previous one's unflattening.
 """
@@ -62,6 +64,9 @@ def _sink(n: Call):
             args.append(a.args[0])
         elif isinstance(a.type, TensorType) and all(d == 1 for d in a.type.shape[:-1]):
             args.append(_reshape(a, a.type.shape[-1:], n.span) if a.type.ndim > 1 else a)
+        elif isinstance(a.type, TensorType) and tuple(a.type.shape) == tuple(n.type.shape) \
+                and all(isinstance(d, int) for d in src + tuple(n.type.shape)):
+            args.append(_reshape(a, src, n.span))  # (a residual: viewed in the product's shape, free)
         else:
             return None
     inner = Call(n.op, args, dict(n.attrs), infer_type(n.op, [a.type for a in args], dict(n.attrs)), span=n.span)

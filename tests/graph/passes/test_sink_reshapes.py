@@ -56,3 +56,21 @@ def test_a_reshape_to_a_scalar_stays_where_it_is():
     assert [c.op for c in topo_calls(after)] == ["reshape", "multiply"]
     xv, sv = np.float32(3.0), rand(1)
     np.testing.assert_allclose(ember.compile(module([x, s], y)).run(xv, sv)[0], xv * sv[0], rtol=1e-6)
+
+
+def test_a_residual_that_is_not_a_reshape_is_viewed_in_the_products_shape():
+    """``add(reshape(matmul(...)), r)`` with ``r`` a layer's plain output (BERT's residual
+    stream): ``r`` is viewed flat, so the add follows the product and joins its epilogue."""
+    x = Var("x", T(2, 5, 8))
+    r = call("nn.relu", x)
+    y = call("add", _linear(x, rand(8, 8), (2, 5)), r)
+    mod = module([x], y)
+    after = PassContext(opt_level=3).run(mod, [sink_reshapes])
+    calls = topo_calls(after)
+    (mm,) = [c for c in calls if c.op == "nn.matmul"]
+    (add,) = [c for c in calls if c.op == "add"]
+    assert any(a is mm for a in add.args) and after.main.body.op == "reshape"
+    exe = ember.compile(mod)
+    assert not [n for n, _ in exe.graph.functions if n.startswith("fused_reshape_add")]
+    xv = rand(2, 5, 8)
+    np.testing.assert_allclose(exe.run(xv)[0], ember.compile(mod, opt_level=1).run(xv)[0], rtol=1e-5, atol=1e-5)
