@@ -11,9 +11,9 @@ count, or a CPU without the feature), and the caller emits the portable form.
   hoisted where ``b`` is a loop's invariant. A tie of two zeros gives either zero (as C's
   ``fmax`` may), where numpy returns its second operand.
 - float32 to int32 (and through int32 to narrower integers): LLVM's ``fptosi`` is poison out of
-  range, so Ember converted through int64 (two conversions, two truncations, an insert: seven
-  instructions for 16 lanes); ``vcvttps2dq`` is one, and its answer out of range and for NaN
-  (INT_MIN) is numpy's on x86.
+  range, so the portable form selects INT_MIN there itself (``types.cast``; it went through
+  int64 before: seven instructions for 16 lanes); ``vcvttps2dq`` is one, and its answer out of
+  range and for NaN (INT_MIN) is numpy's on x86.
 - ``int32(round(x))``: ``vcvtps2dq`` rounds half to even as it converts, where ``round`` then
   the conversion is two instructions (a quantizer's last steps).
 """
@@ -34,7 +34,8 @@ _F32 = {
         "llvm.x86.sse2.cvttps2dq", "llvm.x86.sse2.cvtps2dq", False),
 }
 _CURRENT_DIRECTION, _NEAREST_EVEN = 4, 8  # (AVX-512 rounding operands: MXCSR's; {rn-sae})
-_NARROW_INTS = ("int32", "int16", "int8", "uint16", "uint8")
+_NARROW_BITS = {"int16": 16, "uint16": 16, "int8": 8, "uint8": 8}
+_NARROW_INTS = ("int32", *_NARROW_BITS)
 
 
 def _width(lanes: int, features) -> int | None:
@@ -112,5 +113,4 @@ def float_to_int(b: ir.IRBuilder, v: ir.Value, dst: str, features, rounding: boo
     out = _joined(b, [_call(b, name, i32, [p] + extra) for p in _pieces(b, v, w)])
     if dst == "int32":
         return out
-    width = int(dst.lstrip("uint"))
-    return b.trunc(out, ir.VectorType(ir.IntType(width), v.type.count))
+    return b.trunc(out, ir.VectorType(ir.IntType(_NARROW_BITS[dst]), v.type.count))
