@@ -163,11 +163,21 @@ def use_counts(root: Root) -> dict:
     return counts
 
 
+def readers_of(root: Root) -> dict:
+    """Each node -> the nodes that read it, once per use (``add(x, x)`` lists the add twice),
+    in dataflow order; nodes nothing reads are not keys."""
+    out: dict = {}
+    for n in post_order(root):
+        for c in children(n):
+            out.setdefault(c, []).append(n)
+    return out
+
+
 def count_nodes(root: Root, kinds: Iterable[type] = (Call,)) -> int:
     """How many distinct nodes of the given kinds ``root`` holds (Calls by default)."""
     kinds = tuple(kinds)
     return sum(isinstance(n, kinds) for n in post_order(root))
 
 
-__all__ = ["children", "rebuild", "post_order", "walk", "rewrite", "substitute", "topo_calls", "free_vars",
+__all__ = ["children", "readers_of", "rebuild", "post_order", "walk", "rewrite", "substitute", "topo_calls", "free_vars",
            "use_counts", "count_nodes"]

@@ -248,6 +248,12 @@ def test_substitute_free_vars_and_use_counts():
     uses = use_counts(d)
     assert uses[x] == 1 and uses[a] == 2 and uses[b] == uses[c] == 1 and uses[d] == 0
     assert use_counts(Call("add", [x, x]))[x] == 2
+    from ember.graph.visit import readers_of
+
+    readers = readers_of(d)
+    assert readers[a] == [b, c] and readers[b] == readers[c] == [d] and d not in readers
+    twice = Call("add", [x, x])
+    assert readers_of(twice)[x] == [twice, twice]
     fu = use_counts(Function([x, y], d))
     assert fu[d] == 1 and fu[y] == 0 and fu[x] == 1  # params bind, they are not uses
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from ..ir import Call, Module, Tuple
 from ..ops import Pattern, get_op
 from ..types import TensorType
-from ..visit import children, post_order
+from ..visit import readers_of
 from .context import PassContext, graph_pass, rewrite_main, typed_call
 
 
@@ -48,10 +48,7 @@ def bf16_activations(mod: Module, ctx: PassContext) -> Module:
         return mod
     body = mod.main.body
     outputs = set(map(id, body.fields)) if isinstance(body, Tuple) else {id(body)}
-    readers: dict = {}
-    for n in post_order(body):
-        for c in children(n):
-            readers.setdefault(c, []).append(n)
+    readers = readers_of(body)
     shared = set()
     for x, rs in readers.items():
         if not (isinstance(x, Call) and _dtype(x) == "float32") or id(x) in outputs:

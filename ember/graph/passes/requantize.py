@@ -41,7 +41,7 @@ from ..ir import Call, Constant, Module
 from ..types import TensorType
 from ..ops import get_op
 from ..ops.registry import Pattern
-from ..visit import children, post_order, use_counts
+from ..visit import readers_of, use_counts
 from .context import PassContext, graph_pass, rewrite_main, typed_call as _call
 from .integer_products import _value
 
@@ -253,10 +253,7 @@ def requantize(mod: Module, ctx: PassContext) -> Module:
     """Fold the constant scales and offsets that a rounding quantizes into one multiply and
     one add, and compute a quantization that only a dequantization reads in float (see the
     module docstring)."""
-    uses, readers = use_counts(mod.main.body), {}
-    for n in post_order(mod.main.body):
-        for c in children(n):
-            readers.setdefault(c, []).append(n)
+    uses, readers = use_counts(mod.main.body), readers_of(mod.main.body)
 
     def step(new, old, get):
         if not isinstance(new, Call):
