@@ -30,10 +30,10 @@ def compile(model, target=None, opt_level: int = 3, *, options=None, tuning_db=N
         options = CompileOptions.create(target, opt_level, **kwargs)
     elif target is not None or opt_level != 3 or kwargs:
         raise ArgumentError("ember.compile takes options= or the keywords that make them, not both")
-    from .target import check_buildable
+    from .target import BUILDABLE, check_buildable
 
-    check_buildable(options.target)  # (before a tuning database is read for it)
-    if tuning_db is not None or os.environ.get("EMBER_TUNING_DB"):
+    check_buildable(options.target, BUILDABLE)  # (before a tuning database is read for it)
+    if options.target.kind == "llvm" and (tuning_db is not None or os.environ.get("EMBER_TUNING_DB")):
         from .tune.apply import with_tuning_db
 
         options = with_tuning_db(options, tuning_db)

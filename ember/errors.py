@@ -65,3 +65,8 @@ class TargetError(EmberError):
 class TuneError(EmberError):
     """Tuning that cannot proceed: a tuning database that cannot be opened or read (names the
     URL, password masked, and what to do), a malformed record (names the line)."""
+
+
+class DeviceError(EmberError):
+    """A call into a GPU's driver failed at run time (names the call, the device and the
+    driver's error)."""

@@ -201,18 +201,19 @@ class CudaTarget:
 
 AnyTarget = Union[Target, CudaTarget]
 KINDS = ("llvm", "cuda")
-BUILDABLE = ("llvm",)  # the kinds whose code generator and runtime exist
+BUILDABLE = ("llvm", "cuda")  # the kinds whose code generator and runtime exist
 
 
-def check_buildable(target: AnyTarget) -> None:
-    """TargetError unless Ember can generate code for ``target``'s kind."""
-    if target.kind not in BUILDABLE:
+def check_buildable(target: AnyTarget, kinds: tuple = ("llvm",)) -> None:
+    """TargetError unless Ember can generate code for ``target``'s kind where ``kinds`` are
+    the kinds the caller serves (the CPU's kernels, tuning and exports serve ``llvm`` alone;
+    ``ember.compile`` serves :data:`BUILDABLE`)."""
+    if target.kind not in kinds:
         from .errors import TargetError
 
-        if target.kind == "cuda":  # (kernels compile to PTX; nothing runs them yet)
-            raise TargetError(f"target {target}: Ember has no runtime for the 'cuda' kind yet, so no code generator "
-                              f"behind ember.compile; compile for the CPU (target='llvm', the default), or get a "
-                              f"model's kernels as PTX with ember.compiler.cuda.model_ptx(model, {str(target)!r})")
+        if target.kind == "cuda":
+            raise TargetError(f"target {target}: this runs on the CPU only so far; ember.compile(model, "
+                              f"target={str(target)!r}) compiles and runs a model on the GPU")
         raise TargetError(f"target {target}: Ember has no code generator for the {target.kind!r} kind yet; "
                           f"compile for the CPU (target='llvm', the default)")
 

@@ -54,9 +54,22 @@ def test_target_kinds_parse():
         as_target("rocm")
 
 
-def test_a_kind_without_a_code_generator_is_a_target_error():
-    with pytest.raises(TargetError, match="no runtime for the 'cuda' kind.*model_ptx"):
+def test_a_cuda_target_without_a_gpu_is_a_target_error_naming_what_is_missing():
+    from ember.runtime.cuda_driver import cuda_unavailable
+
+    if cuda_unavailable() is None:  # (a GPU host: the same call compiles and runs)
+        x = np.array([[-1.0, 2.0, 0.5], [3.0, -4.0, 5.0]], np.float32)
+        np.testing.assert_array_equal(ember.compile(_relu_model(), "cuda -arch=sm_90").run(x)[0], np.maximum(x, 0))
+        return
+    with pytest.raises(TargetError, match="GPU"):
         ember.compile(_relu_model(), "cuda -arch=sm_90")
+
+
+def test_cpu_only_front_doors_refuse_a_cuda_target_and_say_what_runs_on_the_gpu():
+    from ember.target import check_buildable
+
+    with pytest.raises(TargetError, match="CPU only so far.*ember.compile"):
+        check_buildable(as_target("cuda"))
 
 
 def test_schedules_register_per_kind():

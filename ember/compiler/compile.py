@@ -88,6 +88,10 @@ def compile_model(model: Union[str, os.PathLike, bytes, Module, "onnx.ModelProto
         options = CompileOptions.create(target, opt_level, **kwargs)
     elif target is not None or opt_level != 3 or kwargs:
         raise ArgumentError("compile_model takes options or the keywords that make them, not both")
+    if options.target.kind == "cuda":
+        from .cuda import compile_cuda
+
+        return compile_cuda(model, options)
     check_buildable(options.target)
     if options.offload == ("auto",):
         from .offload import compile_auto

@@ -23,7 +23,8 @@ from ..target import CudaTarget, as_target
 # the plain layouts), or rewrite products for its integer dot instructions
 CPU_ONLY_PASSES = ("integer_products", "block_layout", "fold_channel_scale", "pack_conv_weights", "pack_matmul_weights")
 
-__all__ = ["CPU_ONLY_PASSES", "GpuGroup", "device_kernels", "gpu_groups", "lower_for_gpu", "model_ptx"]
+__all__ = ["CPU_ONLY_PASSES", "GpuGroup", "compile_cuda", "device_kernels", "gpu_groups", "gpu_module", "launch_table",
+           "lower_for_gpu", "model_ptx"]
 
 
 @dataclasses.dataclass
@@ -37,21 +38,31 @@ class GpuGroup:
     workspace: list
 
 
-def gpu_groups(model, target=None, input_shapes: Optional[dict] = None) -> list:
-    """``[(name, Function)]``: the fused groups of ``model`` (an ONNX file, bytes or proto)
-    after the graph pipeline for a GPU target (:data:`CPU_ONLY_PASSES` off)."""
+def gpu_module(model, target=None, input_shapes: Optional[dict] = None) -> Module:
+    """``model`` (an ONNX file, bytes, proto or a graph :class:`Module`) through the graph
+    pipeline for a GPU target (:data:`CPU_ONLY_PASSES` off): ``main`` calling its fused groups."""
     import ember.graph.ops.compute  # noqa: F401  (registers the op computes)
 
-    from ..frontend.onnx.importer import from_onnx
     from ..graph.passes import PassContext
-    from .compile import _optimize
+    from .compile import _bind_shapes, _optimize
     from .fold import evaluate_constants
 
     target = as_target(target or "cuda")
-    mod = from_onnx(model, input_shapes=input_shapes)
+    if isinstance(model, Module):
+        mod = _bind_shapes(model, input_shapes) if input_shapes else model
+    else:
+        from ..frontend.onnx.importer import from_onnx
+
+        mod = from_onnx(model, input_shapes=input_shapes)
     ctx = PassContext(opt_level=3, disabled=set(CPU_ONLY_PASSES),
                       config={"target": target, "evaluate": evaluate_constants})
     mod, _ = _optimize(Module({"main": mod.main}), ctx)  # (the CPU compile's pipeline, these passes off)
+    return mod
+
+
+def gpu_groups(model, target=None, input_shapes: Optional[dict] = None) -> list:
+    """``[(name, Function)]``: the fused groups of ``model`` after :func:`gpu_module`."""
+    mod = gpu_module(model, target, input_shapes)
     return [(name, fn) for name, fn in mod.functions if name != "main" and isinstance(fn, Function)]
 
 
@@ -106,3 +117,126 @@ def model_ptx(model, target=None, input_shapes: Optional[dict] = None) -> tuple:
         kernels, workspace = device_kernels(func)
         groups.append(GpuGroup(name, func, kernels, workspace))
     return groups, ptx([k for g in groups for k in g.kernels], target)
+
+
+def launch_table(group: GpuGroup) -> dict:
+    """What the runtime needs to launch ``group``'s device kernels (see
+    :class:`~ember.runtime.gpu_executable.GpuExecutable`): each kernel's parameters as the
+    group's buffers (the call's slots, in the group's order), its workspace or a size, and its
+    static grid and block."""
+    from ..loop.passes.verify_threads import launch_shape
+    from ..loop import dtype as dt
+
+    position = {b: i for i, b in enumerate(group.func.buffers)}
+    ws_index = {b: j for j, b in enumerate(group.workspace)}
+    kernels = []
+    for k in group.kernels:
+        params = []
+        for p in k.params:
+            if p in position:
+                params.append(["arg", position[p]])
+            elif p in ws_index:
+                params.append(["ws", ws_index[p]])
+            else:
+                raise LoweringError(f"kernel {k.name!r}: size parameter {p} -- the cuda target runs static shapes "
+                                    f"only; give the model's symbolic dims with input_shapes={{...}}")
+        shape = launch_shape(k)
+        dims = []
+        for which, kinds in (("grid", ("block_x", "block_y", "block_z")), ("block", ("thread_x", "thread_y", "thread_z"))):
+            ext = [shape[which].get(kind, IntImm(1)) for kind in kinds]
+            if not all(isinstance(e, IntImm) for e in ext):
+                raise LoweringError(f"kernel {k.name!r}: its {which} {ext} is symbolic -- the cuda target runs static "
+                                    f"shapes only; give the model's symbolic dims with input_shapes={{...}}")
+            dims.append([e.value for e in ext])
+        kernels.append({"name": k.name, "params": params, "grid": dims[0], "block": dims[1]})
+    workspace = []
+    for b in group.workspace:
+        n = dt.nbytes(b.dtype)
+        for d in b.shape:
+            if not isinstance(d, IntImm):
+                raise LoweringError(f"{group.name}: workspace {b.name} has the symbolic shape {b.shape}")
+            n *= d.value
+        workspace.append(n)
+    return {"kernels": kernels, "workspace": workspace}
+
+
+def _cpu_kernels(kernels: list) -> dict:
+    """Device kernels compiled for the CPU (blocks and threads as loops) for the
+    :class:`~ember.runtime.gpu_executable.EmulatedDevice`: name -> native function."""
+    from ..driver import build
+    from ..loop.passes.threads_on_cpu import threads_on_cpu
+
+    module = build([threads_on_cpu(k) for k in kernels])
+    return {k.name: module[k.name]._cfunc for k in kernels}
+
+
+def compile_cuda(model, options=None, device=None, **kwargs):
+    """``model`` compiled for a GPU: a :class:`~ember.runtime.gpu_executable.GpuExecutable` on
+    ``device`` (default: the process's GPU 0; an
+    :class:`~ember.runtime.gpu_executable.EmulatedDevice` runs it on the CPU). ``options``
+    (or ``kwargs``): a :class:`~ember.options.CompileOptions` with a cuda target; of its
+    fields the target, ``input_shapes`` and ``name`` apply."""
+    import time
+
+    from ..codegen.nvptx import ptx as make_ptx
+    from ..options import CompileOptions
+    from ..runtime.gpu_executable import GpuExecutable
+    from .generic import generic_kernels
+    from .program import Shared, make_program
+
+    if options is None:
+        kwargs.setdefault("target", "cuda")
+        options = CompileOptions.create(kwargs.pop("target"), kwargs.pop("opt_level", 3), **kwargs)
+    target = options.target
+    if not isinstance(target, CudaTarget):
+        raise LoweringError(f"compile_cuda needs a cuda target, got {target}")
+    from ..errors import ArgumentError
+
+    if options.precision != "fp32" or options.offload:
+        raise ArgumentError(f"target {target}: precision={options.precision!r} and offload={list(options.offload)} are "
+                            f"CPU options so far; the GPU runs the model's own types (fp32) on Ember's kernels")
+    if device is None:
+        from ..runtime.cuda_driver import device as gpu
+
+        device = gpu(0)  # (before any work: a host without a GPU says so at once)
+    times = {}
+    t0 = time.perf_counter()
+    mod = gpu_module(model, target, options.input_shape_map)
+    output_names = None
+    if not isinstance(model, Module):
+        from ..frontend.onnx.checks import load_model
+
+        output_names = [o.name for o in load_model(model)[0].graph.output]
+    times["graph"] = time.perf_counter() - t0
+    shared = Shared()
+    with generic_kernels("none"):
+        program = make_program(mod, shared, output_names=output_names)
+    if program.get("symbols") or program.get("controls"):
+        raise LoweringError(f"the cuda target runs static shapes without control flow; this model's shapes depend "
+                            f"on {program.get('symbols')}: give them with input_shapes={{...}}")
+    t1 = time.perf_counter()
+    groups, launches = [], {}
+    for name, fn in shared.groups:
+        func = lower_for_gpu(fn, name, target)
+        kernels, workspace = device_kernels(func)
+        g = GpuGroup(name, func, kernels, workspace)
+        groups.append(g)
+        launches[name] = launch_table(g)
+    times["lower"] = time.perf_counter() - t1
+    t2 = time.perf_counter()
+    kernels = [k for g in groups for k in g.kernels]
+    if hasattr(device, "load_ptx"):
+        text = make_ptx(kernels, target)
+        times["ptx"] = time.perf_counter() - t2
+        t3 = time.perf_counter()
+        functions = device.load_ptx(text, [k.name for k in kernels])
+        times["load"] = time.perf_counter() - t3
+    else:  # (the CPU's emulation: each device kernel compiled for the CPU, its grid as loops)
+        text = ""
+        functions = _cpu_kernels(kernels)
+        times["cpu kernels"] = time.perf_counter() - t2
+    exe = GpuExecutable(program, launches, shared.constants, device, functions, ptx=text, target=target)
+    exe.groups = groups
+    times["total"] = time.perf_counter() - t0
+    exe.compile_times = times
+    return exe
