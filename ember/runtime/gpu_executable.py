@@ -230,6 +230,12 @@ class GpuExecutable:
                 rows.append((name, float(np.median(ms))))
             return rows
 
+    def export(self, path) -> None:
+        from ..errors import TargetError
+
+        raise TargetError(f"exporting a model compiled for {self.target} is not built yet (a GPU export would carry "
+                          f"PTX and cubins); compile it in the process that runs it, or export for the CPU")
+
     @property
     def num_launches(self) -> int:
         return len(self._steps)
