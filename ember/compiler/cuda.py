@@ -75,7 +75,10 @@ def lower_for_gpu(fn: Function, name: str, target=None) -> PrimFunc:
     target = as_target(target or "cuda")
     if not isinstance(target, CudaTarget):
         raise LoweringError(f"{name}: lower_for_gpu needs a cuda target, got {target}")
-    return default_pipeline(lower_group(fn, name, target).lowered())
+    from ..kernels.common import plain_computes
+
+    with plain_computes():  # (no CPU's packing or blocking in the computes a GPU schedule tiles)
+        return default_pipeline(lower_group(fn, name, target).lowered())
 
 
 def device_kernels(func: PrimFunc) -> tuple:

@@ -83,6 +83,26 @@ def fold_size(e):
     return e if v is None else v
 
 
+_PLAIN = contextvars.ContextVar("ember_plain_computes", default=False)
+
+
+@contextlib.contextmanager
+def plain_computes():
+    """Inside, products and convolutions are computed plainly (a reduction over the operands as
+    they are: no packed panels, register blocks or de-interleaved windows, which are a CPU's):
+    what a GPU schedule tiles."""
+    token = _PLAIN.set(True)
+    try:
+        yield
+    finally:
+        _PLAIN.reset(token)
+
+
+def plain() -> bool:
+    """Whether :func:`plain_computes` is in force."""
+    return _PLAIN.get()
+
+
 def host(target=None):
     """``target`` as a Target: None means the host CPU, a string is parsed (``"llvm -mcpu=..."``)."""
     from ..target import as_target, check_buildable

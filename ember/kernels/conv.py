@@ -28,7 +28,7 @@ from ..loop import compute as te
 from ..loop import dtype as dt
 from ..loop.expr import as_expr, const, eq, logical_and, select
 from ..loop.schedule import Schedule
-from .common import const_int, fold_size, host, largest_divisor, parallel_outer, vector_lanes, vector_registers
+from .common import const_int, fold_size, host, largest_divisor, parallel_outer, plain, vector_lanes, vector_registers
 
 
 def pad_spatial(data: te.Tensor, begin: Sequence[int], end: Sequence[int], value,
@@ -185,12 +185,14 @@ def conv_window(data: te.Tensor, weight: Callable, F: int, groups: int, kernel: 
     fb, xb = conv_blocks(F, Cg, out[-1], data.dtype, target, groups)
     if blocks is not None:  # given (a None keeps the chosen one)
         fb, xb = blocks[0] or fb, blocks[1] or xb
+    if plain() and packed is None:  # (a GPU's: weights as they are, the window in place)
+        fb, xb = 1, 1
     end = list(end)
     if isinstance(out[-1], int) and isinstance(padded_sizes[-1], int):
         reads = (-(-out[-1] // xb) * xb - 1) * strides[-1] + dilation[-1] * (kernel[-1] - 1) + 1
         end[-1] += max(0, reads - padded_sizes[-1])
     channels = _channels_read(F, fb, Fg, Cg) if groups > 1 else None
-    phases = strides[-1]  # a strided window reads its de-interleaved input contiguously
+    phases = 1 if plain() else strides[-1]  # a strided window reads its de-interleaved input contiguously
     padded = pad_spatial(data, begin, end, 0, f"{name}_pad", dilate, channels, phases)
     # blocks of one filter are the weights' own layout: read them as they are
     Wp = packed if packed is not None or fb == 1 else pack_weight(weight, F, Cg, kernel, fb, data.dtype, f"{name}_Wp")

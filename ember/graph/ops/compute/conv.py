@@ -17,7 +17,7 @@ operand is a vector.
 from __future__ import annotations
 
 from ....errors import UnsupportedOpError
-from ....kernels.common import const_int
+from ....kernels.common import const_int, plain
 from ....kernels.conv import conv_compute, conv_transpose_compute, conv_window, pack_weight
 from ....kernels import weight_only
 from ....kernels.matmul import dot_compute, matmul_compute, micro_tile, pack_b
@@ -107,7 +107,8 @@ for _n in _NDIM_NAME:
 
 
 def _vector_product(a: te.Tensor, b: te.Tensor, out_type, name: str, trans_b: bool = False) -> te.Tensor:
-    """numpy matmul where an operand is 1-D: one reduction over the contraction axis."""
+    """numpy matmul as one reduction over the contraction axis (where an operand is 1-D, and
+    every product under :func:`~ember.kernels.common.plain_computes`)."""
     a_vec, b_vec = a.ndim == 1, b.ndim == 1
     shape = te_shape(out_type)
     K = a.shape[-1]
@@ -139,6 +140,8 @@ def _dense(attrs, inputs, out_type):
     name = stage_name("nn.dense")
     if x.ndim == 1:
         return _vector_product(x, w, out_type, name, trans_b=True)
+    if plain():  # (a GPU's: one reduction over the operands as they are)
+        return _vector_product(x, w, out_type, name, trans_b=True)
     batch = te_shape(out_type)[:-2]
     rows = const_int(x.shape[-2])
     if rows is not None and rows <= DOT_ROWS:
@@ -149,7 +152,7 @@ def _dense(attrs, inputs, out_type):
 def _matmul(attrs, inputs, out_type):
     a, b = inputs
     name = stage_name("nn.matmul")
-    if a.ndim == 1 or b.ndim == 1:
+    if a.ndim == 1 or b.ndim == 1 or plain():
         return _vector_product(a, b, out_type, name)
     rows = const_int(a.shape[-2])
     mr, _ = micro_tile(None, a.dtype)

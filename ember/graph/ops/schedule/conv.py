@@ -10,6 +10,7 @@ from __future__ import annotations
 from ....kernels.common import const_int
 from ....kernels.conv import schedule_conv
 from ....kernels.conv_nchwc import schedule_conv_nchwc
+from ....kernels.gpu import schedule_gpu_product
 from ....kernels.matmul import schedule_dot, schedule_gemm
 from ....loop import compute as te
 from ....loop.schedule import Schedule
@@ -52,3 +53,22 @@ set_schedule("nn.matmul", "llvm", schedule_product)
 set_schedule("nn.matmul_packed", "llvm", schedule_product)
 set_schedule("nn.matmul_nbits", "llvm", schedule_product)
 set_schedule("nn.matmul_nbits_packed", "llvm", schedule_product)
+
+
+def _gpu_product(row_axis, rows: int, cols: int):
+    """The GPU's register-tiled schedule (:func:`ember.kernels.gpu.schedule_gpu_product`); the
+    group's other stages keep the generic one where it does not apply."""
+    def sched(s: Schedule, anchor: te.Tensor, out: te.Tensor, target=None) -> None:
+        axis = row_axis if row_axis >= 0 else len(out.shape) + row_axis
+        for st in list(s.stages):  # (a padded input: read where the product reads it)
+            if (not st.is_placeholder and st.attach[0] == "root" and not st.is_output and st.tensor is not anchor
+                    and not isinstance(st.body, te.Reduce)):
+                st.compute_inline()
+        schedule_gpu_product(s, anchor, out, axis, rows, cols)
+    return sched
+
+
+for _s in ("1d", "2d", "3d"):  # (NC<spatial>: a filter's weights shared by every pixel it makes)
+    set_schedule(f"nn.conv{_s}", "cuda", _gpu_product(1, 8, 1))
+set_schedule("nn.dense", "cuda", _gpu_product(-2, 4, 4))
+set_schedule("nn.matmul", "cuda", _gpu_product(-2, 4, 4))
