@@ -19,7 +19,7 @@ from .expr import (EQ, GE, GT, LE, LT, NE, Add, And, BitAnd, BitOr, BitXor, Broa
                    Not, Or, Ramp, Select, Shl, Shr, Sub, Var, const)
 from .printer import RESERVED, is_dtype
 from .stmt import (LOOP_KINDS, Allocate, Barrier, Buffer, Evaluate, For, IfThenElse, LetStmt, PrimFunc,
-                   SeqStmt, Store)
+                   SeqStmt, Store, WarpMma)
 
 BINOPS = {ast.Add: Add, ast.Sub: Sub, ast.Mult: Mul, ast.Div: Div, ast.FloorDiv: FloorDiv,
           ast.Mod: FloorMod, ast.BitAnd: BitAnd, ast.BitOr: BitOr, ast.BitXor: BitXor,
@@ -253,6 +253,9 @@ class _Parser:
             if isinstance(f, ast.Name) and f.id == "barrier":
                 self.args(call, 0)
                 return Barrier()
+            if isinstance(f, ast.Name) and f.id == "mma_sync":
+                a, _ = self.args(call, 8)
+                return WarpMma(*[self.buffer(x) if i % 2 == 0 else self.expr(x) for i, x in enumerate(a)])
             if isinstance(f, ast.Attribute) and f.attr == "store":
                 (v, idx), kw = self.args(call, 2, ("predicate",))
                 idx = self.indices(idx, tuple_only=True)
@@ -266,7 +269,7 @@ class _Parser:
             return self.with_(node)
         first = ast.unparse(node).splitlines()[0]
         raise self.err(node, f"unsupported statement {first!r} (expected a store, for, if, "
-                             "with allocate/let/seq, 'x = value', evaluate(...) or barrier())")
+                             "with allocate/let/seq, 'x = value', evaluate(...), barrier() or mma_sync(...))")
 
     def for_(self, node: ast.For) -> For:
         it = node.iter

@@ -48,7 +48,8 @@ from .expr import (EQ, GE, GT, LE, LT, NE, Add, And, BitAnd, BitOr, BitXor, Broa
                    Div, FloatImm, FloorDiv, FloorMod, IntImm, Let, Load, Max, Min, Mod, Mul, Not,
                    Or, Ramp, Select, Shl, Shr, Sub, Var)
 from .node import Node
-from .stmt import (Allocate, Barrier, Buffer, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, Store)
+from .stmt import (Allocate, Barrier, Buffer, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, Store,
+                   WarpMma)
 from .visit import walk
 
 # Names the parser reads as something other than a variable or buffer.
@@ -357,6 +358,9 @@ class _Printer:
             return [f"{pad}evaluate({self.expr(s.value)})"]
         if isinstance(s, Barrier):
             return [f"{pad}barrier()"]
+        if isinstance(s, WarpMma):
+            ops = ", ".join(f"{self.ref(getattr(s, k))}, {self.expr(getattr(s, k + '_offset'))}" for k in "dabc")
+            return [f"{pad}mma_sync({ops})"]
         return [f"{pad}<{type(s).__name__}>"]
 
 

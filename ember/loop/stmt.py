@@ -125,6 +125,28 @@ class Barrier(Stmt):
 
 
 @node
+class WarpMma(Stmt):
+    """A warp's matrix product on tensor cores, PTX's ``mma.sync.m16n8k16.row.col`` with float32
+    accumulators: D (16x8) = A (16x16) B (16x8) + C. Each of the warp's 32 lanes holds a
+    fragment of each matrix in its own (``local``) buffers, from the element offsets given:
+    8 values of A and 4 of B (``float16`` or ``bfloat16``), 4 float32 of C and of D. With
+    ``lane = 4 g + t``: A's value ``e`` is row ``g + 8 (e // 2 % 2)``, column
+    ``2 t + e % 2 + 8 (e // 4)``; B's value ``e`` is row (k) ``2 t + e % 2 + 8 (e // 2)``, column
+    ``g``; C's and D's value ``e`` is row ``g + 8 (e // 2)``, column ``2 t + e % 2``. Every lane of
+    the warp must execute it together (like a barrier, it may not sit under a condition that
+    depends on the thread)."""
+
+    d: Buffer
+    d_offset: Expr
+    a: Buffer
+    a_offset: Expr
+    b: Buffer
+    b_offset: Expr
+    c: Buffer
+    c_offset: Expr
+
+
+@node
 class PrimFunc(Node):
     """A kernel: parameters (buffers, then scalar vars such as symbolic dims) and a body."""
 

@@ -18,7 +18,7 @@ from ...errors import CompileError, EmberError
 from ...loop import dtype as dt
 from ...loop.expr import (BINARY_OPS, Broadcast, Call, Cast, Expr, FloatImm, IntImm, Let, Load, Not,
                           Ramp, Select, Var, as_expr)
-from ...loop.stmt import (Allocate, Barrier, Buffer, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt,
+from ...loop.stmt import (Allocate, Barrier, Buffer, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, WarpMma,
                           Store)
 from ...loop.visit import walk
 from . import dot, lane_reduce, memory, ops, parallel, profile, vmath, x86
@@ -286,6 +286,10 @@ class FunctionEmitter:
         raise CompileError(f"kernel {self.func_name!r}: a barrier in a CPU kernel (a GPU kernel runs on the "
                            f"CPU through ember.loop.passes.threads_on_cpu)")
 
+    def warp_mma(self, node: WarpMma) -> None:
+        raise CompileError(f"kernel {self.func_name!r}: a warp's tensor-core product (mma_sync) in a CPU kernel (a "
+                           f"GPU kernel runs on the CPU through ember.loop.passes.threads_on_cpu)")
+
     def _seq(self, node: SeqStmt) -> None:
         for s in node.stmts:
             self.stmt(s)
@@ -493,7 +497,7 @@ _EXPR = {IntImm: FunctionEmitter._imm, FloatImm: FunctionEmitter._imm, Var: Func
 _STMT = {SeqStmt: FunctionEmitter._seq, Evaluate: FunctionEmitter._evaluate,
          LetStmt: FunctionEmitter._let_stmt, Store: FunctionEmitter._store,
          Allocate: FunctionEmitter._allocate, IfThenElse: FunctionEmitter._if, For: FunctionEmitter._for,
-         Barrier: FunctionEmitter.barrier}
+         Barrier: FunctionEmitter.barrier, WarpMma: FunctionEmitter.warp_mma}
 
 
 # --- functions and modules -----------------------------------------------------------------

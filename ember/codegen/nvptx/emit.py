@@ -6,7 +6,7 @@ from llvmlite import ir
 from ...errors import CompileError, EmberError
 from ...loop.expr import IntImm
 from ...loop.passes.verify_threads import verify_threads
-from ...loop.stmt import Allocate, Barrier, For, PrimFunc, THREAD_KINDS
+from ...loop.stmt import Allocate, Barrier, For, PrimFunc, THREAD_KINDS, WarpMma
 from ..llvm import types as T
 from ..llvm.codegen import (FunctionEmitter, bind_parameters, check_kernel_names, fastmath_flags, scalar_abi_type,
                             signature_scalars)
@@ -46,6 +46,33 @@ class CudaEmitter(FunctionEmitter):
 
     def barrier(self, node: Barrier) -> None:
         self.builder.call(declare(self.module, "llvm.nvvm.barrier0", ir.VoidType(), []), [])
+
+    def warp_mma(self, node: WarpMma) -> None:
+        """``mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}`` as inline PTX: A's 8 values and B's 4
+        are read as 4 and 2 words of two, C's 4 floats as they are, D's 4 stored."""
+        b = self.builder
+        kind = {"bfloat16": "bf16", "float16": "f16"}.get(node.a.dtype)
+        if kind is None or node.b.dtype != node.a.dtype or node.c.dtype != "float32" or node.d.dtype != "float32":
+            raise CompileError(f"kernel {self.func_name!r}: mma_sync takes float16 or bfloat16 A and B (got "
+                               f"{node.a.dtype}, {node.b.dtype}) and float32 C and D (got {node.c.dtype}, {node.d.dtype})")
+
+        def at(buf, offset, k, ty, align):
+            mt = T.mem_type(buf.dtype)
+            off = b.add(T.cast(b, self.expr(offset), offset.dtype, "int64"), ir.Constant(T.I64, k))
+            return b.load(b.gep(self.buffer_ptr(buf), [off], source_etype=mt), typ=ty, align=align)
+        words = [at(node.a, node.a_offset, 2 * i, T.I32, 4) for i in range(4)]
+        words += [at(node.b, node.b_offset, 2 * i, T.I32, 4) for i in range(2)]
+        acc = [at(node.c, node.c_offset, i, T.F32, 4) for i in range(4)]
+        out = ir.LiteralStructType([T.F32] * 4)
+        asm = ir.InlineAsm(ir.FunctionType(out, [T.I32] * 6 + [T.F32] * 4),
+                           f"mma.sync.aligned.m16n8k16.row.col.f32.{kind}.{kind}.f32 "
+                           "{$0,$1,$2,$3}, {$4,$5,$6,$7}, {$8,$9}, {$10,$11,$12,$13};",
+                           "=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f", side_effect=False)
+        res = b.call(asm, words + acc)
+        mt = T.mem_type(node.d.dtype)
+        for i in range(4):
+            off = b.add(T.cast(b, self.expr(node.d_offset), node.d_offset.dtype, "int64"), ir.Constant(T.I64, i))
+            b.store(b.extract_value(res, i), b.gep(self.buffer_ptr(node.d), [off], source_etype=mt), align=4)
 
     def _allocate(self, node: Allocate) -> None:
         buf = node.buffer

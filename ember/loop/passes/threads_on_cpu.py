@@ -11,15 +11,20 @@ condition out of the thread loops, around the split parts. A thread's own scratc
 buffer inside the thread loops) that lives across a barrier gets one copy per thread; a value
 bound by ``let`` across one is recomputed where it is used.
 
+A warp's tensor-core product (``mma_sync``) reads the other lanes' fragments, so first it becomes
+what a block can do without tensor cores: every thread puts its A and B fragments in shared
+scratch, a barrier, each thread computes its own four values of D from the scratch (the lane
+layout of :class:`~ember.loop.stmt.WarpMma`), another barrier; then the barriers split as above.
+
 Only ``thread_*`` and ``block_*`` loops change; the result is an ordinary CPU loop program that
 ``ember.build`` compiles.
 """
 from __future__ import annotations
 
 from ...errors import LoweringError
-from ..expr import Load
-from ..stmt import Allocate, Barrier, Buffer, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, Store, THREAD_KINDS
-from ..visit import rewrite, substitute
+from ..expr import Cast, IntImm, Load, Var
+from ..stmt import Allocate, Barrier, Buffer, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, Store, THREAD_KINDS, WarpMma
+from ..visit import rewrite, substitute, walk
 from .verify_threads import has_barrier
 
 __all__ = ["threads_on_cpu"]
@@ -27,7 +32,72 @@ __all__ = ["threads_on_cpu"]
 
 def threads_on_cpu(func: PrimFunc) -> PrimFunc:
     """``func`` (a GPU kernel, see :mod:`.verify_threads`) as a CPU loop program."""
-    return func.replace(name=func.name, body=_cpu(func.body))
+    return func.replace(name=func.name, body=_cpu(_mma_through_shared(func.body)))
+
+
+def _unflatten(buf: Buffer, flat):
+    """The indices of element ``flat`` of row-major ``buf``."""
+    idx, rest = [], flat
+    for d in reversed(buf.shape[1:]):
+        idx.append(rest % d)
+        rest = rest // d
+    return tuple([rest] + idx[::-1])
+
+
+def _mma_through_shared(body):
+    """Each ``mma_sync`` as threads exchanging fragments through shared scratch (module doc)."""
+    def nest(s):
+        if not any(isinstance(n, WarpMma) for n in walk(s)):
+            return s
+        loops, inner = [], s
+        while isinstance(inner, For) and inner.kind.startswith("thread_"):
+            loops.append(inner)
+            inner = inner.body
+        ext = {lp.kind: lp.extent for lp in loops}
+        var = {lp.kind: lp.var for lp in loops}
+        one, zero = IntImm(1), IntImm(0)
+        tid = var.get("thread_x", zero) + ext.get("thread_x", one) * (
+            var.get("thread_y", zero) + ext.get("thread_y", one) * var.get("thread_z", zero))
+        count = ext.get("thread_x", one) * ext.get("thread_y", one) * ext.get("thread_z", one)
+        half = next(n for n in walk(s) if isinstance(n, WarpMma)).a.dtype
+        sa = Buffer("mma_a_scratch", (count, 8), half, scope="shared")
+        sb = Buffer("mma_b_scratch", (count, 4), half, scope="shared")
+        lowered = rewrite(inner, lambda n: _mma_steps(n, tid, sa, sb) if isinstance(n, WarpMma) else None)
+        for lp in reversed(loops):
+            lowered = For(lp.var, lp.min, lp.extent, lp.kind, lowered)
+        return Allocate(sa, Allocate(sb, lowered))
+
+    def down(s):  # (outermost thread loops first: the scratch is the whole block's)
+        if isinstance(s, For):
+            return nest(s) if s.kind.startswith("thread_") else s.replace(body=down(s.body))
+        if isinstance(s, SeqStmt):
+            return SeqStmt(tuple(down(x) for x in s.stmts))
+        if isinstance(s, IfThenElse):
+            return IfThenElse(s.condition, down(s.then_case), None if s.else_case is None else down(s.else_case))
+        if isinstance(s, (Allocate, LetStmt)):
+            return s.replace(body=down(s.body))
+        return s
+    if not any(isinstance(n, WarpMma) for n in walk(body)):
+        return body
+    return down(body)
+
+
+def _mma_steps(m: WarpMma, tid, sa: Buffer, sb: Buffer):
+    e, k = Var("mma_e"), Var("mma_k")
+    put = SeqStmt((For(e, IntImm(0), IntImm(8), "serial", Store(sa, Load(m.a, _unflatten(m.a, m.a_offset + e)), (tid, e))),
+                   For(e, IntImm(0), IntImm(4), "serial", Store(sb, Load(m.b, _unflatten(m.b, m.b_offset + e)), (tid, e)))))
+    lane = tid % 32
+    base, g, t = tid - lane, lane // 4, lane % 4
+    r, n = g + (e // 2) * 8, t * 2 + e % 2
+    la, ea = (r % 8) * 4 + (k % 8) // 2, ((r // 8) + (k // 8) * 2) * 2 + k % 2
+    lb, eb = n * 4 + (k % 8) // 2, (k // 8) * 2 + k % 2
+    acc = Buffer("mma_acc", (1,), "float32", scope="local")
+    product = Cast("float32", Load(sa, (base + la, ea))) * Cast("float32", Load(sb, (base + lb, eb)))
+    step = Store(acc, Load(acc, (IntImm(0),)) + product, (IntImm(0),))
+    each = Allocate(acc, SeqStmt((Store(acc, Load(m.c, _unflatten(m.c, m.c_offset + e)), (IntImm(0),)),
+                                  For(k, IntImm(0), IntImm(16), "serial", step),
+                                  Store(m.d, Load(acc, (IntImm(0),)), _unflatten(m.d, m.d_offset + e)))))
+    return SeqStmt((put, Barrier(), For(e, IntImm(0), IntImm(4), "serial", each), Barrier()))
 
 
 def _seq(stmts: list):

@@ -11,7 +11,9 @@ So the program must say one launch shape and keep to what one block may hold:
   within the target's shared memory per block;
 - every thread of a block must reach each ``barrier()`` (else the block hangs): none under a
   condition, or in a loop whose trip count, depends on a thread index, and none outside the
-  thread loops; no ``parallel`` loop (a CPU's threads) in a GPU kernel.
+  thread loops; no ``parallel`` loop (a CPU's threads) in a GPU kernel;
+- a warp's ``mma_sync`` likewise (its lanes execute it together), on ``local`` fragments, in a
+  block of whole warps.
 
 :func:`verify_threads` raises a :class:`~ember.errors.LoweringError` naming the kernel, the loop
 or buffer at fault and the limit.
@@ -21,7 +23,7 @@ from __future__ import annotations
 from ...errors import LoweringError
 from .. import dtype as dt
 from ..expr import IntImm, Var
-from ..stmt import Allocate, Barrier, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, THREAD_KINDS
+from ..stmt import Allocate, Barrier, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, THREAD_KINDS, WarpMma
 from ..visit import walk
 
 __all__ = ["has_barrier", "launch_shape", "verify_threads"]
@@ -110,14 +112,29 @@ def verify_threads(func: PrimFunc, max_threads: int = 1024, max_shared_bytes: in
             if not inside_threads:
                 fail("a barrier outside the thread_* loops: it synchronizes a block's threads, so it "
                      "belongs inside them")
+        elif isinstance(s, WarpMma):
+            if not inside_threads:
+                fail("mma_sync outside the thread_* loops: a warp's lanes execute it together, so it belongs "
+                     "inside them")
+            for buf in (s.a, s.b, s.c, s.d):
+                if buf.scope != "local":
+                    fail(f"mma_sync reads and writes a lane's registers: {buf.name!r} must be a local buffer, "
+                         f"not {buf.scope}")
 
     visit(func.body, (), frozenset(), False)
+    if any(isinstance(n, WarpMma) for n in walk(func.body)):
+        total = 1
+        for n in extents.values():
+            total *= n
+        if total % 32:
+            fail(f"mma_sync needs whole warps: the block's {total} threads are not a multiple of 32")
     return launch_shape(func)
 
 
 def has_barrier(s) -> bool:
-    """Whether statement ``s`` holds a barrier."""
-    return any(isinstance(n, Barrier) for n in walk(s))
+    """Whether statement ``s`` holds a barrier (or a warp's ``mma_sync``, which every lane must
+    reach together too)."""
+    return any(isinstance(n, (Barrier, WarpMma)) for n in walk(s))
 
 
 def _has_grid(s) -> bool:
