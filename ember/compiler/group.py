@@ -241,8 +241,10 @@ def _lower_group(fn: Function, name: str, target, schedule: bool = True, variant
     """The group's computes and (with ``schedule``) its default schedule; else a fresh one."""
     b = fn.body
     if isinstance(b, Call) and get_op(b.op).kernel is not None:  # a loop program written directly
-        if as_target(target).kind == "cuda":
-            raise UnsupportedOpError(f"{name}: {b.op}'s kernel is a CPU loop program; it has no GPU kernel yet")
+        kind = as_target(target).kind
+        if get_op(b.op).kernel_kind != kind:
+            raise UnsupportedOpError(f"{name}: {b.op}'s kernel is a loop program for the "
+                                     f"{get_op(b.op).kernel_kind!r} kind; it has none for {kind!r} yet")
         if b.args != tuple(fn.params):
             raise LoweringError(f"{name}: {b.op} must be alone in its group")
         func = get_op(b.op).kernel(dict(get_op(b.op).check_attrs(b.attrs)), [p.type for p in fn.params],

@@ -324,6 +324,26 @@ register_op("nn.matmul_packed", infer=_infer_matmul_packed, pattern=Pattern.OUT_
             doc="a (..., M, K) @ a weight packed by nn.pack_matmul_weight, with units (N) columns; with dot "
                 "(a packed dot: dot_bf16x2, dot_u8i8x4) both are int32 words of narrow values along K")
 
+def _infer_matmul_mma(args, attrs):
+    a, b = tensor(args[0], "the left operand"), tensor(args[1], "the right operand")
+    same_dtype([a, b], "the operands")
+    if a.dtype not in ("float16", "bfloat16") or attrs["out_dtype"] not in ("float32", a.dtype):
+        raise ShapeError(f"nn.matmul_mma multiplies float16 or bfloat16 operands into float32 or their own type, "
+                         f"got {a.dtype} -> {attrs['out_dtype']}")
+    if a.ndim < 2 or b.ndim < 2 or not (a.is_static and b.is_static) or (b.ndim > 2 and b.shape[:-2] != a.shape[:-2]):
+        raise ShapeError(f"nn.matmul_mma needs static (..., M, K) and (K, N) operands, a batched right operand with "
+                         f"the left's batch, got {a} and {b}")
+    k, n = (b.shape[-1], b.shape[-2]) if attrs["trans_b"] else (b.shape[-2], b.shape[-1])
+    if a.shape[-1] != k:
+        raise ShapeError(f"contraction dimensions differ: {a.shape[-1]} vs {k} ({a} @ {b})")
+    return TensorType(a.shape[:-1] + (n,), attrs["out_dtype"])
+
+
+register_op("nn.matmul_mma", infer=_infer_matmul_mma, pattern=Pattern.OPAQUE, num_args=2,
+            attrs_schema={"out_dtype": attr("str", "float32"), "trans_b": attr("bool", False)},
+            doc="a GPU's tensor-core product of float16/bfloat16 operands with float32 sums: a (..., M, K) @ b "
+                "(K, N), b^T with trans_b, or batched b; the result in out_dtype")
+
 # -- products by weights quantized in blocks (weight-only low-bit) -------------------------------
 
 

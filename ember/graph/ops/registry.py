@@ -112,6 +112,7 @@ class OpDef:
     # kernel hook for ops a tensor computation cannot express (a compaction: each output's place
     # depends on the elements before it): fn(attrs, param_types, out_type, name) -> PrimFunc
     kernel: Optional[Callable] = None
+    kernel_kind: str = "llvm"  # the target kind the kernel hook's loop program runs on
 
     def check_attrs(self, attrs: Mapping) -> dict:
         """The call's attributes checked against the schema, defaults filled in."""
@@ -185,9 +186,11 @@ def set_compute(name: str, fn: Callable) -> None:
     get_op(name).compute = fn
 
 
-def set_kernel(name: str, fn: Callable) -> None:
-    """Kernel hook: a loop program written directly, for op ``name`` alone in its group."""
+def set_kernel(name: str, fn: Callable, kind: str = "llvm") -> None:
+    """Kernel hook: a loop program written directly, for op ``name`` alone in its group, for
+    targets of kind ``kind``."""
     get_op(name).kernel = fn
+    get_op(name).kernel_kind = kind
 
 
 def set_schedule(name: str, target: str, fn: Callable) -> None:

@@ -20,6 +20,7 @@ from .promote_half import promote_half
 from .requantize import requantize
 from .simplify_inference import simplify_inference
 from .sink_reshapes import sink_reshapes
+from .tensor_core_products import tensor_core_products
 from .trim_conv_taps import trim_conv_taps
 from .verify import verify
 from .weight_only import weight_only
@@ -39,11 +40,11 @@ def default_pipeline() -> list:
     bytes; quantized products by int8 weights become integer products and products by weights
     dequantized from a few bits keep their codes (both before folding makes their weights
     float), and half-precision accumulating ops are given float32 accumulation."""
-    return [drop_requantization, integer_products, weight_only, promote_half, fold_constant, simplify_inference,
+    return [drop_requantization, integer_products, weight_only, promote_half, tensor_core_products, fold_constant, simplify_inference,
             merge_branches, requantize, sink_reshapes, requantize, trim_conv_taps, block_layout, fold_channel_scale,
             bf16_activations, pack_conv_weights, pack_matmul_weights, fold_constant, cse, dce, fuse_ops]
 
 
-__all__ = ["bf16_activations", "block_layout", "cse", "dce", "drop_requantization", "fold_channel_scale", "fold_constant", "integer_products", "merge_branches", "pack_conv_weights", "pack_matmul_weights", "promote_half",
+__all__ = ["tensor_core_products", "bf16_activations", "block_layout", "cse", "dce", "drop_requantization", "fold_channel_scale", "fold_constant", "integer_products", "merge_branches", "pack_conv_weights", "pack_matmul_weights", "promote_half",
            "requantize", "simplify_inference", "sink_reshapes", "trim_conv_taps", "weight_only", "Instrument", "Pass", "PassContext", "PassError", "PassTimer",
            "PrintAfterPass", "VerifyAfterPass", "default_pipeline", "fuse_ops", "graph_pass", "verify"]

@@ -20,9 +20,11 @@ from ....errors import UnsupportedOpError
 from ....kernels.common import const_int, plain
 from ....kernels.conv import conv_compute, conv_transpose_compute, conv_window, pack_weight
 from ....kernels import weight_only
+from ....kernels.gpu_mma import mma_matmul
 from ....kernels.matmul import dot_compute, matmul_compute, micro_tile, pack_b
 from ....loop import compute as te
 from ..nn import _NDIM_NAME
+from ..registry import set_kernel
 from .common import register_compute, stage_name, te_shape
 
 DOT_ROWS = 4  # dense: up to this many (static) rows, dot products of contiguous rows
@@ -195,3 +197,18 @@ register_compute("nn.matmul_nbits_packed", _matmul_nbits_packed)
 register_compute("nn.matmul", _matmul)
 register_compute("nn.pack_matmul_weight", _pack_matmul_weight)
 register_compute("nn.matmul_packed", _matmul_packed)
+
+
+def _matmul_mma(attrs, param_types, out_type, name):
+    """``nn.matmul_mma``'s GPU kernel: the tensor-core product of :mod:`ember.kernels.gpu_mma`."""
+    a, b = param_types
+    batch = 1
+    for d in a.shape[:-2]:
+        batch *= d
+    M, K = a.shape[-2:]
+    N = b.shape[-2] if attrs["trans_b"] else b.shape[-1]
+    return mma_matmul(name, batch, M, N, K, a.dtype, attrs["out_dtype"], trans_b=attrs["trans_b"],
+                      batched_b=b.ndim > 2)
+
+
+set_kernel("nn.matmul_mma", _matmul_mma, kind="cuda")
