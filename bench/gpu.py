@@ -31,7 +31,7 @@ import traceback
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-DEFAULT_MODELS = "resnet50,mobilenet_v2,efficientnet_b0,vit_b_16,bert,gpt2"
+DEFAULT_MODELS = "resnet50,bert,vit_b_16,mobilenet_v2,efficientnet_b0,gpt2,convnext_tiny,swin_t"
 
 
 class Report:
@@ -53,19 +53,23 @@ class Report:
         lines = [f"# Ember on {d['env'].get('gpu', '?')}", "", "```", json.dumps(d["env"], indent=1), "```", ""]
         if d["tests"]:
             lines += [f"GPU tests: {d['tests'].get('summary')}", ""]
-        lines += ["| model | batch | Ember ms | torch eager ms | torch.compile ms | Ember / eager | Ember / compile "
-                  "| err | Ember compile s | launches |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        lines += ["| model | prec | batch | Ember ms | torch eager ms | torch.compile ms | Ember / eager | Ember / compile "
+                  "| err | torch half err | Ember compile s | launches | tensor-core groups |",
+                  "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
 
         def f(v, fmt="{:.3f}"):
             return "" if v is None else fmt.format(v)
         for r in d["models"]:
             if "error" in r:
-                lines.append(f"| {r['model']} | {r.get('batch', '')} | error: {r['error'][:120]} |||||||||")
+                lines.append(f"| {r['model']} | {r.get('precision', '')} | {r.get('batch', '')} | error: "
+                             f"{r['error'][:120]} ||||||||||")
                 continue
             e, t, c = r.get("ember_ms"), r.get("eager_ms"), r.get("compile_ms")
-            lines.append(f"| {r['model']} | {r['batch']} | {f(e)} | {f(t)} | {f(c)} | {f(e / t if e and t else None, '{:.2f}x')} "
-                         f"| {f(e / c if e and c else None, '{:.2f}x')} | {f(r.get('err'), '{:.1e}')} "
-                         f"| {f(r.get('ember_compile_s'), '{:.1f}')} | {r.get('launches', '')} |")
+            lines.append(f"| {r['model']} | {r.get('precision', '')} | {r['batch']} | {f(e)} | {f(t)} | {f(c)} "
+                         f"| {f(e / t if e and t else None, '{:.2f}x')} | {f(e / c if e and c else None, '{:.2f}x')} "
+                         f"| {f(r.get('err'), '{:.1e}')} | {f(r.get('torch_err'), '{:.1e}')} "
+                         f"| {f(r.get('ember_compile_s'), '{:.1f}')} | {r.get('launches', '')} "
+                         f"| {r.get('tensor_core_groups', '')} |")
         g = d["gemm"]
         if g:
             lines += ["", f"bf16 GEMM {g.get('n')}^3: " + (f"error: {g['error']}" if "error" in g else
@@ -140,27 +144,47 @@ def run_tests(report: Report, timeout: float) -> None:
     print("tests:", report.data["tests"]["summary"], flush=True)
 
 
-def bench_model(report: Report, name: str, batches: list, compiled: bool, tmp: str, deadline: float) -> None:
+def export_job(name: str, precision: str, out_dir: str) -> tuple:
+    """Export zoo model ``name`` (its weights seeded as every process builds them) in
+    ``precision`` to ``out_dir``: (path, seconds). Run in worker processes, all at once."""
+    from ember.bench import zoo
+
+    t0 = time.time()
+    path = zoo.export(name, out_dir, dynamic=True, model=zoo.build_model(name), half=precision == "fp16")
+    return path, time.time() - t0
+
+
+def start_exports(models: list, precisions: list, out_dir: str, workers: int) -> dict:
+    """(model, precision) -> a future of :func:`export_job`, spread over worker processes."""
+    import concurrent.futures as cf
+    import multiprocessing as mp
+
+    pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"))
+    return {(m, p): pool.submit(export_job, m, p, out_dir) for m in models for p in precisions}
+
+
+def bench_model(report: Report, name: str, precision: str, batches: list, compiled: bool, exported,
+                deadline: float) -> None:
     import numpy as np
     import torch
 
     from ember.bench import zoo
 
     spec = zoo.ZOO[name]
-    model = zoo.build_model(name)
-    t0 = time.time()
-    path = zoo.export(name, tmp, dynamic=True, model=model)
-    export_s = time.time() - t0
-    model = model.to(_dev())
+    path, export_s = exported.result()
+    ref_model = zoo.build_model(name).to(_dev())  # (float32: every row's reference)
+    model = ref_model if precision == "fp32" else zoo.build_model(name).half().to(_dev())
     compiled_model = torch.compile(model) if compiled else None
     for batch in batches:
         if time.time() > deadline:
-            report.data["skipped"].append(f"{name} batch {batch}")
+            report.data["skipped"].append(f"{name} {precision} batch {batch}")
             continue
-        row = {"model": name, "batch": batch, "export_s": export_s}
+        row = {"model": name, "precision": precision, "batch": batch, "export_s": export_s}
         report.data["models"].append(row)
         try:
             ex = spec.example(batch=batch)
+            if precision == "fp16":
+                ex = {k: v.astype(np.float16) if v.dtype == np.float32 else v for k, v in ex.items()}
             tin = [torch.from_numpy(v).to(_dev()) for v in ex.values()]
             if EMULATE:
                 tin = [t.numpy() for t in tin]
@@ -168,14 +192,19 @@ def bench_model(report: Report, name: str, batches: list, compiled: bool, tmp: s
             torch.backends.cudnn.allow_tf32 = False
             with torch.no_grad():
                 targs = [torch.from_numpy(t) for t in tin] if EMULATE else tin
-                ref = model(*targs).float().cpu().numpy()
+                wide = [t.float() if t.is_floating_point() else t for t in targs]
+                ref = ref_model(*wide).float().cpu().numpy()
+                scale = max(float(np.abs(ref).max()), 1e-30)
+                if precision != "fp32":  # (the tolerance: torch's own half run against its float32)
+                    row["torch_err"] = float(np.abs(model(*targs).float().cpu().numpy() - ref).max() / scale)
                 t0 = time.time()
                 exe = _compile(path, input_shapes={k: v.shape for k, v in ex.items()})
                 row["ember_compile_s"] = time.time() - t0
                 row["compile_phases"] = {k: round(v, 3) for k, v in exe.compile_times.items()}
                 row["launches"] = exe.num_launches
-                got = exe.run(*tin)[0]
-                row["err"] = float(np.abs(got - ref).max() / max(np.abs(ref).max(), 1e-30))
+                row["tensor_core_groups"] = sum("matmul_mma" in g.name for g in exe.groups)
+                got = exe.run(*tin)[0].astype(np.float32)
+                row["err"] = float(np.abs(got - ref).max() / scale)
                 first = exe.time(*tin, number=1, warmup=1)[0]
                 row["ember_ms"] = _median(exe.time(*tin, number=_number(first), warmup=0))
                 first_t = _time_torch(torch, lambda: model(*targs), 1)
@@ -187,7 +216,7 @@ def bench_model(report: Report, name: str, batches: list, compiled: bool, tmp: s
                         torch.cuda.synchronize()
                     row["torch_compile_s"] = time.time() - t0
                     row["compile_ms"] = _time_torch(torch, lambda: compiled_model(*targs), _number(first_t))
-                if batch == batches[-1] or time.time() < deadline:
+                if time.time() < deadline:
                     prof = exe.profile(*tin, number=3)
                     total = sum(ms for _, ms in prof) or 1.0
                     row["top_kernels"] = [(k, round(ms, 4), round(ms / total, 3))
@@ -196,7 +225,7 @@ def bench_model(report: Report, name: str, batches: list, compiled: bool, tmp: s
         except Exception as e:
             row["error"] = f"{type(e).__name__}: {e}"
             row["trace"] = traceback.format_exc()[-3000:]
-        print(name, batch, {k: v for k, v in row.items() if k not in ("trace", "top_kernels", "compile_phases")},
+        print(name, precision, batch, {k: v for k, v in row.items() if k not in ("trace", "top_kernels", "compile_phases")},
               flush=True)
         report.write()
 
@@ -245,6 +274,10 @@ def main(argv=None) -> int:
     ap.add_argument("out", help="folder for gpu.json and gpu.md")
     ap.add_argument("--models", default=DEFAULT_MODELS, help=f"zoo models, comma-separated (default {DEFAULT_MODELS})")
     ap.add_argument("--batches", default="1,32", help="batch sizes (default 1,32)")
+    ap.add_argument("--precisions", default="fp32,fp16",
+                    help="fp32 and/or fp16 (the model exported from model.half(): Ember's half products on tensor "
+                         "cores); default fp32,fp16")
+    ap.add_argument("--export-workers", type=int, default=6, help="processes exporting the models at the start")
     ap.add_argument("--torch-compile", default="resnet50,bert",
                     help="models also timed under torch.compile, whose compile takes 20-60 s a model (default "
                          "resnet50,bert; 'none' for none)")
@@ -271,24 +304,28 @@ def main(argv=None) -> int:
                           "torch": torch.__version__, "llvmlite": llvmlite.__version__, "python": platform.python_version()}
     print(report.data["env"], flush=True)
     report.write()
-    if not args.no_tests:
-        run_tests(report, timeout=min(150.0, args.budget / 4))
-        report.write()
     models = [m for m in args.models.split(",") if m]
+    precisions = [p for p in args.precisions.split(",") if p]
     batches = [int(b) for b in args.batches.split(",")]
     compiled = set(args.torch_compile.split(",")) if args.torch_compile != "none" else set()
     tmp = os.path.join(os.environ.get("TMPDIR", "/tmp"), "ember-gpu-zoo")
+    exports = start_exports(models, precisions, tmp, args.export_workers)
+    if not args.no_tests:
+        run_tests(report, timeout=min(150.0, args.budget / 4))
+        report.write()
     gemm_reserve = 40 if args.gemm else 0
     for name in models:
-        if time.time() > deadline - gemm_reserve:
-            report.data["skipped"].append(name)
-            continue
-        try:
-            bench_model(report, name, batches, name in compiled, tmp, deadline - gemm_reserve)
-        except Exception as e:
-            report.data["models"].append({"model": name, "error": f"{type(e).__name__}: {e}",
-                                          "trace": traceback.format_exc()[-3000:]})
-            report.write()
+        for precision in precisions:
+            if time.time() > deadline - gemm_reserve:
+                report.data["skipped"].append(f"{name} {precision}")
+                continue
+            try:
+                bench_model(report, name, precision, batches, name in compiled, exports[name, precision],
+                            deadline - gemm_reserve)
+            except Exception as e:
+                report.data["models"].append({"model": name, "precision": precision, "error": f"{type(e).__name__}: {e}",
+                                              "trace": traceback.format_exc()[-3000:]})
+                report.write()
     if args.gemm:
         bench_gemm(report, args.gemm)
     report.data["env"]["seconds"] = time.time() - start

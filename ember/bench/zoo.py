@@ -163,20 +163,26 @@ def _no_constant_weights(model) -> None:
                 p.copy_(base + torch.randn_like(p) * (0.1 if base else 0.02))
 
 
-def export(name: str, out_dir: str, dynamic: bool = False, seed: int = 0, model=None) -> str:
+def export(name: str, out_dir: str, dynamic: bool = False, seed: int = 0, model=None, half: bool = False) -> str:
     """Export zoo model ``name`` to ``out_dir`` with ``torch.onnx.export(..., dynamo=True)``;
     returns the path (kept and reused when it exists). ``dynamic``: the batch (and for text
     models the sequence) dimension is symbolic; the example has batch 2, as a batch of 1 would
-    make the exporter specialize it."""
+    make the exporter specialize it. ``half``: the model in float16 (``model.half()``, float
+    inputs too), as a user exports a half-precision model."""
+    import numpy as np
     import torch
 
     spec = ZOO[name]
-    path = os.path.join(out_dir, f"{name}{'.dyn' if dynamic else ''}.onnx")
+    path = os.path.join(out_dir, f"{name}{'.fp16' if half else ''}{'.dyn' if dynamic else ''}.onnx")
     if os.path.exists(path):
         return path
     os.makedirs(out_dir, exist_ok=True)
     model = model if model is not None else build_model(name, seed)
+    if half:
+        model = model.half()
     ex = spec.example(batch=2 if dynamic else 1)
+    if half:
+        ex = {k: v.astype(np.float16) if v.dtype == np.float32 else v for k, v in ex.items()}
     args = tuple(torch.from_numpy(v) for v in ex.values())
     dyn = None
     if dynamic:
