@@ -42,14 +42,14 @@ def _mma(n, out_dtype: str = "float32"):
 
 def _rewrite(n):
     # (operands first: a product is already nn.matmul_mma when the cast back reaches here)
-    if isinstance(n, Call) and n.op == "cast" and n.type.dtype in HALF and len(n.args) == 1:
+    if isinstance(n, Call) and n.op == "cast" and getattr(n.type, "dtype", None) in HALF and len(n.args) == 1:
         p = n.args[0]
         if (isinstance(p, Call) and p.op == "nn.matmul_mma" and p.attrs["out_dtype"] == "float32"
                 and p.args[0].type.dtype == n.type.dtype):
             # (the cast back folded into the product's stores)
             return typed_call("nn.matmul_mma", list(p.args), {**dict(p.attrs), "out_dtype": n.type.dtype}, span=n.span)
         return None
-    return _mma(n, "float32") if isinstance(n, Call) and n.type.dtype == "float32" else None
+    return _mma(n, "float32") if isinstance(n, Call) and getattr(n.type, "dtype", None) == "float32" else None
 
 
 @graph_pass("tensor_core_products", opt_level=1)
