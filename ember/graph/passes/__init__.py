@@ -12,6 +12,7 @@ from .drop_requantization import drop_requantization
 from .fold_channel_scale import fold_channel_scale
 from .fold_constant import fold_constant
 from .fuse_ops import fuse_ops
+from .gpu_weights import gpu_weights
 from .integer_products import integer_products
 from .merge_branches import merge_branches
 from .pack_conv_weights import pack_conv_weights
@@ -39,12 +40,15 @@ def default_pipeline() -> list:
     their own scale and zero point (data movement between or not) stay the codes, moved as
     bytes; quantized products by int8 weights become integer products and products by weights
     dequantized from a few bits keep their codes (both before folding makes their weights
-    float), and half-precision accumulating ops are given float32 accumulation."""
-    return [drop_requantization, integer_products, weight_only, promote_half, tensor_core_products, fold_constant, simplify_inference,
+    float), and half-precision accumulating ops are given float32 accumulation. For a GPU target,
+    dense products by constant weights read them transposed and half-precision products run on
+    tensor cores."""
+    return [drop_requantization, integer_products, weight_only, gpu_weights, promote_half, tensor_core_products,
+            fold_constant, simplify_inference,
             merge_branches, requantize, sink_reshapes, requantize, trim_conv_taps, block_layout, fold_channel_scale,
             bf16_activations, pack_conv_weights, pack_matmul_weights, fold_constant, cse, dce, fuse_ops]
 
 
-__all__ = ["tensor_core_products", "bf16_activations", "block_layout", "cse", "dce", "drop_requantization", "fold_channel_scale", "fold_constant", "integer_products", "merge_branches", "pack_conv_weights", "pack_matmul_weights", "promote_half",
+__all__ = ["gpu_weights", "tensor_core_products", "bf16_activations", "block_layout", "cse", "dce", "drop_requantization", "fold_channel_scale", "fold_constant", "integer_products", "merge_branches", "pack_conv_weights", "pack_matmul_weights", "promote_half",
            "requantize", "simplify_inference", "sink_reshapes", "trim_conv_taps", "weight_only", "Instrument", "Pass", "PassContext", "PassError", "PassTimer",
            "PrintAfterPass", "VerifyAfterPass", "default_pipeline", "fuse_ops", "graph_pass", "verify"]
