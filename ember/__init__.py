@@ -59,7 +59,8 @@ def quantize(model, calibration, output=None, **kwargs):
 
 
 def load(path):
-    """Load a model exported with ``exe.export(path)`` (needs only ctypes and numpy)."""
+    """Load a model exported with ``exe.export(path)`` (a CPU export needs only ctypes and
+    numpy; one compiled for a GPU needs cuda-bindings and a GPU of its architecture or newer)."""
     from .compiler.executable import Executable
     from .runtime.load import load as _load
 

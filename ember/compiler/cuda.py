@@ -17,13 +17,14 @@ from ..graph.ir import Function, Module
 from ..loop.expr import IntImm, Var
 from ..loop.stmt import Allocate, For, PrimFunc, SeqStmt
 from ..loop.visit import walk
+from ..runtime.gpu_executable import GpuExecutable
 from ..target import CudaTarget, as_target
 
 # graph passes that lay data out for a CPU's vectors and micro-kernels (a GPU's kernels read
 # the plain layouts), or rewrite products for its integer dot instructions
 CPU_ONLY_PASSES = ("integer_products", "block_layout", "fold_channel_scale", "pack_conv_weights", "pack_matmul_weights")
 
-__all__ = ["CPU_ONLY_PASSES", "GpuGroup", "compile_cuda", "device_kernels", "gpu_groups", "gpu_module", "launch_table",
+__all__ = ["CPU_ONLY_PASSES", "CudaExecutable", "GpuGroup", "compile_cuda", "device_kernels", "gpu_groups", "gpu_module", "launch_table",
            "lower_for_gpu", "model_ptx"]
 
 
@@ -163,6 +164,26 @@ def launch_table(group: GpuGroup) -> dict:
     return {"kernels": kernels, "workspace": workspace}
 
 
+class CudaExecutable(GpuExecutable):
+    """A model compiled for a GPU (:class:`~ember.runtime.gpu_executable.GpuExecutable`) that
+    can also be exported."""
+
+    def export(self, path, cubins: Optional[tuple] = None) -> str:
+        """Write the model to ``path`` as one file (:mod:`ember.runtime.gpu_export`): PTX, and
+        cubins for the architectures ``cubins`` (default: the target's, where ptxas is found).
+        ``ember.load(path)`` runs it on a GPU of that architecture or newer."""
+        from ..codegen.nvptx import assemble, ptx, ptxas_path
+        from ..runtime.gpu_export import write_gpu_export
+        from ..version import __version__
+
+        text = self.ptx or ptx([k for g in self.groups for k in g.kernels], self.target)
+        archs = cubins if cubins is not None else ((self.target.arch,) if ptxas_path() else ())
+        blobs = {a: assemble(text, a, f"the kernels of {path}") for a in archs}
+        manifest = {"ember": __version__, "target": str(self.target), "arch": self.target.arch,
+                    "program": self.program, "launches": self.launches}
+        return write_gpu_export(path, manifest, text, self.constants, blobs)
+
+
 def _cpu_kernels(kernels: list) -> dict:
     """Device kernels compiled for the CPU (blocks and threads as loops) for the
     :class:`~ember.runtime.gpu_executable.EmulatedDevice`: name -> native function."""
@@ -183,7 +204,6 @@ def compile_cuda(model, options=None, device=None, **kwargs):
 
     from ..codegen.nvptx import ptx as make_ptx
     from ..options import CompileOptions
-    from ..runtime.gpu_executable import GpuExecutable
     from .generic import generic_kernels
     from .program import Shared, make_program
 
@@ -238,7 +258,7 @@ def compile_cuda(model, options=None, device=None, **kwargs):
         text = ""
         functions = _cpu_kernels(kernels)
         times["cpu kernels"] = time.perf_counter() - t2
-    exe = GpuExecutable(program, launches, shared.constants, device, functions, ptx=text, target=target)
+    exe = CudaExecutable(program, launches, shared.constants, device, functions, ptx=text, target=target)
     exe.groups = groups
     times["total"] = time.perf_counter() - t0
     exe.compile_times = times

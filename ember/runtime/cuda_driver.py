@@ -145,6 +145,12 @@ class CudaDevice:
                                f"ember.codegen.nvptx.assemble(ptx, {self.arch!r}) shows ptxas's message") from None
         return {n: self.call("cuModuleGetFunction", module, n.encode()) for n in names}
 
+    def load_cubin(self, cubin: bytes, names: list) -> dict:
+        """Load a cubin built for this device's architecture and look up kernels ``names``."""
+        image = ctypes.create_string_buffer(cubin, len(cubin))
+        module = self.call("cuModuleLoadData", ctypes.addressof(image))
+        return {n: self.call("cuModuleGetFunction", module, n.encode()) for n in names}
+
     def launch(self, fn, grid: tuple, block: tuple, params: "Launch", stream=0) -> None:
         self.call("cuLaunchKernel", fn, *grid, *block, 0, stream, params.address, 0)
 

@@ -70,6 +70,7 @@ class GpuExecutable:
     def __init__(self, program: dict, launches: dict, constants: list, device, functions: dict,
                  ptx: str = "", target=None):
         self.program, self.launches, self.device, self.ptx, self.target = program, launches, device, ptx, target
+        self.constants = constants  # (what an export writes)
         self.input_names = [i["name"] for i in program["inputs"]]
         self.output_names = [o["name"] for o in program["outputs"]]
         self._lock = threading.Lock()  # (one run at a time: the arena and the buffers are the executable's)
@@ -233,8 +234,8 @@ class GpuExecutable:
     def export(self, path) -> None:
         from ..errors import TargetError
 
-        raise TargetError(f"exporting a model compiled for {self.target} is not built yet (a GPU export would carry "
-                          f"PTX and cubins); compile it in the process that runs it, or export for the CPU")
+        raise TargetError("this executable was loaded from an export; export the model compiled by "
+                          "ember.compile(..., target='cuda') instead")
 
     @property
     def num_launches(self) -> int:

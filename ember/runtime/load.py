@@ -36,6 +36,10 @@ def load(path: str, cls: type = Executable) -> Executable:
     path = os.path.abspath(os.fspath(path))
     if not os.path.isfile(path):
         raise EmberError(f"{path}: no such file")
+    from .gpu_export import is_gpu_export, load_gpu
+
+    if is_gpu_export(path):  # (a model compiled for a GPU: an archive, not a library)
+        return load_gpu(path)
     manifest = check_seal(path)
     check_requirements(manifest.get("requires"), path)  # before any of its code runs
     module = Module(path)

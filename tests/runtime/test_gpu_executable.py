@@ -10,7 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import ember
 from ember.compiler.cuda import compile_cuda
-from ember.errors import ArgumentError, DTypeError, LoweringError, ShapeError, TargetError
+from ember.errors import ArgumentError, DTypeError, LoweringError, ModelError, ShapeError, TargetError
 from ember.runtime.cuda_driver import cuda_unavailable
 from ember.runtime.gpu_executable import DeviceArray, EmulatedDevice
 
@@ -92,7 +92,7 @@ def test_symbolic_shapes_are_refused_with_what_to_do():
         compile_cuda(_mixed("n"), device=EmulatedDevice())
 
 
-def test_device_outputs_stay_on_the_device_and_an_export_says_it_is_not_built():
+def test_device_outputs_stay_on_the_device():
     exe = compile_cuda(_mixed(2), device=EmulatedDevice())
     x = np.random.default_rng(2).standard_normal((2, 4, 4, 4)).astype(np.float32)
     host = exe.run(x)
@@ -101,8 +101,44 @@ def test_device_outputs_stay_on_the_device_and_an_export_says_it_is_not_built():
     assert dev[0].__cuda_array_interface__["shape"] == host[0].shape
     for d, h in zip(dev, host):
         np.testing.assert_array_equal(d.numpy(), h)
-    with pytest.raises(TargetError, match="not built yet"):
-        exe.export("m.so")
+
+
+def test_an_export_carries_ptx_cubins_and_weights_and_names_what_a_host_lacks(tmp_path):
+    import zipfile
+
+    from ember.codegen.nvptx import ptxas_path
+
+    exe = compile_cuda(_mixed(2), device=EmulatedDevice())
+    path = exe.export(str(tmp_path / "m.ember-gpu"))
+    with zipfile.ZipFile(path) as z:
+        names = set(z.namelist())
+        assert {"manifest.json", "kernels.ptx", "constants/0.npy"} <= names
+        assert ".entry" in z.read("kernels.ptx").decode()
+        assert ("kernels.sm_80.cubin" in names) == (ptxas_path() is not None)
+    if NO_GPU is not None:
+        with pytest.raises(TargetError, match="compiled for cuda -arch=sm_80, and this host cannot run it"):
+            ember.load(path)
+    else:  # (a GPU host: it runs as the compiled model does)
+        x = np.random.default_rng(4).standard_normal((2, 4, 4, 4)).astype(np.float32)
+        _check(ember.load(path), _mixed(2), x)
+    data = bytearray(open(path, "rb").read())
+    data[len(data) // 2] ^= 0xFF  # (damage inside a member: its CRC no longer matches)
+    bad = tmp_path / "bad.ember-gpu"
+    bad.write_bytes(bytes(data))
+    with pytest.raises(ModelError, match="damaged or incomplete GPU export"):
+        ember.load(str(bad))
+
+
+def test_a_gpu_export_refuses_an_older_gpu(tmp_path):
+    from ember.runtime.gpu_export import load_gpu
+
+    class OldGpu(EmulatedDevice):
+        name, arch = "an old GPU", "sm_75"
+
+    path = compile_cuda(_mixed(2), device=EmulatedDevice(), target="cuda -arch=sm_90").export(
+        str(tmp_path / "m.ember-gpu"), cubins=())
+    with pytest.raises(TargetError, match="compiled for sm_90; this GPU \\(an old GPU\\) is sm_75"):
+        load_gpu(path, device=OldGpu())
 
 
 def test_gpu_options_the_cuda_kind_does_not_honour_are_refused():
