@@ -233,7 +233,6 @@ def bench_model(report: Report, name: str, precision: str, batches: list, compil
 def bench_gemm(report: Report, n: int) -> None:
     import ml_dtypes
     import numpy as np
-    import onnx
     import torch
     from onnx import TensorProto, helper
 

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Optional
-
 import numpy as np
 
 from ..errors import ArgumentError, DTypeError, ShapeError
