@@ -47,3 +47,29 @@ def test_a_norm_over_the_plane_of_wide_channels_matches_numpy():
     exe = ember.compile(Module({"main": Function([x], _call("l2_norm", x, axis=(1, 2), keepdims=True))}))
     xv = np.random.default_rng(2).standard_normal((1, 14, 14, 384)).astype(np.float32)
     np.testing.assert_allclose(exe.run(xv)[0], np.sqrt((xv * xv).sum(axis=(1, 2), keepdims=True)), rtol=1e-5)
+
+
+@pytest.mark.parametrize("shape,axes,keepdims,op", [
+    ((1, 128, 256), None, False, "max"),        # a dynamic quantizer's range: the whole tensor
+    ((1, 128, 1024), None, True, "min"),
+    ((64, 512), (1,), True, "sum"),              # rows in parallel, each through lane partials
+    ((4, 8, 256), (1, 2), False, "mean"),        # two trailing axes: chunks never split a lane run
+])
+def test_trailing_reductions_run_through_lane_partials_in_registers(shape, axes, keepdims, op):
+    """A float sum/max/min over trailing axes of static sizes keeps a few vectors of partials in
+    registers (``reduce_lanes``: the partial stage computed inside the row loop, or through a
+    local copy for a whole tensor), instead of one scalar chain; results as numpy's, NaN kept."""
+    from ember.compiler.group import compute_group
+
+    x = Var("x", T(*shape))
+    fn = Function([x], _call(op, x, axis=axes, keepdims=keepdims))
+    _, _, stages_of, anchor, env = compute_group(fn, "g")
+    acc = env[anchor].op.attrs.get("acc", env[anchor])
+    assert acc.op.attrs.get("kind") == "reduce_lanes"
+    exe = ember.compile(Module({"main": fn}))
+    xv = np.random.default_rng(2).standard_normal(shape).astype(np.float32)
+    want = getattr(np, op)(xv, axis=axes, keepdims=keepdims)
+    np.testing.assert_allclose(exe.run(xv)[0], want, rtol=1e-5, atol=1e-5)
+    if op in ("max", "min"):
+        xv.reshape(-1)[12345 % xv.size] = np.nan
+        assert np.isnan(exe.run(xv)[0]).all()

@@ -10,6 +10,9 @@ after it, since a reduction must be a stage's whole body. log_sum_exp shifts by 
 """
 from __future__ import annotations
 
+import math
+
+from ....kernels.common import const_int, plain, vector_lanes
 from ....loop import compute as te
 from ....loop import dtype as dt
 from ....loop import intrinsics as intr
@@ -19,12 +22,62 @@ from ..registry import norm_axis
 from .common import register_compute, stage_name, te_shape
 
 
+LANE_ACCUMULATORS = 4  # vectors of partials a lane reduction keeps in flight (FMA/max latency x throughput)
+
+
+def _static(d):
+    """``d`` (an int or a size expression) as an int, or None where it is symbolic."""
+    return d if isinstance(d, int) else const_int(d)
+
+
+def _lane_stage(combiner: str, x: te.Tensor, axes: tuple, keepdims: bool, out_shape: tuple, name: str, fn):
+    """A float sum, max or min over the trailing axes of ``x`` (a dynamic quantizer's min and max
+    over a whole tensor, a sum over a row) through per-lane partials: ``part[rows, 0, l]``
+    combines the elements ``l, l + L, l + 2L, ...`` of each row's reduced run (contiguous in
+    memory), ``L`` a few vectors of lanes, so the loop is vector loads into independent
+    accumulators rather than one scalar chain; the result combines the ``L`` partials. None
+    where this does not apply (another combiner or type, sizes not static or not a multiple of
+    ``L``, a GPU's plain computes)."""
+    nd = x.ndim
+    if plain() or combiner not in ("sum", "max", "min") or not dt.is_float(x.dtype):
+        return None
+    first = nd - len(axes)
+    if not axes or tuple(sorted(axes)) != tuple(range(first, nd)):
+        return None
+    sizes = [_static(x.shape[a]) for a in range(first, nd)]
+    lanes = vector_lanes(None, x.dtype) * LANE_ACCUMULATORS
+    if None in sizes or sizes[-1] % lanes or math.prod(sizes) < 4 * lanes:
+        return None
+    q = sizes[-1] // lanes  # (chunks of L in a last-axis row: index (k % q) L + l, no division of l)
+    k = te.reduce_axis(math.prod(sizes) // lanes, f"{name}_k")
+    red = getattr(te, combiner)
+
+    def part(*idx):
+        *rows, _, l = idx
+        rest, tail = k.var // q, []
+        for d in reversed(sizes[:-1]):
+            tail.append(rest % d)
+            rest = rest // d
+        return red(fn(x[tuple(rows) + tuple(reversed(tail)) + ((k.var % q) * lanes + l,)]), axis=k)
+    P = te.compute(tuple(x.shape[:first]) + (1, lanes), part, f"{name}_part")
+    l = te.reduce_axis(lanes, f"{name}_l")
+
+    def body(*i):
+        return red(P[tuple(i[:first]) + (0, l.var)], axis=l)
+    return te.compute(out_shape, body, name, attrs={"kind": "reduce_lanes", "part": P, "axes": tuple(axes),
+                                                    "ndim": nd, "keepdims": keepdims})
+
+
 def reduce_stage(combiner: str, x: te.Tensor, axes: tuple, keepdims: bool, out_shape: tuple,
                  name: str, fn=None, init=None) -> te.Tensor:
     """``combiner`` of ``fn(x[...])`` (default: the element) over ``axes`` of ``x``."""
     fn = fn or (lambda v: v)
     if not axes:
         return te.compute(out_shape, lambda *i: fn(x[i]), name)
+    if init is None and (not keepdims or all(_static(out_shape[a]) == 1 for a in axes)):
+        lane = _lane_stage(combiner, x, axes, keepdims, out_shape, name, fn)
+        if lane is not None:
+            return lane
     raxes = {a: te.reduce_axis(x.shape[a], f"{name}_r{a}") for a in axes}
 
     def body(*i):

@@ -25,10 +25,41 @@ def _generic(s: Schedule, acc: te.Tensor, anchor: te.Tensor, out: te.Tensor) -> 
         schedule_root(s, out)
 
 
+def _lanes(s: Schedule, acc: te.Tensor, anchor: te.Tensor, out: te.Tensor) -> None:
+    """A reduction through per-lane partials (``compute.reduce._lane_stage``): the partials of a
+    row accumulate in registers, a few vectors wide, at the row's loop (the rows in parallel);
+    a whole-tensor reduction keeps them in registers through a local copy."""
+    if anchor is not acc and anchor is not out:
+        s[anchor].compute_inline()
+    P = acc.op.attrs["part"]
+    sa = s[acc]
+    rows = [iv for iv in sa.leaf if iv.kind == "spatial"]
+    if rows:
+        sp = s[P]
+        if len(rows) > 1 or (const_int(rows[0].extent) or 2) > 1:
+            parallel_outer(sa, rows)
+        sp.compute_at(sa, sa.leaf[max(i for i, iv in enumerate(sa.leaf) if iv.kind == "spatial")])
+    else:
+        local = s.cache_write(P, "local")
+        sp = s[P]
+        *_, one, l = sp.leaf
+        sp.vectorize(l)
+        s[local].compute_at(sp, one)
+        sp = s[local]
+    *_, l, k = sp.leaf
+    sp.reorder(k, l)
+    sp.vectorize(l)
+    if out is not acc:
+        schedule_root(s, out)
+
+
 def schedule_reduction(s: Schedule, anchor: te.Tensor, out: te.Tensor, target=None) -> None:
     """``anchor``: a reduction stage, or an elementwise stage over one (mean's division, whose
     ``attrs["acc"]`` is the sums); ``out``: ``anchor`` or an epilogue of its shape."""
     acc = anchor.op.attrs.get("acc", anchor)
+    if acc.op.attrs.get("kind") == "reduce_lanes":
+        _lanes(s, acc, anchor, out)
+        return
     axes, ndim = acc.op.attrs.get("axes"), acc.op.attrs.get("ndim")
     last = const_int(acc.shape[-1]) if acc.ndim else None
     if axes is None or not acc.ndim or ndim - 1 in axes or last is None:
