@@ -11,8 +11,9 @@ import numpy as np
 
 def _target_help() -> str:
     return ("target: 'llvm' for the host CPU (the default), or 'llvm -mcpu=NAME' for another x86 CPU, "
-            "e.g. 'llvm -mcpu=skylake-avx512'; 'cuda -arch=sm_90' names an NVIDIA GPU (a target kind "
-            "whose code generator is not built yet: compiling for it says so)")
+            "e.g. 'llvm -mcpu=skylake-avx512'; 'cuda -arch=sm_90' (or 'cuda') names an NVIDIA GPU: `ember "
+            "compile` writes its export (static shapes: give --input-shape; needs the GPU and the cuda extra); "
+            "profiling and tuning are the CPU's")
 
 
 def _shapes(items, flag: str = "--input-shape") -> dict:
@@ -120,7 +121,8 @@ def compile_main(argv) -> int:
     path = model_path(args, "ember compile")
     name = os.path.splitext(os.path.basename(path))[0]
     # a light model lives in site-packages: its library goes to the working directory instead
-    out = args.output or (name + ".so" if args.light else os.path.splitext(path)[0] + ".so")
+    ext = ".ember-gpu" if (args.target or "").split()[:1] == ["cuda"] else ".so"
+    out = args.output or (name + ext if args.light else os.path.splitext(path)[0] + ext)
     t0 = time.perf_counter()
     exe = ember.compile(path, args.target, args.opt_level, input_shapes=_shapes(args.input_shape),
                         disabled_passes=args.disable_pass, name=name, memory_limit=args.memory_limit,

@@ -1,11 +1,12 @@
-"""A model's fused groups as GPU kernels (issue 49): the graph pipeline without the CPU's
-layouts, each group scheduled for the ``cuda`` kind and compiled to PTX.
+"""A model compiled for a GPU (issue 49): the graph pipeline without the CPU's layouts, each
+fused group scheduled for the ``cuda`` kind and compiled to PTX, the CPU's static program
+around them (:func:`compile_cuda`), run by :mod:`ember.runtime.gpu_executable`.
 
-There is no GPU runtime yet, so this stops at PTX (``ptxas`` checks it in CI) and at the CPU
-execution of the same loop programs (:mod:`ember.loop.passes.threads_on_cpu`), which tests
-compare with the CPU's kernels. A group becomes one or more *device kernels*: each grid nest
-of its loop program (a root stage of its schedule) is one launch, in order, and the values
-one writes for the next (the group's intermediates) are workspace buffers the host allocates.
+A group becomes one or more *device kernels*: each grid nest of its loop program (a root stage
+of its schedule) is one launch, in order, and the values one writes for the next (the group's
+intermediates) are workspace buffers the host allocates. Without a GPU, ``ptxas`` checks the
+PTX and the same loop programs run on the CPU (:mod:`ember.loop.passes.threads_on_cpu`, the
+runtime's ``EmulatedDevice``), which tests compare with the CPU's own kernels and numpy.
 """
 from __future__ import annotations
 

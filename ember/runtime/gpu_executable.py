@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import threading
 import time
+
 import numpy as np
 
 from ..errors import ArgumentError, DTypeError, ShapeError
 from .cuda_driver import Launch
+from .executable import TensorInfo
 from .ndarray import numpy_dtype
 
 __all__ = ["DeviceArray", "EmulatedDevice", "GpuExecutable"]
@@ -234,6 +236,31 @@ class GpuExecutable:
 
         raise TargetError("this executable was loaded from an export; export the model compiled by "
                           "ember.compile(..., target='cuda') instead")
+
+    @property
+    def input_info(self) -> list:
+        return [TensorInfo(i["name"], tuple(i["shape"]), i["dtype"]) for i in self.program["inputs"]]
+
+    @property
+    def output_info(self) -> list:
+        return [TensorInfo(o["name"], tuple(o["shape"]), o["dtype"]) for o in self.program["outputs"]]
+
+    @property
+    def kernel_calls(self) -> list:
+        """The program's calls (a group each; :attr:`num_launches` counts its device kernels)."""
+        return list(self.program["calls"])
+
+    module = None  # (no CPU library)
+
+    def memory_summary(self) -> str:
+        arena, total = self.program["arena_bytes"] or 0, self.program["intermediate_bytes"] or 0
+        consts = sum(np.asarray(c).nbytes for c in self.constants)
+        return (f"on the GPU: arena {arena / 2**20:.2f} MiB for intermediates of {total / 2**20:.2f} MiB, "
+                f"constants {consts / 2**20:.2f} MiB, {self.num_launches} launches a run")
+
+    def __repr__(self) -> str:
+        ins = ", ".join(f"{i.name}: {i.shape} {i.dtype}" for i in self.input_info)
+        return f"<GpuExecutable on {getattr(self.device, 'name', 'a GPU')} ({ins}) -> {len(self.output_info)} output(s)>"
 
     @property
     def num_launches(self) -> int:
