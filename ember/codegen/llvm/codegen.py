@@ -282,13 +282,13 @@ class FunctionEmitter:
                                f"{type(node).__name__}")
         getattr(self, fn.__name__)(node)  # (by name: another target's emitter overrides some)
 
-    def barrier(self, node: Barrier) -> None:
-        raise CompileError(f"kernel {self.func_name!r}: a barrier in a CPU kernel (a GPU kernel runs on the "
-                           f"CPU through ember.loop.passes.threads_on_cpu)")
+    def barrier(self, node) -> None:  # (and mma_sync: what only a GPU's block or warp does)
+        what = "a warp's tensor-core product (mma_sync)" if isinstance(node, WarpMma) else "a barrier"
+        raise CompileError(f"kernel {self.func_name!r}: {what} in a CPU kernel (a GPU kernel runs on the CPU "
+                           f"through ember.loop.passes.threads_on_cpu)")
 
-    def warp_mma(self, node: WarpMma) -> None:
-        raise CompileError(f"kernel {self.func_name!r}: a warp's tensor-core product (mma_sync) in a CPU kernel (a "
-                           f"GPU kernel runs on the CPU through ember.loop.passes.threads_on_cpu)")
+    def warp_mma(self, node: WarpMma) -> None:  # (dispatched by name: the GPU's emitter has its own)
+        self.barrier(node)
 
     def _seq(self, node: SeqStmt) -> None:
         for s in node.stmts:

@@ -74,7 +74,7 @@ def reduce_stage(combiner: str, x: te.Tensor, axes: tuple, keepdims: bool, out_s
     fn = fn or (lambda v: v)
     if not axes:
         return te.compute(out_shape, lambda *i: fn(x[i]), name)
-    if init is None and (not keepdims or all(_static(out_shape[a]) == 1 for a in axes)):
+    if init is None:
         lane = _lane_stage(combiner, x, axes, keepdims, out_shape, name, fn)
         if lane is not None:
             return lane
