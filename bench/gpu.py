@@ -6,8 +6,9 @@
 In order, each step within the time budget (later steps are skipped, and say so, once it is
 spent): the GPU tests (``pytest -m`` on the tests that need a GPU); the zoo models
 (:mod:`ember.bench.zoo`: built from their classes with random weights, exported to ONNX with a
-dynamic batch) at each batch size, Ember (``ember.compile(path, target="cuda")``) against
-PyTorch eager and, for the models named by ``--torch-compile``, ``torch.compile``; and a bf16
+dynamic batch, and compiled for the GPU by worker processes while the first rows run) at each
+batch size and precision, Ember (``ember.compile(path, target="cuda")``) against PyTorch eager
+and, at the rows ``--torch-compile-at`` names, ``torch.compile``; and a bf16
 matrix product (``--gemm 8192``: 8192^3) against ``torch.matmul``. Times are medians of CUDA
 event timings of whole forward passes with the inputs already on the device (Ember replays its
 CUDA graph; torch runs ``model(x)`` under ``no_grad``), TF32 off for torch so that both compute
@@ -31,7 +32,8 @@ import traceback
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-DEFAULT_MODELS = "resnet50,bert,vit_b_16,mobilenet_v2,efficientnet_b0,gpt2,convnext_tiny,swin_t"
+DEFAULT_MODELS = ("resnet50,bert,vit_b_16,mobilenet_v2,efficientnet_b0,gpt2,convnext_tiny,swin_t,mobilenet_v3_small,"
+                  "regnet_y_400mf,distilbert,deeplabv3_mobilenet_v3,resnet18")
 
 
 class Report:
@@ -144,26 +146,41 @@ def run_tests(report: Report, timeout: float) -> None:
     print("tests:", report.data["tests"]["summary"], flush=True)
 
 
-def export_job(name: str, precision: str, out_dir: str) -> tuple:
+def prepare_job(name: str, precision: str, out_dir: str, batches: list, plan: bool) -> tuple:
     """Export zoo model ``name`` (its weights seeded as every process builds them) in
-    ``precision`` to ``out_dir``: (path, seconds). Run in worker processes, all at once."""
+    ``precision`` to ``out_dir`` and, with ``plan``, compile it for the GPU at each batch up to
+    what the device loads (``ember.compiler.cuda.plan_cuda``: no GPU needed). Run in worker
+    processes, all at once: (path, export seconds, {batch: plan or the error's text})."""
     from ember.bench import zoo
+    from ember.compiler.cuda import plan_cuda
 
     t0 = time.time()
     path = zoo.export(name, out_dir, dynamic=True, model=zoo.build_model(name), half=precision == "fp16")
-    return path, time.time() - t0
+    export_s = time.time() - t0
+    plans = {}
+    for batch in batches if plan else ():
+        ex = zoo.ZOO[name].example(batch=batch)
+        t0 = time.time()
+        try:
+            p = plan_cuda(path, input_shapes={k: v.shape for k, v in ex.items()}).portable()
+            p.compile_times["wall"] = time.time() - t0
+            plans[batch] = p
+        except Exception as e:  # (reported on the row; the other batches still run)
+            plans[batch] = f"{type(e).__name__}: {e}"
+    return path, export_s, plans
 
 
-def start_exports(models: list, precisions: list, out_dir: str, workers: int) -> dict:
-    """(model, precision) -> a future of :func:`export_job`, spread over worker processes."""
+def start_prepare(models: list, precisions: list, out_dir: str, batches: list, workers: int) -> dict:
+    """(model, precision) -> a future of :func:`prepare_job`, spread over worker processes (the
+    emulation compiles in this process: its kernels are loop programs, not PTX)."""
     import concurrent.futures as cf
     import multiprocessing as mp
 
     pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"))
-    return {(m, p): pool.submit(export_job, m, p, out_dir) for m in models for p in precisions}
+    return {(m, p): pool.submit(prepare_job, m, p, out_dir, batches, not EMULATE) for m in models for p in precisions}
 
 
-def bench_model(report: Report, name: str, precision: str, batches: list, compiled: bool, exported,
+def bench_model(report: Report, name: str, precision: str, batches: list, compiled: set, prepared,
                 deadline: float) -> None:
     import numpy as np
     import torch
@@ -171,10 +188,10 @@ def bench_model(report: Report, name: str, precision: str, batches: list, compil
     from ember.bench import zoo
 
     spec = zoo.ZOO[name]
-    path, export_s = exported.result()
+    path, export_s, plans = prepared.result()
     ref_model = zoo.build_model(name).to(_dev())  # (float32: every row's reference)
     model = ref_model if precision == "fp32" else zoo.build_model(name).half().to(_dev())
-    compiled_model = torch.compile(model) if compiled else None
+    compiled_model = torch.compile(model) if compiled else None  # (timed at the rows in compiled)
     for batch in batches:
         if time.time() > deadline:
             report.data["skipped"].append(f"{name} {precision} batch {batch}")
@@ -198,18 +215,22 @@ def bench_model(report: Report, name: str, precision: str, batches: list, compil
                 if precision != "fp32":  # (the tolerance: torch's own half run against its float32)
                     row["torch_err"] = float(np.abs(model(*targs).float().cpu().numpy() - ref).max() / scale)
                 t0 = time.time()
-                exe = _compile(path, input_shapes={k: v.shape for k, v in ex.items()})
-                row["ember_compile_s"] = time.time() - t0
+                plan = plans.get(batch)
+                if isinstance(plan, str):
+                    raise RuntimeError(f"compiling for the GPU failed: {plan}")
+                exe = plan.load() if plan is not None else _compile(path, input_shapes={k: v.shape for k, v in ex.items()})
+                row["ember_compile_s"] = plan.compile_times["wall"] if plan is not None else time.time() - t0
+                row["ember_load_s"] = time.time() - t0
                 row["compile_phases"] = {k: round(v, 3) for k, v in exe.compile_times.items()}
                 row["launches"] = exe.num_launches
-                row["tensor_core_groups"] = sum("matmul_mma" in g.name for g in exe.groups)
+                row["tensor_core_groups"] = sum("matmul_mma" in name for name in exe.launches)
                 got = exe.run(*tin)[0].astype(np.float32)
                 row["err"] = float(np.abs(got - ref).max() / scale)
                 first = exe.time(*tin, number=1, warmup=1)[0]
                 row["ember_ms"] = _median(exe.time(*tin, number=_number(first), warmup=0))
                 first_t = _time_torch(torch, lambda: model(*targs), 1)
                 row["eager_ms"] = _time_torch(torch, lambda: model(*targs), _number(first_t))
-                if compiled_model is not None and time.time() < deadline:
+                if compiled_model is not None and (precision, batch) in compiled and time.time() < deadline:
                     t0 = time.time()
                     compiled_model(*targs)
                     if not EMULATE:
@@ -276,10 +297,15 @@ def main(argv=None) -> int:
     ap.add_argument("--precisions", default="fp32,fp16",
                     help="fp32 and/or fp16 (the model exported from model.half(): Ember's half products on tensor "
                          "cores); default fp32,fp16")
-    ap.add_argument("--export-workers", type=int, default=6, help="processes exporting the models at the start")
-    ap.add_argument("--torch-compile", default="resnet50,bert",
-                    help="models also timed under torch.compile, whose compile takes 20-60 s a model (default "
-                         "resnet50,bert; 'none' for none)")
+    ap.add_argument("--workers", type=int, default=8,
+                    help="processes exporting the models and compiling them for the GPU (no GPU needed for either) "
+                         "while the tests and the first models run (default 8)")
+    ap.add_argument("--torch-compile", default="all",
+                    help="models also timed under torch.compile (its compile takes 4-20 s a model and batch): 'all' "
+                         "(the default), 'none', or names")
+    ap.add_argument("--torch-compile-at", default="fp16:32,fp32:1",
+                    help="the rows timed under torch.compile, PRECISION:BATCH comma-separated (default fp16:32,fp32:1: "
+                         "the acceptance's comparisons)")
     ap.add_argument("--gemm", type=int, default=8192, help="the bf16 GEMM's size n (n^3; 0 skips it)")
     ap.add_argument("--budget", type=float, default=420, help="seconds for the whole run; steps past it are skipped")
     ap.add_argument("--no-tests", action="store_true", help="skip the GPU tests")
@@ -306,9 +332,10 @@ def main(argv=None) -> int:
     models = [m for m in args.models.split(",") if m]
     precisions = [p for p in args.precisions.split(",") if p]
     batches = [int(b) for b in args.batches.split(",")]
-    compiled = set(args.torch_compile.split(",")) if args.torch_compile != "none" else set()
+    compile_models = set(models) if args.torch_compile == "all" else set(args.torch_compile.split(",")) - {"none"}
+    compile_at = {(pb.split(":")[0], int(pb.split(":")[1])) for pb in args.torch_compile_at.split(",") if pb}
     tmp = os.path.join(os.environ.get("TMPDIR", "/tmp"), "ember-gpu-zoo")
-    exports = start_exports(models, precisions, tmp, args.export_workers)
+    prepared = start_prepare(models, precisions, tmp, batches, args.workers)
     if not args.no_tests:
         run_tests(report, timeout=min(150.0, args.budget / 4))
         report.write()
@@ -319,8 +346,8 @@ def main(argv=None) -> int:
                 report.data["skipped"].append(f"{name} {precision}")
                 continue
             try:
-                bench_model(report, name, precision, batches, name in compiled, exports[name, precision],
-                            deadline - gemm_reserve)
+                bench_model(report, name, precision, batches, compile_at if name in compile_models else set(),
+                            prepared[name, precision], deadline - gemm_reserve)
             except Exception as e:
                 report.data["models"].append({"model": name, "precision": precision, "error": f"{type(e).__name__}: {e}",
                                               "trace": traceback.format_exc()[-3000:]})

@@ -25,7 +25,7 @@ from ..target import CudaTarget, as_target
 # the plain layouts), or rewrite products for its integer dot instructions
 CPU_ONLY_PASSES = ("integer_products", "block_layout", "fold_channel_scale", "pack_conv_weights", "pack_matmul_weights")
 
-__all__ = ["CPU_ONLY_PASSES", "CudaExecutable", "GpuGroup", "compile_cuda", "device_kernels", "gpu_groups", "gpu_module", "launch_table",
+__all__ = ["CPU_ONLY_PASSES", "CudaExecutable", "CudaPlan", "GpuGroup", "compile_cuda", "plan_cuda", "device_kernels", "gpu_groups", "gpu_module", "launch_table",
            "lower_for_gpu", "model_ptx"]
 
 
@@ -195,34 +195,81 @@ def _cpu_kernels(kernels: list) -> dict:
     return {k.name: module[k.name]._cfunc for k in kernels}
 
 
-def compile_cuda(model, options=None, device=None, **kwargs):
-    """``model`` compiled for a GPU: a :class:`~ember.runtime.gpu_executable.GpuExecutable` on
-    ``device`` (default: the process's GPU 0; an
-    :class:`~ember.runtime.gpu_executable.EmulatedDevice` runs it on the CPU). ``options``
-    (or ``kwargs``): a :class:`~ember.options.CompileOptions` with a cuda target; of its
-    fields the target, ``input_shapes`` and ``name`` apply."""
-    import time
+@dataclasses.dataclass
+class CudaPlan:
+    """A model compiled for a GPU up to what a device loads: the program, the launches, the
+    constants and the PTX (or, for the CPU's emulation, the device kernels themselves). Made
+    without a GPU and picklable without ``groups``, so other processes can compile models while
+    one process runs them (``bench/gpu.py``)."""
 
-    from ..codegen.nvptx import ptx as make_ptx
+    program: dict
+    launches: dict
+    constants: list
+    ptx: str
+    target: CudaTarget
+    compile_times: dict
+    groups: Optional[list] = None  # (the GpuGroups: their loop programs; None once sent to another process)
+
+    def load(self, device=None) -> "CudaExecutable":
+        """The executable on ``device`` (default: the process's GPU 0)."""
+        import time
+
+        if device is None:
+            from ..runtime.cuda_driver import device as gpu
+
+            device = gpu(0)
+        t0 = time.perf_counter()
+        if hasattr(device, "load_ptx"):
+            ptx = self.ptx
+            if not ptx:
+                from ..codegen.nvptx import ptx as make_ptx
+
+                ptx = make_ptx([k for g in self.groups for k in g.kernels], self.target)
+            functions = device.load_ptx(ptx, [k["name"] for e in self.launches.values() for k in e["kernels"]])
+        else:  # (the CPU's emulation: each device kernel compiled for the CPU, its grid as loops)
+            if self.groups is None:
+                raise LoweringError("an emulated GPU runs the plan's loop programs: make the plan in this process")
+            ptx, functions = self.ptx, _cpu_kernels([k for g in self.groups for k in g.kernels])
+        exe = CudaExecutable(self.program, self.launches, self.constants, device, functions, ptx=ptx,
+                             target=self.target)
+        exe.groups = self.groups
+        exe.compile_times = {**self.compile_times, "load": time.perf_counter() - t0}
+        exe.compile_times["total"] = sum(v for k, v in exe.compile_times.items() if k != "total")
+        return exe
+
+    def portable(self) -> "CudaPlan":
+        """This plan without its loop programs (what another process needs: PTX and tables)."""
+        return dataclasses.replace(self, groups=None)
+
+
+def _cuda_options(options, kwargs):
+    from ..errors import ArgumentError
     from ..options import CompileOptions
-    from .generic import generic_kernels
-    from .program import Shared, make_program
 
     if options is None:
         kwargs.setdefault("target", "cuda")
         options = CompileOptions.create(kwargs.pop("target"), kwargs.pop("opt_level", 3), **kwargs)
     target = options.target
     if not isinstance(target, CudaTarget):
-        raise LoweringError(f"compile_cuda needs a cuda target, got {target}")
-    from ..errors import ArgumentError
-
+        raise LoweringError(f"compiling for a GPU needs a cuda target, got {target}")
     if options.precision != "fp32" or options.offload:
         raise ArgumentError(f"target {target}: precision={options.precision!r} and offload={list(options.offload)} are "
                             f"CPU options so far; the GPU runs the model's own types (fp32) on Ember's kernels")
-    if device is None:
-        from ..runtime.cuda_driver import device as gpu
+    return options
 
-        device = gpu(0)  # (before any work: a host without a GPU says so at once)
+
+def plan_cuda(model, options=None, ptx: bool = True, **kwargs) -> CudaPlan:
+    """``model`` compiled for a GPU up to what a device loads (:class:`CudaPlan`; no GPU needed).
+    ``options`` (or ``kwargs``) as :func:`compile_cuda`'s; ``ptx=False`` leaves the PTX to be
+    made at load (an emulated device needs none)."""
+    import time
+
+    from ..codegen.nvptx import ptx as make_ptx
+    from .generic import generic_kernels
+    from .program import Shared, make_program
+
+    options = _cuda_options(options, kwargs)
+    target = options.target
     times = {}
     t0 = time.perf_counter()
     mod = gpu_module(model, target, options.input_shape_map)
@@ -247,20 +294,22 @@ def compile_cuda(model, options=None, device=None, **kwargs):
         groups.append(g)
         launches[name] = launch_table(g)
     times["lower"] = time.perf_counter() - t1
-    t2 = time.perf_counter()
-    kernels = [k for g in groups for k in g.kernels]
-    if hasattr(device, "load_ptx"):
-        text = make_ptx(kernels, target)
+    text = ""
+    if ptx:
+        t2 = time.perf_counter()
+        text = make_ptx([k for g in groups for k in g.kernels], target)
         times["ptx"] = time.perf_counter() - t2
-        t3 = time.perf_counter()
-        functions = device.load_ptx(text, [k.name for k in kernels])
-        times["load"] = time.perf_counter() - t3
-    else:  # (the CPU's emulation: each device kernel compiled for the CPU, its grid as loops)
-        text = ""
-        functions = _cpu_kernels(kernels)
-        times["cpu kernels"] = time.perf_counter() - t2
-    exe = CudaExecutable(program, launches, shared.constants, device, functions, ptx=text, target=target)
-    exe.groups = groups
-    times["total"] = time.perf_counter() - t0
-    exe.compile_times = times
-    return exe
+    return CudaPlan(program, launches, shared.constants, text, target, times, groups)
+
+
+def compile_cuda(model, options=None, device=None, **kwargs) -> CudaExecutable:
+    """``model`` compiled for a GPU: a :class:`CudaExecutable` on ``device`` (default: the
+    process's GPU 0; an :class:`~ember.runtime.gpu_executable.EmulatedDevice` runs it on the
+    CPU). ``options`` (or ``kwargs``): a :class:`~ember.options.CompileOptions` with a cuda
+    target; of its fields the target, ``input_shapes`` and ``name`` apply."""
+    options = _cuda_options(options, kwargs)
+    if device is None:
+        from ..runtime.cuda_driver import device as gpu
+
+        device = gpu(0)  # (before any work: a host without a GPU says so at once)
+    return plan_cuda(model, options, ptx=hasattr(device, "load_ptx")).load(device)

@@ -166,3 +166,36 @@ def test_torch_cuda_tensors_go_in_and_come_out_without_the_host():
     ref = _reference(model, x.cpu().numpy())
     for o, r in zip(out, ref):
         np.testing.assert_allclose(torch.as_tensor(o, device="cuda").cpu().numpy(), r, rtol=1e-4, atol=1e-5)
+
+
+class _PtxDevice(EmulatedDevice):
+    """A device that takes PTX as a GPU does and runs nothing (launches recorded): the GPU path's
+    plumbing checked on a CPU."""
+
+    def __init__(self):
+        super().__init__()
+        self.launched = []
+
+    def load_ptx(self, ptx, names):
+        assert ".entry" in ptx
+        return {n: n for n in names}
+
+    def launch(self, fn, grid, block, params, stream=0):
+        self.launched.append((fn, grid, block, len(params.values)))
+
+
+def test_a_plan_made_in_another_process_loads_on_a_device_that_takes_ptx():
+    import pickle
+
+    from ember.compiler.cuda import plan_cuda
+
+    plan = plan_cuda(_mixed(2))
+    sent = pickle.loads(pickle.dumps(plan.portable()))
+    assert sent.groups is None and sent.ptx == plan.ptx and set(sent.launches) == set(plan.launches)
+    dev = _PtxDevice()
+    exe = sent.load(dev)
+    outs = exe.run(np.zeros((2, 4, 4, 4), np.float32))
+    assert [o.shape for o in outs] == [(2, 2, 24), (2, 2, 24), (2, 2, 64)]
+    assert len(dev.launched) == exe.num_launches and all(g[0] >= 1 and b[0] >= 1 for _, g, b, _ in dev.launched)
+    with pytest.raises(LoweringError, match="make the plan in this process"):
+        sent.load(EmulatedDevice())
