@@ -73,10 +73,11 @@ def compile_main(argv) -> int:
     p.add_argument("-o", "--output", help="the shared library to write (default: MODEL with .so; "
                                           "for --light NAME, light_NAME.so here)")
     p.add_argument("--target", default=None, help=_target_help())
-    p.add_argument("--precision", default="fp32", choices=("fp32", "bf16"),
+    p.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "fp16"),
                    help="fp32 (default: as the model says), or bf16: matrix products by weights take bfloat16 "
                         "operands and sum in float32, about twice as fast; needs a CPU with AVX512-BF16 "
-                        "(Intel Sapphire Rapids, AMD Zen 4 or later)")
+                        "(Intel Sapphire Rapids, AMD Zen 4 or later). With --target cuda, bf16 or fp16: the "
+                        "products on the GPU's tensor cores")
     p.add_argument("-O", "--opt-level", type=int, default=3, choices=(0, 1, 2, 3),
                    help="graph optimization level (0: one kernel per op, no folding; 3: all; default 3)")
     p.add_argument("--offload", action="append", default=[], metavar="BACKEND",

@@ -25,14 +25,17 @@ def _frozen_shapes(shapes: Optional[Mapping], what: str) -> Optional[tuple]:
         raise ArgumentError(f"{what}: each shape must be a sequence of integers, got {dict(shapes)!r}") from None
 
 
-PRECISIONS = {"fp32": None, "bf16": "avx512bf16"}  # precision -> the CPU feature it needs
+PRECISIONS = {"fp32": None, "bf16": "avx512bf16", "fp16": None}  # precision -> the CPU feature it needs
 
 
 def _precision(value: Any, target: AnyTarget) -> str:
     """``value`` checked: a known precision the target can run."""
-    p = {"float32": "fp32", "bfloat16": "bf16", None: "fp32"}.get(value, value)
+    p = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", None: "fp32"}.get(value, value)
     if p not in PRECISIONS:
         raise ArgumentError(f"precision must be one of {', '.join(PRECISIONS)}, got {value!r}")
+    if p == "fp16" and getattr(target, "kind", "llvm") == "llvm":
+        raise ArgumentError("precision='fp16' runs a GPU's products on its tensor cores (target='cuda'); on a CPU "
+                            "use 'bf16' (AVX512-BF16) or 'fp32'")
     need = PRECISIONS[p]
     if need is not None and getattr(target, "kind", "llvm") == "llvm" and not target.has_feature(need):
         raise TargetError(f"precision={p!r} needs the CPU feature {need!r}, which target {target} lacks "
@@ -56,7 +59,8 @@ class CompileOptions:
     fused group (``ember.tune.apply.best_records`` reads them from a database).
     ``precision``: ``"fp32"`` (as the model says), or ``"bf16"``: matrix products by constant
     weights take bfloat16 operands and accumulate in float32 (``vdpbf16ps``; the target must
-    have AVX512-BF16).
+    have AVX512-BF16). On a ``cuda`` target ``"bf16"`` or ``"fp16"``: float32 matrix products
+    run on tensor cores, their operands rounded to that type, sums in float32.
     ``offload``: names of offload backends (``ember.offload``): each fused group one of them
     takes runs on the kernel it writes (the first that takes it, in order); ``"auto"``: every
     backend this host has, each group offloaded only where its kernel measured faster than

@@ -23,7 +23,8 @@ from ..target import CudaTarget, as_target
 
 # graph passes that lay data out for a CPU's vectors and micro-kernels (a GPU's kernels read
 # the plain layouts), or rewrite products for its integer dot instructions
-CPU_ONLY_PASSES = ("integer_products", "block_layout", "fold_channel_scale", "pack_conv_weights", "pack_matmul_weights")
+CPU_ONLY_PASSES = ("integer_products", "block_layout", "fold_channel_scale", "bf16_activations", "pack_conv_weights",
+                   "pack_matmul_weights")
 
 __all__ = ["CPU_ONLY_PASSES", "CudaExecutable", "CudaPlan", "GpuGroup", "compile_cuda", "plan_cuda", "device_kernels", "gpu_groups", "gpu_module", "launch_table",
            "lower_for_gpu", "model_ptx"]
@@ -40,9 +41,11 @@ class GpuGroup:
     workspace: list
 
 
-def gpu_module(model, target=None, input_shapes: Optional[dict] = None) -> Module:
+def gpu_module(model, target=None, input_shapes: Optional[dict] = None, options=None) -> Module:
     """``model`` (an ONNX file, bytes, proto or a graph :class:`Module`) through the graph
-    pipeline for a GPU target (:data:`CPU_ONLY_PASSES` off): ``main`` calling its fused groups."""
+    pipeline for a GPU target (:data:`CPU_ONLY_PASSES` off): ``main`` calling its fused groups.
+    ``options`` (a :class:`~ember.options.CompileOptions`): what the passes read of it
+    (``precision``)."""
     import ember.graph.ops.compute  # noqa: F401  (registers the op computes)
 
     from ..graph.passes import PassContext
@@ -57,7 +60,7 @@ def gpu_module(model, target=None, input_shapes: Optional[dict] = None) -> Modul
 
         mod = from_onnx(model, input_shapes=input_shapes)
     ctx = PassContext(opt_level=3, disabled=set(CPU_ONLY_PASSES),
-                      config={"target": target, "evaluate": evaluate_constants})
+                      config={"target": target, "evaluate": evaluate_constants, "options": options})
     mod, _ = _optimize(Module({"main": mod.main}), ctx)  # (the CPU compile's pipeline, these passes off)
     return mod
 
@@ -252,9 +255,9 @@ def _cuda_options(options, kwargs):
     target = options.target
     if not isinstance(target, CudaTarget):
         raise LoweringError(f"compiling for a GPU needs a cuda target, got {target}")
-    if options.precision != "fp32" or options.offload:
-        raise ArgumentError(f"target {target}: precision={options.precision!r} and offload={list(options.offload)} are "
-                            f"CPU options so far; the GPU runs the model's own types (fp32) on Ember's kernels")
+    if options.offload:
+        raise ArgumentError(f"target {target}: offload={list(options.offload)} is a CPU option so far; the GPU runs "
+                            f"Ember's kernels")
     return options
 
 
@@ -272,7 +275,7 @@ def plan_cuda(model, options=None, ptx: bool = True, **kwargs) -> CudaPlan:
     target = options.target
     times = {}
     t0 = time.perf_counter()
-    mod = gpu_module(model, target, options.input_shape_map)
+    mod = gpu_module(model, target, options.input_shape_map, options)
     output_names = None
     if not isinstance(model, Module):
         from ..frontend.onnx.checks import load_model

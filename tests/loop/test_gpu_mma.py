@@ -112,3 +112,27 @@ def test_a_models_half_products_run_on_tensor_cores():
     np.testing.assert_allclose(exe.run(x)[0].astype(np.float32), ref, rtol=1e-2, atol=1e-2 * np.abs(ref).max())
     # the CPU keeps its own products: the pass is the GPU's alone
     assert ember.compile(model).run(x)[0].shape == (2, 40, 48)
+
+
+@pytest.mark.parametrize("precision,half", [("bf16", ml_dtypes.bfloat16), ("fp16", np.float16)])
+def test_a_float32_models_products_run_on_tensor_cores_in_a_half_precision(precision, half):
+    from ember.compiler.cuda import compile_cuda
+    from ember.errors import ArgumentError
+    from ember.runtime.gpu_executable import EmulatedDevice
+
+    rng = np.random.default_rng(5)
+    wv = rng.standard_normal((32, 48)).astype(np.float32)
+    g = helper.make_graph([helper.make_node("Gemm", ["x", "w"], ["y"], transB=1), helper.make_node("Relu", ["y"], ["z"])],
+                          "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [20, 48])],
+                          [helper.make_tensor_value_info("z", TensorProto.FLOAT, [20, 32])],
+                          [numpy_helper.from_array(wv, "w")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    exe = compile_cuda(model, device=EmulatedDevice(), precision=precision)
+    assert any("matmul_mma" in grp.name for grp in exe.groups)
+    x = rng.standard_normal((20, 48)).astype(np.float32)
+    want = np.maximum(x.astype(half).astype(np.float32) @ wv.astype(half).astype(np.float32).T, 0)
+    np.testing.assert_allclose(exe.run(x)[0], want, rtol=1e-5, atol=1e-4)  # (sums of the rounded values, in float32)
+    assert not any("matmul_mma" in grp.name for grp in compile_cuda(model, device=EmulatedDevice()).groups)
+    if precision == "fp16":
+        with pytest.raises(ArgumentError, match="GPU's products"):
+            ember.compile(model, precision="fp16")

@@ -142,8 +142,8 @@ def test_a_gpu_export_refuses_an_older_gpu(tmp_path):
 
 
 def test_gpu_options_the_cuda_kind_does_not_honour_are_refused():
-    with pytest.raises(ArgumentError, match="precision='bf16'"):
-        compile_cuda(_mixed(2), device=EmulatedDevice(), precision="bf16")
+    with pytest.raises(ArgumentError, match="offload=\\['reference'\\] is a CPU option"):
+        compile_cuda(_mixed(2), device=EmulatedDevice(), offload=["reference"])
 
 
 @gpu

@@ -5,7 +5,9 @@ After :mod:`.promote_half`, a product of float16 or bfloat16 operands reads them
 For a ``cuda`` target such a product of static shapes becomes ``nn.matmul_mma(a, b)``: the half
 operands as they are, float32 sums on tensor cores (:mod:`ember.kernels.gpu_mma`), and the cast
 back folded into its stores. ``nn.dense`` (a weight stored (N, K)) becomes it with ``trans_b``.
-On other targets the pass changes nothing.
+With ``precision="bf16"`` or ``"fp16"`` (a cuda compile's option) float32 products of static
+shapes run there too, their operands cast to that type (constant weights once, at compile time)
+and their result float32. On other targets the pass changes nothing.
 """
 from __future__ import annotations
 
@@ -40,6 +42,19 @@ def _mma(n, out_dtype: str = "float32"):
     return typed_call("nn.matmul_mma", [a, b], {"out_dtype": out_dtype, "trans_b": n.op == "nn.dense"}, span=n.span)
 
 
+def _narrowed(n, half: str):
+    """Float32 product ``n`` on tensor cores with its operands rounded to ``half``, or None."""
+    if not (isinstance(n, Call) and n.op in ("nn.matmul", "nn.dense") and len(n.args) == 2
+            and getattr(n.type, "dtype", None) == "float32"):
+        return None
+    a, b = n.args
+    if not all(isinstance(x.type, TensorType) and x.type.dtype == "float32" and x.type.is_static and x.type.ndim >= 2
+               for x in (a, b)) or (b.type.ndim > 2 and b.type.shape[:-2] != a.type.shape[:-2]):
+        return None
+    args = [typed_call("cast", [x], {"dtype": half}, span=n.span) for x in (a, b)]
+    return typed_call("nn.matmul_mma", args, {"out_dtype": "float32", "trans_b": n.op == "nn.dense"}, span=n.span)
+
+
 def _rewrite(n):
     # (operands first: a product is already nn.matmul_mma when the cast back reaches here)
     if isinstance(n, Call) and n.op == "cast" and getattr(n.type, "dtype", None) in HALF and len(n.args) == 1:
@@ -58,7 +73,9 @@ def tensor_core_products(mod: Module, ctx: PassContext) -> Module:
     target = ctx.config.get("target")
     if getattr(target, "kind", None) != "cuda":
         return mod
-    return rewrite_main(mod, _rewrite)
+    mod = rewrite_main(mod, _rewrite)
+    half = {"bf16": "bfloat16", "fp16": "float16"}.get(getattr(ctx.config.get("options"), "precision", "fp32"))
+    return rewrite_main(mod, lambda n: _narrowed(n, half)) if half else mod
 
 
 __all__ = ["tensor_core_products"]
