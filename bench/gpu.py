@@ -155,14 +155,18 @@ def prepare_job(name: str, precision: str, out_dir: str, batches: list, plan: bo
     from ember.compiler.cuda import plan_cuda
 
     t0 = time.time()
-    path = zoo.export(name, out_dir, dynamic=True, model=zoo.build_model(name), half=precision == "fp16")
+    # (bf16: the float32 file compiled with precision="bf16", exported apart from fp32's so two
+    # workers never write one file)
+    where = os.path.join(out_dir, "bf16") if precision == "bf16" else out_dir
+    path = zoo.export(name, where, dynamic=True, model=zoo.build_model(name), half=precision == "fp16")
     export_s = time.time() - t0
     plans = {}
     for batch in batches if plan else ():
         ex = zoo.ZOO[name].example(batch=batch)
         t0 = time.time()
         try:
-            p = plan_cuda(path, input_shapes={k: v.shape for k, v in ex.items()}).portable()
+            p = plan_cuda(path, input_shapes={k: v.shape for k, v in ex.items()},
+                          precision="bf16" if precision == "bf16" else "fp32").portable()
             p.compile_times["wall"] = time.time() - t0
             plans[batch] = p
         except Exception as e:  # (reported on the row; the other batches still run)
@@ -190,7 +194,8 @@ def bench_model(report: Report, name: str, precision: str, batches: list, compil
     spec = zoo.ZOO[name]
     path, export_s, plans = prepared.result()
     ref_model = zoo.build_model(name).to(_dev())  # (float32: every row's reference)
-    model = ref_model if precision == "fp32" else zoo.build_model(name).half().to(_dev())
+    half = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(precision)
+    model = ref_model if half is None else zoo.build_model(name).to(half).to(_dev())
     compiled_model = torch.compile(model) if compiled else None  # (timed at the rows in compiled)
     for batch in batches:
         if time.time() > deadline:
@@ -210,6 +215,8 @@ def bench_model(report: Report, name: str, precision: str, batches: list, compil
             with torch.no_grad():
                 targs = [torch.from_numpy(t) for t in tin] if EMULATE else tin
                 wide = [t.float() if t.is_floating_point() else t for t in targs]
+                if precision == "bf16":  # (Ember takes the float32 inputs; torch's bf16 model bf16 ones)
+                    targs = [t.to(torch.bfloat16) if t.is_floating_point() else t for t in targs]
                 ref = ref_model(*wide).float().cpu().numpy()
                 scale = max(float(np.abs(ref).max()), 1e-30)
                 if precision != "fp32":  # (the tolerance: torch's own half run against its float32)
@@ -218,7 +225,8 @@ def bench_model(report: Report, name: str, precision: str, batches: list, compil
                 plan = plans.get(batch)
                 if isinstance(plan, str):
                     raise RuntimeError(f"compiling for the GPU failed: {plan}")
-                exe = plan.load() if plan is not None else _compile(path, input_shapes={k: v.shape for k, v in ex.items()})
+                exe = plan.load() if plan is not None else _compile(
+                    path, input_shapes={k: v.shape for k, v in ex.items()}, precision="bf16" if precision == "bf16" else "fp32")
                 row["ember_compile_s"] = plan.compile_times["wall"] if plan is not None else time.time() - t0
                 row["ember_load_s"] = time.time() - t0
                 row["compile_phases"] = {k: round(v, 3) for k, v in exe.compile_times.items()}
@@ -295,8 +303,9 @@ def main(argv=None) -> int:
     ap.add_argument("--models", default=DEFAULT_MODELS, help=f"zoo models, comma-separated (default {DEFAULT_MODELS})")
     ap.add_argument("--batches", default="1,32", help="batch sizes (default 1,32)")
     ap.add_argument("--precisions", default="fp32,fp16",
-                    help="fp32 and/or fp16 (the model exported from model.half(): Ember's half products on tensor "
-                         "cores); default fp32,fp16")
+                    help="fp32, fp16 (the model exported from model.half(): Ember's half products on tensor cores), "
+                         "bf16 (the float32 file compiled with precision='bf16' against torch's model.to(bfloat16)); "
+                         "default fp32,fp16")
     ap.add_argument("--workers", type=int, default=8,
                     help="processes exporting the models and compiling them for the GPU (no GPU needed for either) "
                          "while the tests and the first models run (default 8)")
