@@ -231,7 +231,7 @@ def bench_model(report: Report, name: str, precision: str, batches: list, compil
                 row["ember_load_s"] = time.time() - t0
                 row["compile_phases"] = {k: round(v, 3) for k, v in exe.compile_times.items()}
                 row["launches"] = exe.num_launches
-                row["tensor_core_groups"] = sum("matmul_mma" in name for name in exe.launches)
+                row["tensor_core_groups"] = sum("matmul_mma" in kernel for kernel in exe.launches)
                 got = exe.run(*tin)[0].astype(np.float32)
                 row["err"] = float(np.abs(got - ref).max() / scale)
                 first = exe.time(*tin, number=1, warmup=1)[0]
