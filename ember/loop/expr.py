@@ -256,6 +256,18 @@ class Load(Expr):
 
 # --- construction helpers ------------------------------------------------------------------
 
+def unflatten(flat, shape) -> tuple:
+    """The row-major indices of element ``flat`` of an array of ``shape`` (the first index
+    is what remains after the others: no modulo on it)."""
+    if not len(shape):
+        return ()
+    out = []
+    for d in reversed(tuple(shape)[1:]):
+        out.append(flat % d)
+        flat = flat // d
+    return (flat, *reversed(out))
+
+
 def const(value, dtype: Optional[str] = None) -> Expr:
     """A constant of ``dtype`` (inferred from the Python type when not given)."""
     if dtype is None:

@@ -21,7 +21,8 @@ from typing import Optional
 
 import numpy as np
 
-from ..errors import EmberError, ModelError, TargetError
+from ..errors import ModelError, TargetError
+from ..target import CudaTarget
 
 FORMAT = "ember-gpu-export"
 MAGIC = b"PK\x03\x04"  # (a zip archive; a CPU export is an ELF shared library)
@@ -51,11 +52,13 @@ def write_gpu_export(path: str, manifest: dict, ptx: str, constants: list, cubin
     return os.fspath(path)
 
 
-def _arch_number(arch: str) -> int:
+def _capability(arch, path: str) -> tuple:
+    """``(9, 0)`` for ``"sm_90"`` (:attr:`CudaTarget.compute_capability`); a ModelError for a
+    manifest's malformed one."""
     try:
-        return int(arch[3:])
-    except (TypeError, ValueError):
-        return -1
+        return CudaTarget(str(arch)).compute_capability
+    except (ValueError, IndexError):
+        raise ModelError(f"{path}: its manifest names no CUDA architecture ({arch!r})") from None
 
 
 def load_gpu(path: str, device=None):
@@ -86,17 +89,11 @@ def load_gpu(path: str, device=None):
             raise TargetError(f"{path} is a model compiled for {manifest['target']}, and this host cannot run it: "
                               f"{e}") from None
     arch = getattr(device, "arch", None)
-    if arch is not None and _arch_number(arch) < _arch_number(manifest["arch"]):
+    if arch is not None and _capability(arch, path) < _capability(manifest["arch"], path):
         raise TargetError(f"{path} was compiled for {manifest['arch']}; this GPU ({device.name}) is {arch}: compile "
                           f"the model for it (target='cuda -arch={arch}')")
     names = [k["name"] for entry in manifest["launches"].values() for k in entry["kernels"]]
-    try:
-        if arch in cubins:
-            functions = device.load_cubin(cubins[arch], names)
-        else:
-            functions = device.load_ptx(ptx, names)
-    except EmberError:
-        raise
-    exe = GpuExecutable(manifest["program"], manifest["launches"], constants, device, functions, ptx=ptx,
-                        target=manifest["target"])
-    return exe
+    # (a cubin of this GPU's own architecture skips the driver's compile of the PTX)
+    functions = device.load_cubin(cubins[arch], names) if arch in cubins else device.load_ptx(ptx, names)
+    return GpuExecutable(manifest["program"], manifest["launches"], constants, device, functions, ptx=ptx,
+                         target=manifest["target"])

@@ -22,7 +22,7 @@ Only ``thread_*`` and ``block_*`` loops change; the result is an ordinary CPU lo
 from __future__ import annotations
 
 from ...errors import LoweringError
-from ..expr import Cast, IntImm, Load, Var
+from ..expr import Cast, IntImm, Load, Var, unflatten
 from ..stmt import Allocate, Barrier, Buffer, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, Store, THREAD_KINDS, WarpMma
 from ..visit import rewrite, substitute, walk
 from .verify_threads import has_barrier
@@ -33,15 +33,6 @@ __all__ = ["threads_on_cpu"]
 def threads_on_cpu(func: PrimFunc) -> PrimFunc:
     """``func`` (a GPU kernel, see :mod:`.verify_threads`) as a CPU loop program."""
     return func.replace(name=func.name, body=_cpu(_mma_through_shared(func.body)))
-
-
-def _unflatten(buf: Buffer, flat):
-    """The indices of element ``flat`` of row-major ``buf``."""
-    idx, rest = [], flat
-    for d in reversed(buf.shape[1:]):
-        idx.append(rest % d)
-        rest = rest // d
-    return tuple([rest] + idx[::-1])
 
 
 def _mma_through_shared(body):
@@ -84,8 +75,8 @@ def _mma_through_shared(body):
 
 def _mma_steps(m: WarpMma, tid, sa: Buffer, sb: Buffer):
     e, k = Var("mma_e"), Var("mma_k")
-    put = SeqStmt((For(e, IntImm(0), IntImm(8), "serial", Store(sa, Load(m.a, _unflatten(m.a, m.a_offset + e)), (tid, e))),
-                   For(e, IntImm(0), IntImm(4), "serial", Store(sb, Load(m.b, _unflatten(m.b, m.b_offset + e)), (tid, e)))))
+    put = SeqStmt((For(e, IntImm(0), IntImm(8), "serial", Store(sa, Load(m.a, unflatten(m.a_offset + e, m.a.shape)), (tid, e))),
+                   For(e, IntImm(0), IntImm(4), "serial", Store(sb, Load(m.b, unflatten(m.b_offset + e, m.b.shape)), (tid, e)))))
     lane = tid % 32
     base, g, t = tid - lane, lane // 4, lane % 4
     r, n = g + (e // 2) * 8, t * 2 + e % 2
@@ -94,9 +85,9 @@ def _mma_steps(m: WarpMma, tid, sa: Buffer, sb: Buffer):
     acc = Buffer("mma_acc", (1,), "float32", scope="local")
     product = Cast("float32", Load(sa, (base + la, ea))) * Cast("float32", Load(sb, (base + lb, eb)))
     step = Store(acc, Load(acc, (IntImm(0),)) + product, (IntImm(0),))
-    each = Allocate(acc, SeqStmt((Store(acc, Load(m.c, _unflatten(m.c, m.c_offset + e)), (IntImm(0),)),
+    each = Allocate(acc, SeqStmt((Store(acc, Load(m.c, unflatten(m.c_offset + e, m.c.shape)), (IntImm(0),)),
                                   For(k, IntImm(0), IntImm(16), "serial", step),
-                                  Store(m.d, Load(acc, (IntImm(0),)), _unflatten(m.d, m.d_offset + e)))))
+                                  Store(m.d, Load(acc, (IntImm(0),)), unflatten(m.d_offset + e, m.d.shape)))))
     return SeqStmt((put, Barrier(), For(e, IntImm(0), IntImm(4), "serial", each), Barrier()))
 
 

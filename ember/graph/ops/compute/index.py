@@ -31,6 +31,7 @@ from ....loop.expr import (
     max_,
     min_,
     select,
+    unflatten,
 )
 from ...types import TensorType
 from ..nn import _einsum_terms
@@ -143,15 +144,6 @@ def _scatter_elements(attrs, inputs, out_type):
                     lambda p, u: _put(p, a, u))
 
 
-def _unflatten(f: Expr, shape: tuple) -> tuple:
-    """The row-major position of flat index ``f`` in ``shape``."""
-    out = []
-    for s in reversed(shape):
-        out.append(f % s)
-        f = f // s
-    return tuple(reversed(out))
-
-
 def _scatter_nd(attrs, inputs, out_type):
     x, idx, upd = inputs
     k = idx.shape[-1].value
@@ -161,12 +153,12 @@ def _scatter_nd(attrs, inputs, out_type):
         n = n * s
 
     def where(p, u):
-        q = _unflatten(u, lead)
+        q = unflatten(u, lead)
         hits = [eq(wrap_index(idx[q + (const(j, _INDEX),)], x.shape[j]), p[j]) for j in range(k)]
         return logical_and(*hits) if hits else const(True)
 
     return _scatter("scatter_nd", x, upd, attrs["reduction"], n, where,
-                    lambda p, u: _unflatten(u, lead) + p[k:])
+                    lambda p, u: unflatten(u, lead) + p[k:])
 
 
 # -- one_hot, trilu -----------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from ....kernels.common import const_int, plain, vector_lanes
 from ....loop import compute as te
 from ....loop import dtype as dt
 from ....loop import intrinsics as intr
-from ....loop.expr import as_expr, cast, const, eq, max_, select, truncdiv
+from ....loop.expr import as_expr, cast, const, eq, max_, select, truncdiv, unflatten
 from ..reduce import reduced_axes
 from ..registry import norm_axis
 from .common import register_compute, stage_name, te_shape
@@ -54,11 +54,8 @@ def _lane_stage(combiner: str, x: te.Tensor, axes: tuple, keepdims: bool, out_sh
 
     def part(*idx):
         *rows, _, l = idx
-        rest, tail = k.var // q, []
-        for d in reversed(sizes[:-1]):
-            tail.append(rest % d)
-            rest = rest // d
-        return red(fn(x[tuple(rows) + tuple(reversed(tail)) + ((k.var % q) * lanes + l,)]), axis=k)
+        lead = unflatten(k.var // q, sizes[:-1])
+        return red(fn(x[tuple(rows) + lead + ((k.var % q) * lanes + l,)]), axis=k)
     P = te.compute(tuple(x.shape[:first]) + (1, lanes), part, f"{name}_part")
     l = te.reduce_axis(lanes, f"{name}_l")
 
