@@ -23,7 +23,7 @@ from ..target import CudaTarget, as_target
 
 # graph passes that lay data out for a CPU's vectors and micro-kernels (a GPU's kernels read
 # the plain layouts), or rewrite products for its integer dot instructions
-CPU_ONLY_PASSES = ("integer_products", "block_layout", "fold_channel_scale", "bf16_activations", "pack_conv_weights",
+CPU_ONLY_PASSES = ("integer_products", "activation_products", "block_layout", "fold_channel_scale", "bf16_activations", "pack_conv_weights",
                    "pack_matmul_weights")
 
 __all__ = ["CPU_ONLY_PASSES", "CudaExecutable", "CudaPlan", "GpuGroup", "compile_cuda", "plan_cuda", "device_kernels", "gpu_groups", "gpu_module", "launch_table",

@@ -98,8 +98,8 @@ def matmul_compute(A: te.Tensor, B: te.Tensor, target=None, name: str = "C",
     broadcast (numpy rules) to ``batch`` (default: A's). With ``pack=False`` (for a few rows:
     A of at most MR rows, B not transposed) the micro-kernel reads A and B where they are and
     its row block is exactly A's rows. With ``units`` (N), ``B`` is already packed by
-    :func:`pack_b` (``(N/NR, K, NR)``, at compile time for constant weights) and read as it
-    is. With ``dot`` (a packed dot of ``ember.loop.intrinsics.PACKED_DOTS``: ``"dot_bf16x2"``,
+    :func:`pack_b` (``(..., N/NR, K, NR)``: at compile time for constant weights, at run
+    time for an activation) and read as it is. With ``dot`` (a packed dot of ``ember.loop.intrinsics.PACKED_DOTS``: ``"dot_bf16x2"``,
     ``"dot_u8i8x4"``), A and the packed B hold int32 *words* of ``g`` narrow values along K
     (A ``(..., M, K/g)``, B ``(N/NR, K/g, NR)``: :func:`pack_b` with ``group=g``, then read as
     words), and C (float32 or int32) sums their dot products: one ``vdpbf16ps``/``vpdpbusd``
@@ -141,7 +141,7 @@ def matmul_compute(A: te.Tensor, B: te.Tensor, target=None, name: str = "C",
     if not pack:
         mr = min(mr, const_int(M) or mr)
     if units is not None:
-        Bp, N, nr, bb = B, units, const_int(B.shape[-1]), ()
+        Bp, N, nr, bb = B, units, const_int(B.shape[-1]), tuple(B.shape[:-3])
     else:
         Bp = pack_b(B, nr, f"{name}_Bp", trans_b) if pack else None
         N, bb = (B.shape[-2] if trans_b else B.shape[-1]), tuple(B.shape[:-2])

@@ -288,13 +288,14 @@ register_op("nn.matmul", infer=_infer_matmul, pattern=Pattern.OUT_ELEMWISE_FUSAB
 def _infer_pack_matmul_weight(args, attrs):
     b = tensor(args[0], "the weight")
     nr, g = attrs["nr"], attrs["group"]
-    if b.ndim != 2 or nr < 1 or g < 1:
-        raise ShapeError(f"nn.pack_matmul_weight needs a 2-D weight, nr >= 1 and group >= 1, got {b}, nr={nr}, "
-                         f"group={g}")
-    k, n = (b.shape[1], b.shape[0]) if attrs["trans"] else b.shape
+    if b.ndim < 2 or nr < 1 or g < 1:
+        raise ShapeError(f"nn.pack_matmul_weight needs a weight of rank >= 2, nr >= 1 and group >= 1, got {b}, "
+                         f"nr={nr}, group={g}")
+    *batch, d0, d1 = b.shape
+    k, n = (d1, d0) if attrs["trans"] else (d0, d1)
     if g > 1:
-        return TensorType((D.dim_ceildiv(n, nr), D.dim_ceildiv(k, g), nr, g), b.dtype)
-    return TensorType((D.dim_ceildiv(n, nr), k, nr), b.dtype)
+        return TensorType((*batch, D.dim_ceildiv(n, nr), D.dim_ceildiv(k, g), nr, g), b.dtype)
+    return TensorType((*batch, D.dim_ceildiv(n, nr), k, nr), b.dtype)
 
 
 def _infer_matmul_packed(args, attrs):
@@ -306,22 +307,28 @@ def _infer_matmul_packed(args, attrs):
     if dot is not None and (dot not in PACKED_DOTS or a.dtype != WORD):
         raise ShapeError(f"nn.matmul_packed with dot={dot!r}: the dot must be one of {', '.join(PACKED_DOTS)} "
                          f"and the operands {WORD} words, got {a.dtype}")
-    if a.ndim < 2 or bp.ndim != 3 or not bp.is_static:
-        raise ShapeError(f"expects (..., M, K) and a weight packed by nn.pack_matmul_weight (N/nr, K, nr), "
+    panels = tuple(bp.shape[-3:]) if bp.ndim >= 3 else ()
+    if a.ndim < 2 or not panels or not all(isinstance(d, int) for d in panels):
+        raise ShapeError(f"expects (..., M, K) and a weight packed by nn.pack_matmul_weight (..., N/nr, K, nr), "
                          f"got {a} and {bp}")
     k, n = a.shape[-1], attrs["units"]
-    if isinstance(k, int) and k != bp.shape[1] or not 0 < n <= bp.shape[0] * bp.shape[2]:
+    if isinstance(k, int) and k != panels[1] or not 0 < n <= panels[0] * panels[2]:
         raise ShapeError(f"{a} @ packed {bp} with {n} columns: the contraction or the columns do not match")
-    return TensorType(a.shape[:-1] + (n,), a.dtype if dot is None else PACKED_DOTS[dot][3])
+    # (a weight packed at run time -- an activation, ember.graph.passes.activation_products --
+    # may have batch dims, broadcast against the left operand's as in nn.matmul)
+    batch = D.broadcast_shapes(a.shape[:-2], bp.shape[:-3])
+    return TensorType(batch + (a.shape[-2], n), a.dtype if dot is None else PACKED_DOTS[dot][3])
 
 
 register_op("nn.pack_matmul_weight", infer=_infer_pack_matmul_weight, pattern=Pattern.INJECTIVE,
             attrs_schema={"nr": attr("int"), "trans": attr("bool", False), "group": attr("int", 1)},
-            doc="a (K, N) weight -- (N, K) with trans -- in panels of nr columns: (ceil(N / nr), K, nr), "
-                "zero past N; with group g > 1, g values along K together: (ceil(N / nr), ceil(K / g), nr, g)")
+            doc="a (..., K, N) weight -- (..., N, K) with trans -- in panels of nr columns: (..., ceil(N / nr), K, "
+                "nr), zero past N; with group g > 1, g values along K together: (..., ceil(N / nr), ceil(K / g), "
+                "nr, g)")
 register_op("nn.matmul_packed", infer=_infer_matmul_packed, pattern=Pattern.OUT_ELEMWISE_FUSABLE, num_args=2,
             attrs_schema={"units": attr("int"), "dot": attr("str", None)},
-            doc="a (..., M, K) @ a weight packed by nn.pack_matmul_weight, with units (N) columns; with dot "
+            doc="a (..., M, K) @ a weight packed by nn.pack_matmul_weight (its batch dims broadcast), with units (N) "
+                "columns; with dot "
                 "(a packed dot: dot_bf16x2, dot_u8i8x4) both are int32 words of narrow values along K")
 
 def _infer_matmul_mma(args, attrs):
@@ -430,7 +437,7 @@ def _infer_norm_affine(args, attrs):
     return x
 
 
-register_op("nn.layer_norm", infer=_infer_norm_affine, pattern=Pattern.OPAQUE, num_args=(2, 3),
+register_op("nn.layer_norm", infer=_infer_norm_affine, pattern=Pattern.OUT_ELEMWISE_FUSABLE, num_args=(2, 3),
             attrs_schema={"axis": attr("int", -1), "epsilon": attr("float", 1e-5)},
             doc="normalize over axes [axis, ndim), then * gamma (+ beta)")
 
@@ -477,7 +484,7 @@ def _infer_softmax(args, attrs):
 
 
 for _name in ("nn.softmax", "nn.log_softmax"):
-    register_op(_name, infer=_infer_softmax, pattern=Pattern.OPAQUE, attrs_schema={"axis": attr("int", -1)})
+    register_op(_name, infer=_infer_softmax, pattern=Pattern.OUT_ELEMWISE_FUSABLE, attrs_schema={"axis": attr("int", -1)})
 
 
 def _infer_hardmax(args, attrs):

@@ -2,6 +2,7 @@
 
 One file per pass. :func:`default_pipeline` is what ``ember.compile`` runs.
 """
+from .activation_products import activation_products
 from .bf16_activations import bf16_activations
 from .block_layout import block_layout
 from .context import (Instrument, Pass, PassContext, PassError, PassTimer, PrintAfterPass,
@@ -38,17 +39,18 @@ def default_pipeline() -> list:
     matrix-product weights for their micro-kernels, fold the new scale/shift expressions and
     the packing, merge and prune, then fuse into kernels. First, codes quantized again with
     their own scale and zero point (data movement between or not) stay the codes, moved as
-    bytes; quantized products by int8 weights become integer products and products by weights
+    bytes; quantized products by int8 weights become integer products, products of two
+    activations (quantized, or in bf16) packed bf16 dots, and products by weights
     dequantized from a few bits keep their codes (both before folding makes their weights
     float), and half-precision accumulating ops are given float32 accumulation. For a GPU target,
     dense products by constant weights read them transposed and half-precision products run on
     tensor cores."""
-    return [drop_requantization, integer_products, weight_only, gpu_weights, promote_half, tensor_core_products,
+    return [drop_requantization, integer_products, activation_products, weight_only, gpu_weights, promote_half, tensor_core_products,
             fold_constant, simplify_inference,
             merge_branches, requantize, sink_reshapes, requantize, trim_conv_taps, block_layout, fold_channel_scale,
             bf16_activations, pack_conv_weights, pack_matmul_weights, fold_constant, cse, dce, fuse_ops]
 
 
-__all__ = ["gpu_weights", "tensor_core_products", "bf16_activations", "block_layout", "cse", "dce", "drop_requantization", "fold_channel_scale", "fold_constant", "integer_products", "merge_branches", "pack_conv_weights", "pack_matmul_weights", "promote_half",
+__all__ = ["activation_products", "gpu_weights", "tensor_core_products", "bf16_activations", "block_layout", "cse", "dce", "drop_requantization", "fold_channel_scale", "fold_constant", "integer_products", "merge_branches", "pack_conv_weights", "pack_matmul_weights", "promote_half",
            "requantize", "simplify_inference", "sink_reshapes", "trim_conv_taps", "weight_only", "Instrument", "Pass", "PassContext", "PassError", "PassTimer",
            "PrintAfterPass", "VerifyAfterPass", "default_pipeline", "fuse_ops", "graph_pass", "verify"]

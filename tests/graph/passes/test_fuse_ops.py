@@ -169,3 +169,23 @@ def test_a_dequantization_several_kernels_read_is_computed_in_each_from_the_code
     xv = rand(1, 4, 8, 8) * 40
     want = ember.compile(module([x], y), opt_level=0, cache=False).run(xv)[0]
     np.testing.assert_allclose(ember.compile(module([x], y), cache=False).run(xv)[0], want, rtol=1e-5, atol=1e-6)
+
+
+def test_softmax_and_layer_norm_take_an_elementwise_epilogue():
+    """A quantizer after a softmax or a layer norm (QDQ transformers) is computed in the row
+    kernel's write-back, not by a kernel of its own reading the floats back."""
+    x = Var("x", T(6, 40))
+    g, b = const(rand(40)), const(rand(40) * 0.1)
+    s = call("nn.softmax", x, axis=-1)
+    quantized = call("round", call("divide", s, const(np.float32(1 / 255))))
+    normed = call("nn.relu", call("multiply", call("nn.layer_norm", x, g, b, axis=-1, epsilon=1e-5), const(np.float32(3))))
+    after = fuse(module([x], Tuple_([quantized, normed])))
+    groups = sorted(name for name, _ in after.functions if name != "main")
+    assert groups == ["fused_layer_norm_multiply_relu", "fused_softmax_divide_round"]
+    xv = rand(6, 40)
+    e = np.exp(xv - xv.max(-1, keepdims=True))
+    mean, var = xv.mean(-1, keepdims=True), xv.var(-1, keepdims=True)
+    got_q, got_n = ember.compile(module([x], Tuple_([quantized, normed]))).run(xv)
+    np.testing.assert_allclose(got_q, np.round(e / e.sum(-1, keepdims=True) * 255), atol=1)
+    np.testing.assert_allclose(got_n, np.maximum((xv - mean) / np.sqrt(var + 1e-5) * g.value + b.value, 0) * 3,
+                               rtol=1e-4, atol=1e-4)
