@@ -2,7 +2,7 @@
 
 Groups grow in dataflow order by each op's fusion pattern:
 
-- an *anchor* (conv, dense, matmul, pooling, softmax and the norms: out-elementwise-fusable) starts a group that
+- an *anchor* (conv, dense, matmul, pooling, softmax, layer norm: out-elementwise-fusable) starts a group that
   takes an elementwise epilogue: the elementwise and broadcast ops that follow it with the
   same output shape (bias, batch-norm shift, activation, residual add);
 - elementwise, broadcast and injective ops (reshape, transpose, concat, ...) join the group
