@@ -34,6 +34,11 @@ def quantize_main(argv) -> int:
                    help="what a quantized activation's other readers (a residual add) read: 'codes' dequantized "
                         "(it is stored once, as 8-bit codes: faster), 'float', or 'auto' (default): codes unless "
                         "that raises the error against fp32 by more than a quarter")
+    p.add_argument("--attention", choices=("auto", "int8", "float"), default="auto",
+                   help="the products of two activations (attention's Q @ K^T and P @ V): 'int8' (QDQ on both "
+                        "inputs, as ORT's quantizer writes them; on a CPU with AVX512-BF16 Ember runs them as exact "
+                        "bf16 dots of the codes), 'float', or 'auto' (default): int8 unless that raises the error "
+                        "against fp32 by more than a quarter")
     args = p.parse_args(argv)
     import numpy as np
 
@@ -50,7 +55,8 @@ def quantize_main(argv) -> int:
     out = args.output or os.path.splitext(args.model)[0] + ".int8.onnx"
     report = quantize(args.model, data, out, per_channel=not args.per_tensor, method=args.method,
                       percentile=args.percentile, exclude=args.exclude,
-                      share_codes={"auto": None, "codes": True, "float": False}[args.residuals])
+                      share_codes={"auto": None, "codes": True, "float": False}[args.residuals],
+                      activation_products={"auto": None, "int8": True, "float": False}[args.attention])
     print(report)
     return 0
 

@@ -100,7 +100,8 @@ def _batches(data, input_names: list) -> list:
 def quantize(model, calibration: Union[Iterable, Mapping], output: Optional[Union[str, os.PathLike]] = None, *,
              per_channel: bool = True, method: str = "minmax", percentile: float = 99.99,
              ops: Sequence[str] = ("Conv", "MatMul", "Gemm"), check: Optional[Iterable] = None,
-             exclude: Sequence[str] = (), share_codes: Optional[bool] = None) -> QuantizeReport:
+             exclude: Sequence[str] = (), share_codes: Optional[bool] = None,
+             activation_products: Optional[bool] = None) -> QuantizeReport:
     """Quantize ``model`` (float32 ONNX: a path, bytes or ModelProto) to QDQ int8 from
     ``calibration`` (an iterable of ``{input: array}`` batches, arrays for a one-input model, or
     ``{input: stacked samples}``); write it to ``output`` (a path; None: not written) and
@@ -114,9 +115,13 @@ def quantize(model, calibration: Union[Iterable, Mapping], output: Optional[Unio
     is stored once, as 8-bit codes (faster: ResNet-50 1.1x); False: the other readers read the
     float; None (default): shared unless that makes the error on the checked batches more than
     ``SHARE_TOLERANCE`` times the error without (a transformer's residual stream: BERT's
-    0.4% -> 2.9%)."""
+    0.4% -> 2.9%). ``activation_products``: the MatMuls of two activations (attention's
+    ``Q @ K^T`` and ``P @ V``, when ``ops`` has MatMul) get QDQ pairs on both inputs too, as
+    ORT's quantizer writes them (Ember runs them as exact bf16 dots of the codes where the CPU
+    has AVX512-BF16); None (default): quantized unless that makes the error more than
+    ``SHARE_TOLERANCE`` times the error without."""
     from ..compiler.compile import compile_model
-    from .qdq import candidates, write
+    from .qdq import activation_inputs, activation_product, candidates, write
 
     if method not in METHODS:
         raise ArgumentError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
@@ -128,11 +133,15 @@ def quantize(model, calibration: Union[Iterable, Mapping], output: Optional[Unio
         import onnx.version_converter
 
         proto = onnx.version_converter.convert_version(proto, 13)
-    nodes = [n for n in candidates(proto, set(ops)) if n.name not in set(exclude)]
+    inits = {i.name: i for i in proto.graph.initializer}
+    every = [n for n in candidates(proto, set(ops), activations=activation_products is not False)
+             if n.name not in set(exclude)]
+    products = [n for n in every if activation_product(n, inits)]
+    nodes = [n for n in every if n not in products]
     if not nodes:
         raise ModelError(f"nothing to quantize: no {'/'.join(ops)} node with a float32 weight initializer")
-    weights = {i.name for i in proto.graph.initializer}
-    names = list(dict.fromkeys(n.input[0] for n in nodes))
+    weights = set(inits)
+    names = list(dict.fromkeys(n.input[i] for n in every for i in activation_inputs(n, inits)))
     graph_inputs = [i.name for i in proto.graph.input if i.name not in weights]
     batches = _batches(calibration, graph_inputs)
     probe = compile_model(_with_outputs(proto, names).SerializeToString(), cache=False, wait=True)
@@ -141,10 +150,25 @@ def quantize(model, calibration: Union[Iterable, Mapping], output: Optional[Unio
     checked = _batches(check, graph_inputs) if check is not None else batches
     reference = compile_model(proto.SerializeToString(), cache=False, wait=True)
     shared = share_codes is not False
-    quantized = write(proto, nodes, params, per_channel, shared)
+
+    def chosen(with_products: bool) -> tuple:
+        """(the nodes, the activations' parameters) with or without the activation products"""
+        ns = every if with_products else nodes
+        used = {n.input[i] for n in ns for i in activation_inputs(n, inits)}
+        return ns, {k: v for k, v in params.items() if k in used}
+
+    def written(with_products: bool, share: bool):
+        return write(proto, *chosen(with_products), per_channel, share)
+    with_products = bool(products)
+    quantized = written(with_products, shared)
     errors = _errors(reference, quantized, checked)
+    if activation_products is None and with_products:  # measured, like the shared codes below
+        without = written(False, shared)
+        errors_without = _errors(reference, without, checked)
+        if _worst(errors) > SHARE_TOLERANCE * _worst(errors_without) + 1e-6:
+            quantized, errors, with_products = without, errors_without, False
     if share_codes is None:  # measured: shared codes where they cost little accuracy
-        alone = write(proto, nodes, params, per_channel, False)
+        alone = written(with_products, False)
         if alone != quantized:
             errors_alone = _errors(reference, alone, checked)
             if _worst(errors) > SHARE_TOLERANCE * _worst(errors_alone) + 1e-6:
@@ -155,8 +179,9 @@ def quantize(model, calibration: Union[Iterable, Mapping], output: Optional[Unio
 
         path = os.fspath(output)
         onnx.save(quantized, path)
-    return QuantizeReport(path, {n.name or f"#{k}": n.op_type for k, n in enumerate(nodes)},
-                          {n: (float(s), int(z)) for n, (s, z) in params.items()}, errors, method, quantized,
+    picked, picked_params = chosen(with_products)
+    return QuantizeReport(path, {n.name or f"#{k}": n.op_type for k, n in enumerate(picked)},
+                          {n: (float(s), int(z)) for n, (s, z) in picked_params.items()}, errors, method, quantized,
                           shared)
 
 

@@ -22,13 +22,31 @@ def _attr(node, name: str, default):
     return default
 
 
-def candidates(model: onnx.ModelProto, ops) -> list:
+def activation_product(node, inits) -> bool:
+    """Whether ``node`` is a MatMul of two activations (attention's ``Q @ K^T`` and ``P @ V``):
+    no initializer on either side."""
+    return node.op_type == "MatMul" and node.domain in ("", "ai.onnx") and len(node.input) == 2 \
+        and not any(i in inits for i in node.input)
+
+
+def activation_inputs(node, inits) -> tuple:
+    """The inputs of a quantized ``node`` that get QDQ pairs: both of an activation product,
+    else the one activation of :data:`OPS`."""
+    return (0, 1) if activation_product(node, inits) else (OPS[node.op_type][0],)
+
+
+def candidates(model: onnx.ModelProto, ops, activations: bool = False) -> list:
     """The nodes to quantize: of ``ops``, with a float32 weight initializer of rank >= 2 (and
-    Gemm without transA, MatMul with a 2-D weight, Conv of one group)."""
+    Gemm without transA, MatMul with a 2-D weight, Conv of one group); with ``activations``,
+    also the MatMuls of two activations (when ``ops`` has MatMul)."""
     inits = {i.name: i for i in model.graph.initializer}
     out = []
     for n in model.graph.node:
         if n.op_type not in ops or n.op_type not in OPS or n.domain not in ("", "ai.onnx"):
+            continue
+        if activation_product(n, inits):
+            if activations:
+                out.append(n)
             continue
         _, w, _ = OPS[n.op_type]
         init = inits.get(n.input[w]) if len(n.input) > w else None
@@ -92,8 +110,11 @@ def write(model: onnx.ModelProto, nodes: list, act_params: dict, per_channel: bo
         if k not in targets:
             continue
         a, wi, axis_of = OPS[n.op_type]
-        if n.input[a] in dq_of:
-            n.input[a] = dq_of[n.input[a]]
+        for i in activation_inputs(n, inits):
+            if n.input[i] in dq_of:
+                n.input[i] = dq_of[n.input[i]]
+        if activation_product(n, inits):
+            continue  # (no weights)
         wname = n.input[wi]
         if wname not in done_weights:
             w = numpy_helper.to_array(inits[wname])

@@ -125,3 +125,38 @@ def test_a_residual_reads_the_dequantized_activation_unless_asked_not_to(share):
     want = ember.compile(m, cache=False).run(**x)[0]
     got = ember.compile(report.model, cache=False).run(**x)[0]
     assert np.abs(got - want).max() < 0.05 * np.abs(want).max()
+
+
+def _attention_net() -> onnx.ModelProto:
+    """softmax(q k^T) v for q, k, v = x @ wq, x @ wk, x @ wv: two MatMuls of activations."""
+    ws = {n: (RNG.standard_normal((32, 32)) * 0.05).astype(np.float32) for n in ("wq", "wk", "wv")}
+    nodes = [h.make_node("MatMul", ["x", w], [w[1]], name=f"proj_{w[1]}") for w in ws]
+    nodes += [h.make_node("Transpose", ["k"], ["kt"], perm=[0, 2, 1], name="kt"),
+              h.make_node("MatMul", ["q", "kt"], ["s"], name="scores"),
+              h.make_node("Softmax", ["s"], ["p"], axis=-1, name="softmax"),
+              h.make_node("MatMul", ["p", "v"], ["y"], name="mix")]
+    g = h.make_graph(nodes, "attention", [h.make_tensor_value_info("x", TP.FLOAT, [2, 24, 32])],
+                     [h.make_tensor_value_info("y", TP.FLOAT, [2, 24, 32])],
+                     [nh.from_array(w, n) for n, w in ws.items()])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("products", [True, False, None])
+def test_products_of_two_activations_get_pairs_on_both_inputs_unless_asked_not_to(products):
+    """(as ORT's quantize_static writes attention; None: measured like the shared codes)"""
+    import onnxruntime as ort
+
+    m = _attention_net()
+    batches = [{"x": RNG.standard_normal((2, 24, 32)).astype(np.float32)} for _ in range(3)]
+    report = ember.quantize(m, batches, activation_products=products)
+    quantized = {n for n in report.nodes}
+    assert {"proj_q", "proj_k", "proj_v"} <= quantized
+    assert ({"scores", "mix"} <= quantized) == (products is not False) or products is None
+    mix = next(n for n in report.model.graph.node if n.name == "mix")
+    assert all(i.endswith("_DequantizeLinear") for i in mix.input) == ("mix" in quantized)
+    assert report.errors["y"]["max_rel"] < 0.05
+    x = batches[0]
+    got = ember.compile(report.model, cache=False).run(**x)[0]
+    path = report.model.SerializeToString()
+    theirs = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, x)[0]
+    assert np.abs(got - theirs).max() < 0.02 * np.abs(theirs).max()
