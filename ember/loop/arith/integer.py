@@ -181,7 +181,29 @@ class IntegerMixin:
         k = self._same_block_poly(p, c, ctx)
         if k is not None:
             return imm(k, INDEX)
+        split = self._low_part(p, c, ctx)
+        if split is not None:  # (32 o + i) // 64 == o // 2 for i in [0, 32)
+            d, high, _ = split
+            return self._floordiv(to_expr(high), imm(c // d, INDEX), ctx)
         return FloorDiv(to_expr(p), imm(c, INDEX))
+
+    def _low_part(self, p: P.Poly, c: int, ctx):
+        """``(d, y, r)`` with ``p == d*y + r``, ``d`` a divisor of ``c`` (the largest that
+        serves, below ``c``), ``y`` the terms whose coefficients ``d`` divides (divided) and
+        ``0 <= r < d`` wherever ``ctx`` allows: then ``p // c == y // (c/d)`` and ``p % c ==
+        d * (y % (c/d)) + r``. A vector of 32 lanes in a row of 64 (a head of attention read
+        across heads) is then one load at ``o // 2``, where ``(32 o + lane) // 64`` was a gather."""
+        if not p.terms:
+            return None
+        for d in sorted((d for d in range(2, c) if c % d == 0), reverse=True):
+            high, low = P.split(p, lambda m, k: k % d == 0)
+            if not high.terms:
+                continue
+            low = P.Poly(low.terms, p.const, INDEX)
+            lo, hi = self.iv_poly(low, ctx)
+            if lo >= 0 and hi < d:
+                return d, P.make({m: k // d for m, k in high.terms.items()}, 0, INDEX), low
+        return None
 
     def _floormod(self, a, b, ctx):
         dtype = dtype_of(a)
@@ -259,6 +281,11 @@ class IntegerMixin:
         k = self._same_block_poly(p, c, ctx)
         if k is not None:
             return to_expr(P.add(p, P.constant(k * c, INDEX), -1))
+        split = self._low_part(p, c, ctx)
+        if split is not None:  # (32 o + i) % 64 == 32 * (o % 2) + i for i in [0, 32)
+            d, high, low = split
+            inner = self._floormod(to_expr(high), imm(c // d, INDEX), ctx)
+            return self._arith(Add, self._arith(Mul, inner, imm(d, INDEX), ctx), to_expr(low), ctx)
         return FloorMod(to_expr(p), imm(c, INDEX))
 
     def _same_block_poly(self, p: P.Poly, c: int, ctx):
