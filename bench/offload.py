@@ -8,6 +8,7 @@ forced model's kernel profile (rows marked ``[onednn]``).
 
     python bench/offload.py                       # the zoo's CNNs and the light DenseNet-121
     python bench/offload.py resnet50 --choices
+    python bench/offload.py bert vit_b_16          # products by weights on oneDNN's matmul
     python bench/offload.py --onnx ~/.cache/ember/ecosystem/timm/repvgg_a0.onnx
 """
 from __future__ import annotations
@@ -27,10 +28,8 @@ import numpy as np
 import ember
 path, offload, repeat, kernels = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
 exe = ember.compile(path, wait=True, offload=(offload if offload == "auto" else [offload]) if offload else [])
-feeds = {}
-for i in exe.input_info:
-    shape = [d if isinstance(d, int) else 1 for d in i.shape]
-    feeds[i.name] = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+from ember.profile.inputs import random_inputs
+feeds = {i.name: a for i, a in zip(exe.input_info, random_inputs(exe.input_info))}  # (token ids: zeros)
 for _ in range(5):
     out = exe.run(**feeds)
 ts = []

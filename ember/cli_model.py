@@ -66,7 +66,7 @@ def compile_main(argv) -> int:
                "  ember compile --light resnet50 --profile-compile   where compile time goes, slowest kernels\n"
                "  ember compile model.onnx --target 'llvm -mcpu=skylake-avx512'   for another x86 CPU\n"
                "  ember compile model.onnx --precision bf16   products in bfloat16 (AVX512-BF16 CPUs)\n"
-               "  ember compile model.onnx --offload auto   convolutions on oneDNN where it measures faster\n"
+               "  ember compile model.onnx --offload auto   layers on oneDNN where they measure faster\n"
                "  ember compile --torch nets:resnet -o resnet.so   a PyTorch model: nets.resnet() returns it "
                "and example inputs")
     add_model_arg(p)
@@ -82,7 +82,8 @@ def compile_main(argv) -> int:
                    help="graph optimization level (0: one kernel per op, no folding; 3: all; default 3)")
     p.add_argument("--offload", action="append", default=[], metavar="BACKEND",
                    help="run the fused groups a backend takes on the kernels it writes (repeatable, first "
-                        "that takes a group wins); backends: onednn (convolutions on oneDNN, needs "
+                        "that takes a group wins); backends: onednn (convolutions and products by weights on "
+                        "oneDNN, needs "
                         "libdnnl-dev), reference (a direct convolution in plain C, the example backend of "
                         "docs/external_kernels.md); auto: every backend this host has, a group offloaded "
                         "only where its kernel measured faster (a few seconds of measuring)")

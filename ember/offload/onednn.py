@@ -1,4 +1,5 @@
-"""The ``onednn`` offload backend: blocked float32 convolutions on oneDNN's primitives.
+"""The ``onednn`` offload backend: blocked float32 convolutions and matrix products by weights
+on oneDNN's primitives.
 
 Ember's blocked layout is oneDNN's: data ``N C/16 H W 16`` is ``nChw16c`` (and 8: ``nChw8c``),
 and the packed weights ``F/16, C, kh, kw, 16`` are ``Oihw16o``, so a kernel reads and writes
@@ -9,15 +10,18 @@ primitive) and then runs it on the calling thread's stream; oneDNN's CPU runtime
 the libgomp team Ember's run already holds. The epilogue becomes the primitive's: a
 per-channel add right after the convolution its bias, ReLUs ``eltwise_relu`` post-ops, one
 add of a tensor of the output's shape a ``sum`` post-op (the tensor copied into the output
-first). The library: Debian's ``libdnnl-dev`` (oneDNN 2.x; headers ``oneapi/dnnl/dnnl.h``).
+first). A product by weights (a Linear layer, ``nn.matmul_packed``) runs oneDNN's matmul on the
+data's rows in place; the packed weights are unpacked to a plain (K, N) once and reordered from
+there; a bias add, ReLU/GELU and one residual add are its post-ops. The library: Debian's ``libdnnl-dev`` (oneDNN 2.x; headers ``oneapi/dnnl/dnnl.h``).
 """
 from __future__ import annotations
 
 import ctypes.util
 import os
+import re
 
 from . import Backend, ExternalSource, register_backend
-from .patterns import conv_chain
+from .patterns import anchor_chain, conv_chain
 
 HEADER = "/usr/include/oneapi/dnnl/dnnl.h"
 BLOCKS = (4, 8, 16, 32)  # the channel blocks with a oneDNN format tag (aBcd<b>b, Abcd<b>a)
@@ -68,39 +72,140 @@ def _plan(fn):
     return conv, bias, posts
 
 
+def _product_plan(fn):
+    """``(product, bias param or None, post-ops)`` for a group oneDNN's matmul runs: a float32
+    product by weights Ember packed (``nn.matmul_packed``, no packed dot), its rows every
+    leading size of the data (static but the first, which may be a symbol), then a bias add
+    (a row of the columns), ReLU/GELU post-ops and one add of a tensor of the output's shape
+    (``sum``); else None."""
+    found = anchor_chain(fn, "nn.matmul_packed")
+    if found is None:
+        return None
+    mm, steps = found
+    a, bp, out = mm.args[0].type, mm.args[1].type, mm.type
+    if not (all(t.dtype == "float32" for t in (a, bp, out)) and mm.attrs.get("dot") is None and bp.ndim == 3
+            and bp.is_static and all(isinstance(d, int) for d in a.shape[1:]) and a.ndim == out.ndim
+            and tuple(a.shape[:-1]) == tuple(out.shape[:-1])):
+        return None
+    first = a.shape[0]
+    if not isinstance(first, int) and not (len(first.symbols) == 1 and re.fullmatch(
+            rf"(\d+\*)?{re.escape(first.symbols[0])}", str(first))):
+        return None  # (rows a symbol or a multiple of one: the kernel's one size argument)
+    units = mm.attr("units")
+    bias, posts = None, []
+    for k, (op, other) in enumerate(steps):
+        shape = tuple(other.type.shape) if other is not None else None
+        if other is None:
+            posts.append((op,))
+        elif other.type.dtype != "float32":
+            return None
+        elif k == 0 and shape[-1:] == (units,) and all(d == 1 for d in shape[:-1]):
+            bias = other
+        elif shape == tuple(out.shape) and not any(p[0] == "sum" for p in posts):
+            posts.append(("sum", other))
+        else:
+            return None
+    return mm, bias, posts
+
+
+def _product_source(fn, func, name: str) -> ExternalSource:
+    mm, bias, posts = _product_plan(fn)
+    at = {p: f"p{i}" for i, p in enumerate(fn.params)}
+    a = mm.args[0].type.shape
+    panels, K, NR = mm.args[1].type.shape
+    N = mm.attr("units")
+    R = 1
+    for d in a[1:-1]:
+        R *= d
+    init = f"""dnnl_dims_t bd = {{1, {N}}}, wd = {{{K}, {N}}};
+    failed = dnnl_engine_create(&eng, dnnl_cpu, 0) != dnnl_success
+        || dnnl_memory_desc_init_by_tag(&wuser, 2, wd, dnnl_f32, dnnl_ab) != dnnl_success
+        || dnnl_memory_desc_init_by_tag(&bia_md, 2, bd, dnnl_f32, dnnl_ab) != dnnl_success;"""
+    desc = f"""dnnl_dims_t sd = {{n * {R}, {K}}}, wd = {{{K}, {N}}}, dd = {{n * {R}, {N}}};
+    dnnl_memory_desc_t wany;
+    dnnl_matmul_desc_t md;
+    int ok = dnnl_memory_desc_init_by_tag(&q->src_md, 2, sd, dnnl_f32, dnnl_ab) == dnnl_success
+        && dnnl_memory_desc_init_by_tag(&wany, 2, wd, dnnl_f32, dnnl_format_tag_any) == dnnl_success
+        && dnnl_memory_desc_init_by_tag(&q->dst_md, 2, dd, dnnl_f32, dnnl_ab) == dnnl_success
+        && dnnl_matmul_desc_init(&md, &q->src_md, &wany, {'&bia_md' if bias is not None else 'NULL'}, &q->dst_md) == dnnl_success;"""
+    # Ember's panels (N/NR, K, NR) as the plain (K, N) oneDNN reorders from
+    unpack = (f"for (int64_t kk = 0; kk < {K}; kk++) for (int64_t j = 0; j < {N}; j++) "
+              f"u[kk * {N} + j] = w[(j / {NR}) * {K * NR} + kk * {NR} + j % {NR}];")
+    return _kernel(name, fn, init=init, desc=desc, op_desc="&md", unpack=unpack,
+                   batch=_sizes(func, name, a[0]), nsizes=len(func.scalars), x=at[mm.args[0]], w=at[mm.args[1]],
+                   bias=at[bias] if bias is not None else None, posts=posts, row_bytes=R * N * 4)
+
+
 def _matches(fn) -> bool:
-    return _plan(fn) is not None
+    return _plan(fn) is not None or _product_plan(fn) is not None
+
+
+def _sizes(func, name: str, batch) -> str:
+    """The C expression of a kernel's ``batch`` (static, or the one symbolic size it takes)."""
+    # the sizes Ember's kernel takes after its buffers (int64 each): a symbolic batch alone
+    sizes = [str(v.name) for v in func.scalars]
+    if isinstance(batch, int):
+        return str(batch)
+    if sizes == [str(batch)]:
+        return "sz0"
+    # (a product's rows: the batch times a static row count, 16*N, flattened by the exporter)
+    if len(sizes) == 1 and re.fullmatch(rf"(\d+)\*{re.escape(sizes[0])}", str(batch)):
+        return f"({str(batch).split('*')[0]} * sz0)"
+    raise ValueError(f"{name}: the oneDNN backend takes a symbolic batch alone, got sizes {sizes}")
+
+
+def _post_ops(posts) -> str:
+    """C appending ``posts`` (``("relu",)``, ``("gelu:none"|"gelu:tanh",)``, ``("sum", _)``) to ``po``."""
+    kinds = {"relu": "dnnl_eltwise_relu", "gelu:none": "dnnl_eltwise_gelu_erf", "gelu:tanh": "dnnl_eltwise_gelu_tanh"}
+    return " ".join("ok = ok && dnnl_post_ops_append_sum(po, 1.0f) == dnnl_success;" if p[0] == "sum" else
+                    f"ok = ok && dnnl_post_ops_append_eltwise(po, 1.0f, {kinds[p[0]]}, 0.0f, 0.0f) == dnnl_success;"
+                    for p in posts)
 
 
 def _source(fn, func, name: str) -> ExternalSource:
-    conv, bias, posts = _plan(fn)
-    params = list(fn.params)
-    at = {p: f"p{i}" for i, p in enumerate(params)}
+    conv = _plan(fn)
+    return _conv_source(fn, func, name, *conv) if conv is not None else _product_source(fn, func, name)
+
+
+def _conv_source(fn, func, name: str, conv, bias, posts) -> ExternalSource:
+    at = {p: f"p{i}" for i, p in enumerate(fn.params)}
     x, w = conv.args[0].type.shape, conv.args[1].type.shape
     N, FO, OH, OW, FB = conv.type.shape
     C, KH, KW = w[1], w[2], w[3]
     H, W = x[2], x[3]
-    # the sizes Ember's kernel takes after its buffers (int64 each): a symbolic batch alone
-    sizes = [str(v.name) for v in func.scalars]
-    if isinstance(N, int):
-        batch = str(N)
-    elif sizes == [str(N)]:
-        batch = "sz0"
-    else:
-        raise ValueError(f"{name}: the oneDNN backend takes a symbolic batch alone, got sizes {sizes}")
     src_tag = f"dnnl_aBcd{x[4]}b" if len(x) == 5 else "dnnl_nchw"
     sh, sw = conv.attr("strides") or (1, 1)
     dh, dw = conv.attr("dilation") or (1, 1)
     pt, pl, pb, pr = conv.attr("padding") or (0, 0, 0, 0)
-    args = ([f"const float *p{i}" for i in range(len(params))] + ["float *out"]
-            + [f"int64_t sz{i}" for i in range(len(sizes))])
-    post_c = []
-    for p in posts:
-        post_c.append("ok = ok && dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f) == dnnl_success;"
-                      if p[0] == "relu" else "ok = ok && dnnl_post_ops_append_sum(po, 1.0f) == dnnl_success;")
+    init = f"""dnnl_dims_t bd = {{{FO * FB}}}, wd = {{{FO * FB}, {C}, {KH}, {KW}}};
+    failed = dnnl_engine_create(&eng, dnnl_cpu, 0) != dnnl_success
+        || dnnl_memory_desc_init_by_tag(&wuser, 4, wd, dnnl_f32, dnnl_Abcd{FB}a) != dnnl_success
+        || dnnl_memory_desc_init_by_tag(&bia_md, 1, bd, dnnl_f32, dnnl_x) != dnnl_success;"""
+    desc = f"""dnnl_dims_t sd = {{n, {C}, {H}, {W}}}, wd = {{{FO * FB}, {C}, {KH}, {KW}}}, dd = {{n, {FO * FB}, {OH}, {OW}}};
+    dnnl_dims_t st = {{{sh}, {sw}}}, dil = {{{dh - 1}, {dw - 1}}}, padl = {{{pt}, {pl}}}, padr = {{{pb}, {pr}}};
+    dnnl_memory_desc_t wany;
+    dnnl_convolution_desc_t cd;
+    int ok = dnnl_memory_desc_init_by_tag(&q->src_md, 4, sd, dnnl_f32, {src_tag}) == dnnl_success
+        && dnnl_memory_desc_init_by_tag(&wany, 4, wd, dnnl_f32, dnnl_format_tag_any) == dnnl_success
+        && dnnl_memory_desc_init_by_tag(&q->dst_md, 4, dd, dnnl_f32, dnnl_aBcd{FB}b) == dnnl_success
+        && dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct,
+               &q->src_md, &wany, {'&bia_md' if bias is not None else 'NULL'}, &q->dst_md, st, dil, padl, padr) == dnnl_success;"""
+    return _kernel(name, fn, init=init, desc=desc, op_desc="&cd", unpack=None,
+                   batch=_sizes(func, name, N), nsizes=len(func.scalars), x=at[conv.args[0]], w=at[conv.args[1]],
+                   bias=at[bias] if bias is not None else None, posts=posts, row_bytes=FO * OH * OW * FB * 4)
+
+
+def _kernel(name: str, fn, *, init: str, desc: str, op_desc: str, unpack, batch: str, nsizes: int, x: str, w: str,
+            bias, posts, row_bytes: int) -> ExternalSource:
+    """The C of a kernel running one oneDNN primitive (its ``desc`` made into ``op_desc`` for the
+    batch ``n``), a primitive per batch size a run brings, the weights reordered into its
+    format once per (weights buffer, primitive): from the user format ``wuser`` (``init``), or
+    from Ember's packing through ``unpack`` (C filling ``float *u`` from ``const float *w``)."""
+    at = {p: f"p{i}" for i, p in enumerate(fn.params)}
+    args = ([f"const float *p{i}" for i in range(len(fn.params))] + ["float *out"]
+            + [f"int64_t sz{i}" for i in range(nsizes)])
     summed = next((at[p[1]] for p in posts if p[0] == "sum"), None)
-    image_bytes = FO * OH * OW * FB * 4
-    has_bias = bias is not None
+    user = ("(void *)w" if unpack is None else "u")
     text = f"""#include <oneapi/dnnl/dnnl.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -129,33 +234,22 @@ static struct {{ const void *w; int k; dnnl_memory_t m; }} slot[SLOTS];
 static int slots;
 
 static void init(void) {{
-    dnnl_dims_t bd = {{{FO * FB}}}, wd = {{{FO * FB}, {C}, {KH}, {KW}}};
-    failed = dnnl_engine_create(&eng, dnnl_cpu, 0) != dnnl_success
-        || dnnl_memory_desc_init_by_tag(&wuser, 4, wd, dnnl_f32, dnnl_Abcd{FB}a) != dnnl_success
-        || dnnl_memory_desc_init_by_tag(&bia_md, 1, bd, dnnl_f32, dnnl_x) != dnnl_success;
+    {init}
 }}
 
 /* the primitive for batch n into *q (0 on success; the caller holds mu) */
 static int make(int64_t n, prim_t *q) {{
-    dnnl_dims_t sd = {{n, {C}, {H}, {W}}}, wd = {{{FO * FB}, {C}, {KH}, {KW}}}, dd = {{n, {FO * FB}, {OH}, {OW}}};
-    dnnl_dims_t st = {{{sh}, {sw}}}, dil = {{{dh - 1}, {dw - 1}}}, padl = {{{pt}, {pl}}}, padr = {{{pb}, {pr}}};
-    dnnl_memory_desc_t wany;
-    dnnl_convolution_desc_t cd;
     dnnl_primitive_attr_t attr = NULL;
     dnnl_post_ops_t po = NULL;
     dnnl_primitive_desc_t pd = NULL;
     const_dnnl_primitive_desc_t own;
     q->n = n;
-    int ok = dnnl_memory_desc_init_by_tag(&q->src_md, 4, sd, dnnl_f32, {src_tag}) == dnnl_success
-        && dnnl_memory_desc_init_by_tag(&wany, 4, wd, dnnl_f32, dnnl_format_tag_any) == dnnl_success
-        && dnnl_memory_desc_init_by_tag(&q->dst_md, 4, dd, dnnl_f32, dnnl_aBcd{FB}b) == dnnl_success
-        && dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct,
-               &q->src_md, &wany, {'&bia_md' if has_bias else 'NULL'}, &q->dst_md, st, dil, padl, padr) == dnnl_success
-        && dnnl_primitive_attr_create(&attr) == dnnl_success
+    {desc}
+    ok = ok && dnnl_primitive_attr_create(&attr) == dnnl_success
         && dnnl_post_ops_create(&po) == dnnl_success;
-    {' '.join(post_c)}
+    {_post_ops(posts)}
     ok = ok && dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success
-        && dnnl_primitive_desc_create(&pd, &cd, attr, eng, NULL) == dnnl_success
+        && dnnl_primitive_desc_create(&pd, {op_desc}, attr, eng, NULL) == dnnl_success
         && dnnl_primitive_create(&q->p, pd) == dnnl_success
         && dnnl_primitive_get_primitive_desc(q->p, &own) == dnnl_success;
     if (ok) {{
@@ -174,7 +268,7 @@ static int make(int64_t n, prim_t *q) {{
 
 /* the weights at w in the format of primitive k: reordered on first sight (NULL on failure;
    the caller holds mu) */
-static dnnl_memory_t weights(const void *w, int k) {{
+static dnnl_memory_t weights(const float *w, int k) {{
     for (int i = 0; i < slots; i++)
         if (slot[i].w == w && slot[i].k == k) return slot[i].m;
     dnnl_memory_t wu = NULL, wp = NULL, m = NULL;
@@ -182,7 +276,8 @@ static dnnl_memory_t weights(const void *w, int k) {{
     dnnl_primitive_t r = NULL;
     dnnl_stream_t s = NULL;
     dnnl_exec_arg_t ra[2];
-    if (dnnl_memory_create(&wu, &wuser, eng, (void *)w) == dnnl_success
+    {'' if unpack is None else 'float *u = malloc(dnnl_memory_desc_get_size(&wuser));' + chr(10) + '    if (!u) return NULL;' + chr(10) + '    ' + unpack}
+    if (dnnl_memory_create(&wu, &wuser, eng, {user}) == dnnl_success
             && dnnl_memory_create(&wp, prim[k].wmd, eng, DNNL_MEMORY_ALLOCATE) == dnnl_success
             && dnnl_reorder_primitive_desc_create(&rpd, &wuser, eng, prim[k].wmd, eng, NULL) == dnnl_success
             && dnnl_primitive_create(&r, rpd) == dnnl_success
@@ -200,6 +295,7 @@ static dnnl_memory_t weights(const void *w, int k) {{
     if (rpd) dnnl_primitive_desc_destroy(rpd);
     if (wu) dnnl_memory_destroy(wu);
     if (wp) dnnl_memory_destroy(wp);
+    {'' if unpack is None else 'free(u);'}
     return m;
 }}
 
@@ -221,19 +317,19 @@ int32_t {name}({', '.join(args)}) {{
     for (int i = 0; i < prims; i++)
         if (prim[i].n == n) {{ k = i; break; }}
     if (k < 0 && prims < PRIMS && make(n, &prim[prims]) == 0) k = prims++;
-    dnnl_memory_t wei = k < 0 ? NULL : weights({at[conv.args[1]]}, k);
+    dnnl_memory_t wei = k < 0 ? NULL : weights({w}, k);
     pthread_mutex_unlock(&mu);
     if (!wei) return 1;  /* (more batch sizes than PRIMS, or oneDNN failed) */
     static _Thread_local dnnl_stream_t s;
     if (!s && dnnl_stream_create(&s, eng, dnnl_stream_default_flags) != dnnl_success) return 1;
-    {f'memcpy(out, {summed}, (size_t)n * {image_bytes});  /* (the sum post-op adds to what dst holds) */' if summed else ''}
+    {f'memcpy(out, {summed}, (size_t)n * {row_bytes});  /* (the sum post-op adds to what dst holds) */' if summed else ''}
     dnnl_memory_t src = NULL, dst = NULL, bia = NULL;
-    int ok = dnnl_memory_create(&src, &prim[k].src_md, eng, (void *){at[conv.args[0]]}) == dnnl_success
+    int ok = dnnl_memory_create(&src, &prim[k].src_md, eng, (void *){x}) == dnnl_success
         && dnnl_memory_create(&dst, &prim[k].dst_md, eng, out) == dnnl_success
-        {f'&& dnnl_memory_create(&bia, &bia_md, eng, (void *){at[bias]}) == dnnl_success' if has_bias else ''};
+        {f'&& dnnl_memory_create(&bia, &bia_md, eng, (void *){bias}) == dnnl_success' if bias else ''};
     if (ok) {{
         dnnl_exec_arg_t a[4] = {{{{DNNL_ARG_SRC, src}}, {{DNNL_ARG_WEIGHTS, wei}}, {{DNNL_ARG_DST, dst}}, {{DNNL_ARG_BIAS, bia}}}};
-        ok = dnnl_primitive_execute(prim[k].p, s, {4 if has_bias else 3}, a) == dnnl_success
+        ok = dnnl_primitive_execute(prim[k].p, s, {4 if bias else 3}, a) == dnnl_success
              && dnnl_stream_wait(s) == dnnl_success;
     }}
     if (src) dnnl_memory_destroy(src);
@@ -253,6 +349,7 @@ def _block(target):
     return vector_lanes(target, "float32")
 
 
-ONEDNN = register_backend(Backend("onednn", _matches, _source, unavailable=_unavailable, version="3",
-                                  doc="blocked float32 convolutions on oneDNN's primitives (libdnnl)",
+ONEDNN = register_backend(Backend("onednn", _matches, _source, unavailable=_unavailable, version="4",
+                                  doc="blocked float32 convolutions and products by weights on oneDNN's "
+                                      "primitives (libdnnl)",
                                   block=_block, stateful=True))

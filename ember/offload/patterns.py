@@ -3,17 +3,23 @@ from __future__ import annotations
 
 from ..graph.ir import Call, Var
 
-__all__ = ["conv_chain"]
+__all__ = ["anchor_chain", "conv_chain"]
+
+# epilogue ops a library's post-ops take: the op and how it reads (its attributes allowed)
+_UNARY = {"nn.relu": "relu", "nn.gelu": "gelu"}
 
 
-def conv_chain(fn):
-    """``(conv, [(op, other operand or None), ...])`` where ``fn``'s body is the conv then
-    ReLUs and adds, each of the previous value; else None."""
+def anchor_chain(fn, anchor: str):
+    """``(anchor call, [(step, other operand or None), ...])`` where ``fn``'s body is the
+    ``anchor`` op on the group's parameters then ReLUs, GELUs and adds, each of the previous
+    value (steps ``"relu"``, ``"gelu"`` with its ``approximate`` appended -- ``"gelu:none"`` --,
+    ``"add"`` with the other operand); else None."""
     steps = []
     e = fn.body
-    while isinstance(e, Call) and e.op != "nn.conv2d_nchwc":
-        if e.op == "nn.relu" and len(e.args) == 1:
-            steps.append(("relu", None))
+    while isinstance(e, Call) and e.op != anchor:
+        if e.op in _UNARY and len(e.args) == 1:
+            step = _UNARY[e.op]
+            steps.append((step if step != "gelu" else f"gelu:{e.attr('approximate', 'none')}", None))
             e = e.args[0]
         elif e.op == "add" and len(e.args) == 2:
             inner = [a for a in e.args if isinstance(a, Call)]
@@ -27,3 +33,12 @@ def conv_chain(fn):
     if not isinstance(e, Call) or not all(isinstance(a, Var) for a in e.args):
         return None
     return e, steps[::-1]
+
+
+def conv_chain(fn):
+    """``(conv, [(op, other operand or None), ...])`` where ``fn``'s body is the blocked conv
+    then ReLUs and adds, each of the previous value; else None."""
+    found = anchor_chain(fn, "nn.conv2d_nchwc")
+    if found is None or any(op.startswith("gelu") for op, _ in found[1]):
+        return None
+    return found
