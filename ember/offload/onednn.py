@@ -10,8 +10,8 @@ primitive) and then runs it on the calling thread's stream; oneDNN's CPU runtime
 the libgomp team Ember's run already holds. The epilogue becomes the primitive's: a
 per-channel add right after the convolution its bias, ReLUs ``eltwise_relu`` post-ops, one
 add of a tensor of the output's shape a ``sum`` post-op (the tensor copied into the output
-first). A product by weights (a Linear layer, ``nn.matmul_packed``) runs oneDNN's matmul on the
-data's rows in place; the packed weights are unpacked to a plain (K, N) once and reordered from
+first). A product by weights (a Linear layer, ``nn.matmul_packed``; in bf16 too) runs oneDNN's
+matmul on the data's rows in place; the packed weights are unpacked to a plain (K, N) once and reordered from
 there; a bias add, ReLU/GELU and one residual add are its post-ops. The library: Debian's ``libdnnl-dev`` (oneDNN 2.x; headers ``oneapi/dnnl/dnnl.h``).
 """
 from __future__ import annotations
@@ -74,7 +74,8 @@ def _plan(fn):
 
 def _product_plan(fn):
     """``(product, bias param or None, post-ops)`` for a group oneDNN's matmul runs: a float32
-    product by weights Ember packed (``nn.matmul_packed``, no packed dot), its rows every
+    product by weights Ember packed (``nn.matmul_packed``; or its bf16 dot, both operands words
+    of two bfloat16: ``precision="bf16"``), its rows every
     leading size of the data (static but the first, which may be a symbol), then a bias add
     (a row of the columns), ReLU/GELU post-ops and one add of a tensor of the output's shape
     (``sum``); else None."""
@@ -83,7 +84,11 @@ def _product_plan(fn):
         return None
     mm, steps = found
     a, bp, out = mm.args[0].type, mm.args[1].type, mm.type
-    if not (all(t.dtype == "float32" for t in (a, bp, out)) and mm.attrs.get("dot") is None and bp.ndim == 3
+    dot = mm.attrs.get("dot")
+    if mm.attrs.get("runtime"):
+        return None  # (weights packed at run time: the reordered copy is kept per buffer, as constants)
+    words = dot == "dot_bf16x2" and a.dtype == bp.dtype == "int32" and out.dtype == "float32"
+    if not ((words or (all(t.dtype == "float32" for t in (a, bp, out)) and dot is None)) and bp.ndim == 3
             and bp.is_static and all(isinstance(d, int) for d in a.shape[1:]) and a.ndim == out.ndim
             and tuple(a.shape[:-1]) == tuple(out.shape[:-1])):
         return None
@@ -92,9 +97,15 @@ def _product_plan(fn):
             rf"(\d+\*)?{re.escape(first.symbols[0])}", str(first))):
         return None  # (rows a symbol or a multiple of one: the kernel's one size argument)
     units = mm.attr("units")
+    if steps and steps[-1][0] == "cast:bfloat16":  # (written in bf16: the next product's words)
+        steps = steps[:-1]
+        if any(op == "add" and other.type.shape == out.shape for op, other in steps):
+            return None  # (a sum post-op adds to the bf16 destination: the float residual is not that)
     bias, posts = None, []
     for k, (op, other) in enumerate(steps):
         shape = tuple(other.type.shape) if other is not None else None
+        if other is None and op.startswith("cast"):
+            return None
         if other is None:
             posts.append((op,))
         elif other.type.dtype != "float32":
@@ -114,26 +125,37 @@ def _product_source(fn, func, name: str) -> ExternalSource:
     a = mm.args[0].type.shape
     panels, K, NR = mm.args[1].type.shape
     N = mm.attr("units")
+    half = mm.attrs.get("dot") == "dot_bf16x2"
+    dtype = "dnnl_bf16" if half else "dnnl_f32"
+    out_dtype = "dnnl_bf16" if fn.body.type.dtype == "bfloat16" else "dnnl_f32"
+    if half:  # (words of two bfloat16 along K: A (rows, K/2), B (N/NR, K/2, NR) -> (.., NR, 2))
+        K *= 2
     R = 1
     for d in a[1:-1]:
         R *= d
     init = f"""dnnl_dims_t bd = {{1, {N}}}, wd = {{{K}, {N}}};
     failed = dnnl_engine_create(&eng, dnnl_cpu, 0) != dnnl_success
-        || dnnl_memory_desc_init_by_tag(&wuser, 2, wd, dnnl_f32, dnnl_ab) != dnnl_success
+        || dnnl_memory_desc_init_by_tag(&wuser, 2, wd, {dtype}, dnnl_ab) != dnnl_success
         || dnnl_memory_desc_init_by_tag(&bia_md, 2, bd, dnnl_f32, dnnl_ab) != dnnl_success;"""
     desc = f"""dnnl_dims_t sd = {{n * {R}, {K}}}, wd = {{{K}, {N}}}, dd = {{n * {R}, {N}}};
     dnnl_memory_desc_t wany;
     dnnl_matmul_desc_t md;
-    int ok = dnnl_memory_desc_init_by_tag(&q->src_md, 2, sd, dnnl_f32, dnnl_ab) == dnnl_success
-        && dnnl_memory_desc_init_by_tag(&wany, 2, wd, dnnl_f32, dnnl_format_tag_any) == dnnl_success
-        && dnnl_memory_desc_init_by_tag(&q->dst_md, 2, dd, dnnl_f32, dnnl_ab) == dnnl_success
+    int ok = dnnl_memory_desc_init_by_tag(&q->src_md, 2, sd, {dtype}, dnnl_ab) == dnnl_success
+        && dnnl_memory_desc_init_by_tag(&wany, 2, wd, {dtype}, dnnl_format_tag_any) == dnnl_success
+        && dnnl_memory_desc_init_by_tag(&q->dst_md, 2, dd, {out_dtype}, dnnl_ab) == dnnl_success
         && dnnl_matmul_desc_init(&md, &q->src_md, &wany, {'&bia_md' if bias is not None else 'NULL'}, &q->dst_md) == dnnl_success;"""
     # Ember's panels (N/NR, K, NR) as the plain (K, N) oneDNN reorders from
-    unpack = (f"for (int64_t kk = 0; kk < {K}; kk++) for (int64_t j = 0; j < {N}; j++) "
-              f"u[kk * {N} + j] = w[(j / {NR}) * {K * NR} + kk * {NR} + j % {NR}];")
+    if half:
+        unpack = (f"for (int64_t kk = 0; kk < {K}; kk++) for (int64_t j = 0; j < {N}; j++) "
+                  f"((uint16_t *)u)[kk * {N} + j] = ((const uint16_t *)w)[((j / {NR}) * {K // 2} + kk / 2) * "
+                  f"{2 * NR} + (j % {NR}) * 2 + kk % 2];")
+    else:
+        unpack = (f"for (int64_t kk = 0; kk < {K}; kk++) for (int64_t j = 0; j < {N}; j++) "
+                  f"u[kk * {N} + j] = w[(j / {NR}) * {K * NR} + kk * {NR} + j % {NR}];")
     return _kernel(name, fn, init=init, desc=desc, op_desc="&md", unpack=unpack,
                    batch=_sizes(func, name, a[0]), nsizes=len(func.scalars), x=at[mm.args[0]], w=at[mm.args[1]],
-                   bias=at[bias] if bias is not None else None, posts=posts, row_bytes=R * N * 4)
+                   bias=at[bias] if bias is not None else None, posts=posts,
+                   row_bytes=R * N * (2 if out_dtype == "dnnl_bf16" else 4))
 
 
 def _matches(fn) -> bool:
@@ -349,7 +371,7 @@ def _block(target):
     return vector_lanes(target, "float32")
 
 
-ONEDNN = register_backend(Backend("onednn", _matches, _source, unavailable=_unavailable, version="4",
+ONEDNN = register_backend(Backend("onednn", _matches, _source, unavailable=_unavailable, version="5",
                                   doc="blocked float32 convolutions and products by weights on oneDNN's "
                                       "primitives (libdnnl)",
                                   block=_block, stateful=True))

@@ -13,13 +13,17 @@ def anchor_chain(fn, anchor: str):
     """``(anchor call, [(step, other operand or None), ...])`` where ``fn``'s body is the
     ``anchor`` op on the group's parameters then ReLUs, GELUs and adds, each of the previous
     value (steps ``"relu"``, ``"gelu"`` with its ``approximate`` appended -- ``"gelu:none"`` --,
-    ``"add"`` with the other operand); else None."""
+    ``"cast"`` with its dtype -- ``"cast:bfloat16"`` --, ``"add"`` with the other operand); else
+    None."""
     steps = []
     e = fn.body
     while isinstance(e, Call) and e.op != anchor:
         if e.op in _UNARY and len(e.args) == 1:
             step = _UNARY[e.op]
             steps.append((step if step != "gelu" else f"gelu:{e.attr('approximate', 'none')}", None))
+            e = e.args[0]
+        elif e.op == "cast" and len(e.args) == 1:
+            steps.append((f"cast:{e.attr('dtype')}", None))
             e = e.args[0]
         elif e.op == "add" and len(e.args) == 2:
             inner = [a for a in e.args if isinstance(a, Call)]
@@ -39,6 +43,6 @@ def conv_chain(fn):
     """``(conv, [(op, other operand or None), ...])`` where ``fn``'s body is the blocked conv
     then ReLUs and adds, each of the previous value; else None."""
     found = anchor_chain(fn, "nn.conv2d_nchwc")
-    if found is None or any(op.startswith("gelu") for op, _ in found[1]):
+    if found is None or any(op not in ("relu", "add") for op, _ in found[1]):
         return None
     return found

@@ -174,3 +174,17 @@ def test_products_by_weights_run_on_onednn_matmul_with_their_epilogues(batch, ca
         np.testing.assert_allclose(off.run(x)[0], own.run(x)[0], rtol=1e-5, atol=1e-5)
     made = [line for line in capfd.readouterr().err.splitlines() if "ember onednn" in line]
     assert len(made) == 3 * (1 if batch == 2 else 3) and "ref:" not in "".join(made), made
+
+
+@pytest.mark.skipif(not __import__("ember").target.Target.host().has_feature("avx512bf16"),
+                    reason="precision='bf16' needs a CPU with AVX512-BF16")
+def test_bf16_products_run_on_onednn_in_bf16():
+    m = _mlp(2)
+    own = ember.compile(m, wait=True, cache=False, precision="bf16")
+    off = ember.compile(m, wait=True, cache=False, precision="bf16", offload=["onednn"])
+    taken = [e["name"] for e in off.module.metadata["kernels"] if e.get("backend") == "onednn"]
+    # (the residual's product writes bf16 for the next: a sum post-op would add into bf16, so Ember's)
+    assert sorted(taken) == ["fused_matmul_packed_add_gelu_cast", "fused_matmul_packed_relu"], taken
+    x = RNG.standard_normal((2, 16, 32)).astype(np.float32)
+    want = own.run(x)[0]
+    np.testing.assert_allclose(off.run(x)[0], want, rtol=2e-2, atol=2e-2 * np.abs(want).max())

@@ -326,9 +326,9 @@ register_op("nn.pack_matmul_weight", infer=_infer_pack_matmul_weight, pattern=Pa
                 "nr), zero past N; with group g > 1, g values along K together: (..., ceil(N / nr), ceil(K / g), "
                 "nr, g)")
 register_op("nn.matmul_packed", infer=_infer_matmul_packed, pattern=Pattern.OUT_ELEMWISE_FUSABLE, num_args=2,
-            attrs_schema={"units": attr("int"), "dot": attr("str", None)},
+            attrs_schema={"units": attr("int"), "dot": attr("str", None), "runtime": attr("bool", False)},
             doc="a (..., M, K) @ a weight packed by nn.pack_matmul_weight (its batch dims broadcast), with units (N) "
-                "columns; with dot "
+                "columns (runtime: the weight is an activation, packed at run time); with dot "
                 "(a packed dot: dot_bf16x2, dot_u8i8x4) both are int32 words of narrow values along K")
 
 def _infer_matmul_mma(args, attrs):

@@ -112,7 +112,8 @@ def _packed_dot(n: Call, target, precision: str) -> Optional[Call]:
     bw = _words(packed, span)
     bw = _call("reshape", [bw], {"newshape": bw.type.shape[:-1]}, span)
     units = tb.shape[-1]
-    out = _call("nn.matmul_packed", [_words(_bf16(qa, za, span), span), bw], {"units": units, "dot": DOT}, span)
+    out = _call("nn.matmul_packed", [_words(_bf16(qa, za, span), span), bw],
+                {"units": units, "dot": DOT, "runtime": True}, span)
     if scale is not None:
         out = _call("multiply", [out, scale], {}, span)
     return out if out.type == n.type else None

@@ -38,6 +38,7 @@ def test_quantized_scores_read_the_keys_untransposed_and_are_exact():
     (p,) = [c for c in topo_calls(after) if c.op == "nn.matmul_packed"]
     (pack,) = [c for c in topo_calls(after) if c.op == "nn.pack_matmul_weight"]
     assert p.attrs["dot"] == "dot_bf16x2" and pack.attrs["trans"] and pack.type.ndim == 5  # (batched panels)
+    assert p.attrs["runtime"]  # (packed at run time: no backend may keep a copy per buffer)
     rng = np.random.default_rng(1)
     qv = rng.integers(0, 256, (2, 37, 32)).astype(np.uint8)
     kv = rng.integers(0, 256, (2, 24, 32)).astype(np.uint8)
