@@ -58,18 +58,31 @@ def _plan(fn):
         return None
     if x.ndim == 4 and x.shape[1] > 4:  # (plain data: oneDNN's JIT reads it for a stem's few channels only)
         return None
+    got = _epilogue(steps, out, lambda shape: shape == (1, out.shape[1], 1, 1, out.shape[4]))
+    return None if got is None else (conv, *got)
+
+
+def _epilogue(steps, out, is_bias):
+    """``(bias or None, post-ops)`` of a group's epilogue: a first add ``is_bias`` takes (by its
+    operand's shape), ReLUs and GELUs, and one add of a float32 tensor of the output's shape (a
+    ``sum``); None where a step is none of these."""
     bias, posts = None, []
     for k, (op, other) in enumerate(steps):
-        shape = tuple(other.type.shape) if other is not None else None
-        if op == "relu":
-            posts.append(("relu",))
-        elif shape == (1, out.shape[1], 1, 1, out.shape[4]) and k == 0:
+        if other is None:
+            if op.startswith("cast"):
+                return None
+            posts.append((op,))
+            continue
+        shape = tuple(other.type.shape)
+        if other.type.dtype != "float32":
+            return None
+        if k == 0 and is_bias(shape):
             bias = other
         elif shape == tuple(out.shape) and not any(p[0] == "sum" for p in posts):
             posts.append(("sum", other))
         else:
             return None
-    return conv, bias, posts
+    return bias, posts
 
 
 def _product_plan(fn):
@@ -101,22 +114,8 @@ def _product_plan(fn):
         steps = steps[:-1]
         if any(op == "add" and other.type.shape == out.shape for op, other in steps):
             return None  # (a sum post-op adds to the bf16 destination: the float residual is not that)
-    bias, posts = None, []
-    for k, (op, other) in enumerate(steps):
-        shape = tuple(other.type.shape) if other is not None else None
-        if other is None and op.startswith("cast"):
-            return None
-        if other is None:
-            posts.append((op,))
-        elif other.type.dtype != "float32":
-            return None
-        elif k == 0 and shape[-1:] == (units,) and all(d == 1 for d in shape[:-1]):
-            bias = other
-        elif shape == tuple(out.shape) and not any(p[0] == "sum" for p in posts):
-            posts.append(("sum", other))
-        else:
-            return None
-    return mm, bias, posts
+    got = _epilogue(steps, out, lambda shape: shape[-1:] == (units,) and all(d == 1 for d in shape[:-1]))
+    return None if got is None else (mm, *got)
 
 
 def _product_source(fn, func, name: str) -> ExternalSource:
