@@ -314,17 +314,14 @@ def _infer_matmul_packed(args, attrs):
     k, n = a.shape[-1], attrs["units"]
     if isinstance(k, int) and k != panels[1] or not 0 < n <= panels[0] * panels[2]:
         raise ShapeError(f"{a} @ packed {bp} with {n} columns: the contraction or the columns do not match")
-    # (a weight packed at run time -- an activation, ember.graph.passes.activation_products --
-    # may have batch dims, broadcast against the left operand's as in nn.matmul)
-    batch = D.broadcast_shapes(a.shape[:-2], bp.shape[:-3])
+    batch = D.broadcast_shapes(a.shape[:-2], bp.shape[:-3])  # (an activation packed at run time: batched)
     return TensorType(batch + (a.shape[-2], n), a.dtype if dot is None else PACKED_DOTS[dot][3])
 
 
 register_op("nn.pack_matmul_weight", infer=_infer_pack_matmul_weight, pattern=Pattern.INJECTIVE,
             attrs_schema={"nr": attr("int"), "trans": attr("bool", False), "group": attr("int", 1)},
-            doc="a (..., K, N) weight -- (..., N, K) with trans -- in panels of nr columns: (..., ceil(N / nr), K, "
-                "nr), zero past N; with group g > 1, g values along K together: (..., ceil(N / nr), ceil(K / g), "
-                "nr, g)")
+            doc="a (..., K, N) weight -- (..., N, K) with trans -- in panels of nr columns: (..., ceil(N/nr), K, nr), "
+                "zero past N; with group g > 1, g values along K together: (..., ceil(N/nr), ceil(K/g), nr, g)")
 register_op("nn.matmul_packed", infer=_infer_matmul_packed, pattern=Pattern.OUT_ELEMWISE_FUSABLE, num_args=2,
             attrs_schema={"units": attr("int"), "dot": attr("str", None), "runtime": attr("bool", False)},
             doc="a (..., M, K) @ a weight packed by nn.pack_matmul_weight (its batch dims broadcast), with units (N) "
@@ -484,7 +481,8 @@ def _infer_softmax(args, attrs):
 
 
 for _name in ("nn.softmax", "nn.log_softmax"):
-    register_op(_name, infer=_infer_softmax, pattern=Pattern.OUT_ELEMWISE_FUSABLE, attrs_schema={"axis": attr("int", -1)})
+    register_op(_name, infer=_infer_softmax, pattern=Pattern.OUT_ELEMWISE_FUSABLE,
+                attrs_schema={"axis": attr("int", -1)})
 
 
 def _infer_hardmax(args, attrs):
