@@ -40,12 +40,14 @@ def candidates(model: onnx.ModelProto, ops, activations: bool = False) -> list:
     Gemm without transA, MatMul with a 2-D weight, Conv of one group); with ``activations``,
     also the MatMuls of two activations (when ``ops`` has MatMul)."""
     inits = {i.name: i for i in model.graph.initializer}
+    # (a Constant node's output is a weight too, though no initializer: never an activation)
+    constants = set(inits) | {o for n in model.graph.node if n.op_type == "Constant" for o in n.output}
     out = []
     for n in model.graph.node:
         if n.op_type not in ops or n.op_type not in OPS or n.domain not in ("", "ai.onnx"):
             continue
         if activation_product(n, inits):
-            if activations:
+            if activations and not any(i in constants for i in n.input):
                 out.append(n)
             continue
         _, w, _ = OPS[n.op_type]
