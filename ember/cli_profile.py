@@ -13,6 +13,7 @@ examples:
   ember profile --light resnet50 --top 10        a model that ships with the onnx package
   ember profile model.onnx --group-by op         time per op type (conv2d, dense, ...)
   ember profile model.onnx --precision bf16      where the time goes in bf16
+  ember profile model.onnx --offload onednn      the layers oneDNN runs, marked [onednn]
   ember profile model.onnx --trace t.json        open t.json in https://ui.perfetto.dev
   ember profile model.onnx --plot top.png        bar chart: time and GFLOP/s against the peak
   ember profile model.onnx --loops --loop-depth 2
@@ -39,6 +40,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--precision", default="fp32", choices=("fp32", "bf16"),
                    help="fp32 (default: as the model says), or bf16: products and convolutions on bfloat16 "
                         "operands, float32 sums (needs a CPU with AVX512-BF16), to see where a bf16 run's time goes")
+    p.add_argument("--offload", action="append", default=[], metavar="BACKEND",
+                   help="run the groups a backend takes on its kernels (repeatable; onednn, reference, or auto: "
+                        "each layer where it measured faster), their rows marked [backend]")
     p.add_argument("--warmup", type=int, default=3, help="untimed runs first (default 3)")
     p.add_argument("--repeat", type=int, default=10, help="timed runs (default 10)")
     p.add_argument("--top", type=int, default=20, help="rows to show (0: all; default 20)")
@@ -66,7 +70,7 @@ def profile_main(argv) -> int:
     name = os.path.splitext(os.path.basename(path))[0]
     print(f"compiling {path} ...", file=sys.stderr)
     exe = ember.compile(path, args.target, input_shapes=_shapes(args.input_shape), name=name, wait=True,
-                        precision=args.precision)
+                        precision=args.precision, offload=args.offload)
     given = model_inputs(exe, args.input)
     print(f"profiling: {args.warmup} warm-up run(s), {args.repeat} timed run(s) ...", file=sys.stderr)
     prof = profile_kernels(exe, named=given, warmup=args.warmup, repeat=args.repeat, model=name)

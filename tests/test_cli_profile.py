@@ -41,3 +41,17 @@ def test_loops_of_a_kernel_named_by_a_prefix_and_a_name_that_is_none(conv_net_pa
     assert main(["profile", conv_net_path, "--repeat", "1", "--loops", "--loop-kernel", "no_such_kernel"]) == 2
     err = capsys.readouterr().err
     assert "is no kernel of this model" in err and "fused_conv" in err
+
+
+def test_profile_marks_the_kernels_a_backend_runs(tmp_path, capsys):
+    """``--offload reference``: the example backend takes the blocked convolutions, rows marked."""
+    import onnx
+
+    from offload.test_reference import _model
+
+    path = str(tmp_path / "blocked.onnx")
+    onnx.save(_model(), path)
+    assert main(["profile", path, "--repeat", "1", "--warmup", "1", "--offload", "reference", "--top", "0",
+                 "--csv", str(tmp_path / "p.csv")]) == 0
+    rows = list(csv.DictReader(open(tmp_path / "p.csv")))
+    assert sum(r["kernel"].endswith(" [reference]") for r in rows) == 3, [r["kernel"] for r in rows]
