@@ -19,7 +19,7 @@ Two cases qualify:
   without its rounding of each dequantized value. Half the bytes of the float operands.
 
 Left alone: products whose right operand is a constant (the passes above pack those), an odd
-or symbolic contraction, a few static rows (a decoding step: packing the operand would cost
+or symbolic contraction, a symbolic column count (the packed panels are static), a few static rows (a decoding step: packing the operand would cost
 more than the product), and everything on a CPU without AVX512-BF16.
 """
 from __future__ import annotations
@@ -91,10 +91,10 @@ def _packed_dot(n: Call, target, precision: str) -> Optional[Call]:
         return None
     if ta.ndim < 2 or tb.ndim < 2 or n.type.dtype != "float32" or _constant_valued(b):
         return None
-    k, rows = ta.shape[-1], ta.shape[-2]
+    k, rows, units = ta.shape[-1], ta.shape[-2], tb.shape[-1]
     mr, nr = micro_tile(target, "int32")
-    if not isinstance(k, int) or k % 2 or (isinstance(rows, int) and rows < mr):
-        return None
+    if not isinstance(k, int) or k % 2 or not isinstance(units, int) or (isinstance(rows, int) and rows < mr):
+        return None  # (a symbolic column count -- the keys of a dynamic sequence -- has no static panels)
     span = n.span
     da, db = _offset_codes(a), _offset_codes(b)
     if da is not None and db is not None:
@@ -111,7 +111,6 @@ def _packed_dot(n: Call, target, precision: str) -> Optional[Call]:
                    {"nr": nr, "trans": trans, "group": 2}, span)
     bw = _words(packed, span)
     bw = _call("reshape", [bw], {"newshape": bw.type.shape[:-1]}, span)
-    units = tb.shape[-1]
     out = _call("nn.matmul_packed", [_words(_bf16(qa, za, span), span), bw],
                 {"units": units, "dot": DOT, "runtime": True}, span)
     if scale is not None:

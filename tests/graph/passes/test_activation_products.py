@@ -74,7 +74,8 @@ def test_bf16_precision_runs_float_attention_in_bf16():
     np.testing.assert_allclose(ember.compile(after).run(qv, kv)[0], want, rtol=3e-2, atol=3e-2 * np.abs(want).max())
 
 
-@pytest.mark.parametrize("case", ["no bf16 dot", "few rows", "odd contraction", "constant operand", "per-row scale"])
+@pytest.mark.parametrize("case", ["no bf16 dot", "few rows", "odd contraction", "constant operand", "per-row scale",
+                                  "symbolic columns"])
 def test_left_alone(case):
     target = BF16
     q, k = Var("q", T(2, 37, 32, dtype="uint8")), Var("k", T(2, 32, 24, dtype="uint8"))
@@ -90,6 +91,9 @@ def test_left_alone(case):
         a, b, params = dequantized(q, 3, 0.1), dequantized(k, 5, 0.2), [q, k]
     elif case == "constant operand":
         b, params = dequantized(const(np.ones((2, 32, 24), np.uint8)), 5, 0.2), [q]
+    elif case == "symbolic columns":  # (the keys of a dynamic sequence: no static panels)
+        k = Var("k", T(2, 32, "seq", dtype="uint8"))
+        b, params = dequantized(k, 5, 0.2), [q, k]
     elif case == "per-row scale":
         a = call("multiply", call("subtract", call("cast", q, dtype="float32"), const(np.float32(3))),
                  const(rand(2, 37, 1)))
