@@ -6,6 +6,7 @@ from intervals that account for wrapping.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 from ..expr import (Add, BitAnd, BitOr, BitXor, Div, EQ, Expr, FloorDiv, FloorMod, GE, GT, IntImm, LE, LT,
@@ -195,7 +196,7 @@ class IntegerMixin:
         across heads) is then one load at ``o // 2``, where ``(32 o + lane) // 64`` was a gather."""
         if not p.terms:
             return None
-        for d in sorted((d for d in range(2, c) if c % d == 0), reverse=True):
+        for d in _proper_divisors(c):
             high, low = P.split(p, lambda m, k: k % d == 0)
             if not high.terms:
                 continue
@@ -480,3 +481,9 @@ def _decide_iv(cls, ia: tuple, ib: tuple):
     return False if same else True if disjoint else None
 
 
+@functools.lru_cache(maxsize=1024)
+def _proper_divisors(c: int) -> tuple:
+    """The divisors of ``c`` in (1, c), largest first (by pairs up to its square root: a
+    divisor by a plane's size is asked often, and a scan up to ``c`` is that size's work)."""
+    small = [d for d in range(2, math.isqrt(c) + 1) if c % d == 0]
+    return tuple(sorted(set(small) | {c // d for d in small}, reverse=True))
