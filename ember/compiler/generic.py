@@ -90,13 +90,17 @@ def _symbols(fn: Function) -> set:
     return names
 
 
-def generalize(fn: Function, keep: frozenset = frozenset(), from_axis: int = 0) -> Optional[tuple]:
+def generalize(fn: Function, keep: frozenset = frozenset(), from_axis: int = 0,
+               apart: bool = False) -> Optional[tuple]:
     """``(generic function, sizes)``: ``fn`` with its parameters' static dims (other than 1) as
     size symbols and ``sizes`` their values for this call -- or None where ``fn`` keeps its
     static kernel (see the module docstring). The parameters at the positions in ``keep``
     (a group's constant weights, whose shape rules want them static) keep their dims from
     axis ``from_axis`` on (a packed conv weight's window and block, its filters and channels
-    going generic with ``from_axis=2``)."""
+    going generic with ``from_axis=2``). ``apart``: each dim of each parameter its own symbol,
+    not each distinct value (a conv's filter blocks that happen to equal its rows would make a
+    kernel of their own); the shape rules then assume the equalities they need, and each call
+    checks them."""
     which = _GENERIC.get()
     if which == "none":
         return None
@@ -118,24 +122,27 @@ def generalize(fn: Function, keep: frozenset = frozenset(), from_axis: int = 0) 
             and t.shape[k] <= 64
     static = {i: (lambda t, k: k >= from_axis or short_last(t, k)) if i in keep else short_last
               for i in range(len(fn.params))}
-    values: list = []
-    for i, p in enumerate(fn.params):
-        if not isinstance(p.type, TensorType):
-            return None
-        values += [d for k, d in enumerate(p.type.shape)
-                   if isinstance(d, int) and d > 1 and d not in values and not static[i](p.type, k)]
-    if not values:
+    # the dims that go symbolic, as keys of their symbols: their value, or (apart) their place
+    where = {(i, k): (i, k) if apart else d for i, p in enumerate(fn.params) if isinstance(p.type, TensorType)
+             for k, d in enumerate(p.type.shape) if isinstance(d, int) and d > 1 and not static[i](p.type, k)}
+    if not all(isinstance(p.type, TensorType) for p in fn.params):
+        return None
+    keys = list(dict.fromkeys(where.values()))
+    if not keys:
         return None
     taken = _symbols(fn)
     names, k = [], 0
-    while len(names) < len(values):
+    while len(names) < len(keys):
         if f"s{k}" not in taken:
             names.append(f"s{k}")
         k += 1
-    sym = {v: Dim(n) for v, n in zip(values, names)}
-    params = [Var(p.name, TensorType(tuple(sym.get(d, d) if isinstance(d, int) and not static[i](p.type, k) else d
+    sym = {key: Dim(n) for key, n in zip(keys, names)}
+    params = [Var(p.name, TensorType(tuple(sym[where[i, k]] if (i, k) in where else d
                                            for k, d in enumerate(p.type.shape)), p.type.dtype))
               for i, p in enumerate(fn.params)]
+    value = {where[ik]: fn.params[ik[0]].type.shape[ik[1]] for ik in where}
+    values = [value[key] for key in keys]
+    by_value = {v: sym[key] for key, v in zip(keys, values)}  # (a shape attribute names sizes by value)
 
     def sizes_in_attrs(n):
         # a shape an op is given (a reshape's, an expand's) names the same sizes symbolically;
@@ -143,7 +150,7 @@ def generalize(fn: Function, keep: frozenset = frozenset(), from_axis: int = 0) 
         key = _SHAPE_ATTRS.get(n.op) if isinstance(n, Call) else None
         if key is None or n.attr(key, None) is None:
             return None
-        new = tuple(sym.get(d, d) if isinstance(d, int) else d for d in n.attr(key))
+        new = tuple(by_value.get(d, d) if isinstance(d, int) else d for d in n.attr(key))
         return n.replace(attrs={**dict(n.attrs), key: new}) if new != tuple(n.attr(key)) else None
     try:
         with D.collect_assumptions(fresh=True) as assumed:

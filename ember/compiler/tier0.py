@@ -181,9 +181,10 @@ def _tier0_function(fn: Function, weights: frozenset = frozenset()) -> tuple:
     tries = [(frozenset(), 0)] + ([(weights, 2), (weights, 1), (weights, 0)] if weights else [])
     with generic_kernels("any"):
         for keep, from_axis in tries:
-            g = generalize(fn, keep, from_axis)
-            if g is not None and _computes(g[0]):
-                return _grouped_alike(g[0]), g[1]
+            for apart in (True, False):  # (a symbol per dim shares most; per value where rules need it)
+                g = generalize(fn, keep, from_axis, apart)
+                if g is not None and _computes(g[0]):
+                    return _grouped_alike(g[0]), g[1]
     return fn, {}
 
 

@@ -141,3 +141,25 @@ def test_a_resize_keeps_its_static_kernel():
     exe = ember.compile(mod_of([v], Call("add", [v, Call("resize", [const(emb)], attrs)])))
     vv = np.random.default_rng(1).standard_normal((1, 192, 14, 14)).astype("float32")
     np.testing.assert_allclose(exe.run(vv)[0], vv + emb, rtol=1e-5, atol=1e-5)
+
+
+def _conv_bias_relu(blocks_in, rows, filters):
+    x, w = Var("x", T(1, blocks_in, rows, rows, 32)), Var("w", T(filters, blocks_in * 32, 3, 3, 32))
+    b = Var("b", T(1, filters, 1, 1, 32))
+    conv = Call("nn.conv2d_nchwc", (x, w), {"padding": (1, 1, 1, 1), "strides": (1, 1), "dilation": (1, 1)})
+    return infer_types(Function([x, w, b], Call("nn.relu", (Call("add", (conv, b)),))))
+
+
+def test_dims_apart_share_a_kernel_whatever_sizes_coincide():
+    """With ``apart``, each dim of each parameter is its own symbol: a conv whose filter blocks
+    happen to equal its rows (4 and 4) generalizes to the same function as one where they
+    differ (4 and 7), each call's sizes checked against what the shape rules assume."""
+    from ember.graph.printer import astext
+
+    with generic_kernels("any"):
+        same = generalize(_conv_bias_relu(2, 4, 4), frozenset({1}), 2, apart=True)
+        other = generalize(_conv_bias_relu(2, 7, 4), frozenset({1}), 2, apart=True)
+        by_value = [generalize(_conv_bias_relu(2, r, 4), frozenset({1}), 2) for r in (4, 7)]
+    assert astext(same[0]) == astext(other[0])
+    assert sorted(same[1].values()) == [2, 4, 4, 4, 4, 64] and sorted(other[1].values()) == [2, 4, 4, 7, 7, 64]
+    assert astext(by_value[0][0]) != astext(by_value[1][0])  # (by value, 4 = 4 made another kernel)
