@@ -1,14 +1,16 @@
-"""The ``onednn`` offload backend: blocked float32 convolutions and matrix products by weights
-on oneDNN's primitives.
+"""The ``onednn`` offload backend: blocked float32 convolutions (dense and depthwise) and matrix
+products by weights on oneDNN's primitives.
 
 Ember's blocked layout is oneDNN's: data ``N C/16 H W 16`` is ``nChw16c`` (and 8: ``nChw8c``),
-and the packed weights ``F/16, C, kh, kw, 16`` are ``Oihw16o``, so a kernel reads and writes
+and the packed weights ``F/16, C, kh, kw, 16`` are ``Oihw16o`` (a depthwise conv's ``C/16, 1, kh,
+kw, 16`` are ``Goihw16g``), so a kernel reads and writes
 the program's own buffers. Each kernel is a C function that makes a primitive on the first
 call of each batch size (the batch may be a symbol, the kernel's size argument: users' exports
 have one; oneDNN picks its weights' format, the packed weights are reordered into it once per
 primitive) and then runs it on the calling thread's stream; oneDNN's CPU runtime is OpenMP,
 the libgomp team Ember's run already holds. The epilogue becomes the primitive's: a
-per-channel add right after the convolution its bias, ReLUs ``eltwise_relu`` post-ops, one
+per-channel add right after the convolution its bias, ReLUs, clips (ReLU6), sigmoids and GELUs
+``eltwise`` post-ops, one
 add of a tensor of the output's shape a ``sum`` post-op (the tensor copied into the output
 first). A product by weights (a Linear layer, ``nn.matmul_packed``; in bf16 too) runs oneDNN's
 matmul on the data's rows in place; the packed weights are unpacked to a plain (K, N) once and reordered from
@@ -21,7 +23,7 @@ import os
 import re
 
 from . import Backend, ExternalSource, register_backend
-from .patterns import anchor_chain, conv_chain
+from .patterns import anchor_chain
 
 HEADER = "/usr/include/oneapi/dnnl/dnnl.h"
 BLOCKS = (4, 8, 16, 32)  # the channel blocks with a oneDNN format tag (aBcd<b>b, Abcd<b>a)
@@ -40,11 +42,20 @@ def _batch(t):
     return t.shape[0] if all(isinstance(d, int) for d in t.shape[1:]) else False
 
 
+def _depthwise(conv) -> bool:
+    """Whether ``conv`` is a blocked depthwise convolution: a channel per group, weights
+    (C/b, 1, kh, kw, b) -- oneDNN's ``Goihw<b>g`` as it is."""
+    x, w = conv.args[0].type, conv.args[1].type
+    return (conv.attr("groups", 1) > 1 and x.ndim == 5 and w.shape[1] == 1 and x.shape[4] == w.shape[4]
+            and isinstance(x.shape[1], int) and conv.attr("groups", 1) == x.shape[1] * x.shape[4])
+
+
 def _plan(fn):
-    """``(conv, bias param or None, post-ops [("relu",) | ("sum", param)])`` for a group oneDNN
-    runs, else None. Every size is static but the batch, which may be a symbol (a primitive is
-    then made per batch size a run brings)."""
-    found = conv_chain(fn)
+    """``(conv, bias param or None, post-ops [("relu",) | ("sum", param) | ...])`` for a group
+    oneDNN runs (a dense or depthwise conv, its epilogue a bias, ReLU/clip/sigmoid/GELU and one
+    residual add), else None. Every size is static but the batch, which may be a symbol (a
+    primitive is then made per batch size a run brings)."""
+    found = anchor_chain(fn, "nn.conv2d_nchwc")
     if found is None:
         return None
     conv, steps = found
@@ -52,7 +63,8 @@ def _plan(fn):
     a = conv.attrs
     if not (all(t.dtype == "float32" for t in (x, w, out)) and w.is_static and len(conv.args) == 2
             and _batch(x) is not False and _batch(x) == _batch(out)
-            and a.get("groups", 1) == 1 and a.get("dot") is None and a.get("pad_value", 0) == 0):
+            and (a.get("groups", 1) == 1 or _depthwise(conv)) and a.get("dot") is None
+            and a.get("pad_value", 0) == 0):
         return None
     if out.shape[4] not in BLOCKS or (x.ndim == 5 and x.shape[4] not in BLOCKS) or x.ndim not in (4, 5):
         return None
@@ -175,12 +187,26 @@ def _sizes(func, name: str, batch) -> str:
     raise ValueError(f"{name}: the oneDNN backend takes a symbolic batch alone, got sizes {sizes}")
 
 
+def _eltwise(step: str) -> tuple:
+    """``(oneDNN eltwise kind, alpha, beta)`` of an epilogue step (``anchor_chain``'s names)."""
+    if step.startswith("clip:"):
+        lo, hi = (float(v) if v != "None" else None for v in step.split(":")[1:])
+        return "dnnl_eltwise_clip", "-FLT_MAX" if lo is None else f"{lo!r}f", "FLT_MAX" if hi is None else f"{hi!r}f"
+    kinds = {"relu": "dnnl_eltwise_relu", "gelu:none": "dnnl_eltwise_gelu_erf", "gelu:tanh": "dnnl_eltwise_gelu_tanh",
+             "sigmoid": "dnnl_eltwise_logistic"}
+    return kinds[step], "0.0f", "0.0f"
+
+
 def _post_ops(posts) -> str:
-    """C appending ``posts`` (``("relu",)``, ``("gelu:none"|"gelu:tanh",)``, ``("sum", _)``) to ``po``."""
-    kinds = {"relu": "dnnl_eltwise_relu", "gelu:none": "dnnl_eltwise_gelu_erf", "gelu:tanh": "dnnl_eltwise_gelu_tanh"}
-    return " ".join("ok = ok && dnnl_post_ops_append_sum(po, 1.0f) == dnnl_success;" if p[0] == "sum" else
-                    f"ok = ok && dnnl_post_ops_append_eltwise(po, 1.0f, {kinds[p[0]]}, 0.0f, 0.0f) == dnnl_success;"
-                    for p in posts)
+    """C appending ``posts`` (``("relu",)``, ``("clip:0.0:6.0",)``, ``("sum", _)``, ...) to ``po``."""
+    out = []
+    for p in posts:
+        if p[0] == "sum":
+            out.append("ok = ok && dnnl_post_ops_append_sum(po, 1.0f) == dnnl_success;")
+        else:
+            kind, alpha, beta = _eltwise(p[0])
+            out.append(f"ok = ok && dnnl_post_ops_append_eltwise(po, 1.0f, {kind}, {alpha}, {beta}) == dnnl_success;")
+    return " ".join(out)
 
 
 def _source(fn, func, name: str) -> ExternalSource:
@@ -198,16 +224,22 @@ def _conv_source(fn, func, name: str, conv, bias, posts) -> ExternalSource:
     sh, sw = conv.attr("strides") or (1, 1)
     dh, dw = conv.attr("dilation") or (1, 1)
     pt, pl, pb, pr = conv.attr("padding") or (0, 0, 0, 0)
-    init = f"""dnnl_dims_t bd = {{{FO * FB}}}, wd = {{{FO * FB}, {C}, {KH}, {KW}}};
+    if _depthwise(conv):  # (groups of one channel: weights G 1 1 kh kw, Ember's blocks Goihw<b>g)
+        C = FO * FB
+        wdims, wtag = f"{{{C}, 1, 1, {KH}, {KW}}}", f"dnnl_Goihw{FB}g"
+    else:
+        wdims, wtag = f"{{{FO * FB}, {C}, {KH}, {KW}}}", f"dnnl_Abcd{FB}a"
+    nw = wdims.count(",") + 1
+    init = f"""dnnl_dims_t bd = {{{FO * FB}}}, wd = {wdims};
     failed = dnnl_engine_create(&eng, dnnl_cpu, 0) != dnnl_success
-        || dnnl_memory_desc_init_by_tag(&wuser, 4, wd, dnnl_f32, dnnl_Abcd{FB}a) != dnnl_success
+        || dnnl_memory_desc_init_by_tag(&wuser, {nw}, wd, dnnl_f32, {wtag}) != dnnl_success
         || dnnl_memory_desc_init_by_tag(&bia_md, 1, bd, dnnl_f32, dnnl_x) != dnnl_success;"""
-    desc = f"""dnnl_dims_t sd = {{n, {C}, {H}, {W}}}, wd = {{{FO * FB}, {C}, {KH}, {KW}}}, dd = {{n, {FO * FB}, {OH}, {OW}}};
+    desc = f"""dnnl_dims_t sd = {{n, {C}, {H}, {W}}}, wd = {wdims}, dd = {{n, {FO * FB}, {OH}, {OW}}};
     dnnl_dims_t st = {{{sh}, {sw}}}, dil = {{{dh - 1}, {dw - 1}}}, padl = {{{pt}, {pl}}}, padr = {{{pb}, {pr}}};
     dnnl_memory_desc_t wany;
     dnnl_convolution_desc_t cd;
     int ok = dnnl_memory_desc_init_by_tag(&q->src_md, 4, sd, dnnl_f32, {src_tag}) == dnnl_success
-        && dnnl_memory_desc_init_by_tag(&wany, 4, wd, dnnl_f32, dnnl_format_tag_any) == dnnl_success
+        && dnnl_memory_desc_init_by_tag(&wany, {nw}, wd, dnnl_f32, dnnl_format_tag_any) == dnnl_success
         && dnnl_memory_desc_init_by_tag(&q->dst_md, 4, dd, dnnl_f32, dnnl_aBcd{FB}b) == dnnl_success
         && dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct,
                &q->src_md, &wany, {'&bia_md' if bias is not None else 'NULL'}, &q->dst_md, st, dil, padl, padr) == dnnl_success;"""
@@ -227,7 +259,8 @@ def _kernel(name: str, fn, *, init: str, desc: str, op_desc: str, unpack, batch:
             + [f"int64_t sz{i}" for i in range(nsizes)])
     summed = next((at[p[1]] for p in posts if p[0] == "sum"), None)
     user = ("(void *)w" if unpack is None else "u")
-    text = f"""#include <oneapi/dnnl/dnnl.h>
+    text = f"""#include <float.h>
+#include <oneapi/dnnl/dnnl.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -370,7 +403,7 @@ def _block(target):
     return vector_lanes(target, "float32")
 
 
-ONEDNN = register_backend(Backend("onednn", _matches, _source, unavailable=_unavailable, version="5",
+ONEDNN = register_backend(Backend("onednn", _matches, _source, unavailable=_unavailable, version="6",
                                   doc="blocked float32 convolutions and products by weights on oneDNN's "
                                       "primitives (libdnnl)",
                                   block=_block, stateful=True))

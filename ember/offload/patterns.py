@@ -6,13 +6,14 @@ from ..graph.ir import Call, Var
 __all__ = ["anchor_chain", "conv_chain"]
 
 # epilogue ops a library's post-ops take: the op and how it reads (its attributes allowed)
-_UNARY = {"nn.relu": "relu", "nn.gelu": "gelu"}
+_UNARY = {"nn.relu": "relu", "nn.gelu": "gelu", "sigmoid": "sigmoid", "clip": "clip"}
 
 
 def anchor_chain(fn, anchor: str):
     """``(anchor call, [(step, other operand or None), ...])`` where ``fn``'s body is the
-    ``anchor`` op on the group's parameters then ReLUs, GELUs and adds, each of the previous
-    value (steps ``"relu"``, ``"gelu"`` with its ``approximate`` appended -- ``"gelu:none"`` --,
+    ``anchor`` op on the group's parameters then ReLUs, GELUs, sigmoids, clips and adds, each of
+    the previous value (steps ``"relu"``, ``"sigmoid"``, ``"clip:<min>:<max>"`` (a bound None
+    where it has none), ``"gelu"`` with its ``approximate`` appended -- ``"gelu:none"`` --,
     ``"cast"`` with its dtype -- ``"cast:bfloat16"`` --, ``"add"`` with the other operand); else
     None."""
     steps = []
@@ -20,7 +21,11 @@ def anchor_chain(fn, anchor: str):
     while isinstance(e, Call) and e.op != anchor:
         if e.op in _UNARY and len(e.args) == 1:
             step = _UNARY[e.op]
-            steps.append((step if step != "gelu" else f"gelu:{e.attr('approximate', 'none')}", None))
+            if step == "gelu":
+                step = f"gelu:{e.attr('approximate', 'none')}"
+            elif step == "clip":
+                step = f"clip:{e.attr('a_min', None)}:{e.attr('a_max', None)}"
+            steps.append((step, None))
             e = e.args[0]
         elif e.op == "cast" and len(e.args) == 1:
             steps.append((f"cast:{e.attr('dtype')}", None))

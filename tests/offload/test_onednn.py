@@ -25,8 +25,9 @@ def test_convolutions_run_on_onednn_jit_kernels_and_match(compiled, capfd, monke
     own, off = compiled
     taken = [e for e in off.module.metadata["kernels"] if e.get("backend") == "onednn"]
     # (the first conv reads the 16-channel input unblocked: oneDNN's JIT takes that for 4 or
-    # fewer channels only, so it stays Ember's; the depthwise one too)
-    assert len(taken) == 2, [e["name"] for e in taken]
+    # fewer channels only, so it stays Ember's; the depthwise one with its sigmoid is oneDNN's)
+    assert sorted(e["name"] for e in taken) == ["fused_conv2d_nchwc_add", "fused_conv2d_nchwc_add_relu_1",
+                                                "fused_conv2d_nchwc_sigmoid"], [e["name"] for e in taken]
     assert all(p["shape"][-1] == 16 for e in taken for p in e["params"] if len(p["shape"]) == 5)
     x = RNG.standard_normal((1, 16, 12, 12)).astype(np.float32)
     np.testing.assert_allclose(off.run(x)[0], own.run(x)[0], rtol=1e-5, atol=1e-5)
@@ -35,7 +36,7 @@ def test_convolutions_run_on_onednn_jit_kernels_and_match(compiled, capfd, monke
     capfd.readouterr()
     again.run(RNG.standard_normal((1, 16, 10, 10)).astype(np.float32))
     err = capfd.readouterr().err
-    assert err.count("ember onednn") == 2 and "ref:" not in err, err
+    assert err.count("ember onednn") == 3 and "ref:" not in err, err
 
 
 def test_a_symbolic_batch_gets_a_primitive_per_size_a_run_brings(capfd, monkeypatch):
@@ -47,7 +48,7 @@ def test_a_symbolic_batch_gets_a_primitive_per_size_a_run_brings(capfd, monkeypa
     own = ember.compile(m, wait=True, cache=False)
     monkeypatch.setenv("EMBER_DNNL_VERBOSE", "1")
     off = ember.compile(m, wait=True, cache=False, offload=["onednn"])
-    assert len([e for e in off.module.metadata["kernels"] if e.get("backend") == "onednn"]) == 2
+    assert len([e for e in off.module.metadata["kernels"] if e.get("backend") == "onednn"]) == 3
     capfd.readouterr()
     xs = [RNG.standard_normal((n, 16, 12, 12)).astype(np.float32) for n in (1, 3, 2, 3, 1, 5, 2, 4)]
     with ThreadPoolExecutor(4) as pool:
@@ -55,7 +56,7 @@ def test_a_symbolic_batch_gets_a_primitive_per_size_a_run_brings(capfd, monkeypa
     for x, y in zip(xs, got):
         np.testing.assert_allclose(y, own.run(x)[0], rtol=1e-5, atol=1e-5)
     made = [line for line in capfd.readouterr().err.splitlines() if "ember onednn" in line]
-    assert len(made) == 2 * 5 and "ref:" not in "".join(made), made  # (two kernels, five batch sizes)
+    assert len(made) == 3 * 5 and "ref:" not in "".join(made), made  # (three kernels, five batch sizes)
 
 
 def test_an_export_needs_libdnnl(compiled, tmp_path, monkeypatch):
@@ -79,7 +80,7 @@ def test_auto_offloads_the_groups_whose_kernels_measured_faster():
     own = ember.compile(m, wait=True, cache=False)
     exe = ember.compile(m, offload="auto", cache=False)
     choices, summary = exe.offload_choices, exe.offload_summary
-    assert summary["backends"] == ["onednn"] and len(choices) == 2
+    assert summary["backends"] == ["onednn"] and len(choices) == 3
     for c in choices.values():  # (the choice follows the two measured kernel times)
         assert c["backend"] == "onednn" and c["offloaded"] == (c["backend_s"] < c["ember_s"])
     times = {k: summary[k] for k in ("ember_alone_s", "chosen_s", "forced_s")}
@@ -188,3 +189,44 @@ def test_bf16_products_run_on_onednn_in_bf16():
     x = RNG.standard_normal((2, 16, 32)).astype(np.float32)
     want = own.run(x)[0]
     np.testing.assert_allclose(off.run(x)[0], want, rtol=2e-2, atol=2e-2 * np.abs(want).max())
+
+
+def _inverted_residual(batch=1):
+    """MobileNetV2's block: a 1x1 expansion with ReLU6 (a Clip), a depthwise 3x3 (strided, then
+    dilated) with ReLU6, a 1x1 projection and the residual add."""
+    from onnx import TensorProto as TP, helper as h, numpy_helper as nh
+
+    w = {n: (RNG.standard_normal(s) * 0.3).astype(np.float32)
+         for n, s in (("e", (64, 32, 1, 1)), ("eb", (64,)), ("d", (64, 1, 3, 3)), ("db", (64,)),
+                      ("d2", (64, 1, 3, 3)), ("p", (32, 64, 1, 1)), ("pb", (32,)), ("s", (32, 32, 3, 3)))}
+    lo, hi = nh.from_array(np.float32(0.0), "lo"), nh.from_array(np.float32(6.0), "hi")
+    nodes = [h.make_node("Conv", ["x", "s"], ["x1"], pads=[1, 1, 1, 1]),
+             h.make_node("Conv", ["x1", "e", "eb"], ["c0"]), h.make_node("Clip", ["c0", "lo", "hi"], ["r0"]),
+             h.make_node("Conv", ["r0", "d", "db"], ["c1"], pads=[1, 1, 1, 1], strides=[2, 2], group=64),
+             h.make_node("Clip", ["c1", "lo", "hi"], ["r1"]),
+             h.make_node("Conv", ["r1", "d2"], ["c2"], pads=[2, 2, 2, 2], dilations=[2, 2], group=64),
+             h.make_node("Conv", ["c2", "p", "pb"], ["c3"]),
+             h.make_node("MaxPool", ["x1"], ["xp"], kernel_shape=[2, 2], strides=[2, 2]),
+             h.make_node("Add", ["c3", "xp"], ["y"])]
+    g = h.make_graph(nodes, "ir", [h.make_tensor_value_info("x", TP.FLOAT, [batch, 32, 14, 14])],
+                     [h.make_tensor_value_info("y", TP.FLOAT, None)],
+                     [nh.from_array(v, n) for n, v in w.items()] + [lo, hi])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("batch", [1, "N"])
+def test_depthwise_convolutions_and_relu6_run_on_onednn(batch, capfd, monkeypatch):
+    m = _inverted_residual(batch)
+    own = ember.compile(m, wait=True, cache=False)
+    monkeypatch.setenv("EMBER_DNNL_VERBOSE", "1")
+    off = ember.compile(m, wait=True, cache=False, offload=["onednn"])
+    taken = [e["name"] for e in off.module.metadata["kernels"] if e.get("backend") == "onednn"]
+    # (every conv but the first, which reads the 32-channel input unblocked)
+    assert sorted(taken) == ["fused_conv2d_nchwc_1", "fused_conv2d_nchwc_add", "fused_conv2d_nchwc_add_clip",
+                             "fused_conv2d_nchwc_add_clip_1"], taken
+    capfd.readouterr()
+    for n in ((1,) if batch == 1 else (1, 3)):
+        x = RNG.standard_normal((n, 32, 14, 14)).astype(np.float32)
+        np.testing.assert_allclose(off.run(x)[0], own.run(x)[0], rtol=1e-4, atol=1e-4)
+    made = [line for line in capfd.readouterr().err.splitlines() if "ember onednn" in line]
+    assert len(made) == 4 * (1 if batch == 1 else 2) and "ref:" not in "".join(made), made
