@@ -9,6 +9,7 @@ forced model's kernel profile (rows marked ``[onednn]``).
     python bench/offload.py                       # the zoo's CNNs and the light DenseNet-121
     python bench/offload.py resnet50 --choices
     python bench/offload.py bert vit_b_16          # products by weights on oneDNN's matmul
+    python bench/offload.py resnet50 --precision bf16   # bf16 convolutions on oneDNN's
     python bench/offload.py --onnx ~/.cache/ember/ecosystem/timm/repvgg_a0.onnx
 """
 from __future__ import annotations
@@ -26,8 +27,9 @@ _CHILD = r"""
 import json, sys, time
 import numpy as np
 import ember
-path, offload, repeat, kernels = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
-exe = ember.compile(path, wait=True, offload=(offload if offload == "auto" else [offload]) if offload else [])
+path, offload, repeat, kernels, precision = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1", sys.argv[5]
+exe = ember.compile(path, wait=True, precision=precision,
+                    offload=(offload if offload == "auto" else [offload]) if offload else [])
 from ember.profile.inputs import random_inputs
 feeds = {i.name: a for i, a in zip(exe.input_info, random_inputs(exe.input_info))}  # (token ids: zeros)
 for _ in range(5):
@@ -46,8 +48,8 @@ print(json.dumps(res))
 """
 
 
-def _run(path: str, offload: str, repeat: int, kernels: bool) -> dict:
-    r = subprocess.run([sys.executable, "-c", _CHILD, path, offload, str(repeat), "1" if kernels else "0"],
+def _run(path: str, offload: str, repeat: int, kernels: bool, precision: str = "fp32") -> dict:
+    r = subprocess.run([sys.executable, "-c", _CHILD, path, offload, str(repeat), "1" if kernels else "0", precision],
                        capture_output=True, text=True, timeout=3600)
     if r.returncode != 0:
         raise RuntimeError(r.stderr.strip()[-2000:])
@@ -65,6 +67,8 @@ def main(argv=None) -> int:
     p.add_argument("--repeat", type=int, default=50, help="timed runs per process (default 50)")
     p.add_argument("--kernels", action="store_true", help="print the forced model's kernel profile")
     p.add_argument("--choices", action="store_true", help="print auto's choice per kernel, with both times")
+    p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"],
+                   help="compile every model at this precision (bf16: oneDNN's bf16 convolutions and products)")
     a = p.parse_args(argv)
     from compile_times import model_paths
 
@@ -77,7 +81,7 @@ def main(argv=None) -> int:
         info = {}
         for _ in range(a.rounds):
             for mode in runs:
-                r = _run(path, mode, a.repeat, a.kernels and mode == "onednn" and not info.get(mode))
+                r = _run(path, mode, a.repeat, a.kernels and mode == "onednn" and not info.get(mode), a.precision)
                 runs[mode].append(r["median_ms"])
                 info.setdefault(mode, r)
         e, o, u = (statistics.median(runs[k]) for k in ("", "onednn", "auto"))

@@ -190,13 +190,14 @@ def _group_kernels(groups: list, tuned: dict, likely: dict, twin_tuned: dict, of
     """The fused groups as kernels made in their compile jobs (``build_made``): each job's
     text (its object's key) is the group's, with the record and likely sizes it is scheduled
     by; a group an offload backend takes is made by it (:mod:`.external`)."""
-    from .external import make_external_kernel
+    from .external import backend_module, make_external_kernel
 
     out = []
     for g, fn in groups:
         if offloaded and g in offloaded:
             b, version = offloaded[g]
-            out.append((g, f"{g}\noffload {b} {version}\n{astext(fn)}", make_external_kernel, (b, fn)))
+            out.append((g, f"{g}\noffload {b} {version}\n{astext(fn)}", make_external_kernel,
+                        (b, fn, backend_module(b))))
             continue
         text = (f"{g}\n{astext(fn)}" + (f"\ntuned {tuned[g][0]} {tuned[g][1]}" if g in tuned else "")
                 + (f"\nlikely {sorted(likely[g].items())}" if likely.get(g) else "")

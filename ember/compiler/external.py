@@ -14,19 +14,21 @@ __all__ = ["forget_when_freed", "make_external_kernel"]
 
 
 def make_external_kernel(payload: tuple, name: str, target) -> tuple:
-    """``payload`` = (backend name, group Function) -> (signature PrimFunc, stats), the stats
-    holding the ``object`` and the metadata the entry adds (``backend``)."""
-    from ..offload import compile_c, get_backend
+    """``payload`` = (backend name, group Function, the module defining the backend) ->
+    (signature PrimFunc, stats), the stats holding the ``object`` and the metadata the entry
+    adds (``backend``). In a compile worker, a backend the user registered is not known until
+    its module is imported: it is, by the name the compiling process gave."""
+    from ..offload import compile_c
     from .group import lower_group
 
-    backend, fn = payload
+    backend, fn, module = payload
     assert isinstance(fn, Function)
     t0 = time.perf_counter()
     func = lower_group(fn, name, target).lowered()
     if len(func.buffers) != len(fn.params) + 1:  # (its size arguments, int64 each, follow: the backend's to read)
         raise CompileError(f"{name}: offload backend {backend!r} takes groups of one output; "
                            f"this kernel has {len(func.buffers)} buffers for {len(fn.params)} inputs")
-    b = get_backend(backend)
+    b = _backend(backend, module)
     src = b.source(fn, func, name)
     t1 = time.perf_counter()
     obj = compile_c(src, f"kernel {name!r} (offloaded to {backend!r})")
@@ -34,6 +36,32 @@ def make_external_kernel(payload: tuple, name: str, target) -> tuple:
     if b.stateful:
         entry["forget"] = f"{name}__forget"
     return func, {"object": obj, "entry": entry, "schedule": t1 - t0, "c_compile": time.perf_counter() - t1}
+
+
+# a backend registered in a script is unknown to the compile workers: its kernels are made here
+make_external_kernel.in_process = lambda payload: payload[2] in ("", "__main__")
+
+
+def backend_module(name: str) -> str:
+    """The module that defines backend ``name``'s functions (registering it on import)."""
+    from ..offload import get_backend
+
+    return getattr(get_backend(name).source, "__module__", "") or ""
+
+
+def _backend(name: str, module: str):
+    from ..errors import ArgumentError
+    from ..offload import get_backend
+
+    try:
+        return get_backend(name)
+    except ArgumentError:
+        if not module or module == "__main__":
+            raise
+        import importlib
+
+        importlib.import_module(module)
+        return get_backend(name)
 
 
 def forget_when_freed(exe) -> None:

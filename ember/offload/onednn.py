@@ -61,15 +61,25 @@ def _plan(fn):
     conv, steps = found
     x, w, out = conv.args[0].type, conv.args[1].type, conv.type
     a = conv.attrs
-    if not (all(t.dtype == "float32" for t in (x, w, out)) and w.is_static and len(conv.args) == 2
-            and _batch(x) is not False and _batch(x) == _batch(out)
-            and (a.get("groups", 1) == 1 or _depthwise(conv)) and a.get("dot") is None
-            and a.get("pad_value", 0) == 0):
+    # (precision="bf16": data and packed weights words of two bfloat16 along the channels)
+    half = a.get("dot") == "dot_bf16x2" and x.dtype == w.dtype == "int32" and out.dtype == "float32" and x.ndim == 5
+    if not ((half or (all(t.dtype == "float32" for t in (x, w, out)) and a.get("dot") is None))
+            and w.is_static and len(conv.args) == 2 and _batch(x) is not False and _batch(x) == _batch(out)
+            and (a.get("groups", 1) == 1 or (_depthwise(conv) and not half)) and a.get("pad_value", 0) == 0):
         return None
-    if out.shape[4] not in BLOCKS or (x.ndim == 5 and x.shape[4] not in BLOCKS) or x.ndim not in (4, 5):
+    if out.shape[4] not in BLOCKS or (x.ndim == 5 and x.shape[4] * (2 if half else 1) not in BLOCKS) \
+            or x.ndim not in (4, 5):
         return None
+    if half and 2 * x.shape[4] != out.shape[4]:
+        return None  # (bf16 data in another block -- a stem's 4 channels -- runs oneDNN's reference code: 1.5 s)
     if x.ndim == 4 and x.shape[1] > 4:  # (plain data: oneDNN's JIT reads it for a stem's few channels only)
         return None
+    if steps and steps[-1][0] == "cast:bfloat16":  # (written in bf16: the next conv's words)
+        if not half:
+            return None  # (a float32 conv -- depthwise in bf16 mode -- writes float32 only: JIT kernels)
+        steps = steps[:-1]
+        if any(op == "add" and other.type.shape == out.shape for op, other in steps):
+            return None  # (a sum post-op adds to the bf16 destination: the float residual is not that)
     got = _epilogue(steps, out, lambda shape: shape == (1, out.shape[1], 1, 1, out.shape[4]))
     return None if got is None else (conv, *got)
 
@@ -220,6 +230,17 @@ def _conv_source(fn, func, name: str, conv, bias, posts) -> ExternalSource:
     N, FO, OH, OW, FB = conv.type.shape
     C, KH, KW = w[1], w[2], w[3]
     H, W = x[2], x[3]
+    half = conv.attrs.get("dot") == "dot_bf16x2"
+    dtype = "dnnl_bf16" if half else "dnnl_f32"
+    out_dtype = "dnnl_bf16" if fn.body.type.dtype == "bfloat16" else "dnnl_f32"
+    unpack = None
+    if half:  # (words of two bfloat16 along C: data blocks of 2 x[4] channels; weights (F/FB, C/2, kh, kw, FB) words)
+        C *= 2
+        x = (*x[:4], 2 * x[4])
+        unpack = (f"for (int64_t f = 0; f < {FO * FB}; f++) for (int64_t c = 0; c < {C}; c++) "
+                  f"for (int64_t k = 0; k < {KH * KW}; k++) ((uint16_t *)u)[(f * {C} + c) * {KH * KW} + k] = "
+                  f"((const uint16_t *)w)[(((f / {FB}) * {C // 2} + c / 2) * {KH * KW} + k) * {2 * FB} "
+                  f"+ (f % {FB}) * 2 + c % 2];")
     src_tag = f"dnnl_aBcd{x[4]}b" if len(x) == 5 else "dnnl_nchw"
     sh, sw = conv.attr("strides") or (1, 1)
     dh, dw = conv.attr("dilation") or (1, 1)
@@ -227,25 +248,26 @@ def _conv_source(fn, func, name: str, conv, bias, posts) -> ExternalSource:
     if _depthwise(conv):  # (groups of one channel: weights G 1 1 kh kw, Ember's blocks Goihw<b>g)
         C = FO * FB
         wdims, wtag = f"{{{C}, 1, 1, {KH}, {KW}}}", f"dnnl_Goihw{FB}g"
-    else:
-        wdims, wtag = f"{{{FO * FB}, {C}, {KH}, {KW}}}", f"dnnl_Abcd{FB}a"
+    else:  # (Ember's packing Oihw<b>o as it is; bf16 words unpacked to a plain oihw first)
+        wdims, wtag = f"{{{FO * FB}, {C}, {KH}, {KW}}}", "dnnl_oihw" if half else f"dnnl_Abcd{FB}a"
     nw = wdims.count(",") + 1
     init = f"""dnnl_dims_t bd = {{{FO * FB}}}, wd = {wdims};
     failed = dnnl_engine_create(&eng, dnnl_cpu, 0) != dnnl_success
-        || dnnl_memory_desc_init_by_tag(&wuser, {nw}, wd, dnnl_f32, {wtag}) != dnnl_success
+        || dnnl_memory_desc_init_by_tag(&wuser, {nw}, wd, {dtype}, {wtag}) != dnnl_success
         || dnnl_memory_desc_init_by_tag(&bia_md, 1, bd, dnnl_f32, dnnl_x) != dnnl_success;"""
     desc = f"""dnnl_dims_t sd = {{n, {C}, {H}, {W}}}, wd = {wdims}, dd = {{n, {FO * FB}, {OH}, {OW}}};
     dnnl_dims_t st = {{{sh}, {sw}}}, dil = {{{dh - 1}, {dw - 1}}}, padl = {{{pt}, {pl}}}, padr = {{{pb}, {pr}}};
     dnnl_memory_desc_t wany;
     dnnl_convolution_desc_t cd;
-    int ok = dnnl_memory_desc_init_by_tag(&q->src_md, 4, sd, dnnl_f32, {src_tag}) == dnnl_success
-        && dnnl_memory_desc_init_by_tag(&wany, {nw}, wd, dnnl_f32, dnnl_format_tag_any) == dnnl_success
-        && dnnl_memory_desc_init_by_tag(&q->dst_md, 4, dd, dnnl_f32, dnnl_aBcd{FB}b) == dnnl_success
+    int ok = dnnl_memory_desc_init_by_tag(&q->src_md, 4, sd, {dtype}, {src_tag}) == dnnl_success
+        && dnnl_memory_desc_init_by_tag(&wany, {nw}, wd, {dtype}, dnnl_format_tag_any) == dnnl_success
+        && dnnl_memory_desc_init_by_tag(&q->dst_md, 4, dd, {out_dtype}, dnnl_aBcd{FB}b) == dnnl_success
         && dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct,
                &q->src_md, &wany, {'&bia_md' if bias is not None else 'NULL'}, &q->dst_md, st, dil, padl, padr) == dnnl_success;"""
-    return _kernel(name, fn, init=init, desc=desc, op_desc="&cd", unpack=None,
+    return _kernel(name, fn, init=init, desc=desc, op_desc="&cd", unpack=unpack,
                    batch=_sizes(func, name, N), nsizes=len(func.scalars), x=at[conv.args[0]], w=at[conv.args[1]],
-                   bias=at[bias] if bias is not None else None, posts=posts, row_bytes=FO * OH * OW * FB * 4)
+                   bias=at[bias] if bias is not None else None, posts=posts,
+                   row_bytes=FO * OH * OW * FB * (2 if out_dtype == "dnnl_bf16" else 4))
 
 
 def _kernel(name: str, fn, *, init: str, desc: str, op_desc: str, unpack, batch: str, nsizes: int, x: str, w: str,

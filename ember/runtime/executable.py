@@ -472,7 +472,7 @@ class Executable:
         rc = LANES.run_native(self._pool.threads_per_run, runner, address, data_pointer(words),
                               ctypes.addressof(ptrs), ctypes.addressof(fns))
         if rc:
-            what = (f"kernel {self._calls[rc - 1][0].name!r} failed: a scratch allocation ran out of memory"
+            what = (f"kernel {self._calls[rc - 1][0].name!r} failed: {self._calls[rc - 1][0].failure()}"
                     if rc > 0 else "the native program runner met a call it was not built for")
             raise EmberError(f"{what} (call {rc} of {len(self._calls)})")
 

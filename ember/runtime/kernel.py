@@ -185,9 +185,16 @@ class Kernel:
         raise ArgumentError(f"kernel {self.name!r}: bad scalar argument for ({names}): got "
                             f"{tuple(values)!r} ({exc})") from None
 
+    def failure(self) -> str:
+        """Why this kernel returned non-zero: Ember's own kernels only when a scratch allocation
+        fails; an offloaded one when its library refused or failed."""
+        backend = self.meta.get("backend")
+        if backend:
+            return f"its offload backend {backend!r} failed (the library refused the primitive or ran out of memory)"
+        return "a scratch allocation ran out of memory"
+
     def _failed(self, rc: int):
-        raise EmberError(f"kernel {self.name!r} failed (status {rc}): a scratch allocation ran "
-                         f"out of memory")
+        raise EmberError(f"kernel {self.name!r} failed (status {rc}): {self.failure()}")
 
     def _bad_align(self, index: int, ptr: int):
         p = self._bufs[index]

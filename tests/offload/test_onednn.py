@@ -230,3 +230,25 @@ def test_depthwise_convolutions_and_relu6_run_on_onednn(batch, capfd, monkeypatc
         np.testing.assert_allclose(off.run(x)[0], own.run(x)[0], rtol=1e-4, atol=1e-4)
     made = [line for line in capfd.readouterr().err.splitlines() if "ember onednn" in line]
     assert len(made) == 4 * (1 if batch == 1 else 2) and "ref:" not in "".join(made), made
+
+
+@pytest.mark.skipif(not __import__("ember").target.Target.host().has_feature("avx512bf16"),
+                    reason="precision='bf16' needs a CPU with AVX512-BF16")
+def test_bf16_convolutions_run_on_onednn_in_bf16(capfd, monkeypatch):
+    """With precision='bf16' the convs whose data are bf16 words in oneDNN's block run on its
+    bf16 JIT kernels (the packed words unpacked once), writing bf16 for the next conv or float;
+    the depthwise convs (float data in Ember's bf16 mode) on its float ones; what oneDNN would
+    run on reference code (data in another block) or could not write (a float residual into a
+    bf16 output) stays Ember's."""
+    m = _inverted_residual()
+    own = ember.compile(m, wait=True, cache=False, precision="bf16")
+    monkeypatch.setenv("EMBER_DNNL_VERBOSE", "1")
+    off = ember.compile(m, wait=True, cache=False, precision="bf16", offload=["onednn"])
+    taken = sorted(e["name"] for e in off.module.metadata["kernels"] if e.get("backend") == "onednn")
+    assert taken == ["fused_conv2d_nchwc_add", "fused_conv2d_nchwc_add_clip", "fused_conv2d_nchwc_add_clip_1"], taken
+    capfd.readouterr()
+    x = RNG.standard_normal((1, 32, 14, 14)).astype(np.float32)
+    want = own.run(x)[0]
+    np.testing.assert_allclose(off.run(x)[0], want, rtol=1e-2, atol=1e-2 * np.abs(want).max())
+    made = [line for line in capfd.readouterr().err.splitlines() if "ember onednn" in line]
+    assert len(made) == 3 and sum("bf16" in line for line in made) == 2 and "ref:" not in "".join(made), made

@@ -101,3 +101,25 @@ def test_ember_compile_offload_writes_a_library_that_runs(tmp_path):
     assert compile_main([str(path), "--offload", "reference", "-o", str(out)]) == 0
     loaded = ember.load(str(out))
     assert sum(e.get("backend") == "reference" for e in loaded.module.metadata["kernels"]) == 3
+
+
+
+
+@pytest.mark.parametrize("where", ["module", "script"])
+def test_an_offloaded_kernel_that_fails_is_named_with_its_backend(where, monkeypatch):
+    """A backend's kernel returning non-zero raises an EmberError naming the kernel and the
+    backend, not Ember's scratch-allocation failure. The backend is registered by its module:
+    a compile worker imports it by name to make the kernels; one registered in a script
+    (``__main__``, which a worker cannot import) has its kernels made in the compiling process."""
+    from ember.errors import EmberError
+    from ember.offload import _BACKENDS
+    from ember.testing import failing_backend
+
+    _BACKENDS.pop("failing", None)
+    monkeypatch.setitem(_BACKENDS, "failing", failing_backend.FAILING)  # (gone after the test: auto's list)
+    if where == "script":
+        monkeypatch.setattr(failing_backend._source, "__module__", "__main__")
+    exe = ember.compile(_model(), wait=True, cache=False, offload=["failing"])
+    with pytest.raises(EmberError, match=r"kernel 'fused_conv2d_nchwc_add_relu\w*' failed: its offload backend "
+                                         r"'failing' failed"):
+        exe.run(RNG.standard_normal((1, 16, 12, 12)).astype(np.float32))

@@ -440,14 +440,17 @@ def compile_made_objects(kernels: list, target: Target, stats: Optional[dict] = 
     library key, like :func:`compile_objects`: a model's whole back end, from its fused groups
     on, runs on every core. ``key text`` says everything the kernel is made from (its object's
     cache key); ``make`` is a module-level function, which pickles by name. A fifth element, where
-    given, is the kernel's LLVM optimization level (else :func:`~ember.config.opt_level`'s)."""
+    given, is the kernel's LLVM optimization level (else :func:`~ember.config.opt_level`'s). A
+    ``make`` with an ``in_process(payload)`` attribute saying True has that job made in this
+    process (what it needs exists only here: an offload backend a script registered)."""
     opt = opt_level()
     opts = [k[4] if len(k) > 4 else opt for k in kernels]  # (a kernel's own LLVM level: tier 0's)
     items = [(k[2], k[3]) for k in kernels]
     jobs = [("made", pickle.dumps(item), k[0], target, o, f"kernel {k[0]!r}")
             for k, item, o in zip(kernels, items, opts)]
     keys = [object_key(k[1], "made", target, o) for k, o in zip(kernels, opts)]
-    return _compile(jobs, keys, items, [k[0] for k in kernels], target, stats, opt)
+    return _compile(jobs, keys, items, [k[0] for k in kernels], target, stats, opt,
+                    here=lambda i: getattr(items[i][0], "in_process", lambda _: False)(items[i][1]))
 
 
 def made_object_cached(key_text: str, target: Target, opt: Optional[int] = None) -> bool:
