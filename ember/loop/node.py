@@ -8,7 +8,10 @@ from __future__ import annotations
 import dataclasses
 
 
+import operator
+
 _FIELD_NAMES: dict = {}
+_KEYS: dict = {}  # node class -> a function of a node giving its fields' values as a tuple
 
 
 def field_names(cls) -> tuple:
@@ -27,7 +30,7 @@ class Node:
     __slots__ = ()
 
     def _key(self) -> tuple:
-        return tuple(getattr(self, name) for name in field_names(type(self)))
+        return field_values(self)
 
     def __eq__(self, other: object) -> bool:
         if self is other:
@@ -69,6 +72,29 @@ class Node:
         except Exception:  # printing must never hide the real error
             fields = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in dataclasses.fields(self))
             return f"{type(self).__name__}({fields})"
+
+
+def field_values(n: "Node") -> tuple:
+    """The values of node ``n``'s fields, in order."""
+    try:
+        return _KEYS[type(n)](n)
+    except KeyError:
+        return _key_of(type(n))(n)
+
+
+def _key_of(cls):
+    """``cls``'s field getter (``operator.attrgetter``, in C: equality and hashing ask for
+    fields hundreds of thousands of times in a model's build), always giving a tuple."""
+    names = field_names(cls)
+    if len(names) == 1:
+        one = operator.attrgetter(names[0])
+        get = lambda n: (one(n),)  # noqa: E731
+    elif names:
+        get = operator.attrgetter(*names)
+    else:
+        get = lambda n: ()  # noqa: E731
+    _KEYS[cls] = get
+    return get
 
 
 def node(cls):

@@ -10,12 +10,12 @@ import dataclasses
 from typing import Callable, Iterator, Optional
 
 from .expr import Expr, Load, Var
-from .node import Node, field_names
+from .node import Node, field_names, field_values
 from .stmt import Buffer, For, PrimFunc, Stmt
 
 
 def _children_fields(n: Node):
-    return [(name, getattr(n, name)) for name in field_names(type(n))]
+    return zip(field_names(type(n)), field_values(n))
 
 
 def expr_children(e: Expr) -> Iterator[Expr]:
@@ -41,7 +41,7 @@ def walk(tree, visit_buffers: bool = False) -> Iterator[Node]:
         yield n
         if isinstance(n, Buffer) and not visit_buffers:
             continue
-        stack.extend([getattr(n, name) for name in reversed(field_names(type(n)))])
+        stack.extend(reversed(field_values(n)))
 
 
 def rewrite(tree, fn: Callable[[Node], Optional[Node]], *, into_buffers: bool = False):
