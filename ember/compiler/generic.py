@@ -122,11 +122,11 @@ def generalize(fn: Function, keep: frozenset = frozenset(), from_axis: int = 0,
             and t.shape[k] <= 64
     static = {i: (lambda t, k: k >= from_axis or short_last(t, k)) if i in keep else short_last
               for i in range(len(fn.params))}
-    # the dims that go symbolic, as keys of their symbols: their value, or (apart) their place
-    where = {(i, k): (i, k) if apart else d for i, p in enumerate(fn.params) if isinstance(p.type, TensorType)
-             for k, d in enumerate(p.type.shape) if isinstance(d, int) and d > 1 and not static[i](p.type, k)}
     if not all(isinstance(p.type, TensorType) for p in fn.params):
         return None
+    # the dims that go symbolic, as keys of their symbols: their value, or (apart) their place
+    where = {(i, k): (i, k) if apart else d for i, p in enumerate(fn.params)
+             for k, d in enumerate(p.type.shape) if isinstance(d, int) and d > 1 and not static[i](p.type, k)}
     keys = list(dict.fromkeys(where.values()))
     if not keys:
         return None

@@ -74,14 +74,20 @@ def _plan(fn):
         return None  # (bf16 data in another block -- a stem's 4 channels -- runs oneDNN's reference code: 1.5 s)
     if x.ndim == 4 and x.shape[1] > 4:  # (plain data: oneDNN's JIT reads it for a stem's few channels only)
         return None
-    if steps and steps[-1][0] == "cast:bfloat16":  # (written in bf16: the next conv's words)
-        if not half:
-            return None  # (a float32 conv -- depthwise in bf16 mode -- writes float32 only: JIT kernels)
-        steps = steps[:-1]
-        if any(op == "add" and other.type.shape == out.shape for op, other in steps):
-            return None  # (a sum post-op adds to the bf16 destination: the float residual is not that)
-    got = _epilogue(steps, out, lambda shape: shape == (1, out.shape[1], 1, 1, out.shape[4]))
+    steps = _bf16_tail(steps, out, writes_bf16=half)  # (a float32 conv -- depthwise in bf16 mode -- writes float)
+    got = None if steps is None else _epilogue(steps, out, lambda shape: shape == (1, out.shape[1], 1, 1, out.shape[4]))
     return None if got is None else (conv, *got)
+
+
+def _bf16_tail(steps, out, writes_bf16: bool = True):
+    """``steps`` less a last cast to bfloat16 (the primitive writes bf16: the next kernel's
+    words); None where it cannot: a primitive that writes float only, or one with a residual
+    add (a sum post-op adds to the bf16 destination, which the float residual is not)."""
+    if not (steps and steps[-1][0] == "cast:bfloat16"):
+        return steps
+    if not writes_bf16 or any(op == "add" and other.type.shape == out.shape for op, other in steps[:-1]):
+        return None
+    return steps[:-1]
 
 
 def _epilogue(steps, out, is_bias):
@@ -132,11 +138,9 @@ def _product_plan(fn):
             rf"(\d+\*)?{re.escape(first.symbols[0])}", str(first))):
         return None  # (rows a symbol or a multiple of one: the kernel's one size argument)
     units = mm.attr("units")
-    if steps and steps[-1][0] == "cast:bfloat16":  # (written in bf16: the next product's words)
-        steps = steps[:-1]
-        if any(op == "add" and other.type.shape == out.shape for op, other in steps):
-            return None  # (a sum post-op adds to the bf16 destination: the float residual is not that)
-    got = _epilogue(steps, out, lambda shape: shape[-1:] == (units,) and all(d == 1 for d in shape[:-1]))
+    steps = _bf16_tail(steps, out)
+    got = None if steps is None else _epilogue(steps, out, lambda shape: shape[-1:] == (units,)
+                                               and all(d == 1 for d in shape[:-1]))
     return None if got is None else (mm, *got)
 
 
