@@ -178,6 +178,9 @@ def _tier0_function(fn: Function, weights: frozenset = frozenset()) -> tuple:
     kernel serves convolutions of every width), or from their second (a grouped one's group
     width), or else all of them (the shape rule wants them static), so its activations' sizes
     go generic alone."""
+    # (only an anchor's weights keep their sizes: a bias, a constant the epilogue reads, goes
+    # generic like the activations, or a grouped conv's kernel would be one per width)
+    weights = frozenset(i for i in weights if _anchor_weight(fn, fn.params[i]))
     tries = [(frozenset(), 0)] + ([(weights, 2), (weights, 1), (weights, 0)] if weights else [])
     with generic_kernels("any"):
         for keep, from_axis in tries:
@@ -186,6 +189,12 @@ def _tier0_function(fn: Function, weights: frozenset = frozenset()) -> tuple:
                 if g is not None and _computes(g[0]):
                     return _grouped_alike(g[0]), g[1]
     return fn, {}
+
+
+def _anchor_weight(fn: Function, param) -> bool:
+    """Whether ``param`` is an operand of ``fn``'s anchor other than its data (its weights)."""
+    return any(isinstance(c, Call) and get_op(c.op).pattern in ANCHORS and any(a is param for a in c.args[1:])
+               for c in post_order(fn.body))
 
 
 def _grouped_alike(fn: Function) -> Function:

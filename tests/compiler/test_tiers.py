@@ -313,3 +313,26 @@ def test_a_process_exiting_mid_build_leaves_the_cache_whole(cold):
         assert "(1, 10)" in r.stdout
     left = [f for f in os.listdir(cold / "cache" / "objects") if f.startswith(".obj-")]
     assert not left
+
+
+def test_grouped_convolutions_with_biases_of_every_width_share_a_tier0_kernel(tmp_path):
+    """A grouped conv's weights keep their group width static, its bias (a constant too) goes
+    generic like the activations: RegNet's grouped convs with a bias, each stage another width,
+    share one tier-0 kernel."""
+    nodes = [helper.make_node("Conv", ["x", "q"], ["x1"]),  # (the input read blocked by the convs after)
+             helper.make_node("Conv", ["x1", "g0", "b0"], ["c0"], pads=[1, 1, 1, 1], group=8),
+             helper.make_node("Relu", ["c0"], ["r0"]),
+             helper.make_node("Conv", ["r0", "p", "pb"], ["c1"]), helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "g1", "b1"], ["c2"], pads=[1, 1, 1, 1], group=16),
+             helper.make_node("Relu", ["c2"], ["y"])]
+    inits = [_init("q", (64, 64, 1, 1), 0.1), _init("g0", (64, 8, 3, 3)), _init("b0", (64,)),
+             _init("p", (128, 64, 1, 1), 0.1), _init("pb", (128,)),
+             _init("g1", (128, 8, 3, 3)), _init("b1", (128,))]
+    path = _model(nodes, inits, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64, 10, 10])],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 128, 10, 10])], tmp_path / "g.onnx")
+    exe = ember.compile(path, wait=True)
+    jobs, chosen = tier0_kernels(exe.groups, constant_params(exe.program))
+    grouped = {n for g, (n, _) in chosen.items() if "groups=" in str(dict(exe.groups)[g])}
+    assert len(grouped) == 1, grouped
+    x = RNG.standard_normal((1, 64, 10, 10)).astype(np.float32)
+    np.testing.assert_allclose(_tier0_of(exe).run(x)[0], exe.run(x)[0], rtol=1e-4, atol=1e-5)
