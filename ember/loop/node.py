@@ -6,8 +6,6 @@ the way down; the hash is computed once and cached, so nodes can key dictionarie
 from __future__ import annotations
 
 import dataclasses
-
-
 import operator
 
 _FIELD_NAMES: dict = {}

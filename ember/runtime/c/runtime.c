@@ -226,8 +226,8 @@ int32_t ember_run(ember_session *s, const ember_tensor *inputs, ember_tensor *ou
             if (r) { free(t->data); t->data = NULL; }
         }
     }
-    if (r > 0) return fail(s, EMBER_E_KERNEL, "kernel call %s%lld of %lld failed (a scratch allocation ran out of memory)",
-                           "", r, P->ncalls);
+    if (r > 0) return fail(s, EMBER_E_KERNEL, "kernel call %s%lld of %lld failed (a scratch allocation ran out "
+                           "of memory, or an offloaded kernel's library failed)", "", r, P->ncalls);
     if (r == -2) return fail(s, EMBER_E_MEMORY, "copying an output: out of memory%s%lld%lld", "", 0, 0);
     if (r) return fail(s, EMBER_E_UNSUPPORTED, "the native program runner met a call it was not built for%s%lld%lld",
                        "", 0, 0);
