@@ -21,15 +21,16 @@ each other's kernels from the cache; the measurements take a few seconds per mod
 from __future__ import annotations
 
 import functools
+import statistics
 
 from ..options import CompileOptions
 from ..profile.inputs import random_inputs
 from ..profile.timing import interleaved
 
-__all__ = ["compile_auto"]
+__all__ = ["compile_auto", "pick_configuration"]
 
-WARMUP, REPEAT = 3, 15
-MARGIN = 0.03  # what an offloaded configuration must win by, end to end
+WARMUP, REPEAT, PASSES = 3, 15, 2
+MARGIN = 0.03  # what an offloaded configuration must win by, end to end, in every pass
 
 
 def _kernel_times(exe, feeds: dict) -> dict:
@@ -77,13 +78,22 @@ def compile_auto(model, options: CompileOptions):
     # (end to end, the three: the backend's layout may win or lose more than its kernels do)
     timed = {"ember_alone_s": (alone, frozenset()), "chosen_s": (mixed, chosen),
              "forced_s": (forced, frozenset(backend))}
-    # (in turns, so that the machine's noise falls on the three alike)
-    times = interleaved({k: functools.partial(exe.run, **feeds) for k, (exe, _) in timed.items()},
-                        warmup=WARMUP, repeat=REPEAT)
-    # a configuration other than Ember alone only where it wins by more than this host's noise
-    # between turns (BERT: every product slower on oneDNN, yet one turn timed it 2% ahead)
-    pick = min(times, key=lambda k: times[k] * (1.0 if k == "ember_alone_s" else 1.0 + MARGIN))
+    # (in turns, so that the machine's noise falls on the three alike; two passes)
+    runs = {k: functools.partial(exe.run, **feeds) for k, (exe, _) in timed.items()}
+    passes = [interleaved(runs, warmup=WARMUP, repeat=REPEAT) for _ in range(PASSES)]
+    pick = pick_configuration(passes)
     best, offloaded = timed[pick]
     best.offload_choices = choices
-    best.offload_summary = {"backends": names, **times, "picked": pick, "offloaded": sorted(offloaded)}
+    times = {k: statistics.median(p[k] for p in passes) for k in timed}
+    best.offload_summary = {"backends": names, **times, "picked": pick, "offloaded": sorted(offloaded),
+                            "passes": passes}
     return best
+
+
+def pick_configuration(passes: list) -> str:
+    """The configuration to return from the end-to-end ``passes`` (dicts of median seconds):
+    in each, the fastest, Ember alone unless another wins by more than :data:`MARGIN`; another
+    only where every pass picks it. One pass's margin was not enough: MobileNetV2's chosen
+    layers won by 3% in auto's pass, then ran 2.7% slower than Ember alone in the same process."""
+    picks = {min(t, key=lambda k: t[k] * (1.0 if k == "ember_alone_s" else 1.0 + MARGIN)) for t in passes}
+    return picks.pop() if len(picks) == 1 else "ember_alone_s"
