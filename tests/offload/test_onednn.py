@@ -150,7 +150,6 @@ def test_the_c_example_runs_an_export_with_offloaded_kernels(compiled, tmp_path)
 def _mlp(batch=2):
     """A transformer's MLP block: y = x + gelu(x @ w1 + b1) @ w2 + b2, then relu(y @ w3), over
     (batch, 16, 32) -- products of rows across two leading dims, a bias, GELU, a residual, ReLU."""
-    import onnx
     from onnx import TensorProto as TP, helper as h, numpy_helper as nh
 
     w = {n: (RNG.standard_normal(s) * 0.2).astype(np.float32)
@@ -166,13 +165,18 @@ def _mlp(batch=2):
     return h.make_model(g, opset_imports=[h.make_opsetid("", 17), h.make_opsetid("com.microsoft", 1)])
 
 
+def _own_and_offloaded(m, monkeypatch, **options):
+    """``m`` compiled by Ember alone and with oneDNN (its primitives reported on stderr as they
+    are made), and the kernels oneDNN took."""
+    own = ember.compile(m, wait=True, cache=False, **options)
+    monkeypatch.setenv("EMBER_DNNL_VERBOSE", "1")
+    off = ember.compile(m, wait=True, cache=False, offload=["onednn"], **options)
+    return own, off, [e["name"] for e in off.module.metadata["kernels"] if e.get("backend") == "onednn"]
+
+
 @pytest.mark.parametrize("batch", [2, "N"])
 def test_products_by_weights_run_on_onednn_matmul_with_their_epilogues(batch, capfd, monkeypatch):
-    m = _mlp(batch)
-    own = ember.compile(m, wait=True, cache=False)
-    monkeypatch.setenv("EMBER_DNNL_VERBOSE", "1")
-    off = ember.compile(m, wait=True, cache=False, offload=["onednn"])
-    taken = [e["name"] for e in off.module.metadata["kernels"] if e.get("backend") == "onednn"]
+    own, off, taken = _own_and_offloaded(_mlp(batch), monkeypatch)
     assert len(taken) == 3 and all("matmul" in n for n in taken), taken
     capfd.readouterr()
     for n in ((2,) if batch == 2 else (1, 3, 2)):
@@ -221,11 +225,7 @@ def _inverted_residual(batch=1):
 
 @pytest.mark.parametrize("batch", [1, "N"])
 def test_depthwise_convolutions_and_relu6_run_on_onednn(batch, capfd, monkeypatch):
-    m = _inverted_residual(batch)
-    own = ember.compile(m, wait=True, cache=False)
-    monkeypatch.setenv("EMBER_DNNL_VERBOSE", "1")
-    off = ember.compile(m, wait=True, cache=False, offload=["onednn"])
-    taken = [e["name"] for e in off.module.metadata["kernels"] if e.get("backend") == "onednn"]
+    own, off, taken = _own_and_offloaded(_inverted_residual(batch), monkeypatch)
     # (every conv but the first, which reads the 32-channel input unblocked)
     assert sorted(taken) == ["fused_conv2d_nchwc_1", "fused_conv2d_nchwc_add", "fused_conv2d_nchwc_add_clip",
                              "fused_conv2d_nchwc_add_clip_1"], taken
@@ -245,12 +245,8 @@ def test_bf16_convolutions_run_on_onednn_in_bf16(capfd, monkeypatch):
     the depthwise convs (float data in Ember's bf16 mode) on its float ones; what oneDNN would
     run on reference code (data in another block) or could not write (a float residual into a
     bf16 output) stays Ember's."""
-    m = _inverted_residual()
-    own = ember.compile(m, wait=True, cache=False, precision="bf16")
-    monkeypatch.setenv("EMBER_DNNL_VERBOSE", "1")
-    off = ember.compile(m, wait=True, cache=False, precision="bf16", offload=["onednn"])
-    taken = sorted(e["name"] for e in off.module.metadata["kernels"] if e.get("backend") == "onednn")
-    assert taken == ["fused_conv2d_nchwc_add", "fused_conv2d_nchwc_add_clip", "fused_conv2d_nchwc_add_clip_1"], taken
+    own, off, taken = _own_and_offloaded(_inverted_residual(), monkeypatch, precision="bf16")
+    assert sorted(taken) == ["fused_conv2d_nchwc_add", "fused_conv2d_nchwc_add_clip", "fused_conv2d_nchwc_add_clip_1"], taken
     capfd.readouterr()
     x = RNG.standard_normal((1, 32, 14, 14)).astype(np.float32)
     want = own.run(x)[0]
