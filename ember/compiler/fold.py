@@ -29,7 +29,11 @@ def evaluate_constants(exprs: list, ctx: PassContext) -> list:
             f"{describe(exprs[big])}, {format_bytes(sizes[big])}) from {len(leaves)} constant(s) "
             f"({format_bytes(inputs)})")
     mod = Module({"main": Function([], Tuple(exprs))})
-    disabled = set(ctx.disabled) | {"fold_constant", "simplify_inference", "block_layout", "pack_conv_weights"}
+    # (and the passes that make a model's kernels faster or quantized ones integer: a fold runs
+    # once, and they cost more than they save -- DenseNet-121's fold spent 50 ms in them)
+    disabled = set(ctx.disabled) | {"fold_constant", "simplify_inference", "block_layout", "pack_conv_weights",
+                                    "requantize", "sink_reshapes", "merge_branches", "fold_channel_scale",
+                                    "integer_products", "activation_products", "trim_conv_taps"}
     # the folding program runs here, on the host: compiled for the model's target (another
     # CPU's instructions) it would die of an illegal instruction
     # it runs once: LLVM's optimizations would cost more than they save (O1 compiles ~3x
