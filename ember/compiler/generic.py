@@ -91,7 +91,7 @@ def _symbols(fn: Function) -> set:
 
 
 def generalize(fn: Function, keep: frozenset = frozenset(), from_axis: int = 0,
-               apart: bool = False) -> Optional[tuple]:
+               apart: bool = False, short: bool = True) -> Optional[tuple]:
     """``(generic function, sizes)``: ``fn`` with its parameters' static dims (other than 1) as
     size symbols and ``sizes`` their values for this call -- or None where ``fn`` keeps its
     static kernel (see the module docstring). The parameters at the positions in ``keep``
@@ -113,12 +113,12 @@ def generalize(fn: Function, keep: frozenset = frozenset(), from_axis: int = 0,
         return None  # (a small kernel's time is its fixed costs, which sizes in registers raise)
     if any(isinstance(n, Constant) and n.type.ndim for n in post_order(fn.body)):
         return None  # (a tensor constant has fixed sizes: its operand would have to match them)
-    # a model's kernels keep a short last axis static: their vectors run along it, and over a
-    # few vectors a symbolic extent's loop and masked tail cost (the blocked layout's block
-    # of 16 or 32: 4-5% on MobileNet and EfficientNet); a long one (Swin's 96-768 channels)
-    # pays little for them
+    # a model's kernels keep a short last axis static (``short``): their vectors run along it,
+    # and over a few vectors a symbolic extent's loop and masked tail cost (the blocked
+    # layout's block of 16 or 32: 4-5% on MobileNet and EfficientNet); a long one (Swin's
+    # 96-768 channels) pays little for them. (Tier 0 tries without first: sharing pays there.)
     def short_last(t, k) -> bool:
-        return which in ("elementwise", "any") and k == t.ndim - 1 and isinstance(t.shape[k], int) \
+        return short and which in ("elementwise", "any") and k == t.ndim - 1 and isinstance(t.shape[k], int) \
             and t.shape[k] <= 64
     static = {i: (lambda t, k: k >= from_axis or short_last(t, k)) if i in keep else short_last
               for i in range(len(fn.params))}
@@ -143,6 +143,19 @@ def generalize(fn: Function, keep: frozenset = frozenset(), from_axis: int = 0,
     value = {where[ik]: fn.params[ik[0]].type.shape[ik[1]] for ik in where}
     values = [value[key] for key in keys]
     by_value = {v: sym[key] for key, v in zip(keys, values)}  # (a shape attribute names sizes by value)
+    fresh: dict = {}  # tier 0: a shape attribute's other sizes -> sizes of their own (value -> name)
+
+    def size(d: int):
+        if d in by_value:
+            return by_value[d]
+        if which != "any" or d <= 1:
+            return d
+        # (Swin's windows, (1, 8, 7, 8, 7, C) at its first stage, (1, 4, 7, 4, 7, C) at the
+        # next: one kernel for every stage, each call passing its own)
+        if d not in fresh:
+            used = taken | set(names) | set(fresh.values())
+            fresh[d] = next(f"s{k}" for k in range(len(used) + 1) if f"s{k}" not in used)
+        return Dim(fresh[d])
 
     def sizes_in_attrs(n):
         # a shape an op is given (a reshape's, an expand's) names the same sizes symbolically;
@@ -150,7 +163,7 @@ def generalize(fn: Function, keep: frozenset = frozenset(), from_axis: int = 0,
         key = _SHAPE_ATTRS.get(n.op) if isinstance(n, Call) else None
         if key is None or n.attr(key, None) is None:
             return None
-        new = tuple(by_value.get(d, d) if isinstance(d, int) else d for d in n.attr(key))
+        new = tuple(size(d) if isinstance(d, int) else d for d in n.attr(key))
         return n.replace(attrs={**dict(n.attrs), key: new}) if new != tuple(n.attr(key)) else None
     try:
         with D.collect_assumptions(fresh=True) as assumed:
@@ -160,6 +173,7 @@ def generalize(fn: Function, keep: frozenset = frozenset(), from_axis: int = 0,
     except Exception:  # a shape rule that needs these sizes static
         return None
     sizes = dict(zip(names, values))
+    sizes.update((name, v) for v, name in fresh.items())
     # what the rules assumed of the new sizes must hold for this call's (every call that shares
     # the kernel checks it for its own): split sizes must sum to s0; and the
     # result must have this call's shape (a rule whose symbolic form differs from its static

@@ -177,7 +177,8 @@ def _tier0_function(fn: Function, weights: frozenset = frozenset()) -> tuple:
     packed convolution weight's window and block: its filters and channels go generic, so one
     kernel serves convolutions of every width), or from their second (a grouped one's group
     width), or else all of them (the shape rule wants them static), so its activations' sizes
-    go generic alone."""
+    go generic alone. A short last axis goes generic where the group's computes take it so
+    (:func:`generalize`'s ``short``), and a reshape's sizes that no parameter has do too."""
     # (only an anchor's weights keep their sizes: a bias, a constant the epilogue reads, goes
     # generic like the activations, or a grouped conv's kernel would be one per width)
     weights = frozenset(i for i in weights if _anchor_weight(fn, fn.params[i]))
@@ -185,9 +186,10 @@ def _tier0_function(fn: Function, weights: frozenset = frozenset()) -> tuple:
     with generic_kernels("any"):
         for keep, from_axis in tries:
             for apart in (True, False):  # (a symbol per dim shares most; per value where rules need it)
-                g = generalize(fn, keep, from_axis, apart)
-                if g is not None and _computes(g[0]):
-                    return _grouped_alike(g[0]), g[1]
+                for short in (False, True):
+                    g = generalize(fn, keep, from_axis, apart, short)
+                    if g is not None and _computes(g[0]):
+                        return _grouped_alike(g[0]), g[1]
     return fn, {}
 
 

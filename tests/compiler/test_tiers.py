@@ -336,3 +336,33 @@ def test_grouped_convolutions_with_biases_of_every_width_share_a_tier0_kernel(tm
     assert len(grouped) == 1, grouped
     x = RNG.standard_normal((1, 64, 10, 10)).astype(np.float32)
     np.testing.assert_allclose(_tier0_of(exe).run(x)[0], exe.run(x)[0], rtol=1e-4, atol=1e-5)
+
+
+def windows(path):
+    """Swin's window partition at two stages: (1, 12, 12, 8) into 3x3 windows -- reshape to
+    (1, 4, 3, 4, 3, 8), swap the middle axes, flatten to (144, 8) -- and (1, 6, 6, 16) likewise,
+    (1, 2, 3, 2, 3, 16) to (36, 16): shapes given as constants, of sizes no input has."""
+    nodes, inits = [], []
+    for s, n, c in (("a", 4, 8), ("b", 2, 16)):
+        inits += [numpy_helper.from_array(np.array([1, n, 3, n, 3, c], np.int64), f"w{s}"),
+                  numpy_helper.from_array(np.array([n * n * 9, c], np.int64), f"f{s}")]
+        nodes += [helper.make_node("Reshape", [f"x{s}", f"w{s}"], [f"r{s}"]),
+                  helper.make_node("Transpose", [f"r{s}"], [f"t{s}"], perm=[0, 1, 3, 2, 4, 5]),
+                  helper.make_node("Reshape", [f"t{s}", f"f{s}"], [f"y{s}"])]
+    ins = [helper.make_tensor_value_info("xa", TensorProto.FLOAT, [1, 12, 12, 8]),
+           helper.make_tensor_value_info("xb", TensorProto.FLOAT, [1, 6, 6, 16])]
+    outs = [helper.make_tensor_value_info("ya", TensorProto.FLOAT, [144, 8]),
+            helper.make_tensor_value_info("yb", TensorProto.FLOAT, [36, 16])]
+    return _model(nodes, inits, ins, outs, path)
+
+
+def test_shapes_given_as_constants_go_generic_at_tier0(tmp_path):
+    """A reshape's sizes that no input dim has (a stage's window count) become sizes of the
+    tier-0 kernel too, each call passing its own, and so does a short last axis (a stage's
+    channels; tier 1 keeps it static for its vectors): both stages' partitions share one kernel."""
+    exe = ember.compile(windows(tmp_path / "w.onnx"), wait=True)
+    jobs, chosen = tier0_kernels(exe.groups, constant_params(exe.program))
+    assert len(exe.groups) == 2 and len(jobs) == 1
+    a, b = RNG.standard_normal((1, 12, 12, 8)).astype(np.float32), RNG.standard_normal((1, 6, 6, 16)).astype(np.float32)
+    for got, want in zip(_tier0_of(exe).run(a, b), exe.run(a, b)):
+        np.testing.assert_array_equal(got, want)
