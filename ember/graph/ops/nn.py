@@ -308,12 +308,20 @@ def _infer_matmul_packed(args, attrs):
         raise ShapeError(f"nn.matmul_packed with dot={dot!r}: the dot must be one of {', '.join(PACKED_DOTS)} "
                          f"and the operands {WORD} words, got {a.dtype}")
     panels = tuple(bp.shape[-3:]) if bp.ndim >= 3 else ()
-    if a.ndim < 2 or not panels or not all(isinstance(d, int) for d in panels):
+    # (the panel count and the contraction may be symbolic -- a shape-generic tier-0 kernel
+    # for products of every width --, the panel width not: the micro-kernel's vectors)
+    if a.ndim < 2 or not panels or not isinstance(panels[2], int):
         raise ShapeError(f"expects (..., M, K) and a weight packed by nn.pack_matmul_weight (..., N/nr, K, nr), "
                          f"got {a} and {bp}")
     k, n = a.shape[-1], attrs["units"]
-    if isinstance(k, int) and k != panels[1] or not 0 < n <= panels[0] * panels[2]:
-        raise ShapeError(f"{a} @ packed {bp} with {n} columns: the contraction or the columns do not match")
+    why = f"{a} @ packed {bp} with {n} columns: the contraction or the columns do not match"
+    if n <= 0:
+        raise ShapeError(why)
+    if not isinstance(k, int) or not isinstance(panels[1], int):
+        D.assume_equal(k, panels[1], why)
+    elif k != panels[1]:
+        raise ShapeError(why)
+    D.assume_le(n, D.dim_mul(panels[0], panels[2]), why)
     batch = D.broadcast_shapes(a.shape[:-2], bp.shape[:-3])  # (an activation packed at run time: batched)
     return TensorType(batch + (a.shape[-2], n), a.dtype if dot is None else PACKED_DOTS[dot][3])
 

@@ -65,6 +65,25 @@ def test_matmul_and_dense_errors_and_symbols():
         infer("nn.dense", T(1, 511), T(1000, 512))
 
 
+def test_packed_products_take_symbolic_panels():
+    """A product by a packed weight: static, or with its panel count and contraction symbolic
+    (a tier-0 kernel for products of every width), what the rule needs of them assumed and
+    checked per call; its panel width stays static."""
+    from ember.graph.ops import dims as D
+
+    assert infer("nn.matmul_packed", T(5, 12), T(2, 12, 16), units=30) == T(5, 30)
+    with pytest.raises(ShapeError, match="the contraction or the columns do not match"):
+        infer("nn.matmul_packed", T(5, 12), T(2, 11, 16), units=30)
+    with pytest.raises(ShapeError, match="the contraction or the columns do not match"):
+        infer("nn.matmul_packed", T(5, 12), T(2, 12, 16), units=33)
+    with D.collect_assumptions(fresh=True) as assumed:
+        assert infer("nn.matmul_packed", T("m", "k"), T("p", "q", 16), units=64) == T("m", 64)
+    assert {D.eval_index(a.cond, dict(m=5, k=12, p=4, q=12)) for a in assumed.values()} == {1}
+    assert 0 in {D.eval_index(a.cond, dict(m=5, k=12, p=3, q=12)) for a in assumed.values()}
+    with pytest.raises(ShapeError):
+        infer("nn.matmul_packed", T(5, 12), T(2, 12, "r"), units=16)
+
+
 @pytest.mark.parametrize("eq, shapes", [("ij,jk->ik", [(2, 3), (3, 4)]), ("bij,bjk->bik", [(5, 2, 3), (5, 3, 4)]),
                                         ("ii->i", [(3, 3)]), ("ij->", [(2, 3)]), ("ij", [(2, 3)]),
                                         ("ji", [(2, 3)]), ("...ij,...jk", [(2, 1, 3, 4), (5, 4, 2)]),
