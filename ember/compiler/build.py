@@ -128,7 +128,8 @@ def _tiered(jobs: list, groups: list, program: dict, finish, target, stats: Opti
     waits for them. ``tiers``: ``{"t0": compile start, "progress": bool}``."""
     from ..codegen.llvm import build_made
     from ..codegen.llvm.objects import compile_made_objects, in_background, made_object_cached
-    from .tier0 import constant_params, remap_program, tier0_kernels
+    from .tier0 import constant_params, kernel_names, remap_program, tier0_kernels
+    from .tier0_split import splittable
     from .tiered import TieredExecutable
 
     missing = [k for k, j in enumerate(jobs) if not made_object_cached(j[1], target)]
@@ -145,12 +146,13 @@ def _tiered(jobs: list, groups: list, program: dict, finish, target, stats: Opti
     if len(missing) < TIER_MIN_KERNELS:  # (little left for tier 0: the build waits for them all)
         return None
     fns = dict(groups)
-    t0_jobs, chosen = tier0_kernels([(jobs[k][0], fns[jobs[k][0]]) for k in missing], constant_params(program))
+    t0_jobs, chosen = tier0_kernels([(jobs[k][0], fns[jobs[k][0]]) for k in missing], constant_params(program),
+                                    split=splittable(program))
     t0_by_name = {j[0]: j for j in t0_jobs}
 
     def mixed(pending: set, kernel_stats: Optional[dict] = None):
         use = [j for j in jobs if j[0] not in pending]
-        use += [t0_by_name[n] for n in dict.fromkeys(chosen[g][0] for g in pending)]
+        use += [t0_by_name[n] for n in dict.fromkeys(n for g in pending for n in kernel_names(chosen[g]))]
         module = build_made(use, target, kernel_stats)
         prog = remap_program(program, {g: chosen[g] for g in pending})
         return finish(module, prog), {g: 0 if g in pending else 1 for g, _ in groups}

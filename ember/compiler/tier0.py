@@ -33,8 +33,10 @@ from ..loop import compute as te
 from ..loop.schedule import Schedule
 from .generic import generalize, generic_kernels
 from .group import ANCHORS, GroupKernel, compute_group, group_anchor, own_outputs, _inlinable
+from .tier0_split import Split, split_calls, split_group
 
-__all__ = ["TIER0_OPT", "constant_params", "make_tier0_kernel", "remap_program", "schedule_plain", "tier0_kernels"]
+__all__ = ["TIER0_OPT", "constant_params", "kernel_names", "make_tier0_kernel", "remap_program", "schedule_plain",
+           "tier0_kernels"]
 
 # LLVM's level for tier-0 kernels: O1 (no unrolling or vectorizers; the schedule vectorizes).
 # Measured on ResNet-18 and GhostNetV2's tier-0 kernels: a lighter pipeline (SROA, instcombine,
@@ -238,29 +240,51 @@ def _short(op: str) -> str:
     return op.split(".")[-1].replace("_nchwc", "") or "group"
 
 
-def tier0_kernels(groups: list, weights: Optional[dict] = None) -> tuple:
+def tier0_kernels(groups: list, weights: Optional[dict] = None, split: bool = False) -> tuple:
     """The tier-0 compile jobs of ``groups`` ((kernel name, group Function) pairs) and, per
     group name, ``(tier-0 kernel name, sizes)``: groups that compute the same share one job.
-    ``weights``: kernel name -> positions of constant parameters (:func:`constant_params`)."""
+    ``weights``: kernel name -> positions of constant parameters (:func:`constant_params`).
+    ``split`` (a static program's groups): an anchor and its epilogue become two kernels, a
+    :class:`~.tier0_split.Split` in place of the pair (:mod:`.tier0_split`)."""
     jobs: dict = {}
     chosen: dict = {}
-    for g, fn in groups:
-        f0, sizes = _tier0_function(fn, (weights or {}).get(g, frozenset()))
+
+    def job(fn: Function, weights: frozenset) -> tuple:
+        f0, sizes = _tier0_function(fn, weights)
         text = astext(f0)
         name = f"tier0_{_short(group_anchor(f0))}_{hashlib.sha256(text.encode()).hexdigest()[:16]}"
         if name not in jobs:
             jobs[name] = (name, f"tier0\n{name}\n{text}", make_tier0_kernel, f0, TIER0_OPT)
-        chosen[g] = (name, dict(sizes))
+        return name, dict(sizes)
+
+    for g, fn in groups:
+        w = (weights or {}).get(g, frozenset())
+        parts = split_group(fn) if split else None
+        if parts is None:
+            chosen[g] = job(fn, w)
+            continue
+        fa, pa, fe, pe = parts
+        chosen[g] = Split((*job(fa, frozenset(pa.index(i) for i in w if i in pa)), pa),
+                          (*job(fe, frozenset()), pe), fa.body.type)
     return list(jobs.values()), chosen
+
+
+def kernel_names(choice) -> tuple:
+    """The tier-0 kernels a group's choice (of :func:`tier0_kernels`) runs."""
+    return choice.names if isinstance(choice, Split) else (choice[0],)
 
 
 def remap_program(program: dict, chosen: dict) -> dict:
     """A copy of ``program`` whose calls of the kernels in ``chosen`` (tier-1 kernel name ->
-    (tier-0 kernel name, sizes)) call those instead, with their sizes; subgraph programs too."""
+    (tier-0 kernel name, sizes), or a :class:`~.tier0_split.Split`) call those instead, with
+    their sizes; subgraph programs too."""
+    splits = {g: c for g, c in chosen.items() if isinstance(c, Split)}
+    if splits:
+        program = split_calls(program, splits)
     out = dict(program)
     calls = []
     for c in program["calls"]:
-        if c["kernel"] in chosen:
+        if c["kernel"] in chosen and not isinstance(chosen[c["kernel"]], Split):
             name, sizes = chosen[c["kernel"]]
             c = dict(c, kernel=name, tier0_of=c["kernel"])  # (what the profiler names it by)
             if sizes:

@@ -366,3 +366,51 @@ def test_shapes_given_as_constants_go_generic_at_tier0(tmp_path):
     a, b = RNG.standard_normal((1, 12, 12, 8)).astype(np.float32), RNG.standard_normal((1, 6, 6, 16)).astype(np.float32)
     for got, want in zip(_tier0_of(exe).run(a, b), exe.run(a, b)):
         np.testing.assert_array_equal(got, want)
+
+
+def _conv_then(path, act: str):
+    """A 3x3 conv (bias) of 16 -> 32 channels, then ``act`` ("relu" or "silu") and a 1x1 conv."""
+    nodes = [helper.make_node("Conv", ["x", "w0", "b0"], ["c0"], pads=[1, 1, 1, 1])]
+    if act == "relu":
+        nodes.append(helper.make_node("Relu", ["c0"], ["a0"]))
+    else:
+        nodes += [helper.make_node("Sigmoid", ["c0"], ["s0"]), helper.make_node("Mul", ["c0", "s0"], ["a0"])]
+    nodes.append(helper.make_node("Conv", ["a0", "w1"], ["y"]))
+    inits = [_init("w0", (32, 16, 3, 3), 0.1), _init("b0", (32,)), _init("w1", (16, 32, 1, 1), 0.1)]
+    return _model(nodes, inits, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 12, 12])],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 12, 12])], path)
+
+
+def test_a_static_program_runs_anchors_apart_from_their_epilogues(tmp_path):
+    """In a static program a tier-0 conv and its epilogue are two kernels through a scratch
+    buffer: models whose convs differ only in their activation share the conv's kernel, and the
+    split program computes what tier 1 does."""
+    from ember.compiler.tier0 import kernel_names
+    from ember.compiler.tier0_split import Split, splittable
+    from ember.codegen.llvm import build_made
+
+    names = []
+    for act in ("relu", "silu"):
+        exe = ember.compile(_conv_then(tmp_path / f"{act}.onnx", act), wait=True)
+        assert splittable(exe.program)
+        jobs, chosen = tier0_kernels(exe.groups, constant_params(exe.program), split=True)
+        split = [c for c in chosen.values() if isinstance(c, Split)]
+        assert split, "no group split"
+        names.append({n for c in split for n in kernel_names(c)})
+        prog = remap_program(exe.program, chosen)
+        assert len(prog["calls"]) == len(exe.program["calls"]) + len(split)
+        assert prog["arena_bytes"] > exe.program["arena_bytes"]
+        t0 = Executable(build_made(jobs, exe.target), prog, exe.constants)
+        x = RNG.standard_normal((1, 16, 12, 12)).astype(np.float32)
+        np.testing.assert_allclose(t0.run(x)[0], exe.run(x)[0], rtol=1e-4, atol=1e-5)
+    shared = names[0] & names[1]
+    assert any(n.startswith("tier0_conv2d") for n in shared)  # (the 3x3 conv's, its bias add apart)
+    assert names[0] != names[1]  # (the activations)
+
+
+def test_a_symbolic_program_keeps_its_groups_whole(tmp_path):
+    """A program planned per run (a symbolic batch) is not split."""
+    from ember.compiler.tier0_split import splittable
+
+    exe = ember.compile(cnn(tmp_path / "m.onnx"), wait=True)
+    assert not splittable(exe.program)

@@ -1,0 +1,133 @@
+"""Tier 0's anchors apart from their epilogues: kernels shared across models.
+
+A fused group is its anchor (a convolution, a product) and the elementwise ops applied to its
+result: a bias, an activation (ReLU, ReLU6, SiLU ...), a residual add. Models differ in those
+epilogues far more than in their anchors, so a tier-0 kernel of the whole group is found in
+the cache only for a model that fuses the same epilogue (MobileNetV2 builds 15 tier-0
+convolution kernels its own with the other zoo and light models' kernels cached). Run apart,
+the anchor's kernel is shared by every model with that convolution (its window, stride,
+padding and blocks), and the epilogue's by every model with that elementwise chain, of any
+shape.
+
+:func:`split_group` gives the two functions; :func:`split_calls` rewrites a program's call of
+such a group into two calls, the anchor writing its result into a scratch buffer that the
+epilogue reads. The scratch buffers share one region past the program's arena (each lives from
+its anchor's call to its epilogue's, the next one after). Only static programs are split
+(their memory is planned once, at compile time); a tier-0 run then costs a pass over the
+anchor's result more, a fraction of what tier 0's plain schedules already cost.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+from ..graph.ir import Call, Function, Var
+from ..graph.ops import get_op
+from ..graph.ops.registry import Pattern
+from ..graph.types import TensorType
+from ..graph.visit import free_vars, post_order, substitute
+from ..loop import dtype as dt
+
+__all__ = ["Split", "split_calls", "split_group", "splittable"]
+
+_ALIGN = 64
+
+
+@dataclasses.dataclass(frozen=True)
+class Split:
+    """A group's tier-0 kernels run apart: ``anchor`` and ``epilogue`` are ``(kernel name,
+    sizes, positions)`` -- the positions of the group's parameters each reads (the epilogue reads
+    the scratch buffer first) --, ``scratch`` the type of the anchor's result."""
+
+    anchor: tuple
+    epilogue: tuple
+    scratch: TensorType
+
+    @property
+    def names(self) -> tuple:
+        return self.anchor[0], self.epilogue[0]
+
+
+def splittable(program: dict) -> bool:
+    """Whether ``program``'s calls can be split: its memory planned at compile time (no
+    symbolic sizes) and no control flow (whose steps are placed by call index)."""
+    return (program.get("arena_bytes") is not None and not program.get("symbols")
+            and not program.get("controls") and not program.get("binds"))
+
+
+def split_group(fn: Function) -> Optional[tuple]:
+    """``(anchor function, its parameter positions, epilogue function, its positions)`` of a
+    group whose anchor (a convolution, a product) an elementwise epilogue follows, all of static
+    shapes; None for any other group."""
+    body = fn.body
+    if not (isinstance(body, Call) and _static(body.type) and all(_static(p.type) for p in fn.params)):
+        return None
+    anchors = [c for c in post_order(body) if isinstance(c, Call) and get_op(c.op).pattern == Pattern.OUT_ELEMWISE_FUSABLE]
+    if len(anchors) != 1 or anchors[0] is body or not _static(anchors[0].type):
+        return None
+    a = anchors[0]
+    index = {p: i for i, p in enumerate(fn.params)}
+    used = set(free_vars(a))
+    anchor_params = [p for p in fn.params if p in used]
+    result = Var("anchor_result", a.type)
+    rest = substitute(body, {a: result})
+    if any(n is a for n in post_order(rest)):
+        return None
+    used = set(free_vars(rest))
+    epilogue_params = [p for p in fn.params if p in used]
+    return (_canonical(anchor_params, a), tuple(index[p] for p in anchor_params),
+            _canonical([result] + epilogue_params, rest), tuple(index[p] for p in epilogue_params))
+
+
+def _canonical(params: list, body) -> Function:
+    """``Function(params, body)`` with its parameters named ``p0, p1, ...`` in order, as fused
+    groups name theirs (a tier-0 kernel is named by its function's text)."""
+    new = [Var(f"p{i}", p.type) for i, p in enumerate(params)]
+    return Function(new, substitute(body, dict(zip(params, new))))
+
+
+def _static(t) -> bool:
+    return isinstance(t, TensorType) and all(isinstance(d, int) for d in t.shape)
+
+
+def split_calls(program: dict, chosen: dict) -> dict:
+    """``program`` (a copy) with each call of a group ``chosen`` maps to a :class:`Split` made
+    two calls through a scratch buffer; the slots' lifetimes follow the calls' new places."""
+    slots = [dict(s) for s in program["slots"]]
+    old = len(slots)
+    region = -(-int(program["arena_bytes"]) // _ALIGN) * _ALIGN
+    room = 0
+    calls: list = []
+    first: dict = {}
+    last: dict = {}
+    for i, c in enumerate(program["calls"]):
+        first[i] = len(calls)
+        s = chosen.get(c["kernel"])
+        if isinstance(s, Split):
+            args = c["args"]
+            (aname, asizes, apos), (ename, esizes, epos) = s.anchor, s.epilogue
+            nbytes = dt.nbytes(s.scratch.dtype)
+            for d in s.scratch.shape:
+                nbytes *= d
+            room = max(room, nbytes)
+            scratch = len(slots)
+            slots.append({"kind": "arena", "shape": list(s.scratch.shape), "dtype": s.scratch.dtype,
+                          "offset": region, "live": [len(calls), len(calls) + 1]})
+            base = {k: v for k, v in c.items() if k not in ("scalars", "dot", "flops", "bytes")}
+            calls.append(dict(base, kernel=aname, tier0_of=c["kernel"], args=[args[p] for p in apos] + [scratch],
+                              flops=c.get("flops", 0), **({"dot": c["dot"]} if "dot" in c else {}),
+                              **({"scalars": dict(asizes)} if asizes else {})))
+            calls.append(dict(base, kernel=ename, tier0_of=c["kernel"], flops=0,
+                              args=[scratch] + [args[p] for p in epos] + [args[-1]],
+                              **({"scalars": dict(esizes)} if esizes else {})))
+        else:
+            calls.append(c)
+        last[i] = len(calls) - 1
+    for s in slots[:old]:
+        if "live" in s:
+            s["live"] = [first[s["live"][0]], last[s["live"][1]]]
+    out = dict(program, slots=slots, calls=calls)
+    if room:
+        out["arena_bytes"] = region + room
+        out["intermediate_bytes"] = int(program.get("intermediate_bytes") or program["arena_bytes"]) + room
+    return out
