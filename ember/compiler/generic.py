@@ -91,7 +91,7 @@ def _symbols(fn: Function) -> set:
 
 
 def generalize(fn: Function, keep: frozenset = frozenset(), from_axis: int = 0,
-               apart: bool = False, short: bool = True) -> Optional[tuple]:
+               apart: bool = False, short: bool = True, ones: bool = False) -> Optional[tuple]:
     """``(generic function, sizes)``: ``fn`` with its parameters' static dims (other than 1) as
     size symbols and ``sizes`` their values for this call -- or None where ``fn`` keeps its
     static kernel (see the module docstring). The parameters at the positions in ``keep``
@@ -100,7 +100,10 @@ def generalize(fn: Function, keep: frozenset = frozenset(), from_axis: int = 0,
     going generic with ``from_axis=2``). ``apart``: each dim of each parameter its own symbol,
     not each distinct value (a conv's filter blocks that happen to equal its rows would make a
     kernel of their own); the shape rules then assume the equalities they need, and each call
-    checks them."""
+    checks them. ``short``: a short last axis stays static (see below). ``ones``: dims of 1 go
+    symbolic too (an anchor alone, whose operands do not broadcast: one channel block, a batch
+    of one; a symbolic size is never broadcast, so a rule that would broadcast assumes it equal
+    and the call's check refuses)."""
     which = _GENERIC.get()
     if which == "none":
         return None
@@ -126,7 +129,8 @@ def generalize(fn: Function, keep: frozenset = frozenset(), from_axis: int = 0,
         return None
     # the dims that go symbolic, as keys of their symbols: their value, or (apart) their place
     where = {(i, k): (i, k) if apart else d for i, p in enumerate(fn.params)
-             for k, d in enumerate(p.type.shape) if isinstance(d, int) and d > 1 and not static[i](p.type, k)}
+             for k, d in enumerate(p.type.shape)
+             if isinstance(d, int) and (d > 1 or ones and d == 1) and not static[i](p.type, k)}
     keys = list(dict.fromkeys(where.values()))
     if not keys:
         return None

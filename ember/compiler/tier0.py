@@ -185,13 +185,17 @@ def _tier0_function(fn: Function, weights: frozenset = frozenset()) -> tuple:
     # generic like the activations, or a grouped conv's kernel would be one per width)
     weights = frozenset(i for i in weights if _anchor_weight(fn, fn.params[i]))
     tries = [(frozenset(), 0)] + ([(weights, 2), (weights, 1), (weights, 0)] if weights else [])
+    # (an anchor alone -- a split group's, :mod:`.tier0_split` --: its 1s go generic first)
+    calls = [c for c in post_order(fn.body) if isinstance(c, Call)]
+    alone = len(calls) == 1 and get_op(calls[0].op).pattern in ANCHORS
     with generic_kernels("any"):
-        for keep, from_axis in tries:
-            for apart in (True, False):  # (a symbol per dim shares most; per value where rules need it)
-                for short in (False, True):
-                    g = generalize(fn, keep, from_axis, apart, short)
-                    if g is not None and _computes(g[0]):
-                        return _grouped_alike(g[0]), g[1]
+        for ones in (True, False) if alone else (False,):
+            for keep, from_axis in tries:
+                for apart in (True, False):  # (a symbol per dim shares most; per value where rules need it)
+                    for short in (False, True):
+                        g = generalize(fn, keep, from_axis, apart, short, ones)
+                        if g is not None and _computes(g[0]):
+                            return _grouped_alike(g[0]), g[1]
     return fn, {}
 
 
