@@ -101,9 +101,10 @@ def generalize(fn: Function, keep: frozenset = frozenset(), from_axis: int = 0,
     not each distinct value (a conv's filter blocks that happen to equal its rows would make a
     kernel of their own); the shape rules then assume the equalities they need, and each call
     checks them. ``short``: a short last axis stays static (see below). ``ones``: dims of 1 go
-    symbolic too (an anchor alone, whose operands do not broadcast: one channel block, a batch
-    of one; a symbolic size is never broadcast, so a rule that would broadcast assumes it equal
-    and the call's check refuses)."""
+    symbolic too (an anchor alone, whose operands do not broadcast: one channel block, one
+    block of filters; a symbolic size is never broadcast, so a rule that would broadcast assumes
+    it equal and the call's check refuses), but an activation's first (a batch of one: a
+    symbolic one changed the order of a tier-0 conv's sums, its results then a bit off tier 1's)."""
     which = _GENERIC.get()
     if which == "none":
         return None
@@ -130,7 +131,7 @@ def generalize(fn: Function, keep: frozenset = frozenset(), from_axis: int = 0,
     # the dims that go symbolic, as keys of their symbols: their value, or (apart) their place
     where = {(i, k): (i, k) if apart else d for i, p in enumerate(fn.params)
              for k, d in enumerate(p.type.shape)
-             if isinstance(d, int) and (d > 1 or ones and d == 1) and not static[i](p.type, k)}
+             if isinstance(d, int) and (d > 1 or ones and d == 1 and (k > 0 or i in keep)) and not static[i](p.type, k)}
     keys = list(dict.fromkeys(where.values()))
     if not keys:
         return None

@@ -274,6 +274,9 @@ def profile_kernels(exe, inputs: Sequence = (), *, warmup: int = 3, repeat: int 
     """
     if warmup < 0 or repeat < 1:
         raise ProfileError(f"warmup must be >= 0 and repeat >= 1, got warmup={warmup}, repeat={repeat}")
+    # a tiered executable: the one running now, throughout (the next one swapped in lays its
+    # program out otherwise -- tier 0 runs a conv and its epilogue as two calls)
+    exe = getattr(exe, "current", exe)
     named = dict(named or {})
     calls = exe._calls
     info = exe.program["calls"]

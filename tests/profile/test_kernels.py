@@ -164,7 +164,7 @@ def test_a_profile_of_resnet50_has_every_call_and_the_figures_its_overhead_comes
     import ember
     from ember.bench.models import light_path
 
-    exe = ember.compile(light_path("resnet50"))
+    exe = ember.compile(light_path("resnet50"), wait=True)
     x = np.random.default_rng(0).random((1, 3, 224, 224), dtype=np.float32)
     prof = profile_kernels(exe, [x], warmup=3, repeat=20, **PEAKS)
     assert len(prof.rows) == 58 and all(r.nodes.startswith("n") for r in prof.rows)  # 57 ops + one layout change
