@@ -45,6 +45,11 @@ __all__ = ["TIER0_OPT", "constant_params", "kernel_names", "make_tier0_kernel", 
 TIER0_OPT = 1
 
 
+# size arguments a tier-0 kernel takes at most (the native program runner takes fewer than 64
+# a call: a concat of 25 parts of rank 3 had 75 with a symbol per dim; by value it has 3)
+MAX_SIZES = 32
+
+
 def schedule_plain(s: Schedule, t: te.Tensor) -> None:
     """Tier 0's schedule of a root stage: an injective one vectorized along its last axis with
     its outer loops parallel; a reduction with its last spatial axis moved inside the reduction
@@ -194,7 +199,7 @@ def _tier0_function(fn: Function, weights: frozenset = frozenset()) -> tuple:
                 for apart in (True, False):  # (a symbol per dim shares most; per value where rules need it)
                     for short in (False, True):
                         g = generalize(fn, keep, from_axis, apart, short, ones)
-                        if g is not None and _computes(g[0]):
+                        if g is not None and len(g[1]) <= MAX_SIZES and _computes(g[0]):
                             return _grouped_alike(g[0]), g[1]
     return fn, {}
 

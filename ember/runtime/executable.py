@@ -35,6 +35,8 @@ from .shapes import evaluate, text
 from .verify import verify_program
 
 RUNNER_SYMBOL = "__ember_run_program"  # defined by ember.codegen.llvm.program in every kernel library
+# the sizes a call of the native runner takes at most, less one (its switch is on nptr * 64 + nsizes)
+RUNNER_MAX_SIZES = 64
 
 
 @dataclasses.dataclass(frozen=True)
@@ -448,9 +450,9 @@ class Executable:
         handoff.offer(lib)
         kernels = []
         for kernel, args in self._calls:
-            if len(args) != len(kernel._bufs) or any(p.get("abi") != "int64" for p in kernel.meta["params"]
-                                                     if p["kind"] == "scalar"):
-                return None
+            if len(args) != len(kernel._bufs) or len(kernel._scalars) >= RUNNER_MAX_SIZES or any(
+                    p.get("abi") != "int64" for p in kernel.meta["params"] if p["kind"] == "scalar"):
+                return None  # (a kernel the runner has no case for: one checked Python call each)
             if kernel not in kernels:
                 kernels.append(kernel)
         runner.argtypes = [ctypes.c_void_p] * 3

@@ -338,3 +338,18 @@ def test_an_export_with_parts_in_place_loads_and_runs(tmp_path):
     loaded = ember.load(exe.export(str(tmp_path / "dense.so")))
     xv = np.random.default_rng(5).random((1, 3, 4, 5)).astype("float32")
     np.testing.assert_allclose(loaded.run(xv)[0], _dense_ref(xv), rtol=1e-5)
+
+
+def test_a_kernel_of_more_sizes_than_the_native_runner_takes_runs_from_python(monkeypatch):
+    """The native runner has no case for a kernel of 64 sizes or more (a tier-0 concat of 25
+    parts with a size per dim had 75): such an executable runs its calls from Python, and
+    right, where the runner would have stopped at that call."""
+    import ember.runtime.executable as rx
+
+    x = Var("x", T("n", 8))
+    mod = mod_of([x], Call("nn.relu", [Call("exp", [x])]))
+    monkeypatch.setattr(rx, "RUNNER_MAX_SIZES", 1)  # (its kernel takes the batch: one size)
+    exe = ember.compile(mod, wait=True)
+    assert not exe.native
+    xv = np.random.default_rng(0).standard_normal((3, 8)).astype("float32")
+    np.testing.assert_allclose(exe.run(xv)[0], np.exp(xv), rtol=1e-6)

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from ...runtime.executable import RUNNER_SYMBOL  # the name the runtime looks up
+from ...runtime.executable import RUNNER_MAX_SIZES, RUNNER_SYMBOL  # (what the runtime looks up and expects)
 from . import types as T
 
-MAX_SCALARS = 64
+MAX_SCALARS = RUNNER_MAX_SIZES
 
 
 def add_program_runner(module: ir.Module, arities) -> ir.Function:
