@@ -13,6 +13,10 @@ For each model, each figure from its own Python process (``import ember`` not co
   * ``tier 0`` / ``tier 1 ms``: one run's time on each (medians of 5 runs; tier 0 measured
     while tier 1 compiles, as a user meets it, with the run on the core the build leaves).
 
+Then the tier-0 kernels each model's first result ran on, and how many of them no other
+model of the run has (tier-0 kernels are named by what they compute, so these are what a cache
+of the other models' kernels lacks).
+
 The slowest three rows are followed by where their first result's time goes (import and
 passes, the tier-0 build, the first run).
 
@@ -58,6 +62,7 @@ out = {"compile_s": t1 - t0, "first_s": t2 - t0, "first_run_s": t2 - t1, "correc
 if info is not None:
     out["tier0_groups"] = len(info.at_tier0)
     out["groups"] = len(info.tiers)
+    out["tier0_kernels"] = sorted({c["kernel"] for c in exe.current.program["calls"] if c["kernel"].startswith("tier0_")})
     if mode == "time":
         ts = []
         for _ in range(5):
@@ -205,6 +210,16 @@ def main(argv=None) -> int:
         print(f"  {r['model']}: {e['first_s']:.2f} s = import {ph.get('import', 0):.2f} + passes {passes:.2f} "
               f"(folding {ph.get('pass fold_constant', 0):.2f}) + kernels {ph.get('codegen', 0):.2f} "
               f"({e.get('tier0_groups', 0)} of {e.get('groups', 0)} groups at tier 0) + first run {e['first_run_s']:.2f}")
+    # tier-0 kernels are named by what they compute: those no other model here has are what a
+    # cache of the others' kernels lacks (the 'others cached' figure builds them)
+    users: dict = {}
+    for r in rows:
+        for k in r["empty"].get("tier0_kernels", ()):
+            users[k] = users.get(k, 0) + 1
+    print("\ntier-0 kernels at the first result (empty cache), and of them no other model's here:")
+    print("  " + ", ".join(f"{r['model']} {len(r['empty'].get('tier0_kernels', ()))} "
+                           f"({sum(users[k] == 1 for k in r['empty'].get('tier0_kernels', ()))})" for r in rows))
+    print(f"  distinct: {len(users)}; no other model's: {sum(n == 1 for n in users.values())}")
     firsts = [r["empty"]["first_s"] for r in rows]
     print(f"\nempty cache: median {statistics.median(firsts):.2f} s, max {max(firsts):.2f} s; "
           f"wait=True median {statistics.median(r['wait']['first_s'] for r in rows):.2f} s")
