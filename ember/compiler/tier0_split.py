@@ -91,8 +91,10 @@ def _static(t) -> bool:
 
 
 def split_calls(program: dict, chosen: dict) -> dict:
-    """``program`` (a copy) with each call of a group ``chosen`` maps to a :class:`Split` made
-    two calls through a scratch buffer; the slots' lifetimes follow the calls' new places."""
+    """``program`` (a copy) with each call of a group that ``chosen`` maps to a :class:`Split`
+    made two calls through a scratch buffer; the slots' lifetimes follow the calls' new places.
+    (The anchor's call keeps the group's work and packed dot for the profiler; its traffic is
+    not counted.)"""
     slots = [dict(s) for s in program["slots"]]
     old = len(slots)
     region = -(-int(program["arena_bytes"]) // _ALIGN) * _ALIGN
@@ -102,16 +104,16 @@ def split_calls(program: dict, chosen: dict) -> dict:
     last: dict = {}
     for i, c in enumerate(program["calls"]):
         first[i] = len(calls)
-        s = chosen.get(c["kernel"])
-        if isinstance(s, Split):
+        split = chosen.get(c["kernel"])
+        if isinstance(split, Split):
             args = c["args"]
-            (aname, asizes, apos), (ename, esizes, epos) = s.anchor, s.epilogue
-            nbytes = dt.nbytes(s.scratch.dtype)
-            for d in s.scratch.shape:
+            (aname, asizes, apos), (ename, esizes, epos) = split.anchor, split.epilogue
+            nbytes = dt.nbytes(split.scratch.dtype)
+            for d in split.scratch.shape:
                 nbytes *= d
             room = max(room, nbytes)
             scratch = len(slots)
-            slots.append({"kind": "arena", "shape": list(s.scratch.shape), "dtype": s.scratch.dtype,
+            slots.append({"kind": "arena", "shape": list(split.scratch.shape), "dtype": split.scratch.dtype,
                           "offset": region, "live": [len(calls), len(calls) + 1]})
             base = {k: v for k, v in c.items() if k not in ("scalars", "dot", "flops", "bytes")}
             calls.append(dict(base, kernel=aname, tier0_of=c["kernel"], args=[args[p] for p in apos] + [scratch],
@@ -123,9 +125,9 @@ def split_calls(program: dict, chosen: dict) -> dict:
         else:
             calls.append(c)
         last[i] = len(calls) - 1
-    for s in slots[:old]:
-        if "live" in s:
-            s["live"] = [first[s["live"][0]], last[s["live"][1]]]
+    for slot in slots[:old]:  # (the scratch slots were placed in the new order already)
+        if "live" in slot:
+            slot["live"] = [first[slot["live"][0]], last[slot["live"][1]]]
     out = dict(program, slots=slots, calls=calls)
     if room:
         out["arena_bytes"] = region + room
