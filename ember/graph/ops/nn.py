@@ -309,7 +309,7 @@ def _infer_matmul_packed(args, attrs):
                          f"and the operands {WORD} words, got {a.dtype}")
     panels = tuple(bp.shape[-3:]) if bp.ndim >= 3 else ()
     # (the panel count and the contraction may be symbolic -- a shape-generic tier-0 kernel
-    # for products of every width --, the panel width not: the micro-kernel's vectors)
+    # for products of every depth --, the panel width not: the micro-kernel's vectors)
     if a.ndim < 2 or not panels or not isinstance(panels[2], int):
         raise ShapeError(f"expects (..., M, K) and a weight packed by nn.pack_matmul_weight (..., N/nr, K, nr), "
                          f"got {a} and {bp}")
