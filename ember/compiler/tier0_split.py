@@ -26,7 +26,7 @@ from ..graph.ops import get_op
 from ..graph.ops.registry import Pattern
 from ..graph.types import TensorType
 from ..graph.visit import free_vars, post_order, substitute
-from ..loop import dtype as dt
+from .program import nbytes
 
 __all__ = ["Split", "split_calls", "split_group", "splittable"]
 
@@ -87,7 +87,7 @@ def _canonical(params: list, body) -> Function:
 
 
 def _static(t) -> bool:
-    return isinstance(t, TensorType) and all(isinstance(d, int) for d in t.shape)
+    return isinstance(t, TensorType) and t.is_static
 
 
 def split_calls(program: dict, chosen: dict) -> dict:
@@ -108,10 +108,7 @@ def split_calls(program: dict, chosen: dict) -> dict:
         if isinstance(split, Split):
             args = c["args"]
             (aname, asizes, apos), (ename, esizes, epos) = split.anchor, split.epilogue
-            nbytes = dt.nbytes(split.scratch.dtype)
-            for d in split.scratch.shape:
-                nbytes *= d
-            room = max(room, nbytes)
+            room = max(room, nbytes(split.scratch))
             scratch = len(slots)
             slots.append({"kind": "arena", "shape": list(split.scratch.shape), "dtype": split.scratch.dtype,
                           "offset": region, "live": [len(calls), len(calls) + 1]})
