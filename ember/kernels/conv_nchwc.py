@@ -146,8 +146,8 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
     # C are None, their extents the packed weights' own, and no choice below depends on them)
     FO = packed.shape[0] if FO is None else FO
     C_ext = packed.shape[1] if C is None else C
-    if None in (kh, kw, FB) or (C is None and (grouped or not blocked)):
-        raise ShapeError(f"{name}: the window, the filter block and a grouped or unblocked conv's channels must "
+    if None in (kh, kw, FB) or (C is None and grouped):
+        raise ShapeError(f"{name}: the window, the filter block and a grouped conv's channels must "
                          f"be static, got packed weights {tuple(packed.shape)}")
     sh, sw = strides
     dh, dw = dilation
@@ -259,7 +259,7 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
                 w = scale[n if const_int(scale.shape[0]) != 1 else 0, rco.var, 0, 0, rci.var] * w
             return te.sum(v * w if dot is None else intrinsics.call(dot, v, w), axis=axes, where=live_row(y))
     else:
-        rc = te.reduce_axis(C, "rc")
+        rc = te.reduce_axis(C_ext, "rc")
 
         def body(n, fo, y, x, fi):
             v = padded[n, rc.var, y * sh + (RY - ty) * dh, column(x, RX - tx)]

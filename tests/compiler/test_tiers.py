@@ -9,7 +9,8 @@ from onnx import TensorProto, helper, numpy_helper
 import ember
 from ember.compiler import build as build_mod
 from ember.compiler.executable import Executable
-from ember.compiler.tier0 import constant_params, remap_program, tier0_kernels
+from ember.codegen.llvm import build_made
+from ember.compiler.tier0 import constant_params, kernel_names, remap_program, tier0_kernels
 from ember.compiler.tiered import TieredExecutable
 
 RNG = np.random.default_rng(0)
@@ -96,7 +97,6 @@ def _tier0_of(exe) -> Executable:
     """``exe``'s program with every group on its tier-0 kernel (its constant weights known, as
     a tiered build knows them)."""
     jobs, chosen = tier0_kernels(exe.groups, constant_params(exe.program))
-    from ember.codegen.llvm import build_made
 
     return Executable(build_made(jobs, exe.target), remap_program(exe.program, chosen), exe.constants)
 
@@ -170,6 +170,26 @@ def test_convolutions_of_every_width_share_a_tier0_kernel(tmp_path):
     assert len(set(kernel.values())) == 5
     x = RNG.standard_normal((1, 64, 10, 10)).astype(np.float32)
     np.testing.assert_allclose(_tier0_of(exe).run(x)[0], exe.run(x)[0], rtol=1e-4, atol=1e-5)
+
+
+def test_convolutions_of_unblocked_data_share_a_tier0_kernel(tmp_path):
+    """A conv reading its data unblocked (N C H W: a model's input, a concat's channels that
+    no block divides) takes its channels and filter blocks as sizes at tier 0 too."""
+    nodes = [helper.make_node("Conv", ["a", "wa"], ["ca"], pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["b", "wb"], ["cb"], pads=[1, 1, 1, 1]),
+             helper.make_node("Concat", ["ca", "cb"], ["y"], axis=1)]
+    inits = [_init("wa", (32, 3, 3, 3)), _init("wb", (32, 5, 3, 3))]
+    path = _model(nodes, inits, [helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, 3, 12, 12]),
+                                 helper.make_tensor_value_info("b", TensorProto.FLOAT, [1, 5, 12, 12])],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64, 12, 12])], tmp_path / "u.onnx")
+    exe = ember.compile(path, wait=True)
+    jobs, chosen = tier0_kernels(exe.groups, constant_params(exe.program), split=True)
+    convs = {n for c in chosen.values() for n in kernel_names(c) if "conv2d" in n}
+    assert len(convs) == 1, convs
+    a = RNG.standard_normal((1, 3, 12, 12)).astype(np.float32)
+    b = RNG.standard_normal((1, 5, 12, 12)).astype(np.float32)
+    t0 = Executable(build_made(jobs, exe.target), remap_program(exe.program, chosen), exe.constants)
+    np.testing.assert_allclose(t0.run(a, b)[0], exe.run(a, b)[0], rtol=1e-4, atol=1e-5)
 
 
 @pytest.fixture
@@ -387,7 +407,7 @@ def test_a_static_program_runs_anchors_apart_from_their_epilogues(tmp_path):
     split program computes what tier 1 does."""
     from ember.compiler.tier0 import kernel_names
     from ember.compiler.tier0_split import Split, splittable
-    from ember.codegen.llvm import build_made
+
 
     names = []
     for act in ("relu", "silu"):

@@ -186,8 +186,8 @@ def _infer_conv2d_nchwc(args, attrs):
     if x.ndim not in (4, 5):
         raise ShapeError(f"the data must be N C H W or blocked N C/b H W b, got {x}")
     # (a tier-0 kernel, shared by convolutions of every width, takes F/FB and C as sizes: a
-    # blocked conv of groups 1 may have them symbolic)
-    free = (2 if attrs["groups"] == 1 else 1) if x.ndim == 5 else 0
+    # conv of groups 1 may have them symbolic, a grouped one its filter blocks)
+    free = 2 if attrs["groups"] == 1 else 1 if x.ndim == 5 else 0
     if w.ndim != 5 or not all(isinstance(d, int) for d in w.shape[free:]):
         raise ShapeError(f"the weight must be packed by nn.pack_conv_weight (F/FB, C, kh, kw, FB) and static, got {w}")
     spatial = _window(x.shape[2:4], w.shape[2:4], attrs, 2)
