@@ -47,7 +47,7 @@ _PATTERNS = {"elementwise": (Pattern.ELEMWISE, Pattern.BROADCAST),
 # injective ops whose index maps are affine in the sizes (no division by one)
 _AFFINE = ("strided_slice", "concat", "pad", "transpose", "expand", "squeeze", "unsqueeze")
 _ALSO = {"elementwise": _AFFINE, "all": ("scatter_nd", "scatter_elements"), "any": ()}
-_SHAPE_ATTRS = {"reshape": "newshape", "expand": "shape"}
+_SHAPE_ATTRS = {"reshape": "newshape", "expand": "shape", "unblock_channels": "channels"}
 # injective ops whose computes need static sizes: resize's taps and weights are per position
 # of a resized axis (YOLOS's constant-folded position embeddings, resized 14x14 -> 14x14)
 _STATIC = ("resize",)
@@ -168,8 +168,12 @@ def generalize(fn: Function, keep: frozenset = frozenset(), from_axis: int = 0,
         key = _SHAPE_ATTRS.get(n.op) if isinstance(n, Call) else None
         if key is None or n.attr(key, None) is None:
             return None
-        new = tuple(size(d) if isinstance(d, int) else d for d in n.attr(key))
-        return n.replace(attrs={**dict(n.attrs), key: new}) if new != tuple(n.attr(key)) else None
+        old = n.attr(key)
+        if isinstance(old, int):  # (a size alone: unblock_channels' channels, 0 for all of them)
+            new = size(old) if old else old
+        else:
+            new = tuple(size(d) if isinstance(d, int) else d for d in old)
+        return n.replace(attrs={**dict(n.attrs), key: new}) if new != old else None
     try:
         with D.collect_assumptions(fresh=True) as assumed:
             body = rewrite(fn.body, _from_the_end)

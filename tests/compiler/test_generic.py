@@ -1,6 +1,7 @@
 """Shape-generic kernels: groups that differ only in sizes share one kernel, each call passing
 its sizes; what the shape rules assume of the sizes holds for every call that shares it."""
 import numpy as np
+import pytest
 
 import ember
 from ember.compiler.generic import generalize, generic_kernels
@@ -163,3 +164,26 @@ def test_dims_apart_share_a_kernel_whatever_sizes_coincide():
     assert astext(same[0]) == astext(other[0])
     assert sorted(same[1].values()) == [2, 4, 4, 4, 4, 64] and sorted(other[1].values()) == [2, 4, 4, 7, 7, 64]
     assert astext(by_value[0][0]) != astext(by_value[1][0])  # (by value, 4 = 4 made another kernel)
+
+
+def test_unblocking_to_a_channel_count_takes_it_as_a_size():
+    """``unblock_channels(channels=1000)`` (a classifier's 1000 classes out of 63 blocks of 16)
+    goes generic at tier 0 with the count a size of its own: another count shares the
+    kernel, and a count outside the last block is refused by the call's check."""
+    from ember.graph.printer import astext
+
+    def unblock(blocks, channels):
+        x = Var("x", TensorType((1, blocks, 13, 13, 16), "float32"))
+        return infer_types(Function([x], Call("unblock_channels", (x,), {"channels": channels})))
+
+    with generic_kernels("any"):
+        a = generalize(unblock(63, 1000), apart=True)
+        b = generalize(unblock(7, 100), apart=True)
+    assert a is not None and astext(a[0]) == astext(b[0])
+    assert sorted(a[1].values()) == [13, 13, 63, 1000]
+    with generic_kernels("elementwise"):  # (a model's own kernels keep the count static)
+        assert generalize(unblock(63, 1000)) is None
+    with pytest.raises(ember.errors.ShapeError):
+        infer_types(Function([Var("x", TensorType((1, 63, 13, 13, 16), "float32"))],
+                             Call("unblock_channels", (Var("x", TensorType((1, 63, 13, 13, 16), "float32")),),
+                                  {"channels": 900})))

@@ -96,9 +96,14 @@ def _infer_unblock_channels(args, attrs):
     if x.ndim < 3 or not isinstance(x.shape[-1], int):
         raise ShapeError(f"unblock_channels: expects N C/b <spatial> b with a static block, got {x}")
     full = D.dim_mul(x.shape[1], x.shape[-1])
-    if c:
+    if isinstance(c, int) and c:
         if not isinstance(full, int) or not full - x.shape[-1] < c <= full:
             raise ShapeError(f"unblock_channels: channels={c} must lie in the last block of {x}")
+        full = c
+    elif c:  # (a tier-0 kernel's: a size each call passes, checked against its data's)
+        why = f"unblock_channels: channels={c} must lie in the last block of {x}"
+        D.assume_le(c, full, why)
+        D.assume_le(D.dim_sub(full, x.shape[-1] - 1), c, why)
         full = c
     return TensorType((x.shape[0], full) + x.shape[2:-1], x.dtype)
 
@@ -107,7 +112,7 @@ register_op("block_channels", infer=_infer_block_channels, pattern=INJ, attrs_sc
             doc="N C <spatial> -> N ceil(C/block) <spatial> block (the blocked channel layout, NCHW[b]c); "
                 "channels past C are zero")
 register_op("unblock_channels", infer=_infer_unblock_channels, pattern=INJ,
-            attrs_schema={"channels": attr("int", 0)},
+            attrs_schema={"channels": attr("dim", 0)},
             doc="N C/b <spatial> b -> N C <spatial> (back from the blocked channel layout); channels=K keeps "
                 "the first K (the last block padded)")
 
