@@ -33,6 +33,7 @@ from ..loop import compute as te
 from ..loop.schedule import Schedule
 from .generic import generalize, generic_kernels
 from .group import ANCHORS, GroupKernel, compute_group, group_anchor, own_outputs, _inlinable
+from .tier0_collapse import Viewed, collapse
 from .tier0_split import Split, split_calls, split_group
 
 __all__ = ["TIER0_OPT", "constant_params", "kernel_names", "make_tier0_kernel", "remap_program", "schedule_plain",
@@ -254,7 +255,9 @@ def tier0_kernels(groups: list, weights: Optional[dict] = None, split: bool = Fa
     group name, ``(tier-0 kernel name, sizes)``: groups that compute the same share one job.
     ``weights``: kernel name -> positions of constant parameters (:func:`constant_params`).
     ``split`` (a static program's groups): an anchor and its epilogue become two kernels, a
-    :class:`~.tier0_split.Split` in place of the pair (:mod:`.tier0_split`)."""
+    :class:`~.tier0_split.Split` in place of the pair (:mod:`.tier0_split`), and an
+    elementwise group or epilogue runs over its collapsed shapes, a
+    :class:`~.tier0_collapse.Viewed` in place of the pair (:mod:`.tier0_collapse`)."""
     jobs: dict = {}
     chosen: dict = {}
 
@@ -266,34 +269,44 @@ def tier0_kernels(groups: list, weights: Optional[dict] = None, split: bool = Fa
             jobs[name] = (name, f"tier0\n{name}\n{text}", make_tier0_kernel, f0, TIER0_OPT)
         return name, dict(sizes)
 
+    def viewed(fn: Function, weights: frozenset) -> tuple:
+        """(name, sizes, shapes): over its collapsed shapes where it collapses (shapes None
+        where not)."""
+        c = collapse(fn) if split else None
+        return (*job(fn, weights), None) if c is None else (*job(c[0], frozenset()), c[1])
+
     for g, fn in groups:
         w = (weights or {}).get(g, frozenset())
         parts = split_group(fn) if split else None
         if parts is None:
-            chosen[g] = job(fn, w)
+            name, sizes, shapes = viewed(fn, w)
+            chosen[g] = (name, sizes) if shapes is None else Viewed(name, sizes, shapes)
             continue
         fa, pa, fe, pe = parts
+        ename, esizes, eshapes = viewed(fe, frozenset())
         chosen[g] = Split((*job(fa, frozenset(pa.index(i) for i in w if i in pa)), pa),
-                          (*job(fe, frozenset()), pe), fa.body.type)
+                          (ename, esizes, pe, eshapes), fa.body.type)
     return list(jobs.values()), chosen
 
 
 def kernel_names(choice) -> tuple:
     """The tier-0 kernels a group's choice (of :func:`tier0_kernels`) runs."""
-    return choice.names if isinstance(choice, Split) else (choice[0],)
+    return choice.names if isinstance(choice, Split) else (choice.name,) if isinstance(choice, Viewed) \
+        else (choice[0],)
 
 
 def remap_program(program: dict, chosen: dict) -> dict:
     """A copy of ``program`` whose calls of the kernels in ``chosen`` (tier-1 kernel name ->
-    (tier-0 kernel name, sizes), or a :class:`~.tier0_split.Split`) call those instead, with
-    their sizes; subgraph programs too."""
-    splits = {g: c for g, c in chosen.items() if isinstance(c, Split)}
+    (tier-0 kernel name, sizes), a :class:`~.tier0_split.Split` or a
+    :class:`~.tier0_collapse.Viewed`) call those instead, with their sizes; subgraph programs
+    too."""
+    splits = {g: c for g, c in chosen.items() if isinstance(c, (Split, Viewed))}
     if splits:
         program = split_calls(program, splits)
     out = dict(program)
     calls = []
     for c in program["calls"]:
-        if c["kernel"] in chosen and not isinstance(chosen[c["kernel"]], Split):
+        if c["kernel"] in chosen and not isinstance(chosen[c["kernel"]], (Split, Viewed)):
             name, sizes = chosen[c["kernel"]]
             c = dict(c, kernel=name, tier0_of=c["kernel"])  # (what the profiler names it by)
             if sizes:

@@ -27,6 +27,7 @@ from ..graph.ops.registry import Pattern
 from ..graph.types import TensorType
 from ..graph.visit import free_vars, post_order, substitute
 from .program import nbytes
+from .tier0_collapse import Viewed, view_args
 
 __all__ = ["Split", "split_calls", "split_group", "splittable"]
 
@@ -35,9 +36,10 @@ _ALIGN = 64
 
 @dataclasses.dataclass(frozen=True)
 class Split:
-    """A group's tier-0 kernels run apart: ``anchor`` and ``epilogue`` are ``(kernel name,
-    sizes, positions)`` -- the positions of the group's parameters each reads (the epilogue reads
-    the scratch buffer first) --, ``scratch`` the type of the anchor's result."""
+    """A group's tier-0 kernels run apart: ``anchor`` is ``(kernel name, sizes, positions)``
+    -- the positions of the group's parameters it reads --, ``epilogue`` the same and the
+    shapes its arguments are viewed in (None: their own; it reads the scratch buffer first;
+    :mod:`.tier0_collapse`), ``scratch`` the type of the anchor's result."""
 
     anchor: tuple
     epilogue: tuple
@@ -92,9 +94,10 @@ def _static(t) -> bool:
 
 def split_calls(program: dict, chosen: dict) -> dict:
     """``program`` (a copy) with each call of a group that ``chosen`` maps to a :class:`Split`
-    made two calls through a scratch buffer; the slots' lifetimes follow the calls' new places.
-    (The anchor's call keeps the group's work and packed dot for the profiler; its traffic is
-    not counted.)"""
+    made two calls through a scratch buffer, and each call of one it maps to a
+    :class:`~.tier0_collapse.Viewed` passing its buffers in their collapsed shapes; the slots'
+    lifetimes follow the calls' new places. (The anchor's call keeps the group's work and
+    packed dot for the profiler; its traffic is not counted.)"""
     slots = [dict(s) for s in program["slots"]]
     old = len(slots)
     region = -(-int(program["arena_bytes"]) // _ALIGN) * _ALIGN
@@ -105,9 +108,12 @@ def split_calls(program: dict, chosen: dict) -> dict:
     for i, c in enumerate(program["calls"]):
         first[i] = len(calls)
         split = chosen.get(c["kernel"])
-        if isinstance(split, Split):
+        if isinstance(split, Viewed):
+            calls.append(dict(c, kernel=split.name, tier0_of=c["kernel"], args=view_args(slots, c["args"], split.shapes),
+                              **({"scalars": {**c.get("scalars", {}), **split.sizes}} if split.sizes else {})))
+        elif isinstance(split, Split):
             args = c["args"]
-            (aname, asizes, apos), (ename, esizes, epos) = split.anchor, split.epilogue
+            (aname, asizes, apos), (ename, esizes, epos, eshapes) = split.anchor, split.epilogue
             room = max(room, nbytes(split.scratch))
             scratch = len(slots)
             slots.append({"kind": "arena", "shape": list(split.scratch.shape), "dtype": split.scratch.dtype,
@@ -116,8 +122,9 @@ def split_calls(program: dict, chosen: dict) -> dict:
             calls.append(dict(base, kernel=aname, tier0_of=c["kernel"], args=[args[p] for p in apos] + [scratch],
                               flops=c.get("flops", 0), **({"dot": c["dot"]} if "dot" in c else {}),
                               **({"scalars": dict(asizes)} if asizes else {})))
+            eargs = [scratch] + [args[p] for p in epos] + [args[-1]]
             calls.append(dict(base, kernel=ename, tier0_of=c["kernel"], flops=0,
-                              args=[scratch] + [args[p] for p in epos] + [args[-1]],
+                              args=view_args(slots, eargs, eshapes) if eshapes else eargs,
                               **({"scalars": dict(esizes)} if esizes else {})))
         else:
             calls.append(c)

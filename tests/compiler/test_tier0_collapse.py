@@ -1,0 +1,70 @@
+"""Tier 0's elementwise groups over collapsed shapes: which groups collapse and to what, and a
+program that passes its buffers collapsed computes what tier 1 does."""
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
+import ember
+from ember.codegen.llvm import build_made
+from ember.compiler.executable import Executable
+from ember.compiler.tier0 import constant_params, remap_program, tier0_kernels
+from ember.compiler.tier0_collapse import Viewed, collapse
+from ember.graph import Call, Function, Var
+from ember.graph.infer import infer_types
+from ember.graph.types import TensorType
+
+RNG = np.random.default_rng(0)
+
+
+def _bias_relu(x_shape, b_shape, op="add", attrs=None):
+    x, b = Var("p0", TensorType(x_shape, "float32")), Var("p1", TensorType(b_shape, "float32"))
+    return infer_types(Function([x, b], Call("nn.relu", (Call(op, (x, b), attrs or {}),))))
+
+
+def test_axes_of_one_go_and_axes_read_alike_merge():
+    """A bias and ReLU over blocked data keeps the channel blocks, the plane as one axis and the
+    block; over one block of channels the blocks' axis goes; over plain data the plane merges."""
+    _, shapes = collapse(_bias_relu((1, 2, 5, 7, 16), (1, 2, 1, 1, 16)))
+    assert shapes == ((2, 35, 16), (2, 1, 16), (2, 35, 16))
+    _, shapes = collapse(_bias_relu((1, 1, 5, 7, 32), (1, 1, 1, 1, 32)))
+    assert shapes == ((35, 32), (1, 32), (35, 32))
+    fn, shapes = collapse(_bias_relu((1, 24, 5, 7), (24, 1, 1)))
+    assert shapes == ((24, 35), (24, 1), (24, 35))
+    assert fn.body.type == TensorType((24, 35), "float32")
+
+
+def test_what_does_not_collapse():
+    """Nothing to drop or merge, an op that names an axis, a group that is not elementwise."""
+    assert collapse(_bias_relu((24, 35), (24, 1))) is None
+    assert collapse(_bias_relu((1, 24, 5, 7), (24,), "nn.bias_add", {"axis": 1})) is None
+    x = Var("p0", TensorType((1, 4, 6), "float32"))
+    assert collapse(infer_types(Function([x], Call("transpose", (x,), {"axes": (0, 2, 1)})))) is None
+
+
+def _residual(path):
+    """A conv, then its bias, a residual add and a clip over blocked data (the epilogue a tier-0
+    conv runs apart)."""
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["c", "x"], ["r"]),
+             helper.make_node("Clip", ["r", "lo", "hi"], ["y"])]
+    inits = [numpy_helper.from_array((RNG.standard_normal((32, 32, 3, 3)) * 0.1).astype(np.float32), "w"),
+             numpy_helper.from_array(RNG.standard_normal(32).astype(np.float32), "b"),
+             numpy_helper.from_array(np.float32(0.0), "lo"), numpy_helper.from_array(np.float32(6.0), "hi")]
+    import onnx
+
+    g = helper.make_graph(nodes, "m", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32, 9, 9])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32, 9, 9])], inits)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return str(path)
+
+
+def test_a_program_passes_collapsed_views_and_computes_what_tier1_does(tmp_path):
+    exe = ember.compile(_residual(tmp_path / "r.onnx"), wait=True)
+    jobs, chosen = tier0_kernels(exe.groups, constant_params(exe.program), split=True)
+    viewed = [c for c in chosen.values() if isinstance(c, Viewed)] + \
+        [c for c in chosen.values() if getattr(c, "epilogue", (None,) * 4)[3]]
+    assert viewed, "nothing collapsed"
+    prog = remap_program(exe.program, chosen)
+    assert any(s["kind"] == "view" for s in prog["slots"][len(exe.program["slots"]):])
+    t0 = Executable(build_made(jobs, exe.target), prog, exe.constants)
+    x = RNG.standard_normal((1, 32, 9, 9)).astype(np.float32)
+    np.testing.assert_allclose(t0.run(x)[0], exe.run(x)[0], rtol=1e-5, atol=1e-5)
