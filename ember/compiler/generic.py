@@ -91,7 +91,8 @@ def _symbols(fn: Function) -> set:
 
 
 def generalize(fn: Function, keep: frozenset = frozenset(), from_axis: int = 0,
-               apart: bool = False, short: bool = True, ones: bool = False) -> Optional[tuple]:
+               apart: bool = False, short: bool = True, ones: bool = False,
+               bounds: bool = True) -> Optional[tuple]:
     """``(generic function, sizes)``: ``fn`` with its parameters' static dims (other than 1) as
     size symbols and ``sizes`` their values for this call -- or None where ``fn`` keeps its
     static kernel (see the module docstring). The parameters at the positions in ``keep``
@@ -104,7 +105,11 @@ def generalize(fn: Function, keep: frozenset = frozenset(), from_axis: int = 0,
     symbolic too (an anchor alone, whose operands do not broadcast: one channel block, one
     block of filters; a symbolic size is never broadcast, so a rule that would broadcast assumes
     it equal and the call's check refuses), but an activation's first (a batch of one: a
-    symbolic one changed the order of a tier-0 conv's sums, its results then a bit off tier 1's)."""
+    symbolic one changed the order of a tier-0 conv's sums, its results then a bit off tier 1's).
+    ``bounds`` (the folding program's and tier 0's kernels): a pad's widths and a slice's bounds
+    are sizes too, each its own (a slice's made absolute first), so that pads and slices of
+    every width share a kernel: the windows a dilated conv's trimmed taps keep, the channels a
+    weight is padded to, Swin's even and odd rows."""
     which = _GENERIC.get()
     if which == "none":
         return None
@@ -149,6 +154,14 @@ def generalize(fn: Function, keep: frozenset = frozenset(), from_axis: int = 0,
     values = [value[key] for key in keys]
     by_value = {v: sym[key] for key, v in zip(keys, values)}  # (a shape attribute names sizes by value)
     fresh: dict = {}  # tier 0: a shape attribute's other sizes -> sizes of their own (value -> name)
+    own: list = []  # (name, value) of the pad widths' and slice bounds' sizes (``bounds``)
+    bounds = bounds and which in ("all", "any")
+
+    def own_size(d: int) -> Dim:
+        used = taken | set(names) | set(fresh.values()) | {n for n, _ in own}
+        name = next(f"s{k}" for k in range(len(used) + 1) if f"s{k}" not in used)
+        own.append((name, d))
+        return Dim(name)
 
     def size(d: int):
         if d in by_value:
@@ -163,6 +176,14 @@ def generalize(fn: Function, keep: frozenset = frozenset(), from_axis: int = 0,
         return Dim(fresh[d])
 
     def sizes_in_attrs(n):
+        if bounds and isinstance(n, Call) and n.op == "pad" and n.attr("mode", "constant") == "constant":
+            pw = tuple(own_size(d) if isinstance(d, int) and d > 0 else d for d in n.attr("pad_width"))
+            return n.replace(attrs={**dict(n.attrs), "pad_width": pw}) if pw != tuple(n.attr("pad_width")) else None
+        if bounds and which == "all" and isinstance(n, Call) and n.op == "strided_slice" \
+                and all(st > 0 for st in n.attr("strides", None) or ()) \
+                and all(isinstance(d, int) and 0 <= d < _END for d in (*n.attr("begin"), *n.attr("end"))):
+            return n.replace(attrs={**dict(n.attrs), "begin": tuple(own_size(d) for d in n.attr("begin")),
+                                    "end": tuple(own_size(d) for d in n.attr("end"))})
         # a shape an op is given (a reshape's, an expand's) names the same sizes symbolically;
         # where a value only happens to equal a size, the shape rule's check rejects it below
         key = _SHAPE_ATTRS.get(n.op) if isinstance(n, Call) else None
@@ -176,13 +197,14 @@ def generalize(fn: Function, keep: frozenset = frozenset(), from_axis: int = 0,
         return n.replace(attrs={**dict(n.attrs), key: new}) if new != old else None
     try:
         with D.collect_assumptions(fresh=True) as assumed:
-            body = rewrite(fn.body, _from_the_end)
+            body = rewrite(fn.body, _absolute if bounds and which == "all" else _from_the_end)
             body = rewrite(substitute(body, dict(zip(fn.params, params))), sizes_in_attrs)
             g = infer_types(Function(params, body))
     except Exception:  # a shape rule that needs these sizes static
         return None
     sizes = dict(zip(names, values))
     sizes.update((name, v) for v, name in fresh.items())
+    sizes.update(own)
     # what the rules assumed of the new sizes must hold for this call's (every call that shares
     # the kernel checks it for its own): split sizes must sum to s0; and the
     # result must have this call's shape (a rule whose symbolic form differs from its static
@@ -230,6 +252,29 @@ def _from_the_end(n):
                 bounds[k] = v - size
                 changed = True
     return n.replace(attrs={**dict(n.attrs), "begin": tuple(begin), "end": tuple(end)}) if changed else None
+
+
+def _absolute(n):
+    """A slice of unit steps on static axes with its bounds as the indices they name, clamped
+    (``x[:, -3:]`` of 56 rows as ``x[:, 53:56]``): each then becomes a size (``bounds``)."""
+    if not (isinstance(n, Call) and n.op == "strided_slice" and isinstance(n.args[0].type, TensorType)):
+        return None
+    shape = n.args[0].type.shape
+    begin, end = n.attr("begin"), n.attr("end")
+    axes = n.attr("axes", None)
+    axes = axes if axes is not None else tuple(range(len(begin)))
+    steps = n.attr("strides", None) or (1,) * len(axes)
+    if not all(isinstance(shape[a], int) and isinstance(b, int) and isinstance(e, int) and st > 0
+               for a, b, e, st in zip(axes, begin, end, steps)):
+        return None
+    new_begin, new_end = [], []
+    for a, b, e, st in zip(axes, begin, end, steps):
+        r = range(*slice(b, e, st).indices(shape[a]))
+        new_begin.append(r.start)
+        new_end.append(r.start + (len(r) - 1) * st + 1 if len(r) else r.start)  # (its last index, + 1)
+    if (tuple(new_begin), tuple(new_end)) == (tuple(begin), tuple(end)):
+        return None
+    return n.replace(attrs={**dict(n.attrs), "begin": tuple(new_begin), "end": tuple(new_end)})
 
 
 def _results(t) -> list:

@@ -130,6 +130,12 @@ class _Slots:
         return self.const_slot[c]
 
 
+def _generalize(fn: Function):
+    """``generalize(fn)``; in the folding program each dim its own size first (``apart``: a
+    square weight's kernel then serves every weight, not only square ones)."""
+    return (generic_mode() == "all" and generalize(fn, apart=True)) or generalize(fn)
+
+
 def make_program(mod: Module, shared: Shared, output_names: Optional[Sequence[str]] = None,
                  assumptions: Optional[dict] = None, subs: Optional[dict] = None, prefix: str = "",
                  check_memory=None) -> dict:
@@ -153,14 +159,14 @@ def make_program(mod: Module, shared: Shared, output_names: Optional[Sequence[st
     # a group goes generic where that makes it share a kernel with another group (a generic
     # kernel is a little slower: sizes in registers, not folded into the index arithmetic),
     # or everywhere in the folding program ("all": its kernels serve every model)
-    generic = {fn: generalize(fn) for _, fn in mod.functions if generic_enabled() and fn is not main}
+    generic = {fn: _generalize(fn) for _, fn in mod.functions if generic_enabled() and fn is not main}
     shared_by: dict = {}
     for g in generic.values():
         if g is not None:
             shared_by[g[0]] = shared_by.get(g[0], 0) + 1
 
     def register(fn: Function, gname: str) -> str:
-        g = generic.get(fn) if fn in generic else (generalize(fn) if generic_enabled() else None)
+        g = generic.get(fn) if fn in generic else (_generalize(fn) if generic_enabled() else None)
         if g is None or tuned_schedule(fn) is not None or (shared_by.get(g[0], 0) < 2 and generic_mode() != "all"):
             return shared.kernel(fn, prefix + gname)
         sizes_of[fn] = g[1]

@@ -57,17 +57,24 @@ def _slice_last_7(n: int) -> Function:
 def test_sizes_become_symbols_and_slices_clamp_to_them():
     """Static dims other than 1 become size symbols; a slice of the last 7 generalizes at any
     size (its length min(7, s0), clamped as ONNX does, 7 at 56 rows and 5 at 5); a group with
-    a tensor constant keeps its sizes."""
+    a tensor constant keeps its sizes. The folding program's kernels take a slice's bounds as
+    sizes too (made absolute first: rows 49 to 56 of 56, 0 to 5 of 5), so both slices share one."""
     from ember.graph.ops.dims import eval_dim
+    from ember.graph.printer import astext
 
     with generic_kernels("all"):
-        g, sizes = generalize(_slice_last_7(56))
-        small, small_sizes = generalize(_slice_last_7(5))
+        g, sizes = generalize(_slice_last_7(56), bounds=False)
+        small, small_sizes = generalize(_slice_last_7(5), bounds=False)
         c = Var("p0", T(4, 4))
         assert generalize(infer_types(Function([c], Call("add", [c, const(np.ones((4, 4), np.float32))])))) is None
+        b56, b56_sizes = generalize(_slice_last_7(56))
+        b5, b5_sizes = generalize(_slice_last_7(5))
     assert sizes == {"s0": 56, "s1": 96} and small_sizes == {"s0": 5, "s1": 96}
     assert g.params[0].type.shape == (1, Dim("s0"), Dim("s1")) and g.body.type.shape[2] == Dim("s1")
     assert eval_dim(g.body.type.shape[1], sizes) == 7 and eval_dim(small.body.type.shape[1], small_sizes) == 5
+    assert astext(b56) == astext(b5)
+    assert b56_sizes == {"s0": 56, "s1": 96, "s2": 49, "s3": 56} and b5_sizes == {"s0": 5, "s1": 96, "s2": 0, "s3": 5}
+    assert eval_dim(b56.body.type.shape[1], b56_sizes) == 7 and eval_dim(b5.body.type.shape[1], b5_sizes) == 5
 
 
 def test_the_default_leaves_index_remapping_static():
@@ -114,13 +121,14 @@ def _fold_kernels(mod):
 def test_constant_folding_packs_every_weight_with_one_kernel():
     """The folding program's kernels are shape-generic: three convs of different shapes pack
     their weights with one kernel; the model's results do not change. They are named by what
-    they compute, so another model's fold finds them in the cache."""
+    they compute, so another model's fold finds them in the cache (a square weight's too: each
+    dim is a size of its own)."""
     rng = np.random.default_rng(1)
     mod = _convs(rng, ((8, 32), (32, 64), (64, 32)))
     exe, seen = _fold_kernels(mod)
     packs = {n for n in seen if "pack_conv_weight" in n}
     assert len(packs) == 1
-    _, other = _fold_kernels(_convs(rng, ((16, 64), (64, 96))))
+    _, other = _fold_kernels(_convs(rng, ((16, 64), (64, 64))))
     assert {n for n in other if "pack_conv_weight" in n} == packs
     plain = ember.compile(mod, disabled_passes=["block_layout", "pack_conv_weights"])
     xv = rng.standard_normal((1, 8, 12, 12)).astype("float32")
@@ -187,3 +195,19 @@ def test_unblocking_to_a_channel_count_takes_it_as_a_size():
         infer_types(Function([Var("x", TensorType((1, 63, 13, 13, 16), "float32"))],
                              Call("unblock_channels", (Var("x", TensorType((1, 63, 13, 13, 16), "float32")),),
                                   {"channels": 900})))
+
+
+def test_pads_of_every_width_share_a_kernel_where_bounds_are_sizes():
+    """In the folding program and at tier 0 a pad's widths are sizes (a weight's channels
+    padded by 4 or by 12 to a block); a model's own kernels keep them static."""
+    from ember.graph.printer import astext
+
+    def pad(n):
+        x = Var("p0", T(64, 24, 1, 1))
+        return infer_types(Function([x], Call("pad", (x,), {"pad_width": (0, 0, 0, 0, 0, n, 0, 0)})))
+
+    with generic_kernels("all"):
+        a, b = generalize(pad(4)), generalize(pad(12))
+    assert astext(a[0]) == astext(b[0]) and 12 in b[1].values()
+    with generic_kernels("elementwise"):
+        assert generalize(pad(4)) is None or astext(generalize(pad(4))[0]) != astext(generalize(pad(12))[0])
