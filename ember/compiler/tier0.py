@@ -105,9 +105,11 @@ def _accumulate(s: Schedule, red: te.Tensor, out: te.Tensor) -> bool:
     vector of the output's last axis (in parallel over the other axes, the vectors' loop
     outermost), the whole reduction accumulates into one vector, then the epilogue (``out``,
     if not ``red`` itself) stores it.
-    False (nothing scheduled) where the last axis is not static."""
-    last = const_int(red.shape[-1]) if red.ndim else None
-    if last is None or last < 2 or red.ndim < 2:
+    False (nothing scheduled) where the last axis has one element."""
+    if red.ndim < 2:
+        return False
+    last = const_int(red.shape[-1])
+    if last is not None and last < 2:
         return False
     lanes = vector_lanes(None, red.dtype)
     acc = s.cache_write(red, "local") if out is red else red
@@ -116,7 +118,9 @@ def _accumulate(s: Schedule, red: te.Tensor, out: te.Tensor) -> bool:
     # a few output vectors side by side in registers, where the last axis has them: one
     # accumulator is one chain of dependent FMAs, latency-bound at a quarter of the FMA rate;
     # several share each broadcast of the data (a product's columns, a 32-channel block)
-    chains = next((u for u in (4, 3, 2) if last % (u * lanes) == 0), 1)
+    # (a symbolic last axis -- a batched product of runtime sizes, attention's -- has one,
+    # its tail masked)
+    chains = next((u for u in (4, 3, 2) if last is not None and last % (u * lanes) == 0), 1)
     if chains > 1:
         vo, vi = so.split(axes[-1], factor=chains * lanes)
         vu, vl = so.split(vi, factor=lanes)
