@@ -52,9 +52,15 @@ def _elementwise(fn: Function) -> bool:
 
 
 def collapse(fn: Function) -> Optional[tuple]:
-    """``(function, shapes)``: elementwise group ``fn`` over its collapsed shapes, ``shapes``
-    its parameters' then its result's -- or None where it does not collapse (another kind of
-    group, symbolic shapes, or nothing to drop or merge)."""
+    """``(function, shapes)``: group ``fn`` over its collapsed shapes, ``shapes`` its
+    parameters' then its result's -- or None where it does not collapse (another kind of
+    group, symbolic shapes, or nothing to drop or merge). An elementwise group keeps its ops
+    (:func:`_elementwise_collapse`); a chain of reshapes and transposes becomes one transpose
+    of the fewest axes (:func:`_movement_collapse`)."""
+    return _elementwise_collapse(fn) or _movement_collapse(fn)
+
+
+def _elementwise_collapse(fn: Function) -> Optional[tuple]:
     out = fn.body.type
     if not (isinstance(out, TensorType) and out.is_static and out.ndim
             and all(isinstance(p.type, TensorType) and p.type.is_static and p.type.ndim <= out.ndim
@@ -86,6 +92,87 @@ def collapse(fn: Function) -> Optional[tuple]:
     except Exception:  # (an op whose rule wants its operands' own shapes)
         return None
     return g, tuple(new_params) + (new_out,)
+
+
+_MOVES = ("reshape", "transpose", "squeeze", "unsqueeze", "flatten")
+
+
+def _movement_collapse(fn: Function) -> Optional[tuple]:
+    """A chain of reshapes and transposes of one static operand as the transpose it is: the
+    operand's elements are split into *atoms* (runs of an axis each reshape keeps whole), the
+    result reads the atoms in some order, and atoms neighbouring in both orders merge. Swin's
+    window partitions of every stage, ViT's and GPT-2's head splits: a transpose of two middle
+    axes of four, one kernel."""
+    if len(fn.params) != 1 or not isinstance(fn.params[0].type, TensorType) or not fn.params[0].type.is_static:
+        return None
+    chain, n = [], fn.body
+    while isinstance(n, Call) and n.op in _MOVES and len(n.args) == 1:
+        chain.append(n)
+        n = n.args[0]
+    if n is not fn.params[0] or not chain or not (isinstance(fn.body.type, TensorType) and fn.body.type.is_static):
+        return None
+    # (the reshapes after the last transpose only view its result: the call views the output)
+    chain = chain[next((k for k, c in enumerate(chain) if c.op == "transpose"), len(chain)):]
+    size: dict = {}  # atom -> its extent
+    order: list = []  # the atoms in the operand's order
+    dims: list = []  # per axis of the current value: its atoms, outermost first
+    for d in fn.params[0].type.shape:
+        if d > 1:
+            size[len(size)] = d
+            order.append(len(size) - 1)
+        dims.append([len(size) - 1] if d > 1 else [])
+    for c in reversed(chain):
+        if c.op == "transpose":
+            axes = c.attr("axes", None) or tuple(reversed(range(len(dims))))
+            dims = [dims[a] for a in axes]
+            continue
+        atoms = [a for d in dims for a in d]
+        dims, k = [], 0
+        for want in c.type.shape:  # (squeeze, unsqueeze and flatten reshape too)
+            got, here = 1, []
+            while got < want:
+                if k == len(atoms):
+                    return None
+                a = atoms[k]
+                if got * size[a] <= want:
+                    got *= size[a]
+                    here.append(a)
+                    k += 1
+                    continue
+                part = want // got  # (the atom splits: its outer part ends this axis)
+                if want % got or size[a] % part:
+                    return None
+                new = len(size)
+                size[new], size[a] = size[a] // part, part
+                atoms.insert(k + 1, new)
+                order.insert(order.index(a) + 1, new)
+                here.append(a)
+                got *= part
+                k += 1
+            if got != want:
+                return None
+            dims.append(here)
+        if k != len(atoms):
+            return None
+    read = [a for d in dims for a in d]  # the atoms in the result's order
+    runs: list = []  # merged atoms: runs neighbouring in both orders
+    for a in read:
+        if runs and order.index(runs[-1][-1]) + 1 == order.index(a):
+            runs[-1].append(a)
+        else:
+            runs.append([a])
+    runs_in = sorted(runs, key=lambda r: order.index(r[0]))
+    shape_in = tuple(math.prod(size[a] for a in r) for r in runs_in) or (1,)
+    perm = tuple(runs_in.index(r) for r in runs) or (0,)
+    shape_out = tuple(shape_in[p] for p in perm)
+    if (shape_in, shape_out) == (tuple(fn.params[0].type.shape), tuple(fn.body.type.shape)):
+        return None  # (a transpose of the fewest axes already)
+    x = Var(fn.params[0].name, TensorType(shape_in, fn.params[0].type.dtype))
+    try:
+        g = infer_types(Function([x], Call("transpose", (x,), {"axes": perm})))
+    except Exception:
+        return None
+    return g, (shape_in, shape_out)
 
 
 def view_args(slots: list, args: list, shapes: tuple) -> list:

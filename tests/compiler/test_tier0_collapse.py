@@ -36,8 +36,9 @@ def test_what_does_not_collapse():
     """Nothing to drop or merge, an op that names an axis, a group that is not elementwise."""
     assert collapse(_bias_relu((24, 35), (24, 1))) is None
     assert collapse(_bias_relu((1, 24, 5, 7), (24,), "nn.bias_add", {"axis": 1})) is None
-    x = Var("p0", TensorType((1, 4, 6), "float32"))
+    x = Var("p0", TensorType((4, 6, 5), "float32"))
     assert collapse(infer_types(Function([x], Call("transpose", (x,), {"axes": (0, 2, 1)})))) is None
+    assert collapse(infer_types(Function([x], Call("nn.softmax", (x,), {"axis": -1})))) is None
 
 
 def _residual(path):
@@ -68,3 +69,48 @@ def test_a_program_passes_collapsed_views_and_computes_what_tier1_does(tmp_path)
     t0 = Executable(build_made(jobs, exe.target), prog, exe.constants)
     x = RNG.standard_normal((1, 32, 9, 9)).astype(np.float32)
     np.testing.assert_allclose(t0.run(x)[0], exe.run(x)[0], rtol=1e-5, atol=1e-5)
+
+
+def _chain(shape, *steps):
+    x = Var("p0", TensorType(shape, "float32"))
+    n = x
+    for op, attrs in steps:
+        n = Call(op, (n,), attrs)
+    return infer_types(Function([x], n))
+
+
+def test_a_chain_of_reshapes_and_transposes_is_one_transpose():
+    """Swin's window partition (56x56 rows into 8x8 windows of 7x7) and a head split collapse
+    to a transpose of the fewest axes; the window partition of another stage to the same one."""
+    swin = _chain((1, 56, 56, 96), ("reshape", {"newshape": (1, 8, 7, 8, 7, 96)}),
+                  ("transpose", {"axes": (0, 1, 3, 2, 4, 5)}), ("reshape", {"newshape": (3136, 96)}))
+    fn, shapes = collapse(swin)
+    assert shapes == ((8, 7, 8, 672), (8, 8, 7, 672)) and fn.body.attr("axes") == (0, 2, 1, 3)
+    _, later = collapse(_chain((1, 28, 28, 192), ("reshape", {"newshape": (1, 4, 7, 4, 7, 192)}),
+                               ("transpose", {"axes": (0, 1, 3, 2, 4, 5)}), ("reshape", {"newshape": (784, 192)})))
+    assert later == ((4, 7, 4, 1344), (4, 4, 7, 1344))
+    heads = _chain((197, 768), ("reshape", {"newshape": (1, 197, 12, 64)}), ("transpose", {"axes": (0, 2, 1, 3)}))
+    assert collapse(heads)[1] == ((197, 12, 64), (12, 197, 64))
+    # (the reshapes after the last transpose only view its result)
+    odd = _chain((2, 3), ("transpose", {"axes": (1, 0)}), ("reshape", {"newshape": (2, 3)}))
+    assert collapse(odd)[1] == ((2, 3), (3, 2))
+
+
+def _heads_model(path):
+    nodes = [helper.make_node("Reshape", ["x", "s"], ["r"]), helper.make_node("Transpose", ["r"], ["y"], perm=[0, 2, 1, 3])]
+    import onnx
+
+    g = helper.make_graph(nodes, "h", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 2, 6, 4])],
+                          [numpy_helper.from_array(np.array([2, 6, 2, 4], np.int64), "s")])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return str(path)
+
+
+def test_a_collapsed_transpose_computes_what_tier1_does(tmp_path):
+    exe = ember.compile(_heads_model(tmp_path / "h.onnx"), wait=True)
+    jobs, chosen = tier0_kernels(exe.groups, constant_params(exe.program), split=True)
+    assert any(isinstance(c, Viewed) for c in chosen.values())
+    t0 = Executable(build_made(jobs, exe.target), remap_program(exe.program, chosen), exe.constants)
+    x = RNG.standard_normal((2, 6, 8)).astype(np.float32)
+    np.testing.assert_array_equal(t0.run(x)[0], x.reshape(2, 6, 2, 4).transpose(0, 2, 1, 3))
