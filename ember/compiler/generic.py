@@ -166,12 +166,12 @@ def generalize(fn: Function, keep: frozenset = frozenset(), from_axis: int = 0,
     def size(d: int):
         if d in by_value:
             return by_value[d]
-        if which != "any" or d <= 1:
+        if which not in ("any", "all") or d <= 1:
             return d
         # (Swin's windows, (1, 8, 7, 8, 7, C) at its first stage, (1, 4, 7, 4, 7, C) at the
         # next: one kernel for every stage, each call passing its own)
         if d not in fresh:
-            used = taken | set(names) | set(fresh.values())
+            used = taken | set(names) | set(fresh.values()) | {n for n, _ in own}
             fresh[d] = next(f"s{k}" for k in range(len(used) + 1) if f"s{k}" not in used)
         return Dim(fresh[d])
 
