@@ -48,6 +48,9 @@ _PATTERNS = {"elementwise": (Pattern.ELEMWISE, Pattern.BROADCAST),
 _AFFINE = ("strided_slice", "concat", "pad", "transpose", "expand", "squeeze", "unsqueeze")
 _ALSO = {"elementwise": _AFFINE, "all": ("scatter_nd", "scatter_elements"), "any": ()}
 _SHAPE_ATTRS = {"reshape": "newshape", "expand": "shape", "unblock_channels": "channels"}
+# layout ops whose block is a size where bounds are (``generalize(bounds=True)``): the folding
+# program packs the weights of a conv of any block with one kernel (ShuffleNet's 2, 14, 16, 17)
+_BLOCKS = ("nn.pack_conv_weight", "block_channels")
 # injective ops whose computes need static sizes: resize's taps and weights are per position
 # of a resized axis (YOLOS's constant-folded position embeddings, resized 14x14 -> 14x14)
 _STATIC = ("resize",)
@@ -176,6 +179,8 @@ def generalize(fn: Function, keep: frozenset = frozenset(), from_axis: int = 0,
         return Dim(fresh[d])
 
     def sizes_in_attrs(n):
+        if bounds and isinstance(n, Call) and n.op in _BLOCKS and isinstance(n.attr("block"), int):
+            return n.replace(attrs={**dict(n.attrs), "block": own_size(n.attr("block"))})
         if bounds and isinstance(n, Call) and n.op == "pad" and n.attr("mode", "constant") == "constant":
             pw = tuple(own_size(d) if isinstance(d, int) and d > 0 else d for d in n.attr("pad_width"))
             return n.replace(attrs={**dict(n.attrs), "pad_width": pw}) if pw != tuple(n.attr("pad_width")) else None

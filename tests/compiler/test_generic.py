@@ -211,3 +211,26 @@ def test_pads_of_every_width_share_a_kernel_where_bounds_are_sizes():
     assert astext(a[0]) == astext(b[0]) and 12 in b[1].values()
     with generic_kernels("elementwise"):
         assert generalize(pad(4)) is None or astext(generalize(pad(4))[0]) != astext(generalize(pad(12))[0])
+
+
+def test_packing_in_blocks_of_any_width_shares_a_kernel_in_the_fold():
+    """The folding program packs conv weights (and blocks channels) of every block with one
+    kernel: the block is a size of its own (ShuffleNet's 2, 14, 16, 17)."""
+    from ember.graph.printer import astext
+
+    def pack(op, shape, block):
+        x = Var("p0", T(*shape))
+        return infer_types(Function([x], Call(op, (x,), {"block": block})))
+
+    with generic_kernels("all"):
+        a, b = generalize(pack("nn.pack_conv_weight", (28, 8, 3, 3), 14)), generalize(pack("nn.pack_conv_weight", (34, 8, 3, 3), 17))
+        c, d = generalize(pack("block_channels", (1, 24, 7, 7), 16)), generalize(pack("block_channels", (1, 40, 7, 7), 32))
+    assert astext(a[0]) == astext(b[0]) and 17 in b[1].values()
+    assert astext(c[0]) == astext(d[0])
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((34, 8, 3, 3)).astype(np.float32)
+    x = Var("w", T(34, 8, 3, 3))
+    mod = Module({"main": Function([x], Call("nn.pack_conv_weight", (x,), {"block": 17}))})
+    with generic_kernels("all"):
+        got = ember.compile(mod, wait=True).run(w)[0]
+    np.testing.assert_array_equal(got, w.reshape(2, 17, 8, 3, 3).transpose(0, 2, 3, 4, 1))

@@ -84,7 +84,7 @@ register_op("reshape", infer=_infer_reshape, pattern=INJ,
 
 def _infer_block_channels(args, attrs):
     x, b = tensor(args[0]), attrs["block"]
-    if x.ndim < 2 or b < 1:
+    if x.ndim < 2 or isinstance(b, int) and b < 1:
         raise ShapeError(f"block_channels: expects N C <spatial> and block={b} >= 1, got {x}")
     # (symbolic channels: only constant folding's shape-generic kernels block them; the
     # blocked layout of a model's region needs static channels, which block_layout checks)
@@ -108,7 +108,7 @@ def _infer_unblock_channels(args, attrs):
     return TensorType((x.shape[0], full) + x.shape[2:-1], x.dtype)
 
 
-register_op("block_channels", infer=_infer_block_channels, pattern=INJ, attrs_schema={"block": attr("int")},
+register_op("block_channels", infer=_infer_block_channels, pattern=INJ, attrs_schema={"block": attr("dim")},
             doc="N C <spatial> -> N ceil(C/block) <spatial> block (the blocked channel layout, NCHW[b]c); "
                 "channels past C are zero")
 register_op("unblock_channels", infer=_infer_unblock_channels, pattern=INJ,

@@ -96,8 +96,8 @@ def _conv_rule(n: int):
 
 def _infer_pack_conv_weight(args, attrs):
     w = tensor(args[0], "the weight")
-    fb = attrs["block"]
-    if fb < 1 or w.ndim < 3:
+    fb = attrs["block"]  # (a size of its own in the folding program's shape-generic kernel)
+    if isinstance(fb, int) and fb < 1 or w.ndim < 3:
         raise ShapeError(f"nn.pack_conv_weight needs a weight (O, I/groups, kernel...) and block >= 1, "
                          f"got {w} and block={fb}")
     # (symbolic sizes: the shape-generic kernel that packs the weights of every conv)
@@ -230,7 +230,7 @@ register_op("nn.conv2d_nchwc", infer=_infer_conv2d_nchwc, pattern=Pattern.OUT_EL
 
 
 register_op("nn.pack_conv_weight", infer=_infer_pack_conv_weight, pattern=Pattern.INJECTIVE,
-            attrs_schema={"block": attr("int")},
+            attrs_schema={"block": attr("dim")},
             doc="convolution weights (O, I/groups, kernel...) in blocks of output channels: "
                 "(ceil(O / block), I/groups, kernel..., block), zero past O")
 

@@ -10,9 +10,12 @@ from .common import register_compute, stage_name, te_shape
 
 
 def _block_channels(attrs, inputs, out_type):
+    from ..dims import index
+
     (x,) = inputs
     b, C = attrs["block"], x.shape[1]
-    whole = const_int(C) is not None and const_int(C) % b == 0
+    b = b if isinstance(b, int) else index(b)  # (a size: the folding program's generic kernel)
+    whole = const_int(C) is not None and isinstance(b, int) and const_int(C) % b == 0
 
     def body(n, cb, *rest):
         c = cb * b + rest[-1]

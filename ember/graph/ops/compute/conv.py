@@ -79,10 +79,12 @@ def _packed_conv(x, w, attrs, strides, padding, dilation, op):
 
 
 def _pack_conv_weight(attrs, inputs, out_type):
+    from ..dims import index
+
     (w,) = inputs
     F, Cg, *kernel = [const_int(d) if const_int(d) is not None else d for d in w.shape]
-    return pack_weight(lambda f, c, *k: w[(f, c, *k)], F, Cg, kernel, attrs["block"], w.dtype,
-                       stage_name("nn.pack_conv_weight"))
+    fb = attrs["block"] if isinstance(attrs["block"], int) else index(attrs["block"])
+    return pack_weight(lambda f, c, *k: w[(f, c, *k)], F, Cg, kernel, fb, w.dtype, stage_name("nn.pack_conv_weight"))
 
 
 register_compute("nn.pack_conv_weight", _pack_conv_weight)
