@@ -221,13 +221,13 @@ def _compile(model, options: CompileOptions):
     if isinstance(model, Module):
         mod = model
     else:
-        from ..frontend.onnx.checks import load_model
+        from ..frontend.onnx.checks import load_model_lean
         from ..frontend.onnx.importer import from_onnx
 
-        proto, _ = load_model(model)
+        proto, _, weights = load_model_lean(model)  # (a file's large weights read straight into arrays)
         output_names = [o.name for o in proto.graph.output]
-        mod = from_onnx(proto, input_shapes=input_shapes, io_narrow=narrow)  # bound before the shape computations
-        del proto  # the graph holds the weights now: the proto's copy of them goes
+        mod = from_onnx(proto, input_shapes=input_shapes, io_narrow=narrow, weights=weights)  # bound before the shape computations
+        del proto, weights  # the graph holds the weights now: the proto's copy of them goes
         input_shapes = None
     times["import"] = time.perf_counter() - t0
     if input_shapes:

@@ -47,6 +47,23 @@ def load_model(model: Union[onnx.ModelProto, str, os.PathLike, bytes]) -> tuple:
     return proto, source
 
 
+def load_model_lean(model: Union[onnx.ModelProto, str, os.PathLike, bytes]) -> tuple:
+    """``(ModelProto, source, weights)``, like :func:`load_model`; a file's large initializers'
+    data read apart into ``weights`` (name -> bytes, :func:`.lean.load_lean`): the message
+    keeps their dims and types, not their data."""
+    if not isinstance(model, (str, os.PathLike)) or not os.path.isfile(os.fspath(model)):
+        return (*load_model(model), {})
+    from .lean import load_lean
+
+    path = os.fspath(model)
+    try:
+        proto, weights = load_lean(path)
+    except Exception as e:  # (what onnx.load raised: a bad file)
+        raise ModelError(f"ONNX file {path!r} cannot be read as an ONNX model ({type(e).__name__}: {e}); "
+                         "is it truncated or not an ONNX file?") from None
+    return proto, f"ONNX file {path!r}", weights
+
+
 def model_opset(proto: onnx.ModelProto, source: str) -> Optional[int]:
     """The opset of the default ONNX domain; None when the model imports none (then every
     node is from another domain, or the model is invalid: the scan reports either). A model

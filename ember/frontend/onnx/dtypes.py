@@ -1,9 +1,11 @@
 """ONNX element types <-> Ember dtypes, and ONNX tensors -> numpy arrays."""
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 import onnx
-from onnx import TensorProto, numpy_helper
+from onnx import TensorProto, helper, numpy_helper
 
 from ...errors import DTypeError, ModelError
 from ...loop import dtype as dt
@@ -63,12 +65,16 @@ def to_onnx(dtype: str) -> int:
     return _TO_ONNX[dtype]
 
 
-def tensor_to_numpy(t: onnx.TensorProto, what: str) -> np.ndarray:
+def tensor_to_numpy(t: onnx.TensorProto, what: str, raw: Optional[np.ndarray] = None) -> np.ndarray:
     """The value of an ONNX tensor (initializer or attribute) as a numpy array of an Ember dtype
-    (a narrow type's bytes as uint8)."""
+    (a narrow type's bytes as uint8). ``raw``: its data's bytes, read apart from the message
+    (:func:`.lean.load_lean`; a plain element type)."""
     dtype = storage_of(t.data_type, what)
     try:
-        arr = numpy_helper.to_array(t)
+        if raw is not None:
+            arr = raw.view(helper.tensor_dtype_to_np_dtype(t.data_type)).reshape(tuple(t.dims))
+        else:
+            arr = numpy_helper.to_array(t)
     except Exception as e:  # data that does not fill the dims, external data that is missing, ...
         raise ModelError(f"{what} cannot be read: {type(e).__name__}: {e} (dims {list(t.dims)}, "
                          f"{onnx_type_name(t.data_type)}); is the model corrupted?") from None

@@ -33,7 +33,8 @@ from ...graph import Constant, Function, Module, TensorType, Tuple, TupleType, V
 from ...loop import dtype as dt
 from ..errors import ModelError
 from . import fold
-from .checks import _DEFAULT_DOMAINS, _node_label, check_nodes, check_structure, load_model, model_opset, raise_problems, scan
+from .checks import (_DEFAULT_DOMAINS, _node_label, check_nodes, check_structure, load_model, load_model_lean,
+                     model_opset, raise_problems, scan)
 from .boundary import SequenceOutputError, SubgraphSequenceError, bind_input, declared_item_dtype, flatten_output
 from .context import NodeContext, StructureValueError
 from .functions import expand_functions
@@ -83,7 +84,8 @@ def from_onnx(model: Union[onnx.ModelProto, str, os.PathLike, bytes], *,
               static_inputs: Optional[Mapping[str, np.ndarray]] = None,
               input_shapes: Optional[Mapping[str, Sequence]] = None,
               keep_initializers_as_inputs: bool = False, io_narrow: Optional[dict] = None,
-              structure: Optional[Mapping[str, tuple]] = None, io_structure: Optional[list] = None) -> Module:
+              structure: Optional[Mapping[str, tuple]] = None, io_structure: Optional[list] = None,
+              weights: Optional[Mapping[str, np.ndarray]] = None) -> Module:
     """Import an ONNX model (a ModelProto, a path, or serialized bytes) as an Ember Module.
 
     ``io_narrow`` (a dict), when given, gets the narrow types (float8, int4, ...) of the graph's
@@ -101,12 +103,17 @@ def from_onnx(model: Union[onnx.ModelProto, str, os.PathLike, bytes], *,
     them (:func:`.boundary.structure_of`): a sequence is imported as one tensor parameter per
     item. ``io_structure`` (a list), when given, lets graph outputs be sequences or optionals:
     their tensors are flattened into the outputs, and the list gets each graph output's layout
-    (:func:`.boundary.regroup` takes a run's outputs back into lists).
+    (:func:`.boundary.regroup` takes a run's outputs back into lists). ``weights``: the bytes of
+    main-graph initializers read apart from ``model`` (:func:`.lean.load_lean`), by name; a path
+    is read that way itself.
 
     Raises ModelError (unreadable or malformed model), UnsupportedOpError (everything
     unsupported, listed at once), ShapeError/DTypeError (naming the ONNX node).
     """
-    proto, source = load_model(model)
+    if isinstance(model, (str, os.PathLike)) and weights is None:
+        proto, source, weights = load_model_lean(model)
+    else:
+        proto, source = load_model(model)
     check_structure(proto, source)
     opset = model_opset(proto, source)
     proto = expand_functions(proto, opset)  # (ops ONNX defines as functions of other ops)
@@ -119,6 +126,7 @@ def from_onnx(model: Union[onnx.ModelProto, str, os.PathLike, bytes], *,
     raise_problems(problems, opset, source)
     imp = _Importer(proto, opset, source, static_inputs, keep_initializers_as_inputs, input_shapes)
     imp.structure = structure
+    imp.weights = dict(weights or {})
     mod = imp.run(io_structure)
     if io_narrow is not None:
         io_narrow.update(imp.io_narrow)
@@ -177,6 +185,7 @@ class _Importer:
         self.functions: dict = outer.functions if outer is not None else {}  # subgraphs' functions
         self.narrow: dict = {}  # ONNX value name -> the narrow type whose bytes it holds
         self.io_narrow: dict = {"inputs": {}, "outputs": []}  # the graph's narrow inputs and outputs
+        self.weights: dict = {}  # main-graph initializer name -> its bytes, read apart (.lean)
         self.structure: dict = {}  # sequence inputs -> the structure a run gives them (.boundary)
 
     def narrow_of(self, name: str) -> Optional[str]:
@@ -289,7 +298,7 @@ class _Importer:
         for name, t in inits.items():
             if name not in self.env:
                 # the array is new (or a view of the tensor's bytes): the Constant takes it as is
-                c = Constant.adopt(tensor_to_numpy(t, f"initializer {name!r}"))
+                c = Constant.adopt(tensor_to_numpy(t, f"initializer {name!r}", self.weights.get(name)))
                 self.env[name], self.values[name] = c, c.value
                 if narrow_of(t.data_type):
                     self.narrow[name] = narrow_of(t.data_type)
