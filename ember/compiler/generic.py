@@ -260,8 +260,9 @@ def _from_the_end(n):
 
 
 def _absolute(n):
-    """A slice of unit steps on static axes with its bounds as the indices they name, clamped
-    (``x[:, -3:]`` of 56 rows as ``x[:, 53:56]``): each then becomes a size (``bounds``)."""
+    """A slice of forward steps on static axes with its bounds as the indices they name, clamped
+    (``x[:, -3:]`` of 56 rows as ``x[:, 53:56]``, ``x[1::2]`` of 7 as ``x[1:6:2]``): each then
+    becomes a size (``bounds``)."""
     if not (isinstance(n, Call) and n.op == "strided_slice" and isinstance(n.args[0].type, TensorType)):
         return None
     shape = n.args[0].type.shape
