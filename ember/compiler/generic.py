@@ -160,11 +160,13 @@ def generalize(fn: Function, keep: frozenset = frozenset(), from_axis: int = 0,
     own: list = []  # (name, value) of the pad widths' and slice bounds' sizes (``bounds``)
     bounds = bounds and which in ("all", "any")
 
-    def own_size(d: int) -> Dim:
+    def unused() -> str:
         used = taken | set(names) | set(fresh.values()) | {n for n, _ in own}
-        name = next(f"s{k}" for k in range(len(used) + 1) if f"s{k}" not in used)
-        own.append((name, d))
-        return Dim(name)
+        return next(f"s{k}" for k in range(len(used) + 1) if f"s{k}" not in used)
+
+    def own_size(d: int) -> Dim:
+        own.append((unused(), d))
+        return Dim(own[-1][0])
 
     def size(d: int):
         if d in by_value:
@@ -174,8 +176,7 @@ def generalize(fn: Function, keep: frozenset = frozenset(), from_axis: int = 0,
         # (Swin's windows, (1, 8, 7, 8, 7, C) at its first stage, (1, 4, 7, 4, 7, C) at the
         # next: one kernel for every stage, each call passing its own)
         if d not in fresh:
-            used = taken | set(names) | set(fresh.values()) | {n for n, _ in own}
-            fresh[d] = next(f"s{k}" for k in range(len(used) + 1) if f"s{k}" not in used)
+            fresh[d] = unused()
         return Dim(fresh[d])
 
     def sizes_in_attrs(n):

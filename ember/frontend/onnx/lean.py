@@ -26,12 +26,12 @@ _MODEL_GRAPH, _GRAPH_INITIALIZER, _TENSOR_RAW_DATA = 7, 5, 9
 _TENSOR_SEGMENT, _TENSOR_EXTERNAL, _TENSOR_LOCATION = 3, 13, 14
 
 
-# the element types read apart, and their sizes (narrow ones -- int4, float8 -- go through onnx)
-_PLAIN = {onnx.TensorProto.FLOAT: 4, onnx.TensorProto.DOUBLE: 8, onnx.TensorProto.FLOAT16: 2,
-          onnx.TensorProto.BFLOAT16: 2, onnx.TensorProto.INT8: 1, onnx.TensorProto.UINT8: 1,
-          onnx.TensorProto.INT16: 2, onnx.TensorProto.UINT16: 2, onnx.TensorProto.INT32: 4,
-          onnx.TensorProto.UINT32: 4, onnx.TensorProto.INT64: 8, onnx.TensorProto.UINT64: 8,
-          onnx.TensorProto.BOOL: 1}
+# the element types read apart (narrow ones -- int4, float8 -- go through onnx)
+_PLAIN = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16,
+                    onnx.TensorProto.BFLOAT16, onnx.TensorProto.INT8, onnx.TensorProto.UINT8,
+                    onnx.TensorProto.INT16, onnx.TensorProto.UINT16, onnx.TensorProto.INT32,
+                    onnx.TensorProto.UINT32, onnx.TensorProto.INT64, onnx.TensorProto.UINT64,
+                    onnx.TensorProto.BOOL})
 
 
 class _Unexpected(Exception):
@@ -65,8 +65,8 @@ def _encode(value: int) -> bytes:
 
 
 def _fields(f, end: int):
-    """``(field, wire type, tag bytes, payload start)`` of each field up to offset ``end``; a
-    length-delimited one's payload length follows its tag (read by the caller)."""
+    """``(field, wire type, the field's offset)`` of each field up to offset ``end``, its tag
+    read (a length-delimited one's length follows: the caller reads or skips it)."""
     while f.tell() < end:
         start = f.tell()
         tag = _varint(f)
@@ -88,9 +88,11 @@ def _skip(f, wire: int) -> None:
         raise _Unexpected(f"wire type {wire}")
 
 
-def _copy(f, start: int, wire: int) -> bytes:
-    """The bytes of the field that starts at ``start`` (its tag read), as they are."""
-    _skip(f, wire)
+def _copy(f, start: int, wire: Optional[int]) -> bytes:
+    """The bytes of the field that starts at ``start``, as they are: its tag read (``wire``:
+    its payload then skipped here; None: already skipped)."""
+    if wire is not None:
+        _skip(f, wire)
     end = f.tell()
     f.seek(start)
     return f.read(end - start)
@@ -108,8 +110,9 @@ def _tensor(f, end: int, raws: list) -> bytes:
                 raws.append((f.tell(), n))
                 f.seek(n, io.SEEK_CUR)
                 continue
-            f.seek(start)
-            _varint(f)
+            f.seek(n, io.SEEK_CUR)
+            out += _copy(f, start, None)
+            continue
         out += _copy(f, start, wire)
     if f.tell() != end:
         raise _Unexpected("a tensor runs past its message")
@@ -160,7 +163,8 @@ def load_lean(path: str) -> tuple:
                 t.ParseFromString(body)
                 if t.name in arrays or names.count(t.name) != 1:
                     raise _Unexpected("initializers of one name")
-                if t.data_type not in _PLAIN or n != int(np.prod(t.dims, dtype=np.int64)) * _PLAIN[t.data_type]:
+                if t.data_type not in _PLAIN or n != int(np.prod(t.dims, dtype=np.int64)) * \
+                        onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize:
                     raise _Unexpected("a narrow type, or data that does not fill the dims")
                 # (a bytearray, not np.empty: numpy asks the kernel for huge pages for a large
                 # array, and with THP's defrag on madvise each fault may stop to compact memory:
