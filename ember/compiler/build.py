@@ -133,7 +133,7 @@ def _tiered(jobs: list, groups: list, program: dict, finish, target, stats: Opti
     waits for them. ``tiers``: ``{"t0": compile start, "progress": bool}``."""
     from ..codegen.llvm import build_made
     from ..codegen.llvm.objects import compile_made_objects, in_background, made_object_cached
-    from .tier0 import constant_params, kernel_names, remap_program, tier0_kernels
+    from .tier0 import call_sizes, constant_params, kernel_names, remap_program, tier0_kernels
     from .tier0_split import splittable
     from .tiered import TieredExecutable
 
@@ -153,7 +153,7 @@ def _tiered(jobs: list, groups: list, program: dict, finish, target, stats: Opti
         return None
     fns = dict(groups)
     t0_jobs, chosen = tier0_kernels([(jobs[k][0], fns[jobs[k][0]]) for k in missing], constant_params(program),
-                                    split=splittable(program))
+                                    split=splittable(program), sizes=call_sizes(program))
     t0_by_name = {j[0]: j for j in t0_jobs}
 
     def mixed(pending: set, kernel_stats: Optional[dict] = None):

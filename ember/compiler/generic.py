@@ -32,6 +32,7 @@ from ..graph.ops import get_op
 from ..graph.ops.registry import Pattern
 from ..graph.types import Dim, TensorType
 from ..graph.visit import post_order, rewrite, substitute
+from ..kernels.common import vector_lanes
 
 # ops whose computes take symbolic sizes as well as static ones, by how much of a group goes
 # generic: "elementwise" (a model's own kernels: an element's index is the same expression
@@ -51,6 +52,13 @@ _SHAPE_ATTRS = {"reshape": "newshape", "expand": "shape", "unblock_channels": "c
 # layout ops whose block is a size where bounds are (``generalize(bounds=True)``): the folding
 # program packs the weights of a conv of any block with one kernel (ShuffleNet's 2, 14, 16, 17)
 _BLOCKS = ("nn.pack_conv_weight", "block_channels")
+# attributes that are sizes in tier 0's kernels alone: a packed product's columns (its weight's
+# panels are sizes already), so that one kernel serves the products of every width -- each
+# transformer's projections and MLPs (a model's kernels keep them static: their last panel's
+# columns masked at run time cost tier 1 its unmasked stores); where the product is the group's
+# result (tier 0 runs a static program's anchors apart). A multiple of 4, 3 or 2 vectors
+# stays one, ``64*s``: tier 0 then keeps that many accumulators (:func:`.tier0._accumulate`)
+_ANY = {"nn.matmul_packed": "units"}
 # injective ops whose computes need static sizes: resize's taps and weights are per position
 # of a resized axis (YOLOS's constant-folded position embeddings, resized 14x14 -> 14x14)
 _STATIC = ("resize",)
@@ -158,7 +166,11 @@ def generalize(fn: Function, keep: frozenset = frozenset(), from_axis: int = 0,
     by_value = {v: sym[key] for key, v in zip(keys, values)}  # (a shape attribute names sizes by value)
     fresh: dict = {}  # tier 0: a shape attribute's other sizes -> sizes of their own (value -> name)
     own: list = []  # (name, value) of the pad widths' and slice bounds' sizes (``bounds``)
-    bounds = bounds and which in ("all", "any")
+    # (a slice's bounds are sizes in a model's kernels too: they only offset its copy; a pad's
+    # widths and a block would cost a model's kernels the loops they split and unroll)
+    slices, bounds = bounds, bounds and which in ("all", "any")
+    # (an anchor alone, as tier 0 runs a static program's: an epilogue would pin its columns)
+    alone = which == "any" and isinstance(fn.body, Call) and fn.body.op in _ANY
 
     def unused() -> str:
         used = taken | set(names) | set(fresh.values()) | {n for n, _ in own}
@@ -180,12 +192,18 @@ def generalize(fn: Function, keep: frozenset = frozenset(), from_axis: int = 0,
         return Dim(fresh[d])
 
     def sizes_in_attrs(n):
+        if alone and isinstance(n, Call) and isinstance(n.attr(_ANY.get(n.op, ""), None), int):
+            v = n.attr(_ANY[n.op])
+            lanes = vector_lanes(None, n.type.dtype) if isinstance(n.type, TensorType) else 1
+            f = next(u * lanes for u in (4, 3, 2, 1) if v % (u * lanes) == 0) if v % lanes == 0 else 1
+            own.append((unused(), v // f))
+            return n.replace(attrs={**dict(n.attrs), _ANY[n.op]: D.dim_mul(f, Dim(own[-1][0]))})
         if bounds and isinstance(n, Call) and n.op in _BLOCKS and isinstance(n.attr("block"), int):
             return n.replace(attrs={**dict(n.attrs), "block": own_size(n.attr("block"))})
         if bounds and isinstance(n, Call) and n.op == "pad" and n.attr("mode", "constant") == "constant":
             pw = tuple(own_size(d) if isinstance(d, int) and d > 0 else d for d in n.attr("pad_width"))
             return n.replace(attrs={**dict(n.attrs), "pad_width": pw}) if pw != tuple(n.attr("pad_width")) else None
-        if bounds and which == "all" and isinstance(n, Call) and n.op == "strided_slice" \
+        if slices and isinstance(n, Call) and n.op == "strided_slice" \
                 and all(st > 0 for st in n.attr("strides", None) or ()) \
                 and all(isinstance(d, int) and 0 <= d < _END for d in (*n.attr("begin"), *n.attr("end"))):
             return n.replace(attrs={**dict(n.attrs), "begin": tuple(own_size(d) for d in n.attr("begin")),
@@ -203,7 +221,7 @@ def generalize(fn: Function, keep: frozenset = frozenset(), from_axis: int = 0,
         return n.replace(attrs={**dict(n.attrs), key: new}) if new != old else None
     try:
         with D.collect_assumptions(fresh=True) as assumed:
-            body = rewrite(fn.body, _absolute if bounds and which == "all" else _from_the_end)
+            body = rewrite(fn.body, _absolute if slices else _from_the_end)
             body = rewrite(substitute(body, dict(zip(fn.params, params))), sizes_in_attrs)
             g = infer_types(Function(params, body))
     except Exception:  # a shape rule that needs these sizes static

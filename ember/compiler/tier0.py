@@ -31,13 +31,16 @@ from ..graph.printer import astext
 from ..kernels.common import const_int, parallel_outer, vector_lanes, vectorize_inner
 from ..kernels.elementwise import schedule_elementwise
 from ..loop import compute as te
+from ..loop.arith import can_prove
+from ..loop.expr import EQ, FloorMod, IntImm
 from ..loop.schedule import Schedule
 from .generic import generalize, generic_kernels
 from .group import ANCHORS, GroupKernel, compute_group, group_anchor, own_outputs, _inlinable
 from .tier0_collapse import Viewed, collapse
-from .tier0_split import Split, split_calls, split_group
+from .tier0_split import PerCall, Split, choice_of, sizes_key, split_calls, split_group
+from .twin import specialize_group
 
-__all__ = ["TIER0_OPT", "constant_params", "kernel_names", "make_tier0_kernel", "remap_program", "schedule_plain",
+__all__ = ["TIER0_OPT", "call_sizes", "constant_params", "kernel_names", "make_tier0_kernel", "remap_program", "schedule_plain",
            "tier0_kernels"]
 
 # LLVM's level for tier-0 kernels: O1 (no unrolling or vectorizers; the schedule vectorizes).
@@ -121,7 +124,9 @@ def _accumulate(s: Schedule, red: te.Tensor, out: te.Tensor) -> bool:
     # several share each broadcast of the data (a product's columns, a 32-channel block)
     # (a symbolic last axis -- a batched product of runtime sizes, attention's -- has one,
     # its tail masked)
-    chains = next((u for u in (4, 3, 2) if last is not None and last % (u * lanes) == 0), 1)
+    # (a symbolic one a multiple of vectors, a product's columns ``64*s``, has them too)
+    chains = next((u for u in (4, 3, 2) if can_prove(EQ(FloorMod(red.shape[-1], IntImm(u * lanes, "int64")),
+                                                        IntImm(0, "int64")))), 1)
     if chains > 1:
         vo, vi = so.split(axes[-1], factor=chains * lanes)
         vu, vl = so.split(vi, factor=lanes)
@@ -257,18 +262,33 @@ def constant_params(program: dict) -> dict:
     return {k: frozenset(v) for k, v in found.items()}
 
 
+def call_sizes(program: dict) -> dict:
+    """Kernel name -> the sizes each of its calls in ``program`` passes (a list of dicts; a
+    shape-generic kernel's), for :func:`tier0_kernels`."""
+    sizes: dict = {}
+    for c in program["calls"]:
+        if c.get("scalars"):
+            sizes.setdefault(c["kernel"], []).append(c["scalars"])
+    return sizes
+
+
 def _short(op: str) -> str:
     return op.split(".")[-1].replace("_nchwc", "") or "group"
 
 
-def tier0_kernels(groups: list, weights: Optional[dict] = None, split: bool = False) -> tuple:
+def tier0_kernels(groups: list, weights: Optional[dict] = None, split: bool = False,
+                  sizes: Optional[dict] = None) -> tuple:
     """The tier-0 compile jobs of ``groups`` ((kernel name, group Function) pairs) and, per
     group name, ``(tier-0 kernel name, sizes)``: groups that compute the same share one job.
     ``weights``: kernel name -> positions of constant parameters (:func:`constant_params`).
     ``split`` (a static program's groups): an anchor and its epilogue become two kernels, a
     :class:`~.tier0_split.Split` in place of the pair (:mod:`.tier0_split`), and an
     elementwise group or epilogue runs over its collapsed shapes, a
-    :class:`~.tier0_collapse.Viewed` in place of the pair (:mod:`.tier0_collapse`)."""
+    :class:`~.tier0_collapse.Viewed` in place of the pair (:mod:`.tier0_collapse`).
+    ``sizes`` (with ``split``): kernel name -> the sizes its calls pass (a list, one dict per
+    call): a shape-generic tier-1 group is bound to each call's and made generic again the
+    tier-0 way (each dim its own size, a slice's bounds too, collapsed), its choice a
+    :class:`~.tier0_split.PerCall` where its calls' differ."""
     jobs: dict = {}
     chosen: dict = {}
 
@@ -286,23 +306,31 @@ def tier0_kernels(groups: list, weights: Optional[dict] = None, split: bool = Fa
         c = collapse(fn) if split else None
         return (*job(fn, weights), None) if c is None else (*job(c[0], frozenset()), c[1])
 
-    for g, fn in groups:
-        w = (weights or {}).get(g, frozenset())
+    def choice(fn: Function, w: frozenset):
         parts = split_group(fn) if split else None
         if parts is None:
             name, sizes, shapes = viewed(fn, w)
-            chosen[g] = (name, sizes) if shapes is None else Viewed(name, sizes, shapes)
-            continue
+            return (name, sizes) if shapes is None else Viewed(name, sizes, shapes)
         fa, pa, fe, pe = parts
         ename, esizes, eshapes = viewed(fe, frozenset())
-        chosen[g] = Split((*job(fa, frozenset(pa.index(i) for i in w if i in pa)), pa),
-                          (ename, esizes, pe, eshapes), fa.body.type)
+        return Split((*job(fa, frozenset(pa.index(i) for i in w if i in pa)), pa),
+                     (ename, esizes, pe, eshapes), fa.body.type)
+
+    for g, fn in groups:
+        w = (weights or {}).get(g, frozenset())
+        calls = {sizes_key(s): s for s in (sizes or {}).get(g, ())} if split else {}
+        bound = {k: specialize_group(fn, s) for k, s in calls.items()}
+        if not bound or None in bound.values():
+            chosen[g] = choice(fn, w)
+            continue
+        each = tuple((k, choice(b, w)) for k, b in bound.items())
+        chosen[g] = each[0][1] if len(each) == 1 else PerCall(each)
     return list(jobs.values()), chosen
 
 
 def kernel_names(choice) -> tuple:
     """The tier-0 kernels a group's choice (of :func:`tier0_kernels`) runs."""
-    return choice.names if isinstance(choice, Split) else (choice.name,) if isinstance(choice, Viewed) \
+    return choice.names if isinstance(choice, (Split, PerCall)) else (choice.name,) if isinstance(choice, Viewed) \
         else (choice[0],)
 
 
@@ -311,14 +339,15 @@ def remap_program(program: dict, chosen: dict) -> dict:
     (tier-0 kernel name, sizes), a :class:`~.tier0_split.Split` or a
     :class:`~.tier0_collapse.Viewed`) call those instead, with their sizes; subgraph programs
     too."""
-    splits = {g: c for g, c in chosen.items() if isinstance(c, (Split, Viewed))}
+    splits = {g: c for g, c in chosen.items() if isinstance(c, (Split, Viewed, PerCall))}
     if splits:
         program = split_calls(program, splits)
     out = dict(program)
     calls = []
     for c in program["calls"]:
-        if c["kernel"] in chosen and not isinstance(chosen[c["kernel"]], (Split, Viewed)):
-            name, sizes = chosen[c["kernel"]]
+        this = choice_of(chosen, c) if "tier0_of" not in c else None
+        if this is not None and not isinstance(this, (Split, Viewed)):
+            name, sizes = this
             c = dict(c, kernel=name, tier0_of=c["kernel"])  # (what the profiler names it by)
             if sizes:
                 c["scalars"] = {**c.get("scalars", {}), **sizes}

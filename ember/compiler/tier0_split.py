@@ -29,7 +29,7 @@ from ..graph.visit import free_vars, post_order, substitute
 from .program import nbytes
 from .tier0_collapse import Viewed, view_args
 
-__all__ = ["Split", "split_calls", "split_group", "splittable"]
+__all__ = ["PerCall", "Split", "choice_of", "split_calls", "split_group", "splittable"]
 
 _ALIGN = 64
 
@@ -48,6 +48,33 @@ class Split:
     @property
     def names(self) -> tuple:
         return self.anchor[0], self.epilogue[0]
+
+
+@dataclasses.dataclass(frozen=True)
+class PerCall:
+    """The tier-0 choices of a shape-generic tier-1 kernel whose calls take different sizes
+    (Swin's window shift, one kernel over its four stages): ``choices`` maps each call's sizes,
+    as :func:`sizes_key` gives them, to its own choice (the group bound to those sizes and
+    made generic again the tier-0 way, :func:`~.tier0.tier0_kernels`)."""
+
+    choices: tuple  # ((sizes key, choice), ...)
+
+    @property
+    def names(self) -> tuple:
+        from .tier0 import kernel_names
+
+        return tuple(dict.fromkeys(n for _, c in self.choices for n in kernel_names(c)))
+
+
+def sizes_key(scalars: dict) -> tuple:
+    return tuple(sorted(scalars.items()))
+
+
+def choice_of(chosen: dict, call: dict):
+    """The tier-0 choice (of ``chosen``, tier-1 kernel name -> choice) for program call
+    ``call``, or None where its kernel has none."""
+    c = chosen.get(call["kernel"])
+    return dict(c.choices)[sizes_key(call.get("scalars", {}))] if isinstance(c, PerCall) else c
 
 
 def splittable(program: dict) -> bool:
@@ -107,7 +134,7 @@ def split_calls(program: dict, chosen: dict) -> dict:
     last: dict = {}
     for i, c in enumerate(program["calls"]):
         first[i] = len(calls)
-        split = chosen.get(c["kernel"])
+        split = choice_of(chosen, c)
         if isinstance(split, Viewed):
             calls.append(dict(c, kernel=split.name, tier0_of=c["kernel"], args=view_args(slots, c["args"], split.shapes),
                               **({"scalars": {**c.get("scalars", {}), **split.sizes}} if split.sizes else {})))

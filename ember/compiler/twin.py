@@ -32,12 +32,28 @@ def bound_dim(d, values: dict):
 
 
 def specialize_group(fn: Function, values: dict) -> Optional[Function]:
-    """Fused group ``fn`` with the symbolic sizes of its parameters bound to ``values`` (symbol
-    name -> int) and its types inferred again; None where it has no symbolic parameter, a
-    symbol has no value, or the group does not hold at those sizes."""
+    """Fused group ``fn`` with the symbolic sizes of its parameters and of its ops' attributes
+    (a generic slice's bounds, a reshape's sizes) bound to ``values`` (symbol name -> int) and
+    its types inferred again; None where it has no symbolic parameter, a symbol has no value,
+    or the group does not hold at those sizes."""
     from ..graph.infer import infer_types
-    from ..graph.visit import substitute
+    from ..graph.ir import Call
+    from ..graph.visit import rewrite, substitute
     from .compile import _untyped
+
+    def bind(v):
+        if isinstance(v, Dim):
+            d = bound_dim(v, values)
+            if d is None:
+                raise KeyError(v)
+            return d
+        return tuple(bind(x) for x in v) if isinstance(v, tuple) else v
+
+    def bound_attrs(n):
+        if not isinstance(n, Call) or not any(isinstance(v, (Dim, tuple)) for v in n.attrs.values()):
+            return None
+        attrs = {k: bind(v) for k, v in n.attrs.items()}
+        return n.replace(attrs=attrs) if attrs != dict(n.attrs) else None
 
     mapping = {}
     for p in fn.params:
@@ -51,9 +67,9 @@ def specialize_group(fn: Function, values: dict) -> Optional[Function]:
     if not mapping:
         return None
     try:
-        body = substitute(fn.body, mapping)
+        body = rewrite(substitute(fn.body, mapping), bound_attrs)
         out = infer_types(Function([mapping.get(p, p) for p in fn.params], _untyped(body)))
-    except EmberError:
+    except (EmberError, KeyError):
         return None
     t = out.ret_type
     types = t.fields if hasattr(t, "fields") else (t,)

@@ -93,28 +93,37 @@ def encoder(path):
     return str(path)
 
 
-def _tier0_of(exe) -> Executable:
+def _tier0_of(exe, split: bool = False) -> Executable:
     """``exe``'s program with every group on its tier-0 kernel (its constant weights known, as
-    a tiered build knows them)."""
-    jobs, chosen = tier0_kernels(exe.groups, constant_params(exe.program))
+    a tiered build knows them); ``split``: anchors apart from their epilogues, as a tiered build
+    runs a static program."""
+    from ember.compiler.tier0 import call_sizes
+
+    jobs, chosen = tier0_kernels(exe.groups, constant_params(exe.program), split=split,
+                                 sizes=call_sizes(exe.program))
 
     return Executable(build_made(jobs, exe.target), remap_program(exe.program, chosen), exe.constants)
 
 
-@pytest.mark.parametrize("make,shape", [(cnn, (2, 3, 20, 20)), (encoder, (2, 12, 32))])
-def test_tier0_kernels_compute_what_tier1_does(tmp_path, make, shape):
-    path = make(tmp_path / "m.onnx")
+@pytest.mark.parametrize("make,shape,batch", [(cnn, (2, 3, 20, 20), "N"), (encoder, (2, 12, 32), None),
+                                              (cnn, (2, 3, 20, 20), 2)])
+def test_tier0_kernels_compute_what_tier1_does(tmp_path, make, shape, batch):
+    from ember.compiler.tier0_split import splittable
+
+    path = make(tmp_path / "m.onnx") if batch is None else make(tmp_path / "m.onnx", batch=batch)
     exe = ember.compile(path, wait=True)
-    t0 = _tier0_of(exe)
-    assert all(c["kernel"].startswith("tier0_") for c in t0.program["calls"])
     x = RNG.standard_normal(shape).astype(np.float32)
-    np.testing.assert_allclose(t0.run(x)[0], exe.run(x)[0], rtol=1e-4, atol=1e-5)
+    for split in (False, True) if splittable(exe.program) else (False,):
+        t0 = _tier0_of(exe, split)
+        assert all(c["kernel"].startswith("tier0_") for c in t0.program["calls"])
+        np.testing.assert_allclose(t0.run(x)[0], exe.run(x)[0], rtol=1e-4, atol=1e-5)
 
 
 def test_a_tier0_product_keeps_several_accumulators(tmp_path):
     """Each of a tier-0 product's output vectors is a chain of dependent FMAs: four vectors of
     columns accumulate side by side (the encoder's 64-column MLP product), each one's sums in
-    the order of tier 1's."""
+    the order of tier 1's; so do they with the product run apart from its epilogue, its
+    columns a size (a multiple of 4 vectors: 64*s)."""
     from ember.compiler.tier0 import make_tier0_kernel
     from ember.loop.stmt import For, Store
     from ember.loop.visit import walk
@@ -122,12 +131,15 @@ def test_a_tier0_product_keeps_several_accumulators(tmp_path):
     exe = ember.compile(encoder(tmp_path / "e.onnx"), wait=True)
     jobs, chosen = tier0_kernels(exe.groups, constant_params(exe.program))
     mlp = [fn for *_, fn, _ in jobs if "nn.matmul_packed" in str(fn) and "units=64" in str(fn)]
-    assert len(mlp) == 1
-    func, _ = make_tier0_kernel(mlp[0], "k", exe.target)
-    loops = [n for n in walk(func) if isinstance(n, For) and n.kind == "serial"
-             and any(isinstance(m, Store) and m.buffer.scope == "local" for m in walk(n.body))]
-    inner = min(loops, key=lambda n: sum(1 for _ in walk(n)))
-    assert sum(isinstance(m, Store) for m in walk(inner.body)) == 4
+    apart = [fn for *_, fn, _ in tier0_kernels(exe.groups, constant_params(exe.program), split=True)[0]
+             if "nn.matmul_packed" in str(fn)]
+    assert len(mlp) == 1 and any("units=64*s" in str(fn) for fn in apart)
+    for fn in mlp + [fn for fn in apart if "units=64*s" in str(fn)]:
+        func, _ = make_tier0_kernel(fn, "k", exe.target)
+        loops = [n for n in walk(func) if isinstance(n, For) and n.kind == "serial"
+                 and any(isinstance(m, Store) and m.buffer.scope == "local" for m in walk(n.body))]
+        inner = min(loops, key=lambda n: sum(1 for _ in walk(n)))
+        assert sum(isinstance(m, Store) for m in walk(inner.body)) == 4
 
 
 def test_tier0_kernels_are_shared_and_take_sizes(tmp_path):
@@ -457,3 +469,41 @@ def test_an_anchor_alone_takes_its_ones_as_sizes():
                           _tier0_function(conv(1, 3, 2), frozenset({1})))
     assert astext(f1) == astext(f2) and s1 != s2
     assert 1 in s1.values()
+
+
+def rolls(path):
+    """Swin's window shift (``torch.roll`` by 3 rows: the last 3 rows, then the others) at two
+    stages, (1, 28, 28, 96) and (1, 14, 14, 192): tier 1 computes both with one shape-generic
+    kernel, each call passing its sizes."""
+    nodes, inits = [], []
+    for s, n, c in (("a", 28, 96), ("b", 14, 192)):
+        inits += [numpy_helper.from_array(np.array(v, np.int64), f"{k}{s}")
+                  for k, v in (("s", [-3]), ("e", [2 ** 63 - 1]), ("z", [0]), ("m", [-3]), ("ax", [1]))]
+        nodes += [helper.make_node("Slice", [f"x{s}", f"s{s}", f"e{s}", f"ax{s}"], [f"tail{s}"]),
+                  helper.make_node("Slice", [f"x{s}", f"z{s}", f"m{s}", f"ax{s}"], [f"head{s}"]),
+                  helper.make_node("Concat", [f"tail{s}", f"head{s}"], [f"y{s}"], axis=1)]
+    ins = [helper.make_tensor_value_info(f"x{s}", TensorProto.FLOAT, [1, n, n, c]) for s, n, c in (("a", 28, 96), ("b", 14, 192))]
+    outs = [helper.make_tensor_value_info(f"y{s}", TensorProto.FLOAT, [1, n, n, c]) for s, n, c in (("a", 28, 96), ("b", 14, 192))]
+    return _model(nodes, inits, ins, outs, path)
+
+
+def test_a_generic_tier1_kernel_is_bound_per_call_and_made_generic_again(tmp_path):
+    """A tier-1 kernel shared by calls of different sizes: tier 0 binds the group to each
+    call's sizes and generalizes it its own way (each dim its own size, a slice's bounds
+    absolute sizes), a choice per call; the program then computes what tier 1 does."""
+    from ember.compiler.tier0 import call_sizes
+    from ember.compiler.tier0_split import PerCall, splittable
+
+    exe = ember.compile(rolls(tmp_path / "r.onnx"), wait=True)
+    assert splittable(exe.program)
+    sizes = call_sizes(exe.program)
+    shared = [k for k, v in sizes.items() if len(v) == 2]
+    assert shared, "tier 1 shares no kernel between the stages"
+    jobs, chosen = tier0_kernels(exe.groups, constant_params(exe.program), split=True, sizes=sizes)
+    assert all(isinstance(chosen[k], PerCall) for k in shared)
+    a, b = RNG.standard_normal((1, 28, 28, 96)).astype(np.float32), RNG.standard_normal((1, 14, 14, 192)).astype(np.float32)
+    t0 = Executable(build_made(jobs, exe.target), remap_program(exe.program, chosen), exe.constants)
+    assert all(c["kernel"].startswith("tier0_") for c in t0.program["calls"])
+    for got, want in zip(t0.run(a, b), exe.run(a, b)):
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(t0.run(a, b)[0], np.roll(a, 3, axis=1))

@@ -315,7 +315,7 @@ def _infer_matmul_packed(args, attrs):
                          f"got {a} and {bp}")
     k, n = a.shape[-1], attrs["units"]
     why = f"{a} @ packed {bp} with {n} columns: the contraction or the columns do not match"
-    if n <= 0:
+    if isinstance(n, int) and n <= 0:
         raise ShapeError(why)
     if not isinstance(k, int) or not isinstance(panels[1], int):
         D.assume_equal(k, panels[1], why)
@@ -331,7 +331,7 @@ register_op("nn.pack_matmul_weight", infer=_infer_pack_matmul_weight, pattern=Pa
             doc="a (..., K, N) weight -- (..., N, K) with trans -- in panels of nr columns: (..., ceil(N/nr), K, nr), "
                 "zero past N; with group g > 1, g values along K together: (..., ceil(N/nr), ceil(K/g), nr, g)")
 register_op("nn.matmul_packed", infer=_infer_matmul_packed, pattern=Pattern.OUT_ELEMWISE_FUSABLE, num_args=2,
-            attrs_schema={"units": attr("int"), "dot": attr("str", None), "runtime": attr("bool", False)},
+            attrs_schema={"units": attr("dim"), "dot": attr("str", None), "runtime": attr("bool", False)},
             doc="a (..., M, K) @ a weight packed by nn.pack_matmul_weight (its batch dims broadcast), with units (N) "
                 "columns (runtime: the weight is an activation, packed at run time); with dot "
                 "(a packed dot: dot_bf16x2, dot_u8i8x4) both are int32 words of narrow values along K")

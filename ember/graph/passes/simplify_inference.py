@@ -2,7 +2,8 @@
 the weights and bias of the convolution before it when there is one; ``copy`` disappears;
 ``power`` by a constant 2, 3 or 4 is a product (GPT-2's tanh GELU cubes its input: ``pow``
 is a libm call per element, scalar, 10x the cost of the matrix product it follows), by 1
-the base, by 0.5 ``sqrt``.
+the base, by 0.5 ``sqrt``; a pad, slice, transpose, reshape, expand or cast that changes
+nothing disappears.
 
 ``batch_norm(x, gamma, beta, mean, var)`` with constant statistics is
 ``x * s + (beta - mean * s)`` with ``s = gamma / sqrt(var + eps)``. When ``x`` is a
@@ -78,16 +79,39 @@ def _power(n: Call):
             4.0: _typed("multiply", [sq, sq]) if sq is not None else None}[e]
 
 
+def _is_identity(n: Call) -> bool:
+    """Whether ``n`` returns its first operand unchanged: a pad of no widths (Swin pads its
+    rows to a multiple of its window, by nothing at 224x224), a slice of everything, a
+    transpose of no axes, a reshape, expand or cast to what it has. Each would be a kernel and
+    a copy."""
+    if not n.args or not isinstance(n.type, TensorType) or n.type != getattr(n.args[0], "type", None):
+        return False
+    if n.op == "pad":
+        return n.attr("mode", "constant") == "constant" and all(w == 0 for w in n.attr("pad_width"))
+    if n.op == "strided_slice":
+        shape = n.type.shape
+        axes = n.attr("axes", None)
+        begin = n.attr("begin")
+        axes = axes if axes is not None else tuple(range(len(begin)))
+        steps = n.attr("strides", None) or (1,) * len(axes)
+        return all(isinstance(shape[a], int) and isinstance(b, int) and st == 1 and (b == 0 or b <= -shape[a])
+                   for a, b, st in zip(axes, begin, steps))
+    if n.op == "transpose":
+        axes = n.attr("axes", None)
+        return tuple(range(n.type.ndim)) == (tuple(axes) if axes is not None else tuple(reversed(range(n.type.ndim))))
+    return n.op in ("reshape", "expand", "cast") and n.type.is_static
+
+
 @graph_pass("simplify_inference", opt_level=1)
 def simplify_inference(mod: Module, ctx: PassContext) -> Module:
-    """Batch norm into scale/shift (into the preceding conv when possible); drop ``copy``;
-    small constant powers as products."""
+    """Batch norm into scale/shift (into the preceding conv when possible); drop ``copy`` and
+    ops that return their operand as it is; small constant powers as products."""
     uses = use_counts(mod.main.body)
 
     def simplify(m, n, get):
         if not isinstance(n, Call):
             return None
-        if n.op == "copy":
+        if n.op == "copy" or _is_identity(n):
             return m.args[0]
         if n.op == "power":
             with source_span(*merge_spans(n)):
