@@ -56,8 +56,112 @@ def collapse(fn: Function) -> Optional[tuple]:
     parameters' then its result's -- or None where it does not collapse (another kind of
     group, symbolic shapes, or nothing to drop or merge). An elementwise group keeps its ops
     (:func:`_elementwise_collapse`); a chain of reshapes and transposes becomes one transpose
-    of the fewest axes (:func:`_movement_collapse`)."""
-    return _elementwise_collapse(fn) or _movement_collapse(fn)
+    of the fewest axes (:func:`_movement_collapse`); an op along its operand's last axes runs
+    over (rows, n) (:func:`_trailing_collapse`)."""
+    c = _collapse(fn)
+    if c is not None:
+        return c
+    e = _edge_views(fn)
+    return None if e is None else (_collapse(e[0]) or e)
+
+
+def _collapse(fn: Function) -> Optional[tuple]:
+    return _elementwise_collapse(fn) or _movement_collapse(fn) or _trailing_collapse(fn)
+
+
+_VIEWS = ("reshape", "squeeze", "unsqueeze", "flatten")
+
+
+def _edge_views(fn: Function) -> Optional[tuple]:
+    """``(function, shapes)``: ``fn`` with the reshapes at its edges as views -- a parameter
+    read only through a reshape becomes a parameter of the reshaped shape (the call passes its
+    buffer viewed so), and a reshaped result is the result before it, the output buffer viewed
+    -- or None where it has none. ViT's ``reshape(x) + y`` is then an add, collapsed like any."""
+    if not all(isinstance(p.type, TensorType) and p.type.is_static for p in fn.params):
+        return None
+    calls = [n for n in post_order(fn.body) if isinstance(n, Call)]
+    uses: dict = {}
+    for n in calls:
+        for a in n.args:
+            uses.setdefault(a, set()).add(n)
+    body = fn.body
+    while isinstance(body, Call) and body.op in _VIEWS and isinstance(body.args[0], Call):
+        body = body.args[0]
+    mapping, params, shapes = {}, [], []
+    for p in fn.params:
+        n = p
+        while len(uses.get(n, ())) == 1:
+            (u,) = uses[n]
+            if u is body or not (u.op in _VIEWS and isinstance(u.type, TensorType) and u.type.is_static):
+                break
+            n = u
+        if n is not p:
+            mapping[n] = Var(p.name, n.type)
+        params.append(mapping.get(n, p))
+        shapes.append(tuple(n.type.shape))
+    if not mapping and body is fn.body:
+        return None
+    try:
+        g = infer_types(Function(params, substitute(body, mapping) if mapping else body))
+    except Exception:
+        return None
+    if not (isinstance(g.body.type, TensorType) and g.body.type.is_static):
+        return None
+    return g, tuple(shapes) + (tuple(g.body.type.shape),)
+
+
+# ops that compute along their operand's last axes, each row alike: the attribute that says from
+# which axis on (a softmax's, a layer norm's) or which axes (a reduction's)
+_TRAILING = {"nn.softmax": "axis", "nn.log_softmax": "axis", "nn.layer_norm": "axis",
+             "mean": "axis", "sum": "axis", "max": "axis", "min": "axis"}
+
+
+def _trailing_collapse(fn: Function) -> Optional[tuple]:
+    """An op over its operand's last axes alone (a softmax, a layer norm, a mean over the
+    channels-last image) as the same op over ``(rows, n)``: the axes before merge into rows and
+    the axes it computes along into one. Swin's (64, 3, 49, 49) softmax is BERT's (1, 12, 128,
+    128) one, its (1, 56, 56, 96) layer norm GPT-2's (1, 128, 768)."""
+    body = fn.body
+    if not (isinstance(body, Call) and body.op in _TRAILING and body.args and body.args[0] is fn.params[0]):
+        return None
+    if not all(isinstance(p.type, TensorType) and p.type.is_static for p in fn.params) \
+            or not (isinstance(body.type, TensorType) and body.type.is_static):
+        return None
+    x = fn.params[0].type
+    axis = body.attr(_TRAILING[body.op], None)
+    r = x.ndim
+    if isinstance(axis, int):
+        first = axis % r if -r <= axis < r else None
+        if body.op in ("nn.softmax", "nn.log_softmax") and first != r - 1:
+            return None
+    elif isinstance(axis, tuple) and axis:
+        axes = sorted(a % r for a in axis)
+        first = axes[0] if axes == list(range(axes[0], r)) else None
+    else:
+        return None
+    if first is None or first == 0:
+        return None
+    rows, n = math.prod(x.shape[:first]), math.prod(x.shape[first:])
+    if (rows, n) == tuple(x.shape):
+        return None
+    # (a layer norm's scale and shift: each a vector over the normalized axes)
+    others = [p.type for p in fn.params[1:]]
+    if any(math.prod(t.shape) != n or tuple(t.shape) != tuple(x.shape[first:])[-t.ndim:] for t in others):
+        return None
+    new = [(rows, n)] + [(n,) for _ in others]
+    params = [Var(p.name, TensorType(shape, p.type.dtype)) for p, shape in zip(fn.params, new)]
+    attrs = dict(body.attrs)
+    attrs[_TRAILING[body.op]] = -1 if isinstance(axis, int) else (1,)
+    keep = body.op not in ("mean", "sum", "max", "min") or body.attr("keepdims", False)
+    out = (rows, n) if body.type.ndim == r and math.prod(body.type.shape) == rows * n else \
+        ((rows, 1) if keep else (rows,))
+    try:
+        g = infer_types(Function(params, Call(body.op, tuple(params), attrs)))
+    except Exception:
+        return None
+    if tuple(g.body.type.shape) != out or math.prod(out) != math.prod(body.type.shape):
+        return None
+    return g, tuple(new) + (out,)
 
 
 def _elementwise_collapse(fn: Function) -> Optional[tuple]:

@@ -38,7 +38,8 @@ def test_what_does_not_collapse():
     assert collapse(_bias_relu((1, 24, 5, 7), (24,), "nn.bias_add", {"axis": 1})) is None
     x = Var("p0", TensorType((4, 6, 5), "float32"))
     assert collapse(infer_types(Function([x], Call("transpose", (x,), {"axes": (0, 2, 1)})))) is None
-    assert collapse(infer_types(Function([x], Call("nn.softmax", (x,), {"axis": -1})))) is None
+    assert collapse(infer_types(Function([x], Call("nn.softmax", (x,), {"axis": 1})))) is None
+    assert collapse(infer_types(Function([x], Call("mean", (x,), {"axis": (0, 2)})))) is None
 
 
 def _residual(path):
@@ -114,3 +115,57 @@ def test_a_collapsed_transpose_computes_what_tier1_does(tmp_path):
     t0 = Executable(build_made(jobs, exe.target), remap_program(exe.program, chosen), exe.constants)
     x = RNG.standard_normal((2, 6, 8)).astype(np.float32)
     np.testing.assert_array_equal(t0.run(x)[0], x.reshape(2, 6, 2, 4).transpose(0, 2, 1, 3))
+
+
+def _one(op, shape, attrs, *others):
+    ps = [Var(f"p{k}", TensorType(s, "float32")) for k, s in enumerate((shape, *others))]
+    return infer_types(Function(ps, Call(op, tuple(ps), attrs)))
+
+
+def test_an_op_along_the_last_axes_runs_over_rows():
+    """A softmax, a layer norm, a mean over the last axes: the same op over (rows, n), its
+    scale and shift vectors of n, whatever the rank (Swin's windows' softmax is BERT's)."""
+    assert collapse(_one("nn.softmax", (2, 3, 5, 7), {"axis": -1}))[1] == ((30, 7), (30, 7))
+    fn, shapes = collapse(_one("nn.layer_norm", (1, 4, 6, 8), {"axis": -1}, (8,), (8,)))
+    assert shapes == ((24, 8), (8,), (8,), (24, 8)) and fn.body.attr("axis") == -1
+    assert collapse(_one("nn.layer_norm", (2, 3, 4), {"axis": 1}, (3, 4), (3, 4)))[1] == ((2, 12), (12,), (12,), (2, 12))
+    assert collapse(_one("mean", (1, 8, 5, 5), {"axis": (-1, -2), "keepdims": True}))[1] == ((8, 25), (8, 1))
+    assert collapse(_one("sum", (3, 4, 5), {"axis": (2,), "keepdims": False}))[1] == ((12, 5), (12,))
+
+
+def _norms_model(path):
+    nodes = [helper.make_node("LayerNormalization", ["x", "g", "b"], ["n"], axis=-1, epsilon=1e-5),
+             helper.make_node("Softmax", ["n"], ["y"], axis=-1),
+             helper.make_node("ReduceMean", ["y"], ["m"], axes=[-1, -2], keepdims=1)]
+    import onnx
+
+    g = helper.make_graph(nodes, "n", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 5, 40])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 5, 40]),
+                           helper.make_tensor_value_info("m", TensorProto.FLOAT, [2, 3, 1, 1])],
+                          [numpy_helper.from_array(RNG.standard_normal(40).astype(np.float32), "g"),
+                           numpy_helper.from_array(RNG.standard_normal(40).astype(np.float32), "b")])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return str(path)
+
+
+def test_ops_along_the_last_axes_over_rows_compute_what_tier1_does(tmp_path):
+    exe = ember.compile(_norms_model(tmp_path / "n.onnx"), wait=True)
+    jobs, chosen = tier0_kernels(exe.groups, constant_params(exe.program), split=True)
+    assert any(isinstance(c, Viewed) for c in chosen.values())
+    t0 = Executable(build_made(jobs, exe.target), remap_program(exe.program, chosen), exe.constants)
+    x = RNG.standard_normal((2, 3, 5, 40)).astype(np.float32)
+    for got, want in zip(t0.run(x), exe.run(x)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_reshapes_at_a_groups_edges_are_views():
+    """A parameter read through a reshape is passed viewed in the reshaped shape, a reshaped
+    result is the output viewed: ViT's ``reshape(x) + y`` is an add, collapsed like any."""
+    x, y = Var("p0", TensorType((4, 1, 6), "float32")), Var("p1", TensorType((1, 4, 6), "float32"))
+    r = Call("reshape", (x,), {"newshape": (1, 4, 6)})
+    fn = infer_types(Function([x, y], Call("reshape", (Call("add", (r, y)),), {"newshape": (4, 6)})))
+    g, shapes = collapse(fn)
+    assert shapes == ((24,), (24,), (24,)) and g.body.op == "add"
+    both = infer_types(Function([x, y], Call("add", (Call("reshape", (x,), {"newshape": (1, 4, 6)}),
+                                                     Call("exp", (Call("reshape", (x,), {"newshape": (1, 4, 6)}),))))))
+    assert collapse(both)[1][0] == (24,)  # (one reshape read twice: still one view)

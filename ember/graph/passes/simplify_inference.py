@@ -3,7 +3,7 @@ the weights and bias of the convolution before it when there is one; ``copy`` di
 ``power`` by a constant 2, 3 or 4 is a product (GPT-2's tanh GELU cubes its input: ``pow``
 is a libm call per element, scalar, 10x the cost of the matrix product it follows), by 1
 the base, by 0.5 ``sqrt``; a pad, slice, transpose, reshape, expand or cast that changes
-nothing disappears.
+nothing disappears, and a transpose that moves only axes of 1 is the reshape it is.
 
 ``batch_norm(x, gamma, beta, mean, var)`` with constant statistics is
 ``x * s + (beta - mean * s)`` with ``s = gamma / sqrt(var + eps)``. When ``x`` is a
@@ -102,6 +102,19 @@ def _is_identity(n: Call) -> bool:
     return n.op in ("reshape", "expand", "cast") and n.type.is_static
 
 
+def _moves_only_ones(n: Call) -> bool:
+    """Whether transpose ``n`` keeps the order of its operand's axes other than those of 1: a
+    reshape then (ViT's class token, (197, 1, 768) -> (1, 197, 768)), which views its operand
+    where a transpose copies it."""
+    x = n.args[0].type if n.args else None
+    if not (isinstance(x, TensorType) and x.is_static and isinstance(n.type, TensorType)):
+        return False
+    axes = n.attr("axes", None)
+    axes = tuple(axes) if axes is not None else tuple(reversed(range(x.ndim)))
+    kept = [a for a in axes if x.shape[a] != 1]
+    return kept == sorted(kept) and axes != tuple(range(x.ndim))
+
+
 @graph_pass("simplify_inference", opt_level=1)
 def simplify_inference(mod: Module, ctx: PassContext) -> Module:
     """Batch norm into scale/shift (into the preceding conv when possible); drop ``copy`` and
@@ -113,6 +126,8 @@ def simplify_inference(mod: Module, ctx: PassContext) -> Module:
             return None
         if n.op == "copy" or _is_identity(n):
             return m.args[0]
+        if n.op == "transpose" and _moves_only_ones(n):
+            return Call("reshape", [m.args[0]], {"newshape": tuple(n.type.shape)}, n.type, span=n.span)
         if n.op == "power":
             with source_span(*merge_spans(n)):
                 return _power(m)

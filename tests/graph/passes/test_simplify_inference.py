@@ -90,6 +90,29 @@ def test_copy_is_removed():
     assert after.main.body.args[0] is x
 
 
+def test_ops_that_change_nothing_are_removed():
+    """A pad of no widths (Swin pads its rows to a multiple of its window: by nothing at
+    224x224), a slice of everything, a transpose of no axes, a reshape to its own shape: each
+    would be a kernel and a copy. A slice that drops an element stays."""
+    x = Var("x", T(1, 4, 6))
+    for op in (call("pad", x, pad_width=(0, 0, 0, 0, 0, 0)),
+               call("strided_slice", x, axes=(1, 2), begin=(0, -9), end=(4, 2 ** 63 - 1)),
+               call("transpose", x, axes=(0, 1, 2)), call("reshape", x, newshape=(1, 4, 6))):
+        after = simplify(module([x], call("exp", op)))
+        assert after.main.body.args[0] is x, op.op
+    kept = simplify(module([x], call("exp", call("strided_slice", x, axes=(2,), begin=(1,), end=(6,)))))
+    assert kept.main.body.args[0].op == "strided_slice"
+
+
+def test_a_transpose_of_axes_of_one_is_a_reshape():
+    x = Var("x", T(5, 1, 6))
+    after = simplify(module([x], call("exp", call("transpose", x, axes=(1, 0, 2)))))
+    r = after.main.body.args[0]
+    assert r.op == "reshape" and r.attr("newshape") == (1, 5, 6)
+    kept = simplify(module([x], call("exp", call("transpose", x, axes=(2, 1, 0)))))
+    assert kept.main.body.args[0].op == "transpose"
+
+
 def test_folded_conv_carries_the_spans_of_conv_bias_and_batch_norm():
     x = Var("x", T(1, 4, 5, 5))
     with ember.graph.source_span("Conv_1"):
