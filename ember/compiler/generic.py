@@ -206,8 +206,11 @@ def generalize(fn: Function, keep: frozenset = frozenset(), from_axis: int = 0,
         if slices and isinstance(n, Call) and n.op == "strided_slice" \
                 and all(st > 0 for st in n.attr("strides", None) or ()) \
                 and all(isinstance(d, int) and 0 <= d < _END for d in (*n.attr("begin"), *n.attr("end"))):
-            return n.replace(attrs={**dict(n.attrs), "begin": tuple(own_size(d) for d in n.attr("begin")),
-                                    "end": tuple(own_size(d) for d in n.attr("end"))})
+            # (a bound of 0 stays: the arithmetic takes every size for at least 1, and a
+            # vectorized concat's select over a begin of 0 was proved one-sided -- ResNet-18's
+            # 2x2 map from its 1x1 pieces read out of bounds)
+            return n.replace(attrs={**dict(n.attrs), "begin": tuple(own_size(d) if d else d for d in n.attr("begin")),
+                                    "end": tuple(own_size(d) if d else d for d in n.attr("end"))})
         # a shape an op is given (a reshape's, an expand's) names the same sizes symbolically;
         # where a value only happens to equal a size, the shape rule's check rejects it below
         key = _SHAPE_ATTRS.get(n.op) if isinstance(n, Call) else None

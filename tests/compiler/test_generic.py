@@ -58,7 +58,9 @@ def test_sizes_become_symbols_and_slices_clamp_to_them():
     """Static dims other than 1 become size symbols; a slice of the last 7 generalizes at any
     size (its length min(7, s0), clamped as ONNX does, 7 at 56 rows and 5 at 5); a group with
     a tensor constant keeps its sizes. The folding program's kernels take a slice's bounds as
-    sizes too (made absolute first: rows 49 to 56 of 56, 0 to 5 of 5), so both slices share one."""
+    sizes too (made absolute first: rows 49 to 56 of 56, 2 to 9 of 9), so both slices share one;
+    a bound of 0 stays (the loop arithmetic takes every size for at least 1): the last 7 of 5
+    rows, 0 to 5, has a kernel of its own."""
     from ember.graph.ops.dims import eval_dim
     from ember.graph.printer import astext
 
@@ -68,13 +70,16 @@ def test_sizes_become_symbols_and_slices_clamp_to_them():
         c = Var("p0", T(4, 4))
         assert generalize(infer_types(Function([c], Call("add", [c, const(np.ones((4, 4), np.float32))])))) is None
         b56, b56_sizes = generalize(_slice_last_7(56))
-        b5, b5_sizes = generalize(_slice_last_7(5))
+        b5, b5_sizes = generalize(_slice_last_7(9))
+        b0, b0_sizes = generalize(_slice_last_7(5))
     assert sizes == {"s0": 56, "s1": 96} and small_sizes == {"s0": 5, "s1": 96}
     assert g.params[0].type.shape == (1, Dim("s0"), Dim("s1")) and g.body.type.shape[2] == Dim("s1")
     assert eval_dim(g.body.type.shape[1], sizes) == 7 and eval_dim(small.body.type.shape[1], small_sizes) == 5
     assert astext(b56) == astext(b5)
-    assert b56_sizes == {"s0": 56, "s1": 96, "s2": 49, "s3": 56} and b5_sizes == {"s0": 5, "s1": 96, "s2": 0, "s3": 5}
-    assert eval_dim(b56.body.type.shape[1], b56_sizes) == 7 and eval_dim(b5.body.type.shape[1], b5_sizes) == 5
+    assert b56_sizes == {"s0": 56, "s1": 96, "s2": 49, "s3": 56} and b5_sizes == {"s0": 9, "s1": 96, "s2": 2, "s3": 9}
+    assert eval_dim(b56.body.type.shape[1], b56_sizes) == 7 and eval_dim(b5.body.type.shape[1], b5_sizes) == 7
+    assert astext(b0) != astext(b5) and b0_sizes == {"s0": 5, "s1": 96, "s2": 5}
+    assert eval_dim(b0.body.type.shape[1], b0_sizes) == 5
 
 
 def test_the_default_leaves_index_remapping_static():

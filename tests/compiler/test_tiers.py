@@ -507,3 +507,22 @@ def test_a_generic_tier1_kernel_is_bound_per_call_and_made_generic_again(tmp_pat
     for got, want in zip(t0.run(a, b), exe.run(a, b)):
         np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(t0.run(a, b)[0], np.roll(a, 3, axis=1))
+
+
+def test_a_slice_from_0_across_a_concat_computes_what_tier1_does(tmp_path):
+    """A slice whose begin is 0, over a concat along the vectorized axis: the begin stays 0 in
+    the tier-0 kernel (the loop arithmetic takes every size for at least 1; as a size of 0,
+    the concat's select across the vector's lanes was proved one-sided and read out of
+    bounds -- torch's ResNet-18 with a dynamic batch)."""
+    nodes = [helper.make_node("Concat", ["a", "b"], ["c"], axis=3),
+             helper.make_node("Slice", ["c", "s", "e", "ax"], ["d"]),
+             helper.make_node("Relu", ["d"], ["y"])]
+    inits = [numpy_helper.from_array(np.array(v, np.int64), k) for k, v in (("s", [0]), ("e", [17]), ("ax", [3]))]
+    path = _model(nodes, inits, [helper.make_tensor_value_info("a", TensorProto.FLOAT, ["N", 64, 4, 1]),
+                                 helper.make_tensor_value_info("b", TensorProto.FLOAT, ["N", 64, 4, 20])],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 64, 4, 17])], tmp_path / "c.onnx")
+    exe = ember.compile(path, wait=True)
+    a, b = RNG.standard_normal((1, 64, 4, 1)).astype(np.float32), RNG.standard_normal((1, 64, 4, 20)).astype(np.float32)
+    want = np.maximum(np.concatenate([a, b], axis=3)[..., :17], 0)
+    np.testing.assert_array_equal(exe.run(a, b)[0], want)
+    np.testing.assert_array_equal(_tier0_of(exe).run(a, b)[0], want)
