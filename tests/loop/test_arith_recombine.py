@@ -80,3 +80,43 @@ def test_a_quotient_and_remainder_by_a_symbolic_divisor_recombine_under_a_common
         env = {I: i, S: s, N: n}
         want = (i // (s * c)) * c * k * (n if other else 1) + ((i // s) % c) * k * (n if other else 1)
         assert ev(got, env) == want
+
+
+@settings(max_examples=60, deadline=None)
+@given(c=st.integers(1, 6), d=st.integers(1, 5), k=st.integers(-3, 3), s=st.integers(1, 7), n=st.integers(1, 5),
+       sym=st.booleans(), lo=st.integers(-40, 0))
+def test_a_remainder_and_a_nested_remainder_recombine_from_the_inside(c, d, k, s, n, sym, lo):
+    # c*((i // c) % d)*k + (i % c)*k == (i % (c*d))*k for positive c, d: the outermost quotient
+    # absent (a buffer of the fused loop's shape but its first axis)
+    cc = S * c if sym else C(c)
+    e = cc * FloorMod(FloorDiv(I, cc), N) * k + FloorMod(I, cc) * k
+    from ember.loop.arith.analyzer import Param
+
+    got = simplify(e, {S: Param((1, 1 << 40)), N: Param((1, 1 << 40)), I: (C(lo), C(lo) + N * cc * d - 1)})
+    if k:
+        assert _divmods(got) <= 1
+    cv = s * c if sym else c
+    for i in range(lo, lo + n * cv * d):
+        env = {I: i, S: s, N: n}
+        assert ev(got, env) == (cv * ((i // cv) % n) + i % cv) * k
+
+
+@settings(max_examples=60, deadline=None)
+@given(a=st.integers(1, 7), b=st.integers(1, 7), i=st.integers(-60, 60))
+def test_a_quotient_of_a_quotient_by_positive_sizes_is_one_quotient(a, b, i):
+    got = simplify(FloorDiv(FloorDiv(I, S), N), {S: (C(1), C(1 << 40)), N: (C(1), C(1 << 40))})
+    assert _divmods(got) == 1
+    assert ev(got, {I: i, S: a, N: b}) == (i // a) // b
+
+
+def test_a_fused_index_below_its_extent_is_its_own_remainder():
+    from ember.loop.arith.analyzer import Param
+
+    r = {S: Param((1, 1 << 40)), N: Param((1, 1 << 40)), I: (C(0), N * S * S - 1)}
+    assert simplify(FloorMod(I, N * S * S), r) == I
+    # the row-major offset of (1, n, s, s) read by the loop fused over it: i
+    flat = (FloorMod(FloorDiv(FloorDiv(I, S), S), N) * S + FloorMod(FloorDiv(I, S), S)) * S + FloorMod(I, S)
+    assert simplify(flat, r) == I
+    # below the extent but possibly negative: the remainder stays
+    r[I] = (C(-1), N * S * S - 1)
+    assert _divmods(simplify(FloorMod(I, N * S * S), r)) == 1

@@ -120,6 +120,9 @@ class IntegerMixin:
             if p.terms.get(cand) == want:
                 dm = cand
                 break
+            nested = self._fuse_nested(p, m, k, a, q, mb, rest, want, ctx)
+            if nested is not None:
+                return nested
         if dm is None:
             # the dividends may differ by a multiple of a constant divisor: the remainder's was
             # reduced (a split's (15 i + j) % 9 is (6 i + j) % 9)
@@ -130,6 +133,25 @@ class IntegerMixin:
         pair = P.Poly({m: k, dm: p.terms[dm]}, 0, p.dtype)
         tail = P.mul(poly_of(x), P.make({rest: k}, 0, p.dtype)) if rest else P.scale(poly_of(x), k)
         return P.add(P.add(p, pair, -1), tail)
+
+    def _fuse_nested(self, p: P.Poly, m: tuple, k: int, a, q, mb: tuple, rest: tuple, want: int, ctx):
+        """``c*((x // c) % d)*k*r + (x % c)*k*r -> (x % (c*d))*k*r`` for positive ``c`` and
+        ``d``: the same recombination from the inside, where the outermost quotient is absent
+        (a buffer of the fused loop's shape but its first axis, broadcast or of one: a
+        row-major offset ``(i // s // s % n)*s*s + (i // s % s)*s + i % s`` is ``i``), or None."""
+        if self.iv(a.b, ctx)[0] < 1:
+            return None
+        for m2, k2 in p.terms.items():
+            if k2 != want or m2 == m:
+                continue
+            for f in m2:
+                if type(f) is FloorMod and f.a == q and self.iv(f.b, ctx)[0] >= 1 \
+                        and P.merge(P.merge((f,), mb), rest) == m2:
+                    whole = self._floormod(x := a.a, self._arith(Mul, a.b, f.b, ctx), ctx)
+                    pair = P.Poly({m: k, m2: k2}, 0, p.dtype)
+                    tail = P.mul(poly_of(whole), P.make({rest: k}, 0, p.dtype)) if rest else P.scale(poly_of(whole), k)
+                    return P.add(P.add(p, pair, -1), tail)
+        return None
 
     def _nonzero(self, b, ctx) -> bool:
         lo, hi = self.iv(b, ctx)
@@ -155,6 +177,10 @@ class IntegerMixin:
         ia, ib = self.iv(a, ctx), self.iv(b, ctx)
         if ib[0] > 0 and ia[0] >= 0 and ia[1] < ib[0]:
             return imm(0, dtype)
+        if is_index(dtype) and type(a) is FloorDiv and ib[0] >= 1 and self.iv(a.b, ctx)[0] >= 1:
+            # (x // n) // m == x // (n*m) for positive divisors: one division, and the form
+            # that pairs with x % (n*m) (``_fuse_divmod``)
+            return self._floordiv(a.a, self._arith(Mul, a.b, b, ctx), ctx)
         qr = self._symbolic_divmod(a, b, ctx) if is_index(dtype) else None
         return to_expr(qr[0]) if qr is not None else FloorDiv(a, b)
 
@@ -244,6 +270,10 @@ class IntegerMixin:
             else:
                 q[rest] = q.get(rest, 0) + k // cb
         if not q:
+            # (a dividend already in [0, b): a fused index's remainder by its loop's extent)
+            one = P.constant(1, INDEX)
+            if self.prove_le0(P.scale(pa, -1), ctx) and self.prove_le0(P.add(P.add(pa, pb, -1), one), ctx):
+                return P.constant(0, INDEX), pa
             return None
         qc = q.pop((), 0)
         qp, rp = P.make(q, qc, INDEX), P.make(r, pa.const, INDEX)
