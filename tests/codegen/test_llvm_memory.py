@@ -443,3 +443,30 @@ def test_lanes_stepping_through_two_dimensions_load_and_store_one_vector():
     out = rt.empty((2, 7, 12, 16), "uint8")
     build([func])["k"](rt.array(x), out)
     np.testing.assert_array_equal(out.numpy(), x + 1)
+
+
+def test_a_masked_accumulator_in_a_local_stays_in_a_register():
+    """A vector accumulator in a local buffer of constant shape, masked by a tail over ``n``
+    columns: its loads and stores are plain ones and selects (SROA keeps it in a register;
+    masked intrinsics on the stack kept it in memory, a store and reload each step), and the
+    masked-off lanes never reach the output."""
+    i, k, n = Var("i"), Var("k"), Var("n")
+    A, B, C = Buffer("A", (16,)), Buffer("B", (16, n)), Buffer("C", (n,))
+    acc = Buffer("acc", (L,), scope="local")
+    lanes = Ramp(IntImm(0), IntImm(1), L)
+    mask = Broadcast(i * L, L) + lanes < Broadcast(n, L)
+    body = For(i, 0, (n + L - 1) // L, "serial", Allocate(acc, seq(
+        Store(acc, Broadcast(FloatImm(0.0), L), (lanes,), mask),
+        For(k, 0, 16, "serial", Store(acc, acc.load(lanes, predicate=mask) + Broadcast(A[k], L) * B.load(k, ramp(i * L), predicate=mask),
+                                      (lanes,), mask)),
+        Store(C, acc.load(lanes, predicate=mask), (ramp(i * L),), mask))))
+    f = PrimFunc("local_acc", (A, B, C), body)
+    text = emit_llvm(f)
+    # (only B's masked load and C's masked store: the accumulator's are plain)
+    assert text.count('call void @"llvm.masked.store') == 1 and text.count('call <8 x float> @"llvm.masked.load') == 1, text
+    a = np.arange(16, dtype=np.float32)
+    for cols in (5, 8, 13):
+        b = np.arange(16 * cols, dtype=np.float32).reshape(16, cols)
+        out = rt.zeros(cols)
+        build(f)[f.name](arr(a), arr(b), out)
+        np.testing.assert_allclose(out.numpy(), a @ b, rtol=1e-6)

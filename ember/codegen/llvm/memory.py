@@ -334,6 +334,10 @@ def load(e, node) -> ir.Value:
         addr = b.gep(ptr, [_flat_offset(e, buf, layout[0])], source_etype=T.mem_type(buf.dtype))
         if node.predicate is None:
             v = b.load(addr, typ=mt, align=ealign)
+        elif _local_whole(buf, layout[0], lanes):
+            # a register-sized local (an accumulator): a plain load and a select, which SROA
+            # keeps in a register, where the masked load kept it in memory
+            v = b.select(_mask(e, node.predicate, lanes), b.load(addr, typ=mt, align=ealign), ir.Constant(mt, None))
         else:
             mask = _mask(e, node.predicate, lanes)
             v = llvm_intrinsic(b, "masked.load", [addr, ir.Constant(T.I32, ealign), mask,
@@ -425,6 +429,10 @@ def store(e, node) -> None:
         addr = b.gep(ptr, [_flat_offset(e, buf, scalars)], source_etype=et)
         if node.predicate is None:
             b.store(mv, addr, align=ealign)
+        elif lanes > 1 and _local_whole(buf, scalars, lanes):
+            # (as in ``load``: the masked store as load, select, store, exactly)
+            old = b.load(addr, typ=mv.type, align=ealign)
+            b.store(b.select(_mask(e, node.predicate, lanes), mv, old), addr, align=ealign)
         elif lanes == 1:
             cond = e.expr(node.predicate)
             with b.if_then(cond):
@@ -497,6 +505,21 @@ def allocate(e, node) -> None:
     with e.bind_buffer(buf, mem):
         e.stmt(node.body)
     b.call(free, [mem])
+
+
+def _local_whole(buf, bases, lanes: int) -> bool:
+    """Whether ``lanes`` contiguous elements from ``bases`` (constant indices) lie inside a
+    local buffer of constant shape (an entry-block alloca): a masked access there can be a
+    plain one and a select. A tier-0 product's accumulator over a symbolic column count
+    (attention's at tier 0: ViT-B/16's P.V) was a masked load and store a step, through memory."""
+    if buf.scope != "local" or buf.strides is not None or not all(isinstance(d, IntImm) for d in buf.shape):
+        return False
+    off = 0
+    for idx, d in zip(bases, buf.shape):
+        if not isinstance(idx, IntImm) or not 0 <= idx.value < d.value:
+            return False
+        off = off * d.value + idx.value
+    return off + lanes <= _static_footprint(buf)
 
 
 def _static_footprint(buf) -> int:
