@@ -319,7 +319,7 @@ def tier0_kernels(groups: list, weights: Optional[dict] = None, split: bool = Fa
     for g, fn in groups:
         w = (weights or {}).get(g, frozenset())
         calls = {sizes_key(s): s for s in (sizes or {}).get(g, ())} if split else {}
-        bound = {k: specialize_group(fn, s) for k, s in calls.items()}
+        bound = {k: specialize_group(fn, s, attrs=True) for k, s in calls.items()}
         if not bound or None in bound.values():
             chosen[g] = choice(fn, w)
             continue

@@ -31,11 +31,12 @@ def bound_dim(d, values: dict):
     return int_at(d.expr, values) if isinstance(d, Dim) else d
 
 
-def specialize_group(fn: Function, values: dict) -> Optional[Function]:
-    """Fused group ``fn`` with the symbolic sizes of its parameters and of its ops' attributes
-    (a generic slice's bounds, a reshape's sizes) bound to ``values`` (symbol name -> int) and
-    its types inferred again; None where it has no symbolic parameter, a symbol has no value,
-    or the group does not hold at those sizes."""
+def specialize_group(fn: Function, values: dict, attrs: bool = False) -> Optional[Function]:
+    """Fused group ``fn`` with the symbolic sizes of its parameters -- and with ``attrs`` of its
+    ops' attributes too (a generic slice's bounds, a reshape's sizes: a tier-0 group bound to
+    a call's sizes) -- bound to ``values`` (symbol name -> int) and its types inferred again;
+    None where it has no symbolic parameter, a symbol has no value, or the group does not hold
+    at those sizes."""
     from ..graph.infer import infer_types
     from ..graph.ir import Call
     from ..graph.visit import rewrite, substitute
@@ -67,7 +68,8 @@ def specialize_group(fn: Function, values: dict) -> Optional[Function]:
     if not mapping:
         return None
     try:
-        body = rewrite(substitute(fn.body, mapping), bound_attrs)
+        body = substitute(fn.body, mapping)
+        body = rewrite(body, bound_attrs) if attrs else body
         out = infer_types(Function([mapping.get(p, p) for p in fn.params], _untyped(body)))
     except (EmberError, KeyError):
         return None
