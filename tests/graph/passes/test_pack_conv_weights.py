@@ -64,6 +64,21 @@ def test_a_weight_computed_from_constants_is_packed_too():
     np.testing.assert_allclose(ember.compile(after).run(xv)[0], _ref(xv, w * s), rtol=1e-4, atol=1e-4)
 
 
+def test_a_1x1_conv_of_a_1x1_image_is_a_matrix_product():
+    """A squeeze-excitation's reduction (a 1x1 conv of a 1x1 image, 10 channels) becomes
+    reshape, dense, reshape: the products' kernels serve it. A 3x3 image's stays a conv."""
+    x = Var("x", T(2, 24, 1, 1))
+    w = rand(10, 24, 1, 1)
+    after = run(module([x], _conv(x, const(w), padding=(0, 0, 0, 0))))
+    assert [c.op for c in topo_calls(after)] == ["reshape", "nn.dense", "reshape"]
+    xv = rand(2, 24, 1, 1)
+    want = np.einsum("nc,fc->nf", xv[:, :, 0, 0], w[:, :, 0, 0])[:, :, None, None]
+    np.testing.assert_allclose(ember.compile(after).run(xv)[0], want, rtol=1e-5, atol=1e-5)
+    y = Var("y", T(2, 24, 3, 3))
+    kept = run(module([y], _conv(y, const(w), padding=(0, 0, 0, 0))))
+    assert [c.op for c in topo_calls(kept)] == ["nn.conv2d"]
+
+
 def test_runtime_weights_and_depthwise_convs_are_left_alone():
     x, w = Var("x", T(1, 8, 9, 9)), Var("w", T(12, 8, 3, 3))
     mod = module([x, w], _conv(x, w))
