@@ -5,7 +5,9 @@ For each model, each figure from its own Python process (``import ember`` not co
 
   * ``others cached``: the kernel cache holds other models' kernels but not this one's. The
     models are split in two halves; each half is measured in a copy of a cache filled by
-    compiling the other half (tier 0 and tier 1), a fresh copy per model;
+    compiling the other half (tier 0 and tier 1), a fresh copy per model (of their kernels:
+    their kept executables, with their weights, are not copied, which only churned the page
+    cache before the measurement);
   * ``empty``: an empty kernel cache;
   * ``tier 1 at``: in the empty-cache process, when every group runs at tier 1 (no runs meanwhile);
   * ``wait=True``: today's cold compile (``ember.compile(model, wait=True)``, empty cache) and
@@ -184,7 +186,10 @@ def main(argv=None) -> int:
                 row = {"model": name}
                 if filled:
                     cache = os.path.join(work, "copy")
-                    shutil.copytree(filled[k], cache)
+                    # (the other models' kernels, not their kept executables -- models/, their
+                    # packed weights, 2-3 GB: copying those before each measurement made the
+                    # page cache churn, and a big model's import 0.3 -> 1.4 s)
+                    shutil.copytree(filled[k], cache, ignore=shutil.ignore_patterns("models"))
                     row["others"] = _child("first", path, feeds[name], cache)
                     shutil.rmtree(cache)
                 for mode, key in (("first", "empty"), ("time", "timed"), ("wait", "wait")):
