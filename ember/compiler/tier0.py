@@ -50,6 +50,11 @@ __all__ = ["TIER0_OPT", "call_sizes", "constant_params", "kernel_names", "make_t
 TIER0_OPT = 1
 
 
+# a shape-generic tier-1 kernel called with more distinct sizes than this keeps its own generic
+# function at tier 0 (each call's binding is ~1.5 ms of Python: DenseNet-121's 58 sizes of its
+# BN-ReLU cost its tier-0 naming 0.11 -> 0.2 s for one kernel fewer; Swin-T's have 2-8)
+PER_CALL_MAX = 8
+
 # size arguments a tier-0 kernel takes at most (the native program runner takes fewer than 64
 # a call: a concat of 25 parts of rank 3 had 75 with a symbol per dim; by value it has 3)
 MAX_SIZES = 32
@@ -319,6 +324,8 @@ def tier0_kernels(groups: list, weights: Optional[dict] = None, split: bool = Fa
     for g, fn in groups:
         w = (weights or {}).get(g, frozenset())
         calls = {sizes_key(s): s for s in (sizes or {}).get(g, ())} if split else {}
+        if len(calls) > PER_CALL_MAX:
+            calls = {}
         bound = {k: specialize_group(fn, s, attrs=True) for k, s in calls.items()}
         if not bound or None in bound.values():
             chosen[g] = choice(fn, w)
