@@ -55,9 +55,18 @@ def data_pointer(a: np.ndarray) -> int:
     return a.__array_interface__["data"][0]
 
 
+# bytes from which an array's memory is a bytearray's, not numpy's: numpy advises the kernel to
+# back a large allocation with huge pages, and on a host whose free memory is fragmented each
+# first touch then waits for compaction (a model's folded weights, ViT-B/16's 330 MB: 0.1-0.7 s
+# to fault in, 0.12 s steadily in small pages)
+LARGE_BYTES = 8 << 20
+
+
 def _aligned_empty(shape: tuple, dtype: np.dtype, align: int) -> np.ndarray:
     nbytes = math.prod(shape) * dtype.itemsize  # (this runs for every output of every run: no numpy
-    raw = np.empty(nbytes + align, dtype=np.uint8)  # reductions, one array made over the raw bytes)
+    # reductions, one array made over the raw bytes)
+    raw = np.frombuffer(bytearray(nbytes + align), np.uint8) if nbytes >= LARGE_BYTES else \
+        np.empty(nbytes + align, dtype=np.uint8)
     # The array keeps ``raw`` alive through its ``base``.
     return np.ndarray(shape, dtype, raw, (-data_pointer(raw)) % align)
 
