@@ -108,11 +108,16 @@ def _heads_model(path):
     return str(path)
 
 
-def test_a_collapsed_transpose_computes_what_tier1_does(tmp_path):
-    exe = ember.compile(_heads_model(tmp_path / "h.onnx"), wait=True)
+def _viewed_tier0(path: str) -> tuple:
+    """(tier-1 executable, tier-0 executable with some group viewed collapsed) of ``path``."""
+    exe = ember.compile(path, wait=True)
     jobs, chosen = tier0_kernels(exe.groups, constant_params(exe.program), split=True)
     assert any(isinstance(c, Viewed) for c in chosen.values())
-    t0 = Executable(build_made(jobs, exe.target), remap_program(exe.program, chosen), exe.constants)
+    return exe, Executable(build_made(jobs, exe.target), remap_program(exe.program, chosen), exe.constants)
+
+
+def test_a_collapsed_transpose_computes_what_tier1_does(tmp_path):
+    _, t0 = _viewed_tier0(_heads_model(tmp_path / "h.onnx"))
     x = RNG.standard_normal((2, 6, 8)).astype(np.float32)
     np.testing.assert_array_equal(t0.run(x)[0], x.reshape(2, 6, 2, 4).transpose(0, 2, 1, 3))
 
@@ -149,10 +154,7 @@ def _norms_model(path):
 
 
 def test_ops_along_the_last_axes_over_rows_compute_what_tier1_does(tmp_path):
-    exe = ember.compile(_norms_model(tmp_path / "n.onnx"), wait=True)
-    jobs, chosen = tier0_kernels(exe.groups, constant_params(exe.program), split=True)
-    assert any(isinstance(c, Viewed) for c in chosen.values())
-    t0 = Executable(build_made(jobs, exe.target), remap_program(exe.program, chosen), exe.constants)
+    exe, t0 = _viewed_tier0(_norms_model(tmp_path / "n.onnx"))
     x = RNG.standard_normal((2, 3, 5, 40)).astype(np.float32)
     for got, want in zip(t0.run(x), exe.run(x)):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

@@ -147,7 +147,7 @@ class IntegerMixin:
             for f in m2:
                 if type(f) is FloorMod and f.a == q and self.iv(f.b, ctx)[0] >= 1 \
                         and P.merge(P.merge((f,), mb), rest) == m2:
-                    whole = self._floormod(x := a.a, self._arith(Mul, a.b, f.b, ctx), ctx)
+                    whole = self._floormod(a.a, self._arith(Mul, a.b, f.b, ctx), ctx)
                     pair = P.Poly({m: k, m2: k2}, 0, p.dtype)
                     tail = P.mul(poly_of(whole), P.make({rest: k}, 0, p.dtype)) if rest else P.scale(poly_of(whole), k)
                     return P.add(P.add(p, pair, -1), tail)
