@@ -58,15 +58,19 @@ def data_pointer(a: np.ndarray) -> int:
 # bytes from which an array's memory is a bytearray's, not numpy's: numpy advises the kernel to
 # back a large allocation with huge pages, and on a host whose free memory is fragmented each
 # first touch then waits for compaction (a model's folded weights, ViT-B/16's 330 MB: 0.1-0.7 s
-# to fault in, 0.12 s steadily in small pages)
-LARGE_BYTES = 8 << 20
+# to fault in, 0.12 s steadily in small pages; VGG-19's weights read from its file 0.1-0.9 s)
+LARGE_BYTES = 4 << 20  # (numpy advises huge pages from 4 MiB)
+
+
+def raw_bytes(n: int) -> np.ndarray:
+    """``n`` writable bytes (uint8), uninitialized where small: past :data:`LARGE_BYTES` a
+    bytearray's (zeroed by the kernel as it is touched), not numpy's huge-page-advised memory."""
+    return np.frombuffer(bytearray(n), np.uint8) if n >= LARGE_BYTES else np.empty(n, dtype=np.uint8)
 
 
 def _aligned_empty(shape: tuple, dtype: np.dtype, align: int) -> np.ndarray:
     nbytes = math.prod(shape) * dtype.itemsize  # (this runs for every output of every run: no numpy
-    # reductions, one array made over the raw bytes)
-    raw = np.frombuffer(bytearray(nbytes + align), np.uint8) if nbytes >= LARGE_BYTES else \
-        np.empty(nbytes + align, dtype=np.uint8)
+    raw = raw_bytes(nbytes + align)  # reductions, one array made over the raw bytes)
     # The array keeps ``raw`` alive through its ``base``.
     return np.ndarray(shape, dtype, raw, (-data_pointer(raw)) % align)
 

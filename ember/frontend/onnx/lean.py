@@ -17,6 +17,8 @@ from typing import Optional
 import numpy as np
 import onnx
 
+from ...runtime.ndarray import raw_bytes
+
 __all__ = ["LARGE", "load_lean"]
 
 # weights of at least this many bytes are read apart (the rest stay in the parsed message)
@@ -166,14 +168,11 @@ def load_lean(path: str) -> tuple:
                 if t.data_type not in _PLAIN or n != int(np.prod(t.dims, dtype=np.int64)) * \
                         onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize:
                     raise _Unexpected("a narrow type, or data that does not fill the dims")
-                # (a bytearray, not np.empty: numpy asks the kernel for huge pages for a large
-                # array, and with THP's defrag on madvise each fault may stop to compact memory:
-                # VGG-19's weights took 0.1-0.9 s to read so, 0.1 s into plain pages)
-                data = bytearray(n)
+                data = raw_bytes(n)  # (not numpy's huge-page-advised memory: see raw_bytes)
                 f.seek(offset)
                 if f.readinto(data) != n:
                     raise _Unexpected("a weight runs past the end")
-                arrays[t.name] = np.frombuffer(data, np.uint8)
+                arrays[t.name] = data
             return proto, arrays
     except Exception:  # (_Unexpected, or protobuf's DecodeError: a malformed file, which onnx.load reports)
         return onnx.load(path), {}
