@@ -16,12 +16,12 @@ from llvmlite import ir
 
 from ...errors import CompileError, EmberError
 from ...loop import dtype as dt
-from ...loop.expr import (BINARY_OPS, Broadcast, Call, Cast, Expr, FloatImm, IntImm, Let, Load, Not,
-                          Ramp, Select, Var, as_expr)
+from ...loop.expr import (BINARY_OPS, Broadcast, Call, Cast, Expr, FloatImm, FloorDiv, FloorMod, IntImm, Let, Load,
+                          Not, Ramp, Select, Var, as_expr)
 from ...loop.stmt import (Allocate, Barrier, Buffer, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, WarpMma,
                           Store)
 from ...loop.visit import walk
-from . import dot, lane_reduce, memory, ops, parallel, profile, vmath, x86
+from . import dot, lane_reduce, memory, ops, parallel, profile, signs, vmath, x86
 from . import types as T
 from ...loop.intrinsics import EFFECTS, PACKED_DOTS
 from .intrinsics import declare, emit_call
@@ -48,6 +48,7 @@ class FunctionEmitter:
         self.builder = ir.IRBuilder(fn.append_basic_block("start"))
         self._entry_builder = ir.IRBuilder(self.entry)
         self.vars: dict = {}
+        self.known: dict = {}  # variable -> a lower bound (sizes, loop variables: ``signs``)
         self.buffers: dict = {}
         self.buffers_by_name: dict = {}
         self.n_outlined = 0
@@ -59,14 +60,19 @@ class FunctionEmitter:
 
     # --- environment ------------------------------------------------------------------------
     @contextlib.contextmanager
-    def bind(self, var: Var, value: ir.Value):
-        old = self.vars.get(var)
+    def bind(self, var: Var, value: ir.Value, lower: Optional[int] = None):
+        old, old_lower = self.vars.get(var), self.known.pop(var, None)
         self.vars[var] = value
+        if lower is not None:
+            self.known[var] = lower
         self._index_block = None  # (cached index values may name the old binding)
         try:
             yield
         finally:
             self._index_block = None
+            self.known.pop(var, None)
+            if old_lower is not None:
+                self.known[var] = old_lower
             if old is None:
                 del self.vars[var]
             else:
@@ -200,6 +206,9 @@ class FunctionEmitter:
         if la != lb:  # hand-built IR may mix scalars and vectors; splat the scalar
             a, b = (T.broadcast(self.builder, a, lb), b) if la == 1 else (a, T.broadcast(self.builder, b, la))
         dtype = dt.with_lanes(node.a.dtype, max(la, lb))
+        if isinstance(node, (FloorDiv, FloorMod)) and dt.is_int(dt.element(dtype)) \
+                and signs.unsigned_divides(node, self.known):
+            return self.builder.udiv(a, b) if isinstance(node, FloorDiv) else self.builder.urem(a, b)
         return ops.binary(self, type(node).__name__, a, b, dtype)
 
     def _not(self, node: Not) -> ir.Value:
@@ -268,7 +277,7 @@ class FunctionEmitter:
         return T.broadcast(self.builder, self.expr(node.value), node.lanes)
 
     def _let(self, node: Let) -> ir.Value:
-        with self.bind(node.var, self.expr(node.value)):
+        with self.bind(node.var, self.expr(node.value), signs.lower_bound(node.value, self.known)):
             return self.expr(node.body)
 
     def _load(self, node: Load) -> ir.Value:
@@ -298,7 +307,7 @@ class FunctionEmitter:
         self.expr(node.value)
 
     def _let_stmt(self, node: LetStmt) -> None:
-        with self.bind(node.var, self.expr(node.value)):
+        with self.bind(node.var, self.expr(node.value), signs.lower_bound(node.value, self.known)):
             self.stmt(node.body)
 
     def _store(self, node: Store) -> None:
@@ -332,16 +341,18 @@ class FunctionEmitter:
         # Nested parallel loops, and unroll/vectorize hints that no pass consumed, run serially.
         lo = self._as_var_type(node.min, node.var)
         hi = self.builder.add(lo, self._as_var_type(node.extent, node.var))
-        self.serial_loop(node.var, lo, hi, lambda: self.stmt(node.body), unroll=not _register_block(node.body))
+        self.serial_loop(node.var, lo, hi, lambda: self.stmt(node.body), unroll=not _register_block(node.body),
+                         lower=signs.lower_bound(node.min, self.known))
 
     def _as_var_type(self, e: Expr, var: Var) -> ir.Value:
         e = as_expr(e, var.dtype)
         v = self.expr(e)
         return T.cast(self.builder, v, e.dtype, var.dtype) if e.dtype != var.dtype else v
 
-    def serial_loop(self, var: Var, lo: ir.Value, hi: ir.Value, body, unroll: bool = True) -> None:
+    def serial_loop(self, var: Var, lo: ir.Value, hi: ir.Value, body, unroll: bool = True,
+                    lower: Optional[int] = None) -> None:
         """``for var in [lo, hi): body()`` as a canonical loop with an induction phi; with
-        ``unroll=False`` LLVM is told not to unroll it."""
+        ``unroll=False`` LLVM is told not to unroll it. ``lower``: a lower bound of ``lo``."""
         b = self.builder
         pre = b.block
         header = b.append_basic_block(f"{var.name}.header")
@@ -355,7 +366,7 @@ class FunctionEmitter:
         cond = b.icmp_signed("<", i, hi) if signed else b.icmp_unsigned("<", i, hi)
         b.cbranch(cond, loop, exit_)
         b.position_at_end(loop)
-        with self.bind(var, i):
+        with self.bind(var, i, lower):
             body()
         # i < hi, so i + 1 cannot overflow: nsw/nuw lets LLVM reason about the trip count.
         nxt = b.add(i, ir.Constant(i.type, 1), flags=("nsw",) if signed else ("nuw",))
@@ -562,6 +573,7 @@ def emit_function(module: ir.Module, func: PrimFunc, features: frozenset = froze
     if e.profile is not None:
         profile.declare_counters(module, e.profile)
     bind_parameters(e, buffers, scalars)
+    e.known = signs.size_bounds(func)
     e.stmt(func.body)
     e.finish()
     return kernel_metadata(func, scalars)

@@ -22,6 +22,7 @@ from llvmlite import ir
 from ...loop.expr import Load, Var
 from ...loop.stmt import Allocate, For, Store
 from ...loop.visit import walk
+from . import signs
 from . import types as T
 from .intrinsics import declare, llvm_intrinsic
 
@@ -93,7 +94,8 @@ def emit_parallel_for(e, loop: For) -> None:
     for (var, _), arg in zip(values, body_fn.args[len(ptrs):]):
         sub.vars[var] = arg
     t_lo, t_hi = body_fn.args[-2], body_fn.args[-1]
-    sub.serial_loop(loop.var, t_lo, t_hi, lambda: sub.stmt(loop.body))
+    sub.known = dict(e.known)
+    sub.serial_loop(loop.var, t_lo, t_hi, lambda: sub.stmt(loop.body), lower=signs.lower_bound(loop.min, e.known))
     sub.finish()
 
     # The trampoline libgomp calls on every thread.
