@@ -103,7 +103,7 @@ def _symbols(fn: Function) -> set:
 
 def generalize(fn: Function, keep: frozenset = frozenset(), from_axis: int = 0,
                apart: bool = False, short: bool = True, ones: bool = False,
-               bounds: bool = True) -> Optional[tuple]:
+               bounds: bool = True, lead: bool = False) -> Optional[tuple]:
     """``(generic function, sizes)``: ``fn`` with its parameters' static dims (other than 1) as
     size symbols and ``sizes`` their values for this call -- or None where ``fn`` keeps its
     static kernel (see the module docstring). The parameters at the positions in ``keep``
@@ -116,7 +116,8 @@ def generalize(fn: Function, keep: frozenset = frozenset(), from_axis: int = 0,
     symbolic too (an anchor alone, whose operands do not broadcast: one channel block, one
     block of filters; a symbolic size is never broadcast, so a rule that would broadcast assumes
     it equal and the call's check refuses), but an activation's first (a batch of one: a
-    symbolic one changed the order of a tier-0 conv's sums, its results then a bit off tier 1's).
+    symbolic one changed the order of a tier-0 conv's sums, its results then a bit off tier 1's)
+    unless ``lead`` (a slice's outer axis, which only offsets its copy).
     ``bounds`` (the folding program's and tier 0's kernels): a pad's widths and a slice's bounds
     are sizes too, each its own (a slice's made absolute first), so that pads and slices of
     every width share a kernel: the windows a dilated conv's trimmed taps keep, the channels a
@@ -147,7 +148,8 @@ def generalize(fn: Function, keep: frozenset = frozenset(), from_axis: int = 0,
     # the dims that go symbolic, as keys of their symbols: their value, or (apart) their place
     where = {(i, k): (i, k) if apart else d for i, p in enumerate(fn.params)
              for k, d in enumerate(p.type.shape)
-             if isinstance(d, int) and (d > 1 or ones and d == 1 and (k > 0 or i in keep)) and not static[i](p.type, k)}
+             if isinstance(d, int) and (d > 1 or ones and d == 1 and (k > 0 or lead or i in keep))
+             and not static[i](p.type, k)}
     keys = list(dict.fromkeys(where.values()))
     if not keys:
         return None

@@ -36,7 +36,8 @@ from ..loop.expr import EQ, FloorMod, IntImm
 from ..loop.schedule import Schedule
 from .generic import generalize, generic_kernels
 from .group import ANCHORS, GroupKernel, compute_group, group_anchor, own_outputs, _inlinable
-from .tier0_collapse import Viewed, collapse
+from .tier0_collapse import ALONG, Viewed, collapse
+from .tier0_ops import Steps, op_steps
 from .tier0_split import PerCall, Split, choice_of, sizes_key, split_calls, split_group
 from .twin import specialize_group
 
@@ -210,14 +211,16 @@ def _tier0_function(fn: Function, weights: frozenset = frozenset()) -> tuple:
     # weights all generic never take, and were a third of EfficientNet-B0's generalizations)
     conv = weights and any(c.op == "nn.conv2d_nchwc" for c in calls)
     tries = ([] if conv else [(frozenset(), 0)]) + ([(weights, 2), (weights, 1), (weights, 0)] if weights else [])
-    # (an anchor alone -- a split group's, :mod:`.tier0_split` --: its 1s go generic first)
-    alone = len(calls) == 1 and get_op(calls[0].op).pattern in ANCHORS
+    # (an anchor alone -- a split group's, :mod:`.tier0_split` --, or an op along axes collapsed
+    # to ``(outer, n, inner)``, :mod:`.tier0_collapse`: its 1s go generic first)
+    along = len(calls) == 1 and calls[0].op in ALONG
+    alone = along or len(calls) == 1 and get_op(calls[0].op).pattern in ANCHORS
     with generic_kernels("any"):
         for ones in (True, False) if alone else (False,):
             for keep, from_axis in tries:
                 for apart in (True, False):  # (a symbol per dim shares most; per value where rules need it)
                     for short in (False, True):
-                        g = generalize(fn, keep, from_axis, apart, short, ones)
+                        g = generalize(fn, keep, from_axis, apart, short, ones, lead=along)
                         if g is not None and len(g[1]) <= MAX_SIZES and _computes(g[0]):
                             return _grouped_alike(g[0]), g[1]
     return fn, {}
@@ -311,7 +314,23 @@ def tier0_kernels(groups: list, weights: Optional[dict] = None, split: bool = Fa
         c = collapse(fn) if split else None
         return (*job(fn, weights), None) if c is None else (*job(c[0], frozenset()), c[1])
 
+    def steps(fn: Function, w: frozenset) -> Optional[Steps]:
+        found = op_steps(fn) if split else None
+        if found is None:
+            return None
+        out = []
+        for f, refs, anchor in found[0]:
+            # (an anchor's weights keep their window and blocks, as a group's do)
+            ws = frozenset(k for k, r in enumerate(refs[:-1]) if r[0] == "p" and r[1] in w) if anchor else frozenset()
+            name, sizes, shapes = viewed(f, ws)
+            shapes = shapes or tuple(tuple(p.type.shape) for p in f.params) + (tuple(f.body.type.shape),)
+            out.append((name, sizes, refs, shapes, anchor))
+        return Steps(tuple(out), found[1])
+
     def choice(fn: Function, w: frozenset):
+        apart = steps(fn, w)
+        if apart is not None:
+            return apart
         parts = split_group(fn) if split else None
         if parts is None:
             name, sizes, shapes = viewed(fn, w)
@@ -337,7 +356,7 @@ def tier0_kernels(groups: list, weights: Optional[dict] = None, split: bool = Fa
 
 def kernel_names(choice) -> tuple:
     """The tier-0 kernels a group's choice (of :func:`tier0_kernels`) runs."""
-    return choice.names if isinstance(choice, (Split, PerCall)) else (choice.name,) if isinstance(choice, Viewed) \
+    return choice.names if isinstance(choice, (Split, PerCall, Steps)) else (choice.name,) if isinstance(choice, Viewed) \
         else (choice[0],)
 
 
@@ -346,14 +365,14 @@ def remap_program(program: dict, chosen: dict) -> dict:
     (tier-0 kernel name, sizes), a :class:`~.tier0_split.Split` or a
     :class:`~.tier0_collapse.Viewed`) call those instead, with their sizes; subgraph programs
     too."""
-    splits = {g: c for g, c in chosen.items() if isinstance(c, (Split, Viewed, PerCall))}
+    splits = {g: c for g, c in chosen.items() if isinstance(c, (Split, Viewed, PerCall, Steps))}
     if splits:
         program = split_calls(program, splits)
     out = dict(program)
     calls = []
     for c in program["calls"]:
         this = choice_of(chosen, c) if "tier0_of" not in c else None
-        if this is not None and not isinstance(this, (Split, Viewed)):
+        if this is not None and not isinstance(this, (Split, Viewed, Steps)):
             name, sizes = this
             c = dict(c, kernel=name, tier0_of=c["kernel"])  # (what the profiler names it by)
             if sizes:

@@ -24,7 +24,7 @@ from ..graph.ops.registry import Pattern
 from ..graph.types import TensorType
 from ..graph.visit import post_order, substitute
 
-__all__ = ["Viewed", "collapse", "view_args"]
+__all__ = ["ALONG", "Viewed", "collapse", "view_args"]
 
 # attributes that name axes or shapes: an op with one does not compute the same on other axes
 _SHAPED = ("axis", "axes", "shape")
@@ -66,7 +66,8 @@ def collapse(fn: Function) -> Optional[tuple]:
 
 
 def _collapse(fn: Function) -> Optional[tuple]:
-    return _elementwise_collapse(fn) or _movement_collapse(fn) or _trailing_collapse(fn)
+    return (_elementwise_collapse(fn) or _movement_collapse(fn) or _trailing_collapse(fn) or _axis_collapse(fn)
+            or _batch_collapse(fn))
 
 
 _VIEWS = ("reshape", "squeeze", "unsqueeze", "flatten")
@@ -162,6 +163,84 @@ def _trailing_collapse(fn: Function) -> Optional[tuple]:
     if tuple(g.body.type.shape) != out or math.prod(out) != math.prod(body.type.shape):
         return None
     return g, tuple(new) + (out,)
+
+
+# ops that act along some axes of their operands and copy the rest alike: the attribute naming them
+ALONG = {"strided_slice": "axes", "concat": "axis", "gather": "axis"}
+
+
+def _axis_collapse(fn: Function) -> Optional[tuple]:
+    """A slice, concat or gather alone over the fewest axes: each axis it acts along stays, the
+    axes before, between and after them merge into one each (one of 1 where there are none, so
+    that every such op of one axis is ``(outer, n, inner)``; a tier-0 kernel's axes of 1 past
+    the first are sizes, :func:`.tier0._tier0_function`). Swin's slices of its rows and of its
+    columns, of every stage, are one slice of the middle of three axes; a gather of one of the
+    stacked query, key and value, of a row of ``(3, n, 1)``."""
+    body = fn.body
+    if not (isinstance(body, Call) and body.op in ALONG and all(a in fn.params for a in body.args)
+            and len(set(body.args)) == len(body.args)):
+        return None
+    if not all(isinstance(p.type, TensorType) and p.type.is_static for p in fn.params) \
+            or not (isinstance(body.type, TensorType) and body.type.is_static):
+        return None
+    data = body.args if body.op == "concat" else body.args[:1]
+    x = data[0].type
+    r = x.ndim
+    named = body.attr(ALONG[body.op], None)
+    if body.op == "strided_slice":
+        named = tuple(range(len(body.attr("begin")))) if named is None else named
+    named = (named,) if isinstance(named, int) else tuple(named)
+    if not r or any(not -r <= a < r for a in named):
+        return None
+    acts = sorted({a % r for a in named})
+    runs: list = [[]]  # axes of the new shape: the others' runs (maybe empty) around each acted along
+    for k in range(r):
+        if k in acts:
+            runs += [[k], []]
+        else:
+            runs[-1].append(k)
+    where = {g[0]: i for i, g in enumerate(runs) if g and g[0] in acts}
+    new_data = [tuple(math.prod(t.type.shape[k] for k in g) for g in runs) for t in data]
+    if all(n == tuple(t.type.shape) for n, t in zip(new_data, data)):
+        return None
+    attrs = dict(body.attrs)
+    if body.op == "strided_slice":
+        attrs["axes"] = tuple(where[a % r] for a in named)
+    else:
+        attrs["axis"] = where[named[0] % r]
+    shapes = new_data + [tuple(p.type.shape) for p in fn.params[len(data):]]
+    params = [Var(p.name, TensorType(shape, p.type.dtype)) for p, shape in zip(fn.params, shapes)]
+    try:
+        g = infer_types(Function(params, Call(body.op, tuple(params), attrs)))
+    except Exception:
+        return None
+    out = tuple(g.body.type.shape)
+    if math.prod(out) != math.prod(body.type.shape):
+        return None
+    return g, tuple(shapes) + (out,)
+
+
+def _batch_collapse(fn: Function) -> Optional[tuple]:
+    """A product of two activations alone over one batch axis: attention's products over
+    ``(heads, rows, n)`` whatever the batch dims (ViT's ``(1, 12, 197, 64)``, Swin's windows
+    ``(64, 3, 49, 32)``)."""
+    body = fn.body
+    if not (isinstance(body, Call) and body.op == "nn.matmul" and tuple(body.args) == tuple(fn.params)
+            and len(fn.params) == 2 and not body.attrs):
+        return None
+    a, b = (p.type for p in fn.params)
+    if not (isinstance(a, TensorType) and isinstance(b, TensorType) and a.is_static and b.is_static
+            and a.ndim == b.ndim and a.ndim > 3 and a.shape[:-2] == b.shape[:-2]
+            and isinstance(body.type, TensorType)):
+        return None
+    n = math.prod(a.shape[:-2])
+    shapes = ((n, *a.shape[-2:]), (n, *b.shape[-2:]))
+    params = [Var(p.name, TensorType(s, p.type.dtype)) for p, s in zip(fn.params, shapes)]
+    try:
+        g = infer_types(Function(params, Call(body.op, tuple(params), {})))
+    except Exception:
+        return None
+    return g, shapes + (tuple(g.body.type.shape),)
 
 
 def _elementwise_collapse(fn: Function) -> Optional[tuple]:

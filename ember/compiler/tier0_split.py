@@ -28,6 +28,7 @@ from ..graph.types import TensorType
 from ..graph.visit import free_vars, post_order, substitute
 from .program import nbytes
 from .tier0_collapse import Viewed, view_args
+from .tier0_ops import Steps
 
 __all__ = ["PerCall", "Split", "choice_of", "split_calls", "split_group", "splittable"]
 
@@ -153,6 +154,8 @@ def split_calls(program: dict, chosen: dict) -> dict:
             calls.append(dict(base, kernel=ename, tier0_of=c["kernel"], flops=0,
                               args=view_args(slots, eargs, eshapes) if eshapes else eargs,
                               **({"scalars": dict(esizes)} if esizes else {})))
+        elif isinstance(split, Steps):
+            room = max(room, _steps(split, c, slots, calls, region))
         else:
             calls.append(c)
         last[i] = len(calls) - 1
@@ -164,3 +167,26 @@ def split_calls(program: dict, chosen: dict) -> dict:
         out["arena_bytes"] = region + room
         out["intermediate_bytes"] = int(program.get("intermediate_bytes") or program["arena_bytes"]) + room
     return out
+
+
+def _steps(split: Steps, c: dict, slots: list, calls: list, region: int) -> int:
+    """Append the calls of group call ``c`` run op by op (:class:`~.tier0_ops.Steps`), its
+    scratch buffers placed one after another from ``region`` and live for its calls; returns
+    the bytes they take."""
+    args, n = c["args"], len(split.steps)
+    scratch, offset = [], region
+    for t in split.scratch:
+        scratch.append(len(slots))
+        slots.append({"kind": "arena", "shape": list(t.shape), "dtype": t.dtype, "offset": offset,
+                      "live": [len(calls), len(calls) + n - 1]})
+        offset += -(-nbytes(t) // _ALIGN) * _ALIGN
+    base = {k: v for k, v in c.items() if k not in ("scalars", "dot", "flops", "bytes")}
+    # (the group's work is its anchor's, or its last op's where it has none: for the profiler)
+    worker = next((k for k, s in enumerate(split.steps) if s[4]), n - 1)
+    for k, (name, sizes, refs, shapes, _) in enumerate(split.steps):
+        at = [args[r[1]] if r[0] == "p" else scratch[r[1]] if r[0] == "t" else args[-1] for r in refs]
+        calls.append(dict(base, kernel=name, tier0_of=c["kernel"], args=view_args(slots, at, shapes),
+                          flops=c.get("flops", 0) if k == worker else 0,
+                          **({"dot": c["dot"]} if k == worker and "dot" in c else {}),
+                          **({"scalars": dict(sizes)} if sizes else {})))
+    return offset - region

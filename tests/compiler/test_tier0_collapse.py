@@ -171,3 +171,49 @@ def test_reshapes_at_a_groups_edges_are_views():
     both = infer_types(Function([x, y], Call("add", (Call("reshape", (x,), {"newshape": (1, 4, 6)}),
                                                      Call("exp", (Call("reshape", (x,), {"newshape": (1, 4, 6)}),))))))
     assert collapse(both)[1][0] == (24,)  # (one reshape read twice: still one view)
+
+
+def test_an_op_along_axes_runs_over_outer_n_inner():
+    """A slice, concat or gather of one axis over ``(outer, n, inner)`` whatever the rank, an
+    outer or inner of none as 1 (Swin's slices of rows and of columns, of every stage, share it)."""
+    rows = collapse(_one("strided_slice", (1, 56, 56, 96), {"axes": (1,), "begin": (0,), "end": (56,), "strides": (2,)}))
+    assert rows[1] == ((1, 56, 5376), (1, 28, 5376)) and rows[0].body.attr("axes") == (1,)
+    cols = collapse(_one("strided_slice", (1, 56, 56, 96), {"axes": (2,), "begin": (1,), "end": (56,), "strides": (2,)}))
+    assert cols[1] == ((56, 56, 96), (56, 28, 96))
+    cat = collapse(_one("concat", (1, 7, 56, 96), {"axis": -1}, (1, 7, 56, 32)))
+    assert cat[1] == ((392, 96, 1), (392, 32, 1), (392, 128, 1)) and cat[0].body.attr("axis") == 1
+    x, i = Var("p0", TensorType((3, 64, 3, 49, 32), "float32")), Var("p1", TensorType((), "int64"))
+    g = collapse(infer_types(Function([x, i], Call("gather", (x, i), {"axis": 0}))))
+    assert g[1] == ((1, 3, 301056), (), (1, 301056))
+    assert collapse(_one("strided_slice", (4, 6, 5), {"axes": (1,), "begin": (1,), "end": (3,), "strides": None})) is None
+
+
+def test_a_product_of_activations_runs_over_one_batch_axis():
+    fn, shapes = collapse(_one("nn.matmul", (64, 3, 49, 32), {}, (64, 3, 32, 49)))
+    assert shapes == ((192, 49, 32), (192, 32, 49), (192, 49, 49)) and fn.body.op == "nn.matmul"
+    assert collapse(_one("nn.matmul", (1, 12, 197, 64), {}, (1, 12, 64, 197)))[1][0] == (12, 197, 64)
+    assert collapse(_one("nn.matmul", (2, 3, 4, 5), {}, (1, 3, 5, 4))) is None  # (a broadcast batch)
+
+
+def _along_model(path):
+    """Ops along axes alone: a slice of rows by 2, a concat of columns, a gather of one row."""
+    nodes = [helper.make_node("Slice", ["x", "b", "e", "a", "s"], ["r"]),
+             helper.make_node("Concat", ["x", "x"], ["c"], axis=3),
+             helper.make_node("Gather", ["x", "i"], ["g"], axis=2)]
+    import onnx
+
+    ints = lambda v, n: numpy_helper.from_array(np.array(v, np.int64), n)  # noqa: E731
+    g = helper.make_graph(nodes, "a", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 6, 8, 5])],
+                          [helper.make_tensor_value_info("r", TensorProto.FLOAT, [1, 6, 4, 5]),
+                           helper.make_tensor_value_info("c", TensorProto.FLOAT, [1, 6, 8, 10]),
+                           helper.make_tensor_value_info("g", TensorProto.FLOAT, [1, 6, 5])],
+                          [ints([1], "b"), ints([8], "e"), ints([2], "a"), ints([2], "s"), ints(3, "i")])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return str(path)
+
+
+def test_ops_along_axes_over_outer_n_inner_compute_what_tier1_does(tmp_path):
+    exe, t0 = _viewed_tier0(_along_model(tmp_path / "a.onnx"))
+    x = RNG.standard_normal((1, 6, 8, 5)).astype(np.float32)
+    for got, want in zip(t0.run(x), (x[:, :, 1::2], np.concatenate([x, x], 3), x[:, :, 3])):
+        np.testing.assert_array_equal(got, want)
