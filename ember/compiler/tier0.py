@@ -336,9 +336,9 @@ def tier0_kernels(groups: list, weights: Optional[dict] = None, split: bool = Fa
             name, sizes, shapes = viewed(fn, w)
             return (name, sizes) if shapes is None else Viewed(name, sizes, shapes)
         fa, pa, fe, pe = parts
+        aname, asizes, ashapes = viewed(fa, frozenset(pa.index(i) for i in w if i in pa))
         ename, esizes, eshapes = viewed(fe, frozenset())
-        return Split((*job(fa, frozenset(pa.index(i) for i in w if i in pa)), pa),
-                     (ename, esizes, pe, eshapes), fa.body.type)
+        return Split((aname, asizes, pa, ashapes), (ename, esizes, pe, eshapes), fa.body.type)
 
     for g, fn in groups:
         w = (weights or {}).get(g, frozenset())

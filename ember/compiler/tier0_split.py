@@ -37,10 +37,10 @@ _ALIGN = 64
 
 @dataclasses.dataclass(frozen=True)
 class Split:
-    """A group's tier-0 kernels run apart: ``anchor`` is ``(kernel name, sizes, positions)``
-    -- the positions of the group's parameters it reads --, ``epilogue`` the same and the
-    shapes its arguments are viewed in (None: their own; it reads the scratch buffer first;
-    :mod:`.tier0_collapse`), ``scratch`` the type of the anchor's result."""
+    """A group's tier-0 kernels run apart: ``anchor`` is ``(kernel name, sizes, positions,
+    shapes)`` -- the positions of the group's parameters it reads, the shapes its arguments are
+    viewed in (None: their own; :mod:`.tier0_collapse`) --, ``epilogue`` the same (it reads
+    the scratch buffer first), ``scratch`` the type of the anchor's result."""
 
     anchor: tuple
     epilogue: tuple
@@ -141,13 +141,15 @@ def split_calls(program: dict, chosen: dict) -> dict:
                               **({"scalars": {**c.get("scalars", {}), **split.sizes}} if split.sizes else {})))
         elif isinstance(split, Split):
             args = c["args"]
-            (aname, asizes, apos), (ename, esizes, epos, eshapes) = split.anchor, split.epilogue
+            (aname, asizes, apos, ashapes), (ename, esizes, epos, eshapes) = split.anchor, split.epilogue
             room = max(room, nbytes(split.scratch))
             scratch = len(slots)
             slots.append({"kind": "arena", "shape": list(split.scratch.shape), "dtype": split.scratch.dtype,
                           "offset": region, "live": [len(calls), len(calls) + 1]})
             base = {k: v for k, v in c.items() if k not in ("scalars", "dot", "flops", "bytes")}
-            calls.append(dict(base, kernel=aname, tier0_of=c["kernel"], args=[args[p] for p in apos] + [scratch],
+            aargs = [args[p] for p in apos] + [scratch]
+            calls.append(dict(base, kernel=aname, tier0_of=c["kernel"],
+                              args=view_args(slots, aargs, ashapes) if ashapes else aargs,
                               flops=c.get("flops", 0), **({"dot": c["dot"]} if "dot" in c else {}),
                               **({"scalars": dict(asizes)} if asizes else {})))
             eargs = [scratch] + [args[p] for p in epos] + [args[-1]]
