@@ -59,6 +59,10 @@ _BLOCKS = ("nn.pack_conv_weight", "block_channels")
 # result (tier 0 runs a static program's anchors apart). A multiple of 4, 3 or 2 vectors
 # stays one, ``64*s``: tier 0 then keeps that many accumulators (:func:`.tier0._accumulate`)
 _ANY = {"nn.matmul_packed": "units"}
+# pools whose window is sizes in tier 0's kernels alone (its size, strides and padding but a pad
+# of 0; floor mode): one kernel for the pools of every window -- a max pool of 3x3 by 2 and one
+# of 2x2 by 2 --, where a model's keep theirs static (unrolled taps, de-interleaved strides)
+_WINDOWED = ("nn.max_pool2d", "nn.avg_pool2d")
 # injective ops whose computes need static sizes: resize's taps and weights are per position
 # of a resized axis (YOLOS's constant-folded position embeddings, resized 14x14 -> 14x14)
 _STATIC = ("resize",)
@@ -173,6 +177,8 @@ def generalize(fn: Function, keep: frozenset = frozenset(), from_axis: int = 0,
     slices, bounds = bounds, bounds and which in ("all", "any")
     # (an anchor alone, as tier 0 runs a static program's: an epilogue would pin its columns)
     alone = which == "any" and isinstance(fn.body, Call) and fn.body.op in _ANY
+    windowed = which == "any" and isinstance(fn.body, Call) and fn.body.op in _WINDOWED \
+        and not fn.body.attr("ceil_mode", False)
 
     def unused() -> str:
         used = taken | set(names) | set(fresh.values()) | {n for n, _ in own}
@@ -200,6 +206,13 @@ def generalize(fn: Function, keep: frozenset = frozenset(), from_axis: int = 0,
             f = next(u * lanes for u in (4, 3, 2, 1) if v % (u * lanes) == 0) if v % lanes == 0 else 1
             own.append((unused(), v // f))
             return n.replace(attrs={**dict(n.attrs), _ANY[n.op]: D.dim_mul(f, Dim(own[-1][0]))})
+        if windowed and isinstance(n, Call) and n.op in _WINDOWED:
+            attrs = dict(n.attrs)
+            attrs["pool_size"] = tuple(own_size(k) for k in n.attr("pool_size"))
+            attrs["strides"] = tuple(own_size(v) for v in (n.attr("strides", None) or (1,) * len(attrs["pool_size"])))
+            if n.attr("padding", None):
+                attrs["padding"] = tuple(own_size(v) if v > 0 else v for v in n.attr("padding"))
+            return n.replace(attrs=attrs)
         if bounds and isinstance(n, Call) and n.op in _BLOCKS and isinstance(n.attr("block"), int):
             return n.replace(attrs={**dict(n.attrs), "block": own_size(n.attr("block"))})
         if bounds and isinstance(n, Call) and n.op == "pad" and n.attr("mode", "constant") == "constant":

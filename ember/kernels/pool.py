@@ -89,12 +89,15 @@ def pool_compute(data: te.Tensor, kind: str, kernel: Sequence[int], strides=None
             for i, o in enumerate(out_spatial)]
     end = [fold_size((o - 1) * s + d * (k - 1) + 1 - b - size)
            for o, s, d, k, b, size in zip(last, strides, dilation, kernel, begin, sizes)]
-    phases = 1 if blocked else strides[-1]  # a strided window reads its de-interleaved input contiguously
+    # a strided window reads its de-interleaved input contiguously (a stride that is a size, a
+    # tier-0 kernel's, reads it strided)
+    phases = 1 if blocked or not isinstance(strides[-1], int) else strides[-1]
     rk = [te.reduce_axis(k, f"{name}_k{i}") for i, k in enumerate(kernel)]
     # a blocked max pool reads its taps clamped into the input instead of a padded copy (one
     # pass over memory less): a window that reaches past an edge also holds the edge element
     # its outside taps clamp to (with taps one apart), so the maximum is the same
-    clamp = blocked and kind == "max" and all(d == 1 for d in dilation) and all(k > b for k, b in zip(kernel, begin))
+    clamp = blocked and kind == "max" and all(isinstance(v, int) for v in (*kernel, *begin)) \
+        and all(d == 1 for d in dilation) and all(k > b for k, b in zip(kernel, begin))
     if clamp:
         padded = data
 

@@ -217,3 +217,31 @@ def test_ops_along_axes_over_outer_n_inner_compute_what_tier1_does(tmp_path):
     x = RNG.standard_normal((1, 6, 8, 5)).astype(np.float32)
     for got, want in zip(t0.run(x), (x[:, :, 1::2], np.concatenate([x, x], 3), x[:, :, 3])):
         np.testing.assert_array_equal(got, want)
+
+
+def _pools_model(path):
+    """Max pools of two windows and strides, an average pool with a one-sided pad."""
+    nodes = [helper.make_node("MaxPool", ["x"], ["a"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+             helper.make_node("MaxPool", ["x"], ["b"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("AveragePool", ["x"], ["c"], kernel_shape=[3, 3], pads=[0, 0, 1, 1])]
+    import onnx
+
+    g = helper.make_graph(nodes, "p", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 5, 9, 8])],
+                          [helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, 5, 5, 4]),
+                           helper.make_tensor_value_info("b", TensorProto.FLOAT, [1, 5, 4, 4]),
+                           helper.make_tensor_value_info("c", TensorProto.FLOAT, [1, 5, 8, 7])])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return str(path)
+
+
+def test_a_tier0_pools_window_is_sizes(tmp_path):
+    """One tier-0 max pool kernel serves windows of 3x3 by 2 and 2x2 by 2 (a pad of 0 stays
+    static: the two pads make two kernels), and they compute what tier 1 does."""
+    exe = ember.compile(_pools_model(tmp_path / "p.onnx"), wait=True)
+    jobs, chosen = tier0_kernels(exe.groups, constant_params(exe.program), split=True)
+    texts = [j[1] for j in jobs if "max_pool" in j[0]]
+    assert texts and all("pool_size=(s" in t for t in texts)
+    t0 = Executable(build_made(jobs, exe.target), remap_program(exe.program, chosen), exe.constants)
+    x = RNG.standard_normal((1, 5, 9, 8)).astype(np.float32)
+    for got, want in zip(t0.run(x), exe.run(x)):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)

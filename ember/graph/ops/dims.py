@@ -234,6 +234,15 @@ def window_out(size: DimT, kernel: int, stride: int, dilation: int, pad_begin: i
 
     With ``ceil_mode`` a partial last window counts, unless it would start past the input and
     its leading padding (then it would read padding only; PyTorch and ONNX drop it)."""
+    if not all(isinstance(v, int) for v in (kernel, stride, dilation, pad_begin, pad_end)):
+        # (a tier-0 pool's window as sizes, each call passing its own: ceil mode has its last
+        # window's rule, which such a kernel does not take)
+        if ceil_mode:
+            raise ShapeError("a window of symbolic sizes is computed in floor mode only")
+        span = dim_sub(dim_add(size, dim_add(pad_begin, pad_end)), dim_add(dim_mul(dilation, dim_sub(kernel, 1)), 1))
+        assume(index(span) >= 0, f"the window (kernel {kernel}, dilation {dilation}) fits in the padded input "
+                                 f"of size {size}")
+        return dim_add(dim_floordiv(span, stride), 1)
     pad_total = pad_begin + pad_end
     extra = pad_total - dilation * (kernel - 1) - 1
     if isinstance(size, int):

@@ -30,9 +30,9 @@ def _spatial(attrs: dict, key: str, n: int, fill: int) -> tuple:
     want = 2 * n if key == "padding" else n
     if len(v) != want:
         raise ShapeError(f"{key} has {len(v)} values, expected {want} for {n} spatial dimension(s)")
-    if key != "padding" and any(x < 1 for x in v):
+    if key != "padding" and any(isinstance(x, int) and x < 1 for x in v):  # (a tier-0 pool's may be sizes)
         raise ShapeError(f"{key} must be >= 1, got {v}")
-    if key == "padding" and any(x < 0 for x in v):
+    if key == "padding" and any(isinstance(x, int) and x < 0 for x in v):
         raise ShapeError(f"padding must be >= 0, got {v}")
     return tuple(v)
 
@@ -526,7 +526,7 @@ def _pool_rule(n: int):
         if dt.is_bool(x.dtype):
             raise DTypeError(f"the data must be numeric, got {x.dtype}")
         k = attrs["pool_size"]
-        if len(k) != n or any(v < 1 for v in k):
+        if len(k) != n or any(isinstance(v, int) and v < 1 for v in k):
             raise ShapeError(f"pool_size must be {n} values >= 1, got {k}")
         window = _window(x.shape[2:2 + n], k, attrs, n, attrs["ceil_mode"])
         return TensorType(x.shape[:2] + window + x.shape[2 + n:], x.dtype)
@@ -542,7 +542,9 @@ def _global_pool_rule(n: int):
     return infer
 
 
-_POOL = {**_WINDOW, "pool_size": attr("ints"), "ceil_mode": attr("bool", False)}
+# (a tier-0 pool's window may be sizes, each call passing its own: ember.compiler.generic)
+_POOL = {"strides": attr("dims", None), "padding": attr("dims", None), "dilation": attr("dims", None),
+         "pool_size": attr("dims"), "ceil_mode": attr("bool", False)}
 _BLOCKED = {"blocked": attr("bool", False)}  # data in the blocked channel layout N C/b <spatial> b
 for _n, _s in _NDIM_NAME.items():
     register_op(f"nn.max_pool{_s}", infer=_pool_rule(_n), pattern=Pattern.OUT_ELEMWISE_FUSABLE,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ....errors import UnsupportedOpError
 from ....loop import dtype as dt
+from ...types import Dim
 from ....kernels.pool import global_pool_compute, pool_compute
 from ..nn import _NDIM_NAME
 from .common import register_compute, stage_name, te_shape
@@ -20,13 +21,19 @@ def _check(op: str, kind: str, x) -> None:
         raise UnsupportedOpError(f"{op}: computed for float tensors only, got {x.dtype}")
 
 
+def _exprs(v):
+    """A window attribute's values, its sizes (a tier-0 kernel's) as their int64 expressions."""
+    return None if v is None else tuple(d.expr if isinstance(d, Dim) else d for d in v)
+
+
 def _pool(kind: str, n: int):
     op = f"nn.{kind}_pool{_NDIM_NAME[n]}"
 
     def compute_fn(attrs, inputs, out_type):
         x = inputs[0]
         _check(op, kind, x)
-        out = pool_compute(x, kind, attrs["pool_size"], attrs["strides"], attrs["padding"], attrs["dilation"],
+        w = {k: _exprs(attrs[k]) for k in ("pool_size", "strides", "padding", "dilation")}
+        out = pool_compute(x, kind, w["pool_size"], w["strides"], w["padding"], w["dilation"],
                            attrs["ceil_mode"], attrs.get("count_include_pad", False), attrs.get("p", 2),
                            out_spatial=te_shape(out_type)[2:2 + n], name=stage_name(op),
                            blocked=attrs.get("blocked", False))
