@@ -179,6 +179,11 @@ def generalize(fn: Function, keep: frozenset = frozenset(), from_axis: int = 0,
     alone = which == "any" and isinstance(fn.body, Call) and fn.body.op in _ANY
     windowed = which == "any" and isinstance(fn.body, Call) and fn.body.op in _WINDOWED \
         and not fn.body.attr("ceil_mode", False)
+    # (a convolution alone whose weights keep only their block, ``from_axis=4``: its window,
+    # strides and dilation sizes too, ember.kernels.conv_window)
+    windowed = windowed or which == "any" and isinstance(fn.body, Call) and fn.body.op == "nn.conv2d_nchwc" \
+        and from_axis >= 4 and fn.body.attr("groups", 1) == 1 and fn.body.attr("dot", None) is None \
+        and len(fn.body.args) == 2
 
     def unused() -> str:
         used = taken | set(names) | set(fresh.values()) | {n for n, _ in own}
@@ -206,10 +211,14 @@ def generalize(fn: Function, keep: frozenset = frozenset(), from_axis: int = 0,
             f = next(u * lanes for u in (4, 3, 2, 1) if v % (u * lanes) == 0) if v % lanes == 0 else 1
             own.append((unused(), v // f))
             return n.replace(attrs={**dict(n.attrs), _ANY[n.op]: D.dim_mul(f, Dim(own[-1][0]))})
-        if windowed and isinstance(n, Call) and n.op in _WINDOWED:
+        if windowed and isinstance(n, Call) and (n.op in _WINDOWED or n.op == "nn.conv2d_nchwc"):
             attrs = dict(n.attrs)
-            attrs["pool_size"] = tuple(own_size(k) for k in n.attr("pool_size"))
-            attrs["strides"] = tuple(own_size(v) for v in (n.attr("strides", None) or (1,) * len(attrs["pool_size"])))
+            pool = n.op in _WINDOWED
+            if pool:
+                attrs["pool_size"] = tuple(own_size(k) for k in n.attr("pool_size"))
+            else:
+                attrs["dilation"] = tuple(own_size(v) for v in (n.attr("dilation", None) or (1, 1)))
+            attrs["strides"] = tuple(own_size(v) for v in (n.attr("strides", None) or (1, 1)))
             if n.attr("padding", None):
                 attrs["padding"] = tuple(own_size(v) if v > 0 else v for v in n.attr("padding"))
             return n.replace(attrs=attrs)

@@ -211,6 +211,8 @@ def _tier0_function(fn: Function, weights: frozenset = frozenset()) -> tuple:
     # weights all generic never take, and were a third of EfficientNet-B0's generalizations)
     conv = weights and any(c.op == "nn.conv2d_nchwc" for c in calls)
     tries = ([] if conv else [(frozenset(), 0)]) + ([(weights, 2), (weights, 1), (weights, 0)] if weights else [])
+    if conv and len(calls) == 1:  # (a conv alone: its window first, ember.kernels.conv_window)
+        tries.insert(0, (weights, 4))
     # (an anchor alone -- a split group's, :mod:`.tier0_split` --, or an op along axes collapsed
     # to ``(outer, n, inner)``, :mod:`.tier0_collapse`: its 1s go generic first)
     along = len(calls) == 1 and calls[0].op in ALONG

@@ -245,3 +245,35 @@ def test_a_tier0_pools_window_is_sizes(tmp_path):
     x = RNG.standard_normal((1, 5, 9, 8)).astype(np.float32)
     for got, want in zip(t0.run(x), exe.run(x)):
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+def _convs_model(path):
+    """Convolutions of three windows, strides, paddings and dilations, over the blocked data
+    the first one writes."""
+    def w(o, i, k):
+        return numpy_helper.from_array((RNG.standard_normal((o, i, k, k)) * 0.2).astype(np.float32), f"w{o}_{i}_{k}")
+    nodes = [helper.make_node("Conv", ["x", "w32_16_3"], ["a"], pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["a", "w32_32_5"], ["b"], pads=[2, 1, 2, 1], strides=[2, 1]),
+             helper.make_node("Conv", ["a", "w32_32_3"], ["c"], dilations=[2, 2], pads=[2, 2, 2, 2]),
+             helper.make_node("Conv", ["a", "w32_32_1"], ["d"])]
+    import onnx
+
+    g = helper.make_graph(nodes, "c", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 11, 10])],
+                          [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in "bcd"],
+                          [w(32, 16, 3), w(32, 32, 5), w(32, 32, 3), w(32, 32, 1)])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return str(path)
+
+
+def test_a_tier0_convs_window_is_sizes(tmp_path):
+    """Convolutions of 3x3, 5x5 by (2, 1) and dilated 3x3 windows share a tier-0 kernel (a pad
+    of 0 and the data's layout aside) and compute what tier 1 does."""
+    exe = ember.compile(_convs_model(tmp_path / "c.onnx"), wait=True)
+    jobs, chosen = tier0_kernels(exe.groups, constant_params(exe.program), split=True)
+    convs = [j for j in jobs if "conv2d" in j[0]]
+    assert convs and all("dilation=(s" in j[1] for j in convs)
+    assert len(convs) < 4  # (four convolutions)
+    t0 = Executable(build_made(jobs, exe.target), remap_program(exe.program, chosen), exe.constants)
+    x = RNG.standard_normal((1, 16, 11, 10)).astype(np.float32)
+    for got, want in zip(t0.run(x), exe.run(x)):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

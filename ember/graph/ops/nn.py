@@ -59,6 +59,8 @@ def _window(shape, kernel, attrs, n, ceil_mode=False) -> tuple:
 
 
 _WINDOW = {"strides": attr("ints", None), "padding": attr("ints", None), "dilation": attr("ints", None)}
+# (a tier-0 kernel's window may be sizes, each call passing its own: ember.compiler.generic)
+_SIZED_WINDOW = {"strides": attr("dims", None), "padding": attr("dims", None), "dilation": attr("dims", None)}
 
 # -- convolution --------------------------------------------------------------------------------
 
@@ -188,7 +190,10 @@ def _infer_conv2d_nchwc(args, attrs):
     # (a tier-0 kernel, shared by convolutions of every width, takes F/FB and C as sizes: a
     # conv of groups 1 may have them symbolic, a grouped one its filter blocks)
     free = 2 if attrs["groups"] == 1 else 1 if x.ndim == 5 else 0
-    if w.ndim != 5 or not all(isinstance(d, int) for d in w.shape[free:]):
+    # (... and a tier-0 conv of groups 1, of plain floats, its window: ember.kernels.conv_window)
+    windowed = attrs["groups"] == 1 and dot is None and len(args) == 2 and w.ndim == 5 \
+        and not all(isinstance(d, int) for d in w.shape[2:4])
+    if w.ndim != 5 or not all(isinstance(d, int) for d in w.shape[4 if windowed else free:]):
         raise ShapeError(f"the weight must be packed by nn.pack_conv_weight (F/FB, C, kh, kw, FB) and static, got {w}")
     spatial = _window(x.shape[2:4], w.shape[2:4], attrs, 2)
     if attrs["groups"] != 1:
@@ -220,7 +225,8 @@ def _infer_conv2d_nchwc(args, attrs):
 
 
 register_op("nn.conv2d_nchwc", infer=_infer_conv2d_nchwc, pattern=Pattern.OUT_ELEMWISE_FUSABLE, num_args=(2, 3),
-            attrs_schema={**_WINDOW, "groups": attr("int", 1), "dot": attr("str", None), "pad_value": attr("int", 0)},
+            attrs_schema={**_SIZED_WINDOW, "groups": attr("int", 1), "dot": attr("str", None),
+                          "pad_value": attr("int", 0)},
             doc="2-D convolution in the blocked channel layout: data N C H W or N C/b H W b, weight packed "
                 "by nn.pack_conv_weight (F/FB, C, kh, kw, FB), result N F/FB OH OW FB; with groups > 1 "
                 "each block reads its own: blocked data and weights (C/b, 1, kh, kw, b) (depthwise) or "
@@ -542,9 +548,7 @@ def _global_pool_rule(n: int):
     return infer
 
 
-# (a tier-0 pool's window may be sizes, each call passing its own: ember.compiler.generic)
-_POOL = {"strides": attr("dims", None), "padding": attr("dims", None), "dilation": attr("dims", None),
-         "pool_size": attr("dims"), "ceil_mode": attr("bool", False)}
+_POOL = {**_SIZED_WINDOW, "pool_size": attr("dims"), "ceil_mode": attr("bool", False)}
 _BLOCKED = {"blocked": attr("bool", False)}  # data in the blocked channel layout N C/b <spatial> b
 for _n, _s in _NDIM_NAME.items():
     register_op(f"nn.max_pool{_s}", infer=_pool_rule(_n), pattern=Pattern.OUT_ELEMWISE_FUSABLE,

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from ....kernels.common import const_int
 from ....kernels.conv_nchwc import conv2d_nchwc
+from ....kernels.conv_window import conv2d_nchwc_window
 from ....loop import compute as te
 from ....loop.expr import const, select
+from ...types import Dim
 from .common import register_compute, stage_name, te_shape
 
 
@@ -35,6 +37,11 @@ def _unblock_channels(attrs, inputs, out_type):
 
 def _conv2d_nchwc(attrs, inputs, out_type):
     x, w, *scale = inputs
+    window = [attrs[k] or d for k, d in (("strides", (1, 1)), ("padding", (0, 0, 0, 0)), ("dilation", (1, 1)))]
+    if any(const_int(d) is None for d in w.shape[2:4]) or any(isinstance(v, Dim) for a in window for v in a):
+        # (a tier-0 kernel for convolutions of every window)
+        return conv2d_nchwc_window(x, w, *([v.expr if isinstance(v, Dim) else v for v in a] for a in window),
+                                   te_shape(out_type), name=stage_name("nn.conv2d_nchwc"))
     return conv2d_nchwc(x, w, attrs["strides"] or (1, 1), attrs["padding"] or (0, 0, 0, 0),
                         attrs["dilation"] or (1, 1), name=stage_name("nn.conv2d_nchwc"),
                         grouped=attrs["groups"] != 1, scale=scale[0] if scale else None, dot=attrs.get("dot"),

@@ -1,0 +1,52 @@
+"""A blocked convolution whose window is sizes: tier 0's one kernel for convolutions of every
+window, stride and padding.
+
+:func:`ember.kernels.conv_nchwc.conv2d_nchwc` is built for one window: its taps unrolled, its
+padding a copy, its strides de-interleaved. A tier-0 kernel (``ember.compiler.tier0``) is
+shared by every convolution its sizes describe, so here the window ``kh x kw``, the strides,
+the dilation and the padding may be run-time sizes: each output element sums ``data[c, y*s +
+ky*d - pad] * w[c, ky, kx]`` over the taps, a tap outside the input reading its nearest edge
+element, multiplied by zero. The plain schedule accumulates each output vector of filters in
+registers over the channels and taps (:func:`ember.compiler.tier0._accumulate`).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from ..loop import compute as te
+from ..loop.expr import const, logical_and, max_, min_, select
+
+
+def conv2d_nchwc_window(data: te.Tensor, packed: te.Tensor, strides: Sequence, padding: Sequence,
+                        dilation: Sequence, out_shape: Sequence, name: str = "conv_window") -> te.Tensor:
+    """The ``N F/FB OH OW FB`` convolution of ``data`` (``N C H W`` or ``N C/cb H W cb``) by
+    weights ``packed`` (``F/FB, C, kh, kw, FB``, groups 1), every window parameter an int or an
+    int64 expression of sizes; ``padding`` is (top, left, bottom, right), ``out_shape`` the
+    result's (its rule's)."""
+    blocked = data.ndim == 5
+    _, C, kh, kw, _ = packed.shape
+    H, W = data.shape[2], data.shape[3]
+    (sh, sw), (dh, dw), (pt, pl) = strides, dilation, padding[:2]
+    ry = te.reduce_axis(kh, f"{name}_ky")
+    rx = te.reduce_axis(kw, f"{name}_kx")
+    # (blocked data's channels as blocks and lanes, no division per tap; its channels are the
+    # weights', whole blocks)
+    rcs = [te.reduce_axis(data.shape[1], f"{name}_cb"), te.reduce_axis(data.shape[4], f"{name}_ci")] if blocked \
+        else [te.reduce_axis(C, f"{name}_c")]
+    padded = any(not (isinstance(p, int) and p == 0) for p in padding)
+
+    def body(n, fo, y, x, fb):
+        iy = y * sh + ry.var * dh - pt
+        ix = x * sw + rx.var * dw - pl
+        if padded:  # (a tap past an edge reads the edge, times zero: every load in bounds)
+            inside = logical_and(iy >= 0, iy < H, ix >= 0, ix < W)
+            iy, ix = min_(max_(iy, 0), H - 1), min_(max_(ix, 0), W - 1)
+        if blocked:
+            v, c = data[n, rcs[0].var, iy, ix, rcs[1].var], rcs[0].var * data.shape[4] + rcs[1].var
+        else:
+            v, c = data[n, rcs[0].var, iy, ix], rcs[0].var
+        if padded:
+            v = select(inside, v, const(0, data.dtype))
+        return te.sum(v * packed[fo, c, ry.var, rx.var, fb], axis=(ry, rx, *rcs))
+
+    return te.compute(tuple(out_shape), body, name)
