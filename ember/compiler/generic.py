@@ -59,8 +59,8 @@ _BLOCKS = ("nn.pack_conv_weight", "block_channels")
 # result (tier 0 runs a static program's anchors apart). A multiple of 4, 3 or 2 vectors
 # stays one, ``64*s``: tier 0 then keeps that many accumulators (:func:`.tier0._accumulate`)
 _ANY = {"nn.matmul_packed": "units"}
-# pools whose window is sizes in tier 0's kernels alone (its size, strides and padding but a pad
-# of 0; floor mode): one kernel for the pools of every window -- a max pool of 3x3 by 2 and one
+# pools whose window is sizes in tier 0's kernels alone (its size, strides and padding; floor
+# mode): one kernel for the pools of every window -- a max pool of 3x3 by 2 and one
 # of 2x2 by 2 --, where a model's keep theirs static (unrolled taps, de-interleaved strides)
 _WINDOWED = ("nn.max_pool2d", "nn.avg_pool2d")
 # injective ops whose computes need static sizes: resize's taps and weights are per position
@@ -193,6 +193,13 @@ def generalize(fn: Function, keep: frozenset = frozenset(), from_axis: int = 0,
         own.append((unused(), d))
         return Dim(own[-1][0])
 
+    def own_count(d: int):
+        """A count that may be 0 (a pad's width, a slice's start) as a size less one: sizes are
+        at least 1, so the arithmetic knows it is at least 0 -- a 0 taken for a size had a
+        vectorized concat's select proved one-sided (ResNet-18's 2x2 map from its 1x1 pieces
+        read out of bounds) -- and one kernel serves zero and other widths alike."""
+        return D.dim_sub(own_size(d + 1), 1)
+
     def size(d: int):
         if d in by_value:
             return by_value[d]
@@ -219,21 +226,19 @@ def generalize(fn: Function, keep: frozenset = frozenset(), from_axis: int = 0,
             else:
                 attrs["dilation"] = tuple(own_size(v) for v in (n.attr("dilation", None) or (1, 1)))
             attrs["strides"] = tuple(own_size(v) for v in (n.attr("strides", None) or (1, 1)))
-            if n.attr("padding", None):
-                attrs["padding"] = tuple(own_size(v) if v > 0 else v for v in n.attr("padding"))
+            # (a conv of no padding keeps it static: its taps then need no edge checks)
+            if n.attr("padding", None) and (pool or any(n.attr("padding"))):
+                attrs["padding"] = tuple(own_count(v) for v in n.attr("padding"))
             return n.replace(attrs=attrs)
         if bounds and isinstance(n, Call) and n.op in _BLOCKS and isinstance(n.attr("block"), int):
             return n.replace(attrs={**dict(n.attrs), "block": own_size(n.attr("block"))})
         if bounds and isinstance(n, Call) and n.op == "pad" and n.attr("mode", "constant") == "constant":
-            pw = tuple(own_size(d) if isinstance(d, int) and d > 0 else d for d in n.attr("pad_width"))
+            pw = tuple(own_count(d) if isinstance(d, int) else d for d in n.attr("pad_width"))
             return n.replace(attrs={**dict(n.attrs), "pad_width": pw}) if pw != tuple(n.attr("pad_width")) else None
         if slices and isinstance(n, Call) and n.op == "strided_slice" \
                 and all(st > 0 for st in n.attr("strides", None) or ()) \
                 and all(isinstance(d, int) and 0 <= d < _END for d in (*n.attr("begin"), *n.attr("end"))):
-            # (a bound of 0 stays: the arithmetic takes every size for at least 1, and a
-            # vectorized concat's select over a begin of 0 was proved one-sided -- ResNet-18's
-            # 2x2 map from its 1x1 pieces read out of bounds)
-            return n.replace(attrs={**dict(n.attrs), "begin": tuple(own_size(d) if d else d for d in n.attr("begin")),
+            return n.replace(attrs={**dict(n.attrs), "begin": tuple(own_count(d) for d in n.attr("begin")),
                                     "end": tuple(own_size(d) if d else d for d in n.attr("end"))})
         # a shape an op is given (a reshape's, an expand's) names the same sizes symbolically;
         # where a value only happens to equal a size, the shape rule's check rejects it below

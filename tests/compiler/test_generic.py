@@ -59,8 +59,8 @@ def test_sizes_become_symbols_and_slices_clamp_to_them():
     size (its length min(7, s0), clamped as ONNX does, 7 at 56 rows and 5 at 5); a group with
     a tensor constant keeps its sizes. The folding program's kernels take a slice's bounds as
     sizes too (made absolute first: rows 49 to 56 of 56, 2 to 9 of 9), so both slices share one;
-    a bound of 0 stays (the loop arithmetic takes every size for at least 1): the last 7 of 5
-    rows, 0 to 5, has a kernel of its own."""
+    a start is a size less one (sizes are at least 1; a start may be 0): the last 7 of 5 rows,
+    0 to 5, shares it too."""
     from ember.graph.ops.dims import eval_dim
     from ember.graph.printer import astext
 
@@ -76,9 +76,9 @@ def test_sizes_become_symbols_and_slices_clamp_to_them():
     assert g.params[0].type.shape == (1, Dim("s0"), Dim("s1")) and g.body.type.shape[2] == Dim("s1")
     assert eval_dim(g.body.type.shape[1], sizes) == 7 and eval_dim(small.body.type.shape[1], small_sizes) == 5
     assert astext(b56) == astext(b5)
-    assert b56_sizes == {"s0": 56, "s1": 96, "s2": 49, "s3": 56} and b5_sizes == {"s0": 9, "s1": 96, "s2": 2, "s3": 9}
+    assert b56_sizes == {"s0": 56, "s1": 96, "s2": 50, "s3": 56} and b5_sizes == {"s0": 9, "s1": 96, "s2": 3, "s3": 9}
     assert eval_dim(b56.body.type.shape[1], b56_sizes) == 7 and eval_dim(b5.body.type.shape[1], b5_sizes) == 7
-    assert astext(b0) != astext(b5) and b0_sizes == {"s0": 5, "s1": 96, "s2": 5}
+    assert astext(b0) == astext(b5) and b0_sizes == {"s0": 5, "s1": 96, "s2": 1, "s3": 5}
     assert eval_dim(b0.body.type.shape[1], b0_sizes) == 5
 
 
@@ -203,8 +203,9 @@ def test_unblocking_to_a_channel_count_takes_it_as_a_size():
 
 
 def test_pads_of_every_width_share_a_kernel_where_bounds_are_sizes():
-    """In the folding program and at tier 0 a pad's widths are sizes (a weight's channels
-    padded by 4 or by 12 to a block); a model's own kernels keep them static."""
+    """In the folding program and at tier 0 a pad's widths are sizes, each one more than the
+    width (a weight's channels padded by 4 or by 12 to a block, and by 0 on the other axes);
+    a model's own kernels keep them static."""
     from ember.graph.printer import astext
 
     def pad(n):
@@ -213,7 +214,7 @@ def test_pads_of_every_width_share_a_kernel_where_bounds_are_sizes():
 
     with generic_kernels("all"):
         a, b = generalize(pad(4)), generalize(pad(12))
-    assert astext(a[0]) == astext(b[0]) and 12 in b[1].values()
+    assert astext(a[0]) == astext(b[0]) and 13 in b[1].values()
     with generic_kernels("elementwise"):
         assert generalize(pad(4)) is None or astext(generalize(pad(4))[0]) != astext(generalize(pad(12))[0])
 
