@@ -123,7 +123,7 @@ def _trailing_collapse(fn: Function) -> Optional[tuple]:
     the axes it computes along into one. Swin's (64, 3, 49, 49) softmax is BERT's (1, 12, 128,
     128) one, its (1, 56, 56, 96) layer norm GPT-2's (1, 128, 768)."""
     body = fn.body
-    if not (isinstance(body, Call) and body.op in _TRAILING and body.args and body.args[0] is fn.params[0]):
+    if not (isinstance(body, Call) and body.op in _TRAILING and tuple(body.args) == tuple(fn.params)):
         return None
     if not all(isinstance(p.type, TensorType) and p.type.is_static for p in fn.params) \
             or not (isinstance(body.type, TensorType) and body.type.is_static):
@@ -208,16 +208,18 @@ def _axis_collapse(fn: Function) -> Optional[tuple]:
         attrs["axes"] = tuple(where[a % r] for a in named)
     else:
         attrs["axis"] = where[named[0] % r]
-    shapes = new_data + [tuple(p.type.shape) for p in fn.params[len(data):]]
-    params = [Var(p.name, TensorType(shape, p.type.dtype)) for p, shape in zip(fn.params, shapes)]
+    # (the op's operands in its order, the function's parameters in theirs: a concat's parts
+    # may come in another order than the group numbered them)
+    shape_of = dict(zip(data, new_data))
+    new = {p: Var(p.name, TensorType(shape_of.get(p, tuple(p.type.shape)), p.type.dtype)) for p in fn.params}
     try:
-        g = infer_types(Function(params, Call(body.op, tuple(params), attrs)))
+        g = infer_types(Function([new[p] for p in fn.params], Call(body.op, tuple(new[a] for a in body.args), attrs)))
     except Exception:
         return None
     out = tuple(g.body.type.shape)
     if math.prod(out) != math.prod(body.type.shape):
         return None
-    return g, tuple(shapes) + (out,)
+    return g, tuple(tuple(new[p].type.shape) for p in fn.params) + (out,)
 
 
 def _batch_collapse(fn: Function) -> Optional[tuple]:

@@ -277,3 +277,14 @@ def test_a_tier0_convs_window_is_sizes(tmp_path):
     x = RNG.standard_normal((1, 16, 11, 10)).astype(np.float32)
     for got, want in zip(t0.run(x), exe.run(x)):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_concat_of_parts_in_another_order_than_its_parameters():
+    """The group numbers its parameters by first use, a concat may take them in another order
+    (a reverse GRU's steps): the shapes are the parameters', the parts keep their order."""
+    a, b = Var("p0", TensorType((2, 5), "float32")), Var("p1", TensorType((1, 3, 5), "float32"))
+    r = Call("reshape", (a,), {"newshape": (1, 2, 5)})
+    fn = infer_types(Function([a, b], Call("concat", (b, r), {"axis": 1})))
+    g, shapes = collapse(fn)
+    assert shapes == ((1, 2, 5), (1, 3, 5), (1, 5, 5))
+    assert [x.name for x in g.body.args] == ["p1", "p0"] and [p.name for p in g.params] == ["p0", "p1"]
