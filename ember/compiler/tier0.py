@@ -364,9 +364,9 @@ def kernel_names(choice) -> tuple:
 
 def remap_program(program: dict, chosen: dict) -> dict:
     """A copy of ``program`` whose calls of the kernels in ``chosen`` (tier-1 kernel name ->
-    (tier-0 kernel name, sizes), a :class:`~.tier0_split.Split` or a
-    :class:`~.tier0_collapse.Viewed`) call those instead, with their sizes; subgraph programs
-    too."""
+    (tier-0 kernel name, sizes), a :class:`~.tier0_split.Split`, a :class:`~.tier0_ops.Steps`
+    or a :class:`~.tier0_collapse.Viewed`) call those instead, with their sizes; subgraph
+    programs too."""
     splits = {g: c for g, c in chosen.items() if isinstance(c, (Split, Viewed, PerCall, Steps))}
     if splits:
         program = split_calls(program, splits)

@@ -122,9 +122,10 @@ def _static(t) -> bool:
 
 def split_calls(program: dict, chosen: dict) -> dict:
     """``program`` (a copy) with each call of a group that ``chosen`` maps to a :class:`Split`
-    made two calls through a scratch buffer, and each call of one it maps to a
-    :class:`~.tier0_collapse.Viewed` passing its buffers in their collapsed shapes; the slots'
-    lifetimes follow the calls' new places. (The anchor's call keeps the group's work and
+    made two calls through a scratch buffer, each call of one it maps to a
+    :class:`~.tier0_ops.Steps` a call per op through scratch buffers, and each call of one it
+    maps to a :class:`~.tier0_collapse.Viewed` passing its buffers in their collapsed shapes;
+    the slots' lifetimes follow the calls' new places. (The anchor's call keeps the group's work and
     packed dot for the profiler; its traffic is not counted.)"""
     slots = [dict(s) for s in program["slots"]]
     old = len(slots)
