@@ -203,6 +203,10 @@ def _tier0_function(fn: Function, weights: frozenset = frozenset()) -> tuple:
     width), or else all of them (the shape rule wants them static), so its activations' sizes
     go generic alone. A short last axis goes generic where the group's computes take it so
     (:func:`generalize`'s ``short``), and a reshape's sizes that no parameter has do too."""
+    if len(fn.params) > MAX_SIZES:
+        # (a concat of an unrolled recurrence's 512 steps: its symbolic sum of sizes cost 2.6 s a
+        # try, 8 tries, for sizes past MAX_SIZES anyway)
+        return fn, {}
     # (only an anchor's weights keep their sizes: a bias, a constant the epilogue reads, goes
     # generic like the activations, or a grouped conv's kernel would be one per width)
     weights = frozenset(i for i in weights if _anchor_weight(fn, fn.params[i]))
