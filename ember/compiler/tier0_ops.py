@@ -28,10 +28,10 @@ from ..graph.ops import get_op
 from ..graph.ops.registry import Pattern
 from ..graph.types import TensorType
 from ..graph.visit import post_order
+from .tier0_collapse import _VIEWS
 
 __all__ = ["Steps", "op_steps"]
 
-_VIEWS = ("reshape", "squeeze", "unsqueeze", "flatten")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,7 +50,8 @@ class Steps:
         return tuple(dict.fromkeys(s[0] for s in self.steps))
 
 
-def _static(t) -> bool:
+def static(t) -> bool:
+    """Whether ``t`` is a tensor type of static shape."""
     return isinstance(t, TensorType) and t.is_static
 
 
@@ -64,7 +65,7 @@ def op_steps(fn: Function) -> Optional[list]:
     shapes it reads them in), and the scratch buffers' types -- or None where the group does
     not move data alongside other ops, or is not static."""
     body = fn.body
-    if not (isinstance(body, Call) and _static(body.type) and all(_static(p.type) for p in fn.params)):
+    if not (isinstance(body, Call) and static(body.type) and all(static(p.type) for p in fn.params)):
         return None
     calls = [n for n in post_order(body) if isinstance(n, Call)]
     work = [c for c in calls if c.op not in _VIEWS]

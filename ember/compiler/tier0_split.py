@@ -28,7 +28,7 @@ from ..graph.types import TensorType
 from ..graph.visit import free_vars, post_order, substitute
 from .program import nbytes
 from .tier0_collapse import Viewed, view_args
-from .tier0_ops import Steps
+from .tier0_ops import Steps, static
 
 __all__ = ["PerCall", "Split", "choice_of", "split_calls", "split_group", "splittable"]
 
@@ -90,10 +90,10 @@ def split_group(fn: Function) -> Optional[tuple]:
     group whose anchor (a convolution, a product) an elementwise epilogue follows, all of static
     shapes; None for any other group."""
     body = fn.body
-    if not (isinstance(body, Call) and _static(body.type) and all(_static(p.type) for p in fn.params)):
+    if not (isinstance(body, Call) and static(body.type) and all(static(p.type) for p in fn.params)):
         return None
     anchors = [c for c in post_order(body) if isinstance(c, Call) and get_op(c.op).pattern == Pattern.OUT_ELEMWISE_FUSABLE]
-    if len(anchors) != 1 or anchors[0] is body or not _static(anchors[0].type):
+    if len(anchors) != 1 or anchors[0] is body or not static(anchors[0].type):
         return None
     a = anchors[0]
     index = {p: i for i, p in enumerate(fn.params)}
@@ -114,10 +114,6 @@ def _canonical(params: list, body) -> Function:
     groups name theirs (a tier-0 kernel is named by its function's text)."""
     new = [Var(f"p{i}", p.type) for i, p in enumerate(params)]
     return Function(new, substitute(body, dict(zip(params, new))))
-
-
-def _static(t) -> bool:
-    return isinstance(t, TensorType) and t.is_static
 
 
 def split_calls(program: dict, chosen: dict) -> dict:
