@@ -266,9 +266,9 @@ def _make(triple: str, cpu: str, features: str) -> Target:
 _KNOWN_WIDE = {
     "skylake-avx512": "+avx512f,+avx512bw,+avx512dq,+avx512vl,+avx2,+fma,+f16c,+avx",
     "cascadelake": "+avx512f,+avx512bw,+avx512dq,+avx512vl,+avx512vnni,+avx2,+fma,+f16c,+avx",
-    "icelake-server": "+avx512f,+avx512bw,+avx512dq,+avx512vl,+avx2,+fma,+f16c,+avx",
-    "sapphirerapids": "+avx512f,+avx512bw,+avx512dq,+avx512vl,+avx512bf16,+avx512fp16,+avx2,+fma,+f16c,+avx",
-    "znver4": "+avx512f,+avx512bw,+avx512dq,+avx512vl,+avx512bf16,+avx2,+fma,+f16c,+avx",
+    "icelake-server": "+avx512f,+avx512bw,+avx512dq,+avx512vl,+avx512vbmi,+avx2,+fma,+f16c,+avx",
+    "sapphirerapids": "+avx512f,+avx512bw,+avx512dq,+avx512vl,+avx512vbmi,+avx512bf16,+avx512fp16,+avx2,+fma,+f16c,+avx",
+    "znver4": "+avx512f,+avx512bw,+avx512dq,+avx512vl,+avx512vbmi,+avx512bf16,+avx2,+fma,+f16c,+avx",
     "znver3": "+avx2,+fma,+f16c,+avx", "znver2": "+avx2,+fma,+f16c,+avx",
     "haswell": "+avx2,+fma,+f16c,+avx", "skylake": "+avx2,+fma,+f16c,+avx",
     "x86-64-v3": "+avx2,+fma,+f16c,+avx", "x86-64-v4": "+avx512f,+avx512bw,+avx512dq,+avx512vl,+avx2,+fma,+f16c,+avx",

@@ -8,7 +8,7 @@ import pytest
 
 import ember
 from ember.loop import compute as te
-from ember.loop.expr import Call, max_, min_
+from ember.loop.expr import Call, cast, max_, min_
 from ember.loop.schedule import Schedule
 from ember.target import Target
 
@@ -97,3 +97,31 @@ def test_a_rounding_then_conversion_is_one_instruction_and_a_clamp_no_ordering_o
     text = emit_llvm(lower_kernel(s, [A, C], "k"))
     assert "cvt.ps2dq" in text and "roundeven" not in text and "fptosi" not in text
     assert "max.ps" in text and "llvm.maximum" not in text
+
+
+from ember.codegen.llvm.x86 import byte_table as _byte_table  # noqa: E402
+
+
+@pytest.mark.skipif(not Target.host().has_feature("avx512vbmi"), reason="the host has no AVX512-VBMI")
+@pytest.mark.parametrize("lanes", [64, 16, 8])
+@pytest.mark.parametrize("size,dtype", [(256, "uint8"), (200, "int8"), (64, "uint8"), (130, "uint8")])
+def test_a_byte_table_looks_up_by_permutes_as_a_gather_does(size, dtype, lanes, monkeypatch, tmp_path):
+    # (x86.byte_table: two vpermi2b and a blend; a table's last partial 64 bytes read masked)
+    from ember.codegen.llvm import x86
+
+    made = []
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))  # (built here, not found in a cache)
+    monkeypatch.setattr(x86, "byte_table", lambda *a: made.append(1) or _byte_table(*a))
+    T = te.placeholder((size,), dtype, "T")
+    idx = te.placeholder((N,), "int32", "I")
+    C = te.compute((N,), lambda i: T[cast("int64", idx[i])], "C")
+    s = Schedule(C)
+    s[C].vectorize(s[C].split(s[C].leaf[0], factor=lanes)[1])
+    m = ember.build(s, [T, idx, C], "k")
+    table = RNG.integers(-128 if dtype == "int8" else 0, 128 if dtype == "int8" else 256, size).astype(dtype)
+    i = RNG.integers(0, size, N).astype(np.int32)
+    i[:4] = [0, size - 1, 127 % size, 128 % size]
+    out = np.zeros(N, dtype)
+    m["k"](table, i, out)
+    np.testing.assert_array_equal(out, table[i])
+    assert made

@@ -20,6 +20,7 @@ from ...loop import dtype as dt
 from ...loop.expr import (EQ, GE, GT, LE, LT, NE, Add, And, Broadcast, Cast, FloorDiv, FloorMod, IntImm, Mul, Or,
                           Ramp, Sub, as_expr, cast, const)
 from . import types as T
+from . import x86
 from .intrinsics import declare, llvm_intrinsic, type_suffix
 
 
@@ -357,6 +358,11 @@ def load(e, node) -> ir.Value:
         return _load_interleaved(e, buf, ptr, *runs, dtype)
     # A gather: a vector of addresses.
     offs = _flat_offset(e, buf, node.indices)
+    size = _static_size(buf)
+    if node.predicate is None and dt.bits(buf.dtype) == 8 and size is not None:
+        v = x86.byte_table(b, ptr, size, offs, e.features)  # (a small table: permutes)
+        if v is not None:
+            return _from_mem(b, v, dtype)
     addrs = b.gep(ptr, [offs], source_etype=T.mem_type(buf.dtype))
     addrs.type = ir.VectorType(T.PTR, lanes)  # llvmlite does not infer vector GEP types
     mask = _mask(e, node.predicate, lanes) if node.predicate is not None else \
@@ -365,6 +371,17 @@ def load(e, node) -> ir.Value:
                                              ir.Constant(mt, None)],
                        ret=mt, overload=[mt, addrs.type])
     return _from_mem(b, v, dtype)
+
+
+def _static_size(buf):
+    """Elements of ``buf`` when its shape is static, else None."""
+    n = 1
+    for d in buf.shape:
+        d = d.value if isinstance(d, IntImm) else d
+        if not isinstance(d, int):
+            return None
+        n *= d
+    return n
 
 
 def load_scalar_at(e, buf, ptr, indices, predicate) -> ir.Value:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from .intrinsics import declare
+from .intrinsics import declare, llvm_intrinsic
 
 # lanes -> (features needed, max, min, truncating conversion, rounding conversion, AVX-512
 # form: its intrinsics take a rounding operand (and the conversions a pass-through and mask))
@@ -114,3 +114,41 @@ def float_to_int(b: ir.IRBuilder, v: ir.Value, dst: str, features, rounding: boo
     if dst == "int32":
         return out
     return b.trunc(out, ir.VectorType(ir.IntType(_NARROW_BITS[dst]), v.type.count))
+
+
+TABLE_BYTES = 256  # what :func:`byte_table` looks up in: two pairs of 64-byte registers
+
+
+def byte_table(b: ir.IRBuilder, table: ir.Value, size: int, offsets: ir.Value, features) -> ir.Value | None:
+    """Bytes of a table of ``size`` <= 256 at ``table``, at the lanes' ``offsets`` (each in
+    ``[0, size)``): AVX512-VBMI's ``vpermi2b`` selects from 128 bytes by 7 bits of an index,
+    so two of them and a blend on the eighth bit look up 64 lanes (a code's table:
+    :mod:`ember.graph.passes.code_tables`), where a gather loads one byte a lane."""
+    lanes = offsets.type.count
+    if not ({"avx512vbmi", "avx512bw"} <= set(features)) or size > TABLE_BYTES or lanes > 64:
+        return None
+    i8, v64 = ir.IntType(8), ir.VectorType(ir.IntType(8), 64)
+    chunks = []
+    for k in range(0, TABLE_BYTES, 64):
+        if k >= size:
+            chunks.append(ir.Constant(v64, None))
+            continue
+        addr = b.gep(table, [ir.Constant(ir.IntType(64), k)], source_etype=i8)
+        if k + 64 <= size:
+            chunks.append(b.load(addr, typ=v64, align=1))
+        else:  # the table's end: no byte past it is read
+            mask = ir.Constant(ir.VectorType(ir.IntType(1), 64), [j < size - k for j in range(64)])
+            chunks.append(llvm_intrinsic(b, "masked.load", [addr, ir.Constant(ir.IntType(32), 1), mask,
+                                                             ir.Constant(v64, None)], ret=v64, overload=[v64, addr.type]))
+    idx = b.trunc(offsets, ir.VectorType(i8, lanes))
+    if lanes < 64:
+        idx = b.shuffle_vector(idx, ir.Constant(idx.type, None),
+                               ir.Constant(ir.VectorType(ir.IntType(32), 64), [j % lanes for j in range(64)]))
+    name = "llvm.x86.avx512.vpermi2var.qi.512"
+    low = _call(b, name, v64, [chunks[0], idx, chunks[1]])
+    high = _call(b, name, v64, [chunks[2], idx, chunks[3]])
+    out = b.select(b.icmp_signed("<", idx, ir.Constant(v64, None)), high, low)
+    if lanes < 64:
+        out = b.shuffle_vector(out, ir.Constant(v64, None), ir.Constant(ir.VectorType(ir.IntType(32), lanes),
+                                                                          list(range(lanes))))
+    return out

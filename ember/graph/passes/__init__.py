@@ -7,6 +7,7 @@ from .bf16_activations import bf16_activations
 from .block_layout import block_layout
 from .context import (Instrument, Pass, PassContext, PassError, PassTimer, PrintAfterPass,
                       VerifyAfterPass, graph_pass)
+from .code_tables import code_tables
 from .cse import cse
 from .dce import dce
 from .drop_requantization import drop_requantization
@@ -48,9 +49,9 @@ def default_pipeline() -> list:
     return [drop_requantization, integer_products, activation_products, weight_only, gpu_weights, promote_half, tensor_core_products,
             fold_constant, simplify_inference,
             merge_branches, requantize, sink_reshapes, requantize, trim_conv_taps, block_layout, fold_channel_scale,
-            bf16_activations, pack_conv_weights, pack_matmul_weights, fold_constant, cse, dce, fuse_ops]
+            bf16_activations, pack_conv_weights, pack_matmul_weights, code_tables, fold_constant, cse, dce, fuse_ops]
 
 
-__all__ = ["activation_products", "gpu_weights", "tensor_core_products", "bf16_activations", "block_layout", "cse", "dce", "drop_requantization", "fold_channel_scale", "fold_constant", "integer_products", "merge_branches", "pack_conv_weights", "pack_matmul_weights", "promote_half",
+__all__ = ["activation_products", "code_tables", "gpu_weights", "tensor_core_products", "bf16_activations", "block_layout", "cse", "dce", "drop_requantization", "fold_channel_scale", "fold_constant", "integer_products", "merge_branches", "pack_conv_weights", "pack_matmul_weights", "promote_half",
            "requantize", "simplify_inference", "sink_reshapes", "trim_conv_taps", "weight_only", "Instrument", "Pass", "PassContext", "PassError", "PassTimer",
            "PrintAfterPass", "VerifyAfterPass", "default_pipeline", "fuse_ops", "graph_pass", "verify"]

@@ -113,7 +113,7 @@ def partition(body, fuse: bool = True) -> dict:
                     continue
                 if g.kind == "anchor" and _widens_codes(n) and len(_dequantized(n, consumers)[1]) > 1:
                     continue  # (an epilogue stores the 8-bit codes; their readers widen them: below)
-                same = g.kind == "anchor" and pat in _FLOW and n.type.shape == g.anchor.type.shape
+                same = g.kind == "anchor" and (pat in _FLOW or is_lookup(n)) and n.type.shape == g.anchor.type.shape
                 if not (g.kind == "flow" or same):
                     continue
                 if uses[a] != sum(x is a for x in n.args):  # read by another op too
@@ -143,6 +143,13 @@ def partition(body, fuse: bool = True) -> dict:
         elif fuse and pat in _FLOW and group_of[n].kind == "anchor" and n is not group_of[n].anchor:
             _absorb(n, group_of, uses, order, set(promised.values()), shape=group_of[n].anchor.type.shape)
     return group_of
+
+
+def is_lookup(n: Call) -> bool:
+    """``n`` looks its operand up in a constant 1-D table (:mod:`.code_tables`): elementwise
+    in the index, so an epilogue takes it."""
+    return (n.op == "gather" and isinstance(n.args[0], Constant) and n.args[0].value.ndim == 1
+            and n.attr("axis") == 0)
 
 
 def _widens_codes(n: Call) -> bool:

@@ -23,6 +23,7 @@ from ....loop import dtype as dt
 from ....loop import intrinsics as intr
 from ....loop.expr import (
     Expr,
+    IntImm,
     as_expr,
     cast,
     const,
@@ -55,7 +56,14 @@ def wrap_index(v: Expr, n) -> Expr:
 
 
 def clamp_index(v: Expr, n) -> Expr:
-    """``wrap_index`` clamped into ``[0, n)``: a bad index never reads outside the data."""
+    """``wrap_index`` clamped into ``[0, n)``: a bad index never reads outside the data. An
+    int32 index into a static extent that int32 holds is wrapped and clamped in int32 and
+    widened last: a vector of them is a gather by 32-bit offsets (``vpgatherdd``), where
+    64-bit ones take two gathers of half the lanes."""
+    n = n.value if isinstance(n, IntImm) else n
+    if v.dtype == "int32" and isinstance(n, int) and n < 2 ** 31:
+        w = v + select(v < 0, const(n, "int32"), const(0, "int32"))
+        return cast(_INDEX, max_(min_(w, const(n - 1, "int32")), const(0, "int32")))
     return max_(min_(wrap_index(v, n), as_expr(n) - 1), 0)
 
 

@@ -1,0 +1,68 @@
+"""Functions of 8-bit codes become table lookups (``code_tables``)."""
+import numpy as np
+import pytest
+from onnx import TensorProto as TP, helper as h, numpy_helper as nh
+
+import ember
+from ember.graph.ir import Call
+from ember.graph.visit import post_order
+from ember.target import Target
+
+VBMI = "llvm -mcpu=znver4"  # (a CPU whose byte permutes the tables use; the pass checks the target)
+
+
+def _model(act: str, zero: int = 131) -> bytes:
+    """x -> QuantizeLinear -> DequantizeLinear -> ``act`` -> QuantizeLinear -> DequantizeLinear,
+    as ORT's quantizer writes an activation between two quantized ops."""
+    inits = [nh.from_array(np.float32(0.031), "s1"), nh.from_array(np.uint8(zero), "z1"),
+             nh.from_array(np.float32(0.017), "s2"), nh.from_array(np.uint8(9), "z2"),
+             nh.from_array(np.float32(np.sqrt(2.0)), "r2"), nh.from_array(np.float32(1.0), "one"),
+             nh.from_array(np.float32(0.5), "half")]
+    nodes = [h.make_node("QuantizeLinear", ["x", "s1", "z1"], ["q"]),
+             h.make_node("DequantizeLinear", ["q", "s1", "z1"], ["d"])]
+    if act == "gelu":  # (the exporters' erf form)
+        nodes += [h.make_node("Div", ["d", "r2"], ["t"]), h.make_node("Erf", ["t"], ["e"]),
+                  h.make_node("Add", ["e", "one"], ["p"]), h.make_node("Mul", ["d", "p"], ["m"]),
+                  h.make_node("Mul", ["m", "half"], ["a"])]
+    elif act == "silu":
+        nodes += [h.make_node("Sigmoid", ["d"], ["g"]), h.make_node("Mul", ["d", "g"], ["a"])]
+    else:
+        nodes += [h.make_node("Relu", ["d"], ["a"])]
+    nodes += [h.make_node("QuantizeLinear", ["a", "s2", "z2"], ["q2"]),
+              h.make_node("DequantizeLinear", ["q2", "s2", "z2"], ["y"])]
+    g = h.make_graph(nodes, "act", [h.make_tensor_value_info("x", TP.FLOAT, [2, 64, 33])],
+                     [h.make_tensor_value_info("y", TP.FLOAT, [2, 64, 33])], inits)
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
+
+
+def _tables(exe) -> int:
+    """The lookups in ``exe``'s fused groups."""
+    return sum(n.op == "gather" for _, fn in exe.graph.functions for n in post_order(fn) if isinstance(n, Call))
+
+
+def _x():
+    # every code and the halves between them, past both ends of the range
+    return np.random.default_rng(0).uniform(-5.0, 5.0, (2, 64, 33)).astype(np.float32)
+
+
+@pytest.mark.parametrize("act", ["gelu", "silu"])
+def test_an_activation_between_quantizers_is_a_table_of_the_codes(act):
+    m = _model(act)
+    exe = ember.compile(m, target=VBMI, wait=True)
+    assert _tables(exe) == 1
+    if not Target.host().has_feature("avx512vbmi"):  # (compiled above for a CPU that has them)
+        pytest.skip("the host has no AVX512-VBMI to run the tables")
+    plain = ember.compile(m, wait=True, disabled_passes={"code_tables"})
+    assert _tables(plain) == 0
+    x = _x()
+    # the table holds what the elementwise code computes: the same codes
+    np.testing.assert_array_equal(exe.run(x)[0], plain.run(x)[0])
+    import onnxruntime as ort
+
+    ref = ort.InferenceSession(m, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    assert np.abs(exe.run(x)[0] - ref).max() <= 0.017 + 1e-6  # (at most one code: erf's last ulp)
+
+
+def test_a_cheap_activation_and_a_host_without_byte_permutes_keep_their_code():
+    assert _tables(ember.compile(_model("relu"), target=VBMI, wait=True, disabled_passes=set())) == 0
+    assert _tables(ember.compile(_model("gelu"), target="llvm -mcpu=skylake-avx512", wait=True)) == 0
