@@ -26,6 +26,7 @@ from ..graph.infer import infer_types
 from ..graph.ir import Call, Constant, Function, Var
 from ..graph.ops import get_op
 from ..graph.ops.registry import Pattern
+from ..graph.passes.code_tables import is_lookup
 from ..graph.types import TensorType
 from ..graph.visit import post_order
 from .tier0_collapse import _VIEWS
@@ -56,7 +57,7 @@ def static(t) -> bool:
 
 
 def _moves(c: Call) -> bool:
-    return c.op not in _VIEWS and get_op(c.op).pattern == Pattern.INJECTIVE
+    return c.op not in _VIEWS and get_op(c.op).pattern == Pattern.INJECTIVE and not is_lookup(c)
 
 
 def op_steps(fn: Function) -> Optional[list]:

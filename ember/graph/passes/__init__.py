@@ -37,8 +37,9 @@ def default_pipeline() -> list:
     elementwise ops (a product's epilogue then follows it), drop the convolution taps that
     read only padding, run convolutional regions in the blocked channel layout (a squeeze-excitation's per-channel scale folded into the conv
     after it; in bf16, an activation a conv reads stored once, in bf16), pack the other constant convolution weights and the constant
-    matrix-product weights for their micro-kernels, fold the new scale/shift expressions and
-    the packing, merge and prune, then fuse into kernels. First, codes quantized again with
+    matrix-product weights for their micro-kernels, turn what is computed from one 8-bit code
+    alone into a table of its values, fold the new scale/shift expressions, the packing and
+    the tables, merge and prune, then fuse into kernels. First, codes quantized again with
     their own scale and zero point (data movement between or not) stay the codes, moved as
     bytes; quantized products by int8 weights become integer products, products of two
     activations (quantized, or in bf16) packed bf16 dots, and products by weights

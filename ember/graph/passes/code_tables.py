@@ -23,6 +23,7 @@ from typing import Optional
 
 import numpy as np
 
+from ...errors import EmberError
 from ...loop import dtype as dt
 from ..ir import Call, Constant, Module
 from ..ops import get_op
@@ -34,10 +35,21 @@ from .context import PassContext, graph_pass, rewrite_main, typed_call as _call
 CODES = 256  # the most values a table holds
 WORTH = 10  # the work (below) a table replaces: a lookup costs about an index, a clamp and a gather
 # per element, about the vector instructions of an op; others 1
-_WORK = {"erf": 12, "nn.gelu": 14, "tanh": 10, "sigmoid": 8, "exp": 8, "log": 8, "pow": 16,
-         "sqrt": 4, "rsqrt": 4, "divide": 4, "nn.mish": 20, "nn.softplus": 10, "sin": 10, "cos": 10}
+_WORK = {"erf": 12, "nn.gelu": 14, "tanh": 10, "sigmoid": 8, "exp": 8, "log": 8, "pow": 16, "sqrt": 4,
+         "rsqrt": 4, "reciprocal": 4, "divide": 4, "nn.mish": 20, "nn.softplus": 10, "nn.elu": 8,
+         "nn.selu": 8, "nn.celu": 8, "sin": 10, "cos": 10, "tan": 12, "atan": 12}
 _NARROW = {"uint8": (0, 255), "int8": (-128, 127)}
 _FLOW = (Pattern.ELEMWISE, Pattern.BROADCAST)
+
+
+def is_lookup(n: Call) -> bool:
+    """``n`` looks its index up in a table of bytes (what this pass writes): elementwise in
+    the index, so an epilogue takes it, and tier 0 does not take it for data movement."""
+    if n.op != "gather" or n.attr("axis") != 0:
+        return False
+    t = n.args[0].type
+    return isinstance(t, TensorType) and t.ndim == 1 and t.dtype in _NARROW and isinstance(t.shape[0], int) \
+        and t.shape[0] <= CODES
 
 
 def _scalar_value(e) -> Optional[float]:
@@ -50,6 +62,8 @@ def _scalar_value(e) -> Optional[float]:
 def _interval(n: Call, known: dict) -> Optional[tuple]:
     """``(lo, hi)`` when every value of ``n`` is an integer in ``[lo, hi]`` (bounds may be
     infinite), from its operands' intervals in ``known``; else None."""
+    if not n.args:
+        return None
     op, a = n.op, n.args[0]
     if op == "round":
         return (-np.inf, np.inf)
@@ -190,6 +204,9 @@ def code_tables(mod: Module, ctx: PassContext) -> Module:
             return None
         code, kind = chosen[old]
         lo, hi = bounds[code]
-        return _lookup(old, code, get(code), lo, hi, kind)
+        try:
+            return _lookup(old, code, get(code), lo, hi, kind)
+        except EmberError:  # (an op whose attributes need the data's rank: left as it is)
+            return None
 
     return rewrite_main(mod, step, original=True)

@@ -32,6 +32,7 @@ from ..ops import get_op
 from ..ops.registry import Pattern
 from ..types import TensorType
 from ..visit import post_order, use_counts
+from .code_tables import is_lookup
 from .context import graph_pass
 
 MAX_GROUP = 24  # ops per group: beyond this, kernels grow without getting faster (32 made
@@ -143,13 +144,6 @@ def partition(body, fuse: bool = True) -> dict:
         elif fuse and pat in _FLOW and group_of[n].kind == "anchor" and n is not group_of[n].anchor:
             _absorb(n, group_of, uses, order, set(promised.values()), shape=group_of[n].anchor.type.shape)
     return group_of
-
-
-def is_lookup(n: Call) -> bool:
-    """``n`` looks its operand up in a constant 1-D table (:mod:`.code_tables`): elementwise
-    in the index, so an epilogue takes it."""
-    return (n.op == "gather" and isinstance(n.args[0], Constant) and n.args[0].value.ndim == 1
-            and n.attr("axis") == 0)
 
 
 def _widens_codes(n: Call) -> bool:
