@@ -39,6 +39,11 @@ def quantize_main(argv) -> int:
                         "inputs, as ORT's quantizer writes them; on a CPU with AVX512-BF16 Ember runs them as exact "
                         "bf16 dots of the codes), 'float', or 'auto' (default): int8 unless that raises the error "
                         "against fp32 by more than a quarter")
+    p.add_argument("--activations", choices=("auto", "int8", "float"), default="auto",
+                   help="the input of a SiLU's sigmoid, a GELU's erf, a tanh... that ends in quantized products: "
+                        "'int8' (a QDQ pair every reader reads, as ORT's quantizer writes it; Ember then looks the "
+                        "activation up in a table of the 256 codes), 'float', or 'auto' (default): int8 unless "
+                        "that raises the error against fp32 by more than a quarter")
     args = p.parse_args(argv)
     import numpy as np
 
@@ -56,7 +61,8 @@ def quantize_main(argv) -> int:
     report = quantize(args.model, data, out, per_channel=not args.per_tensor, method=args.method,
                       percentile=args.percentile, exclude=args.exclude,
                       share_codes={"auto": None, "codes": True, "float": False}[args.residuals],
-                      activation_products={"auto": None, "int8": True, "float": False}[args.attention])
+                      activation_products={"auto": None, "int8": True, "float": False}[args.attention],
+                      activation_tables={"auto": None, "int8": True, "float": False}[args.activations])
     print(report)
     return 0
 

@@ -40,12 +40,14 @@ class QuantizeReport:
     method: str
     model: object = dataclasses.field(default=None, repr=False)  # the quantized onnx.ModelProto
     shared: bool = True  # other readers of a quantized activation read it dequantized (share_codes)
+    tables: bool = False  # the inputs of transcendental activations quantized (activation_tables)
 
     def __str__(self) -> str:
         lines = [f"quantized {len(self.nodes)} op(s) ({', '.join(sorted(set(self.nodes.values())))}) with "
                  f"{len(self.activations)} activation range(s) by {self.method}"
                  + (f" -> {self.path}" if self.path else "")
-                 + ("" if self.shared else "; its other readers (residual adds) read the float activations")]
+                 + ("" if self.shared else "; its other readers (residual adds) read the float activations")
+                 + ("; activations (SiLU, GELU, ...) read codes: tables" if self.tables else "")]
         for name, e in self.errors.items():
             lines.append(f"  output {name}: max |int8 - fp32| {e['max_abs']:.4g} ({100 * e['max_rel']:.2f}% of the "
                          f"largest fp32 value), mean {e['mean_abs']:.4g}")
@@ -101,7 +103,8 @@ def quantize(model, calibration: Union[Iterable, Mapping], output: Optional[Unio
              per_channel: bool = True, method: str = "minmax", percentile: float = 99.99,
              ops: Sequence[str] = ("Conv", "MatMul", "Gemm"), check: Optional[Iterable] = None,
              exclude: Sequence[str] = (), share_codes: Optional[bool] = None,
-             activation_products: Optional[bool] = None) -> QuantizeReport:
+             activation_products: Optional[bool] = None,
+             activation_tables: Optional[bool] = None) -> QuantizeReport:
     """Quantize ``model`` (float32 ONNX: a path, bytes or ModelProto) to QDQ int8 from
     ``calibration`` (an iterable of ``{input: array}`` batches, arrays for a one-input model, or
     ``{input: stacked samples}``); write it to ``output`` (a path; None: not written) and
@@ -119,9 +122,13 @@ def quantize(model, calibration: Union[Iterable, Mapping], output: Optional[Unio
     ``Q @ K^T`` and ``P @ V``, when ``ops`` has MatMul) get QDQ pairs on both inputs too, as
     ORT's quantizer writes them (Ember runs them as exact bf16 dots of the codes where the CPU
     has AVX512-BF16); None (default): quantized unless that makes the error more than
-    ``SHARE_TOLERANCE`` times the error without."""
+    ``SHARE_TOLERANCE`` times the error without. ``activation_tables``: the input of each
+    transcendental activation (SiLU's sigmoid, GELU's erf, tanh: :data:`.qdq.TABLED`) gets a
+    QDQ pair read by all its readers, as ORT's quantizer writes them: from that code to the
+    next quantizer the activation is a table of 256 values in Ember (EfficientNet-B0's SiLUs,
+    BERT's GELUs); None (default): measured like the others."""
     from ..compiler.compile import compile_model
-    from .qdq import activation_inputs, activation_product, candidates, write
+    from .qdq import activation_inputs, activation_product, candidates, table_inputs, write
 
     if method not in METHODS:
         raise ArgumentError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
@@ -142,6 +149,8 @@ def quantize(model, calibration: Union[Iterable, Mapping], output: Optional[Unio
         raise ModelError(f"nothing to quantize: no {'/'.join(ops)} node with a float32 weight initializer")
     weights = set(inits)
     names = list(dict.fromkeys(n.input[i] for n in every for i in activation_inputs(n, inits)))
+    tabled = table_inputs(proto, names) if activation_tables is not False else []
+    names += [t for t in tabled if t not in names]
     graph_inputs = [i.name for i in proto.graph.input if i.name not in weights]
     batches = _batches(calibration, graph_inputs)
     probe = compile_model(_with_outputs(proto, names).SerializeToString(), cache=False, wait=True)
@@ -151,24 +160,32 @@ def quantize(model, calibration: Union[Iterable, Mapping], output: Optional[Unio
     reference = compile_model(proto.SerializeToString(), cache=False, wait=True)
     shared = share_codes is not False
 
-    def chosen(with_products: bool) -> tuple:
-        """(the nodes, the activations' parameters) with or without the activation products"""
+    def chosen(with_products: bool, with_tables: bool) -> tuple:
+        """(the nodes, the activations' parameters) with or without the activation products
+        and the tables' inputs"""
         ns = every if with_products else nodes
-        used = {n.input[i] for n in ns for i in activation_inputs(n, inits)}
+        used = {n.input[i] for n in ns for i in activation_inputs(n, inits)} | set(tabled if with_tables else ())
         return ns, {k: v for k, v in params.items() if k in used}
 
-    def written(with_products: bool, share: bool):
-        return write(proto, *chosen(with_products), per_channel, share)
-    with_products = bool(products)
-    quantized = written(with_products, shared)
+    def written(with_products: bool, share: bool, with_tables: bool):
+        return write(proto, *chosen(with_products, with_tables), per_channel, share,
+                     everywhere=set(tabled) if with_tables else ())
+    with_products, with_tables = bool(products), bool(tabled)
+    quantized = written(with_products, shared, with_tables)
     errors = _errors(reference, quantized, checked)
-    if activation_products is None and with_products:  # measured, like the shared codes below
-        without = written(False, shared)
+    # measured, like the shared codes below: each kept unless it costs more than the tolerance
+    if activation_products is None and with_products:
+        without = written(False, shared, with_tables)
         errors_without = _errors(reference, without, checked)
         if _worst(errors) > SHARE_TOLERANCE * _worst(errors_without) + 1e-6:
             quantized, errors, with_products = without, errors_without, False
+    if activation_tables is None and with_tables:
+        without = written(with_products, shared, False)
+        errors_without = _errors(reference, without, checked)
+        if _worst(errors) > SHARE_TOLERANCE * _worst(errors_without) + 1e-6:
+            quantized, errors, with_tables = without, errors_without, False
     if share_codes is None:  # measured: shared codes where they cost little accuracy
-        alone = written(with_products, False)
+        alone = written(with_products, False, with_tables)
         if alone != quantized:
             errors_alone = _errors(reference, alone, checked)
             if _worst(errors) > SHARE_TOLERANCE * _worst(errors_alone) + 1e-6:
@@ -179,10 +196,10 @@ def quantize(model, calibration: Union[Iterable, Mapping], output: Optional[Unio
 
         path = os.fspath(output)
         onnx.save(quantized, path)
-    picked, picked_params = chosen(with_products)
+    picked, picked_params = chosen(with_products, with_tables)
     return QuantizeReport(path, {n.name or f"#{k}": n.op_type for k, n in enumerate(picked)},
                           {n: (float(s), int(z)) for n, (s, z) in picked_params.items()}, errors, method, quantized,
-                          shared)
+                          shared, with_tables)
 
 
 def _worst(errors: dict) -> float:

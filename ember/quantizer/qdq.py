@@ -35,6 +35,52 @@ def activation_inputs(node, inits) -> tuple:
     return (0, 1) if activation_product(node, inits) else (OPS[node.op_type][0],)
 
 
+# activations whose per-element work a table of codes replaces (:mod:`ember.graph.passes.code_tables`)
+TABLED = ("Sigmoid", "Tanh", "Erf", "Gelu", "HardSwish", "Softplus", "Mish", "Elu", "Selu", "Celu")
+
+
+_ELEMENTWISE = set(TABLED) | {"Add", "Sub", "Mul", "Div", "Relu", "Clip", "LeakyRelu", "Neg", "Abs", "Exp", "Reciprocal"}
+
+
+def table_inputs(model: onnx.ModelProto, quantized) -> list:
+    """The tensors a transcendental activation of :data:`TABLED` reads (through a Div or Mul by
+    a constant: GELU's ``erf(x / sqrt 2)`` reads ``x``) that a node makes, where what is
+    computed from them elementwise ends in ``quantized`` tensors only (the inputs of quantized
+    products): quantized, with every reader reading them dequantized, the activation is a
+    function of one 8-bit code up to the next quantizer, as in ORT's QDQ files."""
+    g = model.graph
+    constants = {i.name for i in g.initializer} | {o for n in g.node if n.op_type == "Constant" for o in n.output}
+    producers = {o: n for n in g.node for o in n.output}
+    outputs = {o.name for o in g.output}
+    out: dict = {}
+    for n in g.node:
+        if n.op_type not in TABLED or n.domain not in ("", "ai.onnx") or not n.input:
+            continue
+        t = n.input[0]
+        p = producers.get(t)
+        if p is not None and p.op_type in ("Div", "Mul") and len(p.input) == 2 and p.input[1] in constants:
+            t, p = p.input[0], producers.get(p.input[0])
+        if p is not None and p.op_type != "Constant" and t not in out and _ends_quantized(g, t, constants, quantized, outputs):
+            out[t] = None
+    return list(out)
+
+
+def _ends_quantized(g, t: str, constants: set, quantized, outputs: set) -> bool:
+    """Whether every value computed from ``t`` alone by elementwise ops that something else
+    reads is a quantized product's input (nodes are in topological order)."""
+    region = {t}
+    inside = set()
+    for k, n in enumerate(g.node):
+        ins = [i for i in n.input if i and i not in constants]
+        if n.op_type in _ELEMENTWISE and ins and all(i in region for i in ins):
+            region.update(n.output)
+            inside.add(k)
+    if not inside:
+        return False
+    exits = {i for k, n in enumerate(g.node) if k not in inside for i in n.input if i in region} | (region & outputs)
+    return bool(exits) and exits <= set(quantized)
+
+
 def candidates(model: onnx.ModelProto, ops, activations: bool = False) -> list:
     """The nodes to quantize: of ``ops``, with a float32 weight initializer of rank >= 2 (and
     Gemm without transA, MatMul with a 2-D weight, Conv of one group); with ``activations``,
@@ -80,12 +126,13 @@ def weight_int8(w: np.ndarray, axis: int, per_channel: bool) -> tuple:
 
 
 def write(model: onnx.ModelProto, nodes: list, act_params: dict, per_channel: bool,
-          share_codes: bool = True) -> onnx.ModelProto:
+          share_codes: bool = True, everywhere=()) -> onnx.ModelProto:
     """``model`` with ``nodes``' activations (``act_params``: name -> (scale, zero point))
     quantized and dequantized before them, and their weights stored as int8. ``share_codes``:
     every other reader of such an activation reads the dequantized value too (a ResNet's
     residual add, as ORT's quantizer writes it), so a runtime stores the activation once, as
-    8-bit codes, and not also as floats for the others."""
+    8-bit codes, and not also as floats for the others. ``everywhere``: activations (of
+    ``act_params``) every reader reads dequantized (:func:`table_inputs`)."""
     m = onnx.ModelProto()
     m.CopyFrom(model)
     g = m.graph
@@ -101,12 +148,11 @@ def write(model: onnx.ModelProto, nodes: list, act_params: dict, per_channel: bo
         new_nodes.append(helper.make_node("DequantizeLinear", [q, s, z], [d], name=f"{name}_dequantize"))
         dq_of[name] = d
     targets = {k for k, n in enumerate(model.graph.node) if any(n is t for t in nodes)}
-    if share_codes:
-        outputs = {o.name for o in g.output}
-        for n in g.node:
-            for i, name in enumerate(n.input):
-                if name in dq_of and name not in outputs:
-                    n.input[i] = dq_of[name]
+    outputs = {o.name for o in g.output}
+    for n in g.node:
+        for i, name in enumerate(n.input):
+            if name in dq_of and name not in outputs and (share_codes or name in everywhere):
+                n.input[i] = dq_of[name]
     done_weights: dict = {}
     for k, n in enumerate(g.node):  # (the copy's nodes, at the positions of the original's)
         if k not in targets:

@@ -160,3 +160,59 @@ def test_products_of_two_activations_get_pairs_on_both_inputs_unless_asked_not_t
     path = report.model.SerializeToString()
     theirs = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, x)[0]
     assert np.abs(got - theirs).max() < 0.02 * np.abs(theirs).max()
+
+
+def _silu_net() -> onnx.ModelProto:
+    """conv 3x3 (8 -> 16), SiLU (sigmoid, mul), conv 1x1 (16 -> 8)."""
+    w1 = (RNG.standard_normal((16, 8, 3, 3)) * 0.2).astype(np.float32)
+    w2 = (RNG.standard_normal((8, 16, 1, 1)) * 0.2).astype(np.float32)
+    nodes = [h.make_node("Conv", ["x", "w1"], ["c"], pads=[1, 1, 1, 1], name="conv1"),
+             h.make_node("Sigmoid", ["c"], ["g"], name="sigmoid"),
+             h.make_node("Mul", ["c", "g"], ["a"], name="silu"),
+             h.make_node("Conv", ["a", "w2"], ["y"], name="conv2")]
+    g = h.make_graph(nodes, "silu", [h.make_tensor_value_info("x", TP.FLOAT, [1, 8, 8, 8])],
+                     [h.make_tensor_value_info("y", TP.FLOAT, [1, 8, 8, 8])],
+                     [nh.from_array(w1, "w1"), nh.from_array(w2, "w2")])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("tables", [True, False, None])
+def test_an_activations_input_gets_a_pair_read_by_all_its_readers_unless_asked_not_to(tables):
+    """(as ORT's quantize_static writes SiLU: the activation is then a function of one code, a
+    table in Ember; None: measured like the shared codes)"""
+    from ember.graph.ir import Call
+    from ember.graph.visit import post_order
+    from ember.target import Target
+
+    m = _silu_net()
+    batches = [{"x": RNG.standard_normal((1, 8, 8, 8)).astype(np.float32)} for _ in range(3)]
+    report = ember.quantize(m, batches, activation_tables=tables)
+    assert report.tables == (tables is not False) or tables is None
+    nodes = {n.name: n for n in report.model.graph.node}
+    assert (list(nodes["sigmoid"].input) == ["c_DequantizeLinear"]
+            and nodes["silu"].input[0] == "c_DequantizeLinear") == report.tables
+    assert ("c" in report.activations) == report.tables and ("tables" in str(report)) == report.tables
+    assert report.errors["y"]["max_rel"] < 0.05
+    exe = ember.compile(report.model, target="llvm -mcpu=znver4", cache=False, wait=True)
+    lookups = sum(n.op == "gather" for _, fn in exe.graph.functions for n in post_order(fn) if isinstance(n, Call))
+    assert lookups == report.tables  # (code_tables: the SiLU between two quantizers)
+    if Target.host().has_feature("avx512vbmi"):
+        import onnxruntime as ort
+
+        x = batches[0]
+        got = exe.run(**x)[0]
+        theirs = ort.InferenceSession(report.model.SerializeToString(),
+                                      providers=["CPUExecutionProvider"]).run(None, x)[0]
+        assert np.abs(got - theirs).max() < 0.02 * np.abs(theirs).max()
+
+
+@pytest.mark.parametrize("choice", ["int8", "float"])
+def test_cli_takes_the_activations_choice(tmp_path, capsys, choice):
+    from ember.cli import main
+
+    path = tmp_path / "silu.onnx"
+    onnx.save(_silu_net(), path)
+    assert main(["quantize", str(path), "--random", "2", "--activations", choice]) == 0
+    assert ("tables" in capsys.readouterr().out) == (choice == "int8")
+    sigmoid = next(n for n in onnx.load(tmp_path / "silu.int8.onnx").graph.node if n.op_type == "Sigmoid")
+    assert (sigmoid.input[0] == "c_DequantizeLinear") == (choice == "int8")
