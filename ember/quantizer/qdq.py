@@ -37,8 +37,6 @@ def activation_inputs(node, inits) -> tuple:
 
 # activations whose per-element work a table of codes replaces (:mod:`ember.graph.passes.code_tables`)
 TABLED = ("Sigmoid", "Tanh", "Erf", "Gelu", "HardSwish", "Softplus", "Mish", "Elu", "Selu", "Celu")
-
-
 _ELEMENTWISE = set(TABLED) | {"Add", "Sub", "Mul", "Div", "Relu", "Clip", "LeakyRelu", "Neg", "Abs", "Exp", "Reciprocal"}
 
 
