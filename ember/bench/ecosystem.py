@@ -323,6 +323,12 @@ def cases() -> Dict[str, Case]:
              image_feeds(), rtol=2e-2),
         Case("ortq/mobilenet_v2-qdq", "ortq", _quantized(lambda: _zoo_file("mobilenet_v2"), "static",
                                                          "mobilenet_v2_qdq", _calibration), image_feeds(), rtol=2e-2),
+        # (SiLU between quantizers in every block: tables of codes, ``code_tables``)
+        Case("ortq/efficientnet_b0-qdq", "ortq", _quantized(lambda: _zoo_file("efficientnet_b0"), "static",
+                                                            "efficientnet_b0_qdq", _calibration), image_feeds(), rtol=2e-2),
+        Case("ortq/yolo11n-qdq", "ortq", _quantized(lambda: _yolo("yolo11n.yaml")(os.path.join(CACHE, "ultralytics")),
+                                                    "static", "yolo11n_qdq", _calibration),
+             image_feeds(((1, 3, 320, 320), (1, 3, 320, 320))), rtol=2e-2),
         Case("ortq/bert-dynamic", "ortq", _quantized(lambda: _optimum("bert")(os.path.join(CACHE, "optimum")),
                                                      "dynamic", "bert_dynamic"), text_feeds(vocab=1000), rtol=2e-2),
         Case("ortopt/bert", "ortopt", _quantized(lambda: _optimum("bert")(os.path.join(CACHE, "optimum")), "bert",
