@@ -69,6 +69,8 @@ def _interval(n: Call, known: dict) -> Optional[tuple]:
         return (-np.inf, np.inf)
     if op == "cast":
         src = a.type.dtype
+        if n.type.dtype == "bool":
+            return (0, 1)
         if src in _NARROW:
             return _NARROW[src]
         if n.type.dtype in _NARROW:

@@ -66,3 +66,25 @@ def test_an_activation_between_quantizers_is_a_table_of_the_codes(act):
 def test_a_cheap_activation_and_a_host_without_byte_permutes_keep_their_code():
     assert _tables(ember.compile(_model("relu"), target=VBMI, wait=True, disabled_passes=set())) == 0
     assert _tables(ember.compile(_model("gelu"), target="llvm -mcpu=skylake-avx512", wait=True)) == 0
+
+
+
+def test_the_integer_intervals_follow_roundings_clamps_shifts_and_casts():
+    from ember.graph import Tuple, Var, const
+    from ember.graph.passes.code_tables import _regions
+
+    from .conftest import T, call, module
+
+    x, u8 = Var("x", T(4, 5)), Var("u8", T(4, 5, dtype="uint8"))
+    code = call("minimum", call("maximum", call("round", x), const(np.float32(-3.0))), const(np.float32(40.0)))
+    shifted = call("add", code, const(np.float32(7.0)))
+    half = call("add", code, const(np.float32(0.5)))  # (no longer an integer)
+    flag = call("cast", shifted, dtype="bool")
+    wide = call("cast", u8, dtype="float32")
+    body = module([x, u8], Tuple([shifted, half, flag, wide])).main.body
+    source, bounds, known = _regions(body)
+    shifted, half, flag, wide = body.fields  # (the typed nodes)
+    code = shifted.args[0]
+    assert bounds[code] == (-3, 40) and bounds[wide] == (0, 255)  # (the codes: regions start there)
+    assert known[shifted] == (4.0, 47.0) and half not in known and known[flag] == (0, 1)
+    assert source[shifted] is code and source[half] is code and source[flag] is code
