@@ -13,6 +13,8 @@ load a run and a shuffle. A predicate becomes a masked load/store (vector) or a 
 """
 from __future__ import annotations
 
+import math
+
 from llvmlite import ir
 
 from ...errors import CompileError
@@ -375,13 +377,8 @@ def load(e, node) -> ir.Value:
 
 def _static_size(buf):
     """Elements of ``buf`` when its shape is static, else None."""
-    n = 1
-    for d in buf.shape:
-        d = d.value if isinstance(d, IntImm) else d
-        if not isinstance(d, int):
-            return None
-        n *= d
-    return n
+    sizes = [_const_int(as_expr(d)) for d in buf.shape]
+    return None if None in sizes else math.prod(sizes)
 
 
 def load_scalar_at(e, buf, ptr, indices, predicate) -> ir.Value:

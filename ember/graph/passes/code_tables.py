@@ -31,6 +31,7 @@ from ..ops.registry import Pattern
 from ..types import TensorType
 from ..visit import post_order, readers_of
 from .context import PassContext, graph_pass, rewrite_main, typed_call as _call
+from .integer_products import _value
 
 CODES = 256  # the most values a table holds
 WORTH = 10  # the work (below) a table replaces: a lookup costs about an index, a clamp and a gather
@@ -53,10 +54,9 @@ def is_lookup(n: Call) -> bool:
 
 
 def _scalar_value(e) -> Optional[float]:
-    """The value of a one-element constant, else None."""
-    if isinstance(e, Constant) and e.value.size == 1:
-        return e.value.reshape(()).item()
-    return None
+    """The value of a one-element constant (or a reshape or cast of one), else None."""
+    v = _value(e)
+    return v.reshape(()).item() if v is not None and v.size == 1 else None
 
 
 def _interval(n: Call, known: dict) -> Optional[tuple]:
