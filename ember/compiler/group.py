@@ -237,6 +237,21 @@ def group_likely(fn: Function, likely: Optional[dict]) -> Optional[dict]:
     return got or None
 
 
+def _params_in_order(func, args: tuple, params: list):
+    """A kernel hook's loop program, whose first buffers are its op's arguments ``args`` in
+    turn, taking the group's ``params`` instead (each argument's buffer that of its parameter)."""
+    from ..loop.stmt import Buffer
+    from ..loop.visit import rewrite as loop_rewrite
+
+    bufs = func.buffers
+    index = [next(k for k, p in enumerate(params) if p is a) for a in args]
+    own = {k: dataclasses.replace(bufs[i], name=f"p{k}") for i, k in reversed(list(enumerate(index)))}
+    mapping = {bufs[i]: own[k] for i, k in enumerate(index)}
+    body = loop_rewrite(func.body, lambda n: mapping.get(n) if isinstance(n, Buffer) else None)
+    rest = tuple(p for p in func.params if not any(p is b for b in bufs[:len(args)]))
+    return dataclasses.replace(func, params=tuple(own[k] for k in range(len(params))) + rest, body=body)
+
+
 def _lower_group(fn: Function, name: str, target, schedule: bool = True, variants: bool = True) -> GroupKernel:
     """The group's computes and (with ``schedule``) its default schedule; else a fresh one."""
     b = fn.body
@@ -245,10 +260,12 @@ def _lower_group(fn: Function, name: str, target, schedule: bool = True, variant
         if get_op(b.op).kernel_kind != kind:
             raise UnsupportedOpError(f"{name}: {b.op}'s kernel is a loop program for the "
                                      f"{get_op(b.op).kernel_kind!r} kind; it has none for {kind!r} yet")
-        if b.args != tuple(fn.params):
+        if not all(any(a is p for p in fn.params) for a in b.args):
             raise LoweringError(f"{name}: {b.op} must be alone in its group")
-        func = get_op(b.op).kernel(dict(get_op(b.op).check_attrs(b.attrs)), [p.type for p in fn.params],
+        func = get_op(b.op).kernel(dict(get_op(b.op).check_attrs(b.attrs)), [a.type for a in b.args],
                                    b.type, name)
+        if b.args != tuple(fn.params):  # (an argument given twice -- an LSTM's zero h and c -- is one parameter)
+            func = _params_in_order(func, b.args, fn.params)
         return GroupKernel(name, None, [], [], b.op, func)
     inputs, outputs, stages_of, anchor, env = compute_group(fn, name)
     outputs = own_outputs(outputs)

@@ -6,6 +6,10 @@ gates*hidden)``) and hands :func:`recur` one direction of one layer, its gates i
 matmul by the recurrence weights and the gates' elementwise ops, which fuse. Over a static
 sequence length the steps are unrolled (their kernels are planned with the rest of the model);
 over a symbolic one the step becomes a module function that a ``scan`` runs once per position.
+Where the layer is a plain one (float32, no peepholes, no per-batch lengths), it is one
+``nn.recurrence`` op instead, over either length: the steps a loop in its kernel
+(:mod:`ember.graph.ops.recurrent`), where unrolled they were thousands of nodes to compile
+(~12 s for a 512-step LSTM) and two kernel calls a step to run.
 """
 from __future__ import annotations
 
@@ -17,20 +21,40 @@ import numpy as np
 from ..graph import Constant, Expr, Function, TensorType, Tuple, TupleGetItem, Var
 from ..graph.visit import free_vars
 
-__all__ = ["Cell", "recur"]
+__all__ = ["Cell", "RELU", "SIGMOID", "TANH", "activate", "project", "recur"]
 
 
 @dataclasses.dataclass
 class Cell:
-    """What a step computes: ``op`` ("RNN", "GRU" or "LSTM"), its activations (callables on
-    expressions, in ONNX's order: f, g[, h]), an optional ``clip`` of the gates' inputs, and
-    GRU's ``linear_before_reset`` (PyTorch's GRU always is)."""
+    """What a step computes: ``op`` ("RNN", "GRU" or "LSTM"), its activations (in ONNX's order:
+    f, g[, h]; each a chain of elementwise ops, ``((op, attrs, constant), ...)``, see
+    :mod:`ember.graph.ops.recurrent`), an optional ``clip`` of the gates' inputs, and GRU's
+    ``linear_before_reset`` (PyTorch's GRU always is)."""
 
     op: str
     acts: list
     hidden: int
     clip: Optional[float] = None
     linear_before_reset: bool = False
+
+
+SIGMOID, TANH, RELU = (("sigmoid", (), None),), (("tanh", (), None),), (("nn.relu", (), None),)
+
+
+def activate(call: Callable, act: tuple, x):
+    """``x`` through the activation chain ``act`` (graph calls)."""
+    for op, attrs, k in act:
+        x = call(op, x, *([] if k is None else [_const(k, x.type.dtype)]), **dict(attrs))
+    return x
+
+
+def project(call: Callable, x: Expr, wt: Expr) -> Expr:
+    """Every step's input projection, ``x`` (seq, batch, inputs) by ``wt`` (inputs, gates *
+    hidden), as one 2-D product of seq * batch rows: as a 3-D product its rows would be the
+    batch, one at a time (a 512-step LSTM's projection ran at a quarter of its speed)."""
+    seq, batch, n_in = x.type.shape
+    rows = call("nn.matmul", call("reshape", x, newshape=(-1, n_in)), wt)
+    return call("reshape", rows, newshape=(seq, batch, wt.type.shape[1]))
 
 
 def _rows(call, x, begin, end, axis: int = -1):
@@ -58,10 +82,10 @@ def step(call: Callable, cell: Cell, xt, h, c, rt, rb, p) -> tuple:
     hr = call("nn.matmul", h, rt)  # (batch, gates*hidden)
     if rb is not None:
         hr = call("add", hr, rb)
+    f, g_act, h_act = ([(lambda a: lambda v: activate(call, a, v))(a) for a in cell.acts] + [None, None])[:3]
     if cell.op == "RNN":
-        return cell.acts[0](clipped(call("add", xt, hr))), None
+        return f(clipped(call("add", xt, hr))), None
     if cell.op == "GRU":
-        f, g_act = cell.acts
         z = f(clipped(call("add", gate(xt, 0), gate(hr, 0))))
         rg = f(clipped(call("add", gate(xt, 1), gate(hr, 1))))
         if cell.linear_before_reset:
@@ -74,7 +98,6 @@ def step(call: Callable, cell: Cell, xt, h, c, rt, rb, p) -> tuple:
         hh = g_act(clipped(cand))
         one_minus = call("subtract", _const(1, dtype), z)
         return call("add", call("multiply", one_minus, hh), call("multiply", z, h)), None
-    f, g_act, h_act = cell.acts
     pre = call("add", xt, hr)  # gates i, o, f, c
     i_pre, o_pre, f_pre = gate(pre, 0), gate(pre, 1), gate(pre, 2)
     if p is not None:
@@ -107,6 +130,8 @@ def recur(call: Callable, functions: dict, cell: Cell, xw: Expr, h: Expr, c: Opt
     (batch,): each batch's length (its outputs past it are 0, its state stays)."""
     seq, batch = xw.type.shape[0], xw.type.shape[1]
     hidden = cell.hidden
+    if p is None and lens is None and xw.type.dtype == "float32":
+        return _one_op(call, cell, xw, h, c, rt, rb, reverse)
     if not isinstance(seq, int):
         return _scanned(call, functions, cell, xw, h, c, rt, rb, p, reverse, lens)
     outs = {}
@@ -121,6 +146,16 @@ def recur(call: Callable, functions: dict, cell: Cell, xw: Expr, h: Expr, c: Opt
         h, c = h_new, c_new
     y = call("concat", *[call("reshape", outs[t], newshape=(1, batch, hidden)) for t in range(seq)], axis=0)
     return y, h, c
+
+
+def _one_op(call, cell: Cell, xw, h, c, rt, rb, reverse: bool) -> tuple:
+    """:func:`recur` as one ``nn.recurrence`` (its bias zeros where there is none)."""
+    if rb is None:
+        rb = Constant(np.zeros((rt.type.shape[1],), dtype="float32"))
+    args = [xw, h] + ([c] if cell.op == "LSTM" else []) + [rt, rb]
+    r = call("nn.recurrence", *args, cell=cell.op, acts=tuple(cell.acts), clip=float(cell.clip or 0.0),
+             linear_before_reset=bool(cell.linear_before_reset), reverse=bool(reverse))
+    return TupleGetItem(r, 0), TupleGetItem(r, 1), (TupleGetItem(r, 2) if cell.op == "LSTM" else None)
 
 
 def _scanned(call, functions: dict, cell: Cell, xw, h, c, rt, rb, p, reverse: bool, lens) -> tuple:

@@ -13,41 +13,35 @@ import numpy as np
 
 from ...errors import ShapeError, UnsupportedOpError
 from ...graph import Constant
-from ..recurrence import Cell, recur
+from ..recurrence import Cell, project, recur
 from .table import converter
 
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
 DEFAULT_ACTS = {"RNN": ["Tanh"], "GRU": ["Sigmoid", "Tanh"], "LSTM": ["Sigmoid", "Tanh", "Tanh"]}
 
 
-def _f32(v, dtype):
-    return Constant(np.array(v, dtype=dtype))
-
-
-def _activation(node, name: str, alpha, beta):
-    """The activation ``name`` (ONNX's spelling) as a function of an expression."""
-    def c(v, x):
-        return _f32(v, x.type.dtype)
+def _activation(name: str, alpha, beta) -> tuple:
+    """The activation ``name`` (ONNX's spelling) as a chain of elementwise ops
+    (:mod:`ember.graph.ops.recurrent`)."""
     key = name.lower()
     simple = {"tanh": "tanh", "sigmoid": "sigmoid", "relu": "nn.relu", "softsign": "nn.softsign",
               "softplus": "nn.softplus"}
     if key in simple:
-        return lambda x: node.call(simple[key], x)
+        return ((simple[key], (), None),)
     if key == "leakyrelu":
-        return lambda x: node.call("nn.leaky_relu", x, alpha=0.01 if alpha is None else alpha)
+        return (("nn.leaky_relu", (("alpha", 0.01 if alpha is None else float(alpha)),), None),)
     if key == "thresholdedrelu":
-        return lambda x: node.call("nn.thresholded_relu", x, alpha=1.0 if alpha is None else alpha)
+        return (("nn.thresholded_relu", (("alpha", 1.0 if alpha is None else float(alpha)),), None),)
     if key == "elu":
-        return lambda x: node.call("nn.elu", x, alpha=1.0 if alpha is None else alpha)
+        return (("nn.elu", (("alpha", 1.0 if alpha is None else float(alpha)),), None),)
     if key == "hardsigmoid":
-        return lambda x: node.call("nn.hard_sigmoid", x, alpha=0.2 if alpha is None else alpha,
-                                   beta=0.5 if beta is None else beta)
+        return (("nn.hard_sigmoid", (("alpha", 0.2 if alpha is None else float(alpha)),
+                                     ("beta", 0.5 if beta is None else float(beta))), None),)
     if key == "affine":
-        return lambda x: node.call("add", node.call("multiply", x, c(1.0 if alpha is None else alpha, x)),
-                                   c(0.0 if beta is None else beta, x))
+        return (("multiply", (), 1.0 if alpha is None else float(alpha)), ("add", (), 0.0 if beta is None else float(beta)))
     if key == "scaledtanh":
-        return lambda x: node.call("multiply", node.call("tanh", node.call("multiply", x, c(
-            1.0 if beta is None else beta, x))), c(1.0 if alpha is None else alpha, x))
+        return (("multiply", (), 1.0 if beta is None else float(beta)), ("tanh", (), None),
+                ("multiply", (), 1.0 if alpha is None else float(alpha)))
     raise UnsupportedOpError(f"recurrent activation {name!r} is not supported")
 
 
@@ -65,7 +59,7 @@ def _activations(node, op: str, dirs: int) -> list:
     betas = list(node.attr("activation_beta") or [])
     fns = []
     for k, name in enumerate(names):
-        fns.append(_activation(node, name, alphas[k] if k < len(alphas) else None,
+        fns.append(_activation(name, alphas[k] if k < len(alphas) else None,
                                betas[k] if k < len(betas) else None))
     return [fns[d * n:(d + 1) * n] for d in range(dirs)]
 
@@ -106,7 +100,7 @@ def _recurrent(node):
     for d in range(dirs):
         cell = Cell(op, acts[d], hidden, node.attr("clip"), bool(node.attr("linear_before_reset", 0)))
         wd, rd = _take(node, w, d), _take(node, r, d)
-        xw = node.call("nn.matmul", x, node.call("transpose", wd, axes=(1, 0)))  # (seq, batch, g*hidden)
+        xw = project(node.call, x, node.call("transpose", wd, axes=(1, 0)))  # (seq, batch, g*hidden)
         rb = None
         if node.has(3):
             bd = _take(node, node.input(3), d)

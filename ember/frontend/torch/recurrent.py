@@ -15,7 +15,7 @@ import contextlib
 from typing import Iterator
 
 from ...errors import UnsupportedOpError
-from ..recurrence import Cell, recur
+from ..recurrence import RELU, SIGMOID, TANH, Cell, project, recur
 from .table import converter
 
 _MODES = ("lstm", "gru", "rnn_tanh", "rnn_relu")
@@ -108,10 +108,7 @@ def _rnn(node):
                                  f"projections (LSTM proj_size) are not supported")
     hidden = hx[0].type.shape[-1]
     order = _GATE_ORDER[mode]
-    f_act = (lambda v: node.call("sigmoid", v))
-    tanh = (lambda v: node.call("tanh", v))
-    acts = {"lstm": [f_act, tanh, tanh], "gru": [f_act, tanh], "rnn_tanh": [tanh],
-            "rnn_relu": [lambda v: node.call("nn.relu", v)]}[mode]
+    acts = {"lstm": [SIGMOID, TANH, TANH], "gru": [SIGMOID, TANH], "rnn_tanh": [TANH], "rnn_relu": [RELU]}[mode]
     cell = Cell({"lstm": "LSTM", "gru": "GRU"}.get(mode, "RNN"), acts, hidden, linear_before_reset=True)
     if batch_first:
         x = node.call("transpose", x, axes=(1, 0, 2))  # (seq, batch, features)
@@ -122,7 +119,7 @@ def _rnn(node):
         for d in range(dirs):
             k = (layer * dirs + d) * per
             w_ih, w_hh = params[k], params[k + 1]
-            xw = node.call("nn.matmul", x, _gates(node, node.call("transpose", w_ih, axes=(1, 0)), order, hidden, 1))
+            xw = project(node.call, x, _gates(node, node.call("transpose", w_ih, axes=(1, 0)), order, hidden, 1))
             rb = None
             if has_biases:
                 xw = node.call("add", xw, _gates(node, params[k + 2], order, hidden, 0))

@@ -20,7 +20,7 @@ Tensor[(n, 3, 4, 4), float32]
 from __future__ import annotations
 
 from ..ir import Call, Expr
-from . import control, creation, detection, dynamic, elementwise, index, layout, nn, reduce  # noqa: F401  (register the ops)
+from . import control, creation, detection, dynamic, elementwise, index, layout, nn, recurrent, reduce  # noqa: F401  (register the ops)
 from .registry import (Attr, OpDef, Pattern, attr, get_op, infer_type, list_ops, register_op, set_compute,
                        set_kernel, set_schedule)
 

@@ -1,4 +1,5 @@
-"""RNN, GRU and LSTM (unrolled over a static length, scanned over a symbolic one) on random
+"""RNN, GRU and LSTM (one nn.recurrence op each direction; with peepholes or sequence lengths,
+unrolled over a static length and scanned over a symbolic one) on random
 weights over their attributes: directions, layouts, activations, clip, linear_before_reset,
 peepholes and sequence lengths. onnx's reference
 evaluator ignores several of those (activations, clip, sequence_lens), so the oracle is a
@@ -50,6 +51,8 @@ CASES = [
     ("GRU", dict(activations=["HardSigmoid", "Tanh"], activation_alpha=[0.3], activation_beta=[0.4], clip=2.0)),
     ("LSTM", dict(peep=True, lens=[2, 3])),
     ("LSTM", dict(direction="bidirectional", layout=1)),
+    ("LSTM", dict(activations=["Sigmoid", "ScaledTanh", "Affine"], activation_alpha=[0.0, 1.5, 0.5],
+                  activation_beta=[0.0, 0.7, -0.2], direction="reverse")),
 ]
 
 
@@ -70,8 +73,13 @@ def _spec(model, x):
 
     def act(k):
         name = names[k % len(names)] if len(names) < (k + 1) else names[k]
+        al, be = (alpha[k] if k < len(alpha) else None), (beta[k] if k < len(beta) else None)
         if name == "HardSigmoid":
-            return lambda v: np.clip(alpha[0] * v + beta[0], 0, 1)
+            return lambda v: np.clip(al * v + be, 0, 1)
+        if name == "ScaledTanh":
+            return lambda v: al * np.tanh(be * v)
+        if name == "Affine":
+            return lambda v: al * v + be
         return ACTS[name]
     clip = a.get("clip")
     cl = (lambda v: np.clip(v, -clip, clip)) if clip else (lambda v: v)
@@ -136,10 +144,10 @@ def test_recurrent_layers_match_the_spec(op, kw):
 
 @pytest.mark.parametrize("op, kw", CASES)
 def test_recurrent_layers_over_a_symbolic_length_scan(op, kw):
-    """One compile serves every length (and batch, where no lengths fix it); a step is a scanned
-    function, not a copy per position."""
+    """One compile serves every length (and batch, where no lengths fix it), a plain layer's
+    steps a loop in one op's kernel, the others' a scanned function: not a copy per position."""
     model, _ = _model(op, 3, 2, 4, 5, symbolic=True, **kw)
-    assert "scan(" in str(from_onnx(model))
+    assert ("scan(" if "lens" in kw or "peep" in kw else "nn.recurrence(") in str(from_onnx(model))
     exe = ember.compile(model)
     for seq, batch in ((3, 2), (1, 2), (9, 2 if "lens" in kw else 3)):
         xshape = (batch, seq, 4) if kw.get("layout") else (seq, batch, 4)

@@ -1,5 +1,5 @@
-"""nn.LSTM, nn.GRU and nn.RNN through from_torch: one op each while exporting (ember::rnn), the
-recurrence unrolled over a static length and scanned over a dynamic one, against eager."""
+"""nn.LSTM, nn.GRU and nn.RNN through from_torch: one op each while exporting (ember::rnn), each
+layer's direction one nn.recurrence over a static or a dynamic length, against eager."""
 import pytest
 import torch
 
@@ -39,17 +39,18 @@ def _inputs(kw, batch, seq, seed=0):
 
 
 @pytest.mark.parametrize("cls, kw", CASES)
-def test_over_a_dynamic_length_the_step_is_scanned(cls, kw):
+def test_over_a_dynamic_length_the_layer_is_one_op(cls, kw):
     axes = {0: BATCH, 1: SEQ} if kw.get("batch_first") else {0: SEQ, 1: BATCH}
     compiled = check(Layer(cls, **kw), _inputs(kw, 2, 5), dynamic_shapes={"x": axes},
                      more=[(_inputs(kw, 3, 17, seed=1),), (_inputs(kw, 1, 2, seed=2),)])
-    assert "scan" in ops_of(compiled)
+    assert "nn.recurrence" in ops_of(compiled) and "scan" not in ops_of(compiled)
 
 
 @pytest.mark.parametrize("cls, kw", CASES[:3])
-def test_over_a_static_length_the_steps_are_unrolled(cls, kw):
+def test_over_a_static_length_the_layer_is_one_op(cls, kw):
     compiled = check(Layer(cls, **kw), _inputs(kw, 2, 6))
-    assert "scan" not in ops_of(compiled)
+    layers, dirs = kw.get("num_layers", 1), 1 + kw.get("bidirectional", False)
+    assert ops_of(compiled).count("nn.recurrence") == layers * dirs and "scan" not in ops_of(compiled)
 
 
 def test_initial_states_and_a_projection():

@@ -14,6 +14,6 @@ docstring: the executable will hold the call's attributes and type, not the Call
 """
 from __future__ import annotations
 
-from . import (blocked, conv, creation, detection, dynamic, elementwise, index, layout, nn, pool, reduce,  # noqa: F401
+from . import (blocked, conv, creation, detection, dynamic, elementwise, index, layout, nn, pool, recurrent, reduce,  # noqa: F401
                resize, scatter)  # (register the computes and kernels)
 from .. import schedule  # noqa: F401,E402  (and the default schedules of the ops that have one)

@@ -38,8 +38,15 @@ def _c(value, like: Expr) -> Expr:
     return const(int(value), d)
 
 
+# op name -> fn(attrs, *scalar_exprs) -> Expr: what one element of it computes (a loop program
+# written directly applies them too: an RNN's activations, :mod:`.recurrent`)
+SCALAR: dict = {}
+
+
 def register(name: str, fn: Callable) -> None:
     """Register ``fn(attrs, *scalar_exprs) -> Expr`` as ``name``'s elementwise compute."""
+    SCALAR[name] = fn
+
     def compute_fn(attrs, inputs, out_type):
         return elementwise(name, lambda *xs: fn(attrs, *xs), inputs, out_type)
 

@@ -1,0 +1,176 @@
+"""The kernel of ``nn.recurrence`` (:mod:`ember.graph.ops.recurrent`): an RNN, GRU or LSTM layer
+as one loop program.
+
+Each step's state depends on the step before, which no tensor computation expresses; unrolled
+into the graph, a 512-step LSTM was ~15 nodes a step, 12 s to compile and ~5 us a step to run
+(two kernel calls each). Here the steps are a loop inside one kernel: per batch row (the rows
+are independent: in parallel), for each step,
+
+- ``pre = xw[t] + h @ rt + rb`` (the gates' inputs; a GRU keeps ``h @ rt + rb`` apart, which
+  its reset gate scales), computed a block of columns at a time into vector accumulators,
+  each step of the sum one multiply-add of a block row of ``rt`` by a broadcast ``h[k]``;
+- the gates, a vector of hidden units at a time, the state updated in place (``h`` and ``c``
+  live in the outputs ``last h`` and ``last c``, and each unit reads only its own), and ``y[t]``
+  written.
+
+A GRU without ``linear_before_reset`` multiplies ``(r * h)`` by its hidden gate's weights: a
+second product, after the reset gate, into the same accumulators.
+
+The activations are the elementwise ops' own element functions
+(:data:`.elementwise.SCALAR`), applied along each activation's chain of steps.
+"""
+from __future__ import annotations
+
+from ....loop import dtype as dt
+from ....loop.expr import IntImm, Load, Var, const, max_, min_
+from ....loop.stmt import Allocate, Buffer, For, IfThenElse, PrimFunc, Store, seq
+from ...ops.recurrent import GATES
+from ..registry import get_op, set_kernel
+from .dynamic import _buffer, _size_params
+from .elementwise import SCALAR
+
+INDEX = dt.INDEX
+F32 = "float32"
+BLOCK_VECTORS = 8  # accumulators of a block of the product's columns (8 vector registers: the
+                   # multiply-adds of a step of its sum are independent, 8 hide their latency)
+MAX_LANES = 64  # (what ember.loop.passes.vectorize takes)
+STACK_PRE = 16 << 10  # the gates' inputs of a row, on the stack up to this many floats
+
+
+def activation(act: tuple, x):
+    """``x`` (a loop expression) through the activation chain ``act`` (:mod:`..recurrent`)."""
+    for op, attrs, k in act:
+        args = (x,) if k is None else (x, const(float(k), x.dtype))
+        x = SCALAR[op](get_op(op).check_attrs(dict(attrs)), *args)
+    return x
+
+
+def _i(v: int) -> IntImm:
+    return IntImm(v, INDEX)
+
+
+def _product(acc_out, rows, rt, col0: int, cols: int, lanes: int, init, name: str):
+    """For the ``cols`` columns of ``rt`` from ``col0``: ``acc_out(j, value)`` stores each
+    ``init(j) + sum_k rows(k) * rt[k, col0 + j]``, a block of ``BLOCK_VECTORS * lanes`` columns
+    at a time (the last one masked)."""
+    hidden = rt.shape[0]
+    width = lanes * min(BLOCK_VECTORS, -(-cols // lanes))
+    chunk = min(width, MAX_LANES)  # (a vectorized loop's lanes at most; the chunks unrolled)
+    width = -(-width // chunk) * chunk
+    blocks = -(-cols // width)
+    jo, jc, v, k = (Var(f"{name}_{s}", INDEX) for s in ("jo", "jc", "v", "k"))
+    acc = Buffer(f"{name}_acc", (_i(width),), F32, scope="local")
+    at = jc * chunk + v
+    j = jo * width + at
+    tail = blocks * width != cols
+
+    def over_block(stmt):
+        stmt = IfThenElse(j < cols, stmt) if tail else stmt
+        return For(jc, _i(0), _i(width // chunk), "unrolled", For(v, _i(0), _i(chunk), "vectorized", stmt))
+
+    start = over_block(Store(acc, init(j), (at,)))
+    step = over_block(Store(acc, Load(acc, (at,)) + rows(k) * Load(rt, (k, j + col0)), (at,)))
+    end = over_block(acc_out(j, Load(acc, (at,))))
+    body = Allocate(acc, seq(start, For(k, _i(0), hidden, "serial", step), end))
+    return For(jo, _i(0), _i(blocks), "serial", body)
+
+
+def _vectors(var: Var, extent: int, lanes: int, body):
+    """``for var in range(extent): body``, two vectors of lanes at a time (the last masked)."""
+    from ....loop.visit import substitute
+
+    vec = lanes * min(2, -(-extent // lanes))
+    n = -(-extent // vec)
+    outer, inner = Var(f"{var.name}o", INDEX), Var(f"{var.name}v", INDEX)
+    if n * vec != extent:
+        body = IfThenElse(var < extent, body)
+    body = substitute(body, {var: outer * vec + inner})
+    return For(outer, _i(0), _i(n), "serial", For(inner, _i(0), _i(vec), "vectorized", body))
+
+
+def _recurrence(attrs, param_types, out_type, name: str) -> PrimFunc:
+    from ....kernels.common import vector_lanes
+
+    cell = attrs["cell"]
+    lstm, gru = cell == "LSTM", cell == "GRU"
+    params = [_buffer(f"p{k}", t) for k, t in enumerate(param_types)]
+    XW, H0 = params[0], params[1]
+    C0 = params[2] if lstm else None
+    RT, RB = params[-2], params[-1]
+    fields = out_type.fields
+    Y = _buffer(f"{name}_y", fields[0])
+    HL = _buffer(f"{name}_h", fields[1])
+    CL = _buffer(f"{name}_c", fields[2]) if lstm else None
+    hidden = int(RT.shape[0].value)
+    gh = GATES[cell] * hidden
+    seq_len, batch = XW.shape[0], XW.shape[1]
+    lanes = vector_lanes(None, F32)
+    acts = attrs["acts"]
+    clip = float(attrs["clip"] or 0.0)
+    lbr = bool(attrs["linear_before_reset"])
+    b, t, u = Var("b", INDEX), Var("t", INDEX), Var("u", INDEX)
+    tt = (seq_len - 1 - t) if attrs["reverse"] else t
+    pre = Buffer("pre", (_i(gh),), F32, scope="local" if gh <= STACK_PRE else "global")
+
+    def clipped(x):
+        return x if clip <= 0 else min_(max_(x, const(-clip, F32)), const(clip, F32))
+
+    def xw(j):
+        return Load(XW, (tt, b, j))
+
+    h_of = lambda k: Load(HL, (b, k))  # noqa: E731
+    # the gates' inputs: a GRU keeps its state's product apart (its reset gate scales the
+    # hidden gate's part); without linear_before_reset that part is a product of its own
+    keep = gru
+    cols = 2 * hidden if gru and not lbr else gh
+    products = [_product(lambda j, val: Store(pre, val, (j,)), h_of, RT, 0, cols, lanes,
+                         (lambda j: Load(RB, (j,))) if keep else (lambda j: xw(j) + Load(RB, (j,))), "hr")]
+    rh = None
+    if gru and not lbr:
+        # rh[u] = r[u] * h[u], then pre[2H + j] = (rh @ rt[:, 2H:])[j] + rb[2H + j]
+        rh = Buffer("rh", (_i(hidden),), F32, scope="local" if hidden <= STACK_PRE else "global")
+        r_gate = activation(acts[0], clipped(xw(u + hidden) + Load(pre, (u + hidden,))))
+        products.append(_vectors(u, hidden, lanes, Store(rh, r_gate * Load(HL, (b, u)), (u,))))
+        products.append(_product(lambda j, val: Store(pre, val, (j + 2 * hidden,)), lambda k: Load(rh, (k,)), RT,
+                                 2 * hidden, hidden, lanes, lambda j: Load(RB, (j + 2 * hidden,)), "rh"))
+
+    def g(k):  # gate k's input at unit u
+        return Load(pre, (u + k * hidden,))
+
+    h = Load(HL, (b, u))
+    if cell == "RNN":
+        h_new, c_new = activation(acts[0], clipped(g(0))), None
+    elif gru:
+        z = activation(acts[0], clipped(xw(u) + g(0)))
+        r = activation(acts[0], clipped(xw(u + hidden) + g(1)))
+        cand = xw(u + 2 * hidden) + (r * g(2) if lbr else g(2))
+        hh = activation(acts[1], clipped(cand))
+        h_new, c_new = (const(1.0, F32) - z) * hh + z * h, None
+    else:
+        i_g, o_g, f_g = (activation(acts[0], clipped(g(k))) for k in range(3))
+        c_new = f_g * Load(CL, (b, u)) + i_g * activation(acts[1], clipped(g(3)))
+        h_new = None  # (o * h(c_new), below: c_new stored first, read back)
+    if lstm:  # (c first: the output gate reads the new c back)
+        gates = seq(_vectors(u, hidden, lanes, Store(CL, c_new, (b, u))),
+                    _vectors(u, hidden, lanes, seq(Store(HL, activation(acts[0], clipped(g(1))) * activation(
+                        acts[2], Load(CL, (b, u))), (b, u)), Store(Y, Load(HL, (b, u)), (tt, b, u)))))
+    else:
+        gates = _vectors(u, hidden, lanes, seq(Store(HL, h_new, (b, u)), Store(Y, Load(HL, (b, u)), (tt, b, u))))
+    step = seq(*products, gates)
+    for buf in (rh, pre):
+        if buf is not None:
+            step = Allocate(buf, step)
+    k = Var("k", INDEX)
+    start = [_vectors(k, hidden, lanes, Store(HL, Load(H0, (b, k)), (b, k)))]
+    if lstm:
+        start.append(_vectors(k, hidden, lanes, Store(CL, Load(C0, (b, k)), (b, k))))
+    body = seq(*start, For(t, _i(0), seq_len, "serial", step))
+    one = isinstance(batch, IntImm) and batch.value == 1
+    body = For(b, _i(0), batch, "serial" if one else "parallel", body)
+    bufs = tuple(params) + (Y, HL) + ((CL,) if lstm else ())
+    return PrimFunc(name, bufs + _size_params(bufs), body)
+
+
+set_kernel("nn.recurrence", _recurrence)
+
+__all__ = ["activation"]
