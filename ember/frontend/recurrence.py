@@ -1,15 +1,15 @@
 """The recurrence of RNN, GRU and LSTM layers, shared by the ONNX and PyTorch frontends.
 
-A frontend projects the inputs of every step at once (one matmul: ``xw``, ``(seq, batch,
-gates*hidden)``) and hands :func:`recur` one direction of one layer, its gates in ONNX's order
-(LSTM: input, output, forget, cell; GRU: update, reset, hidden). Each step is then a small
-matmul by the recurrence weights and the gates' elementwise ops, which fuse. Over a static
-sequence length the steps are unrolled (their kernels are planned with the rest of the model);
-over a symbolic one the step becomes a module function that a ``scan`` runs once per position.
-Where the layer is a plain one (float32, no peepholes, no per-batch lengths), it is one
-``nn.recurrence`` op instead, over either length: the steps a loop in its kernel
-(:mod:`ember.graph.ops.recurrent`), where unrolled they were thousands of nodes to compile
-(~12 s for a 512-step LSTM) and two kernel calls a step to run.
+A frontend hands :func:`layer` a whole layer, its weights stacked direction after direction and
+its gates in ONNX's order (LSTM: input, output, forget, cell; GRU: update, reset, hidden). The
+inputs of every step are projected at once (one matmul: ``xw``, ``(seq, batch, dirs *
+gates*hidden)``). A float32 layer without peepholes is then one ``nn.recurrence`` op
+(:mod:`ember.graph.ops.recurrent`), over a static or a symbolic length: its steps a loop in its
+kernel, its directions in parallel. Unrolled, a 512-step LSTM was thousands of nodes (12 s to
+compile) and two kernel calls a step. The others go direction by direction through
+:func:`recur`: each step a small matmul by the recurrence weights and the gates' elementwise
+ops, which fuse; over a static length the steps are unrolled, over a symbolic one the step
+becomes a module function that a ``scan`` runs once per position.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ import numpy as np
 from ..graph import Constant, Expr, Function, TensorType, Tuple, TupleGetItem, Var
 from ..graph.visit import free_vars
 
-__all__ = ["Cell", "RELU", "SIGMOID", "TANH", "activate", "project", "recur"]
+__all__ = ["Cell", "RELU", "SIGMOID", "TANH", "activate", "layer", "project", "recur"]
 
 
 @dataclasses.dataclass
@@ -130,8 +130,6 @@ def recur(call: Callable, functions: dict, cell: Cell, xw: Expr, h: Expr, c: Opt
     (batch,): each batch's length (its outputs past it are 0, its state stays)."""
     seq, batch = xw.type.shape[0], xw.type.shape[1]
     hidden = cell.hidden
-    if p is None and lens is None and xw.type.dtype == "float32":
-        return _one_op(call, cell, xw, h, c, rt, rb, reverse)
     if not isinstance(seq, int):
         return _scanned(call, functions, cell, xw, h, c, rt, rb, p, reverse, lens)
     outs = {}
@@ -148,14 +146,44 @@ def recur(call: Callable, functions: dict, cell: Cell, xw: Expr, h: Expr, c: Opt
     return y, h, c
 
 
-def _one_op(call, cell: Cell, xw, h, c, rt, rb, reverse: bool) -> tuple:
-    """:func:`recur` as one ``nn.recurrence`` (its bias zeros where there is none)."""
-    if rb is None:
-        rb = Constant(np.zeros((rt.type.shape[1],), dtype="float32"))
-    args = [xw, h] + ([c] if cell.op == "LSTM" else []) + [rt, rb]
-    r = call("nn.recurrence", *args, cell=cell.op, acts=tuple(cell.acts), clip=float(cell.clip or 0.0),
-             linear_before_reset=bool(cell.linear_before_reset), reverse=bool(reverse))
-    return TupleGetItem(r, 0), TupleGetItem(r, 1), (TupleGetItem(r, 2) if cell.op == "LSTM" else None)
+def layer(call: Callable, functions: dict, cells: list, x: Expr, wt: Expr, wb: Optional[Expr], rt: Expr,
+          rb: Optional[Expr], h0: Expr, c0: Optional[Expr], direction: str = "forward", lens: Optional[Expr] = None,
+          p: Optional[Expr] = None) -> tuple:
+    """A layer, every direction: ``x`` (seq, batch, inputs), the input weights ``wt`` (inputs,
+    dirs * gates*hidden) and their bias ``wb`` (dirs * gates*hidden), the recurrence weights
+    ``rt`` (dirs, hidden, gates*hidden) and bias ``rb`` (dirs, gates*hidden), the states ``h0``
+    and ``c0`` (dirs, batch, hidden), ``cells`` one per direction; ``lens`` (batch,) the rows'
+    lengths, ``p`` LSTM's peepholes (dirs, 3*hidden). Returns ONNX's ``(y (seq, dirs, batch,
+    hidden), last h (dirs, batch, hidden), last c or None)``."""
+    cell, dirs = cells[0], len(cells)
+    gh = rt.type.shape[2]
+    xw = project(call, x, wt)
+    if wb is not None:
+        xw = call("add", xw, wb)
+    if p is None and x.type.dtype == "float32":
+        if rb is None:
+            rb = Constant(np.zeros((dirs, gh), dtype="float32"))
+        args = [xw, h0] + ([c0] if cell.op == "LSTM" else []) + [rt, rb] + ([lens] if lens is not None else [])
+        r = call("nn.recurrence", *args, cell=cell.op, acts=tuple(a for c in cells for a in c.acts),
+                 clip=float(cell.clip or 0.0), linear_before_reset=bool(cell.linear_before_reset), direction=direction)
+        return TupleGetItem(r, 0), TupleGetItem(r, 1), (TupleGetItem(r, 2) if cell.op == "LSTM" else None)
+    seq, batch, hidden = x.type.shape[0], x.type.shape[1], cell.hidden
+
+    def take(v, d, shape):
+        return None if v is None else call("reshape", _rows(call, v, d, d + 1, 0), newshape=shape)
+    ys, hs, cs = [], [], []
+    for d in range(dirs):
+        y, h, c = recur(call, functions, cells[d], _rows(call, xw, d * gh, (d + 1) * gh), take(h0, d, (batch, hidden)),
+                        take(c0, d, (batch, hidden)), take(rt, d, (hidden, gh)), take(rb, d, (gh,)),
+                        take(p, d, (3 * hidden,)), reverse=direction == "reverse" or d == 1, lens=lens)
+        ys.append(call("reshape", y, newshape=(seq, 1, batch, hidden)))
+        hs.append(call("reshape", h, newshape=(1, batch, hidden)))
+        if c is not None:
+            cs.append(call("reshape", c, newshape=(1, batch, hidden)))
+
+    def joined(vs, axis):
+        return vs[0] if len(vs) == 1 else call("concat", *vs, axis=axis)
+    return joined(ys, 1), joined(hs, 0), (joined(cs, 0) if cs else None)
 
 
 def _scanned(call, functions: dict, cell: Cell, xw, h, c, rt, rb, p, reverse: bool, lens) -> tuple:

@@ -1,6 +1,6 @@
-"""Converters of ONNX's recurrent layers (RNN, GRU, LSTM): the input projection of every step
-is one matmul; the recurrence (unrolled over a static length, a scanned step over a symbolic
-one) is :func:`ember.frontend.recurrence.recur`.
+"""Converters of ONNX's recurrent layers (RNN, GRU, LSTM): one layer, every direction, is
+:func:`ember.frontend.recurrence.layer` (one ``nn.recurrence`` op, or where it has peepholes
+or is not float32, the steps unrolled over a static length and scanned over a symbolic one).
 
 Every attribute of the ops is read: direction (forward, reverse, bidirectional), layout (seq-
 or batch-major), activations with their alpha/beta, clip, GRU's linear_before_reset, LSTM's
@@ -13,7 +13,7 @@ import numpy as np
 
 from ...errors import ShapeError, UnsupportedOpError
 from ...graph import Constant
-from ..recurrence import Cell, project, recur
+from ..recurrence import Cell, layer
 from .table import converter
 
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
@@ -68,12 +68,6 @@ def _rows(node, x, begin: int, end: int, axis: int = -1):
     return node.call("strided_slice", x, begin=(begin,), end=(end,), axes=(axis,))
 
 
-def _take(node, x, d: int):
-    """``x[d]`` of a per-direction tensor."""
-    part = _rows(node, x, d, d + 1, 0)
-    return node.call("reshape", part, newshape=tuple(x.type.shape[1:]))
-
-
 @converter("RNN", "GRU", "LSTM", since=7)
 def _recurrent(node):
     op = node.op_type
@@ -87,38 +81,27 @@ def _recurrent(node):
     layout = node.attr("layout", 0)
     if layout:
         x = node.call("transpose", x, axes=(1, 0, 2))  # (seq, batch, input)
-    seq, batch = x.type.shape[0], x.type.shape[1]
+    batch = x.type.shape[1]
     if node.attr("input_forget", 0):
         raise UnsupportedOpError("LSTM with input_forget is not supported")
     lens = node.input(4) if node.has(4) else None
     if lens is not None and direction != "forward":
         raise UnsupportedOpError(f"{op} with sequence_lens is supported in the forward direction only")
     acts = _activations(node, op, dirs)
-    zero_state = node.call("expand", Constant(np.zeros((1, hidden), dtype=dtype)), shape=(batch, hidden))
 
-    ys, hs, cs = [], [], []
-    for d in range(dirs):
-        cell = Cell(op, acts[d], hidden, node.attr("clip"), bool(node.attr("linear_before_reset", 0)))
-        wd, rd = _take(node, w, d), _take(node, r, d)
-        xw = project(node.call, x, node.call("transpose", wd, axes=(1, 0)))  # (seq, batch, g*hidden)
-        rb = None
-        if node.has(3):
-            bd = _take(node, node.input(3), d)
-            xw = node.call("add", xw, _rows(node, bd, 0, g * hidden))
-            rb = _rows(node, bd, g * hidden, 2 * g * hidden)
-        rt = node.call("transpose", rd, axes=(1, 0))  # (hidden, g*hidden)
-        h = _take(node, node.input(5), d) if node.has(5) else zero_state
-        c = (_take(node, node.input(6), d) if node.has(6) else zero_state) if op == "LSTM" else None
-        p = _take(node, node.input(7), d) if op == "LSTM" and node.has(7) else None
-        y, h, c = recur(node.call, node.importer.functions, cell, xw, h, c, rt, rb, p,
-                        reverse=direction == "reverse" or d == 1, lens=lens)
-        ys.append(node.call("reshape", y, newshape=(seq, 1, batch, hidden)))
-        hs.append(node.call("reshape", h, newshape=(1, batch, hidden)))
-        if c is not None:
-            cs.append(node.call("reshape", c, newshape=(1, batch, hidden)))
-    y = ys[0] if dirs == 1 else node.call("concat", *ys, axis=1)
-    y_h = hs[0] if dirs == 1 else node.call("concat", *hs, axis=0)
-    y_c = (cs[0] if dirs == 1 else node.call("concat", *cs, axis=0)) if cs else None
+    def zeros():
+        return node.call("expand", Constant(np.zeros((1, 1, hidden), dtype=dtype)), shape=(dirs, batch, hidden))
+    cells = [Cell(op, acts[d], hidden, node.attr("clip"), bool(node.attr("linear_before_reset", 0))) for d in range(dirs)]
+    wt = node.call("reshape", node.call("transpose", w, axes=(2, 0, 1)), newshape=(-1, dirs * g * hidden))
+    wb = rb = None
+    if node.has(3):  # (dirs, 2 * g*hidden): the input bias, then the recurrence's
+        wb = node.call("reshape", _rows(node, node.input(3), 0, g * hidden), newshape=(dirs * g * hidden,))
+        rb = _rows(node, node.input(3), g * hidden, 2 * g * hidden)
+    rt = node.call("transpose", r, axes=(0, 2, 1))  # (dirs, hidden, g*hidden)
+    h0 = node.input(5) if node.has(5) else zeros()
+    c0 = (node.input(6) if node.has(6) else zeros()) if op == "LSTM" else None
+    p = node.input(7) if op == "LSTM" and node.has(7) else None
+    y, y_h, y_c = layer(node.call, node.importer.functions, cells, x, wt, wb, rt, rb, h0, c0, direction, lens, p)
     if layout:  # (batch, seq, dirs, hidden) and (batch, dirs, hidden)
         y = node.call("transpose", y, axes=(2, 0, 1, 3))
         y_h = node.call("transpose", y_h, axes=(1, 0, 2))

@@ -5,8 +5,7 @@ one copy of the step per position of the example, so the sequence length becomes
 dynamic one, a constraint violation). While from_torch exports, :func:`rnn_as_one_op` routes
 the layers' calls on unpacked inputs through one custom op, ``ember::rnn``, which eager runs
 with torch's own kernels and the converter below turns into Ember's recurrence
-(:func:`ember.frontend.recurrence.recur`: unrolled over a static length, a scanned step over
-a symbolic one). Packed sequences, training-mode dropout and LSTM projections keep torch's
+(:func:`ember.frontend.recurrence.layer`: a layer, both directions, one ``nn.recurrence``). Packed sequences, training-mode dropout and LSTM projections keep torch's
 path.
 """
 from __future__ import annotations
@@ -15,7 +14,7 @@ import contextlib
 from typing import Iterator
 
 from ...errors import UnsupportedOpError
-from ..recurrence import RELU, SIGMOID, TANH, Cell, project, recur
+from ..recurrence import RELU, SIGMOID, TANH, Cell, layer
 from .table import converter
 
 _MODES = ("lstm", "gru", "rnn_tanh", "rnn_relu")
@@ -112,31 +111,34 @@ def _rnn(node):
     cell = Cell({"lstm": "LSTM", "gru": "GRU"}.get(mode, "RNN"), acts, hidden, linear_before_reset=True)
     if batch_first:
         x = node.call("transpose", x, axes=(1, 0, 2))  # (seq, batch, features)
+    seq, batch = x.type.shape[0], x.type.shape[1]
     functions = node.importer.functions
+
+    def stacked(parts, axis):  # (the directions' weights, one after the other along axis)
+        return parts[0] if len(parts) == 1 else node.call("concat", *parts, axis=axis)
+
+    def states(v, layer):
+        return node.call("strided_slice", v, begin=(layer * dirs,), end=((layer + 1) * dirs,), axes=(0,))
     hs, cs = [], []
-    for layer in range(layers):
-        ys = []
-        for d in range(dirs):
-            k = (layer * dirs + d) * per
-            w_ih, w_hh = params[k], params[k + 1]
-            xw = project(node.call, x, _gates(node, node.call("transpose", w_ih, axes=(1, 0)), order, hidden, 1))
-            rb = None
-            if has_biases:
-                xw = node.call("add", xw, _gates(node, params[k + 2], order, hidden, 0))
-                rb = _gates(node, params[k + 3], order, hidden, 0)
-            rt = _gates(node, node.call("transpose", w_hh, axes=(1, 0)), order, hidden, 1)
-            i = layer * dirs + d
-            h0 = node.call("squeeze", node.call("strided_slice", hx[0], begin=(i,), end=(i + 1,), axes=(0,)), axis=(0,))
-            c0 = None
-            if mode == "lstm":
-                c0 = node.call("squeeze", node.call("strided_slice", hx[1], begin=(i,), end=(i + 1,), axes=(0,)),
-                               axis=(0,))
-            y, h, c = recur(node.call, functions, cell, xw, h0, c0, rt, rb, reverse=d == 1)
-            ys.append(y)
-            hs.append(node.call("unsqueeze", h, axes=(0,)))
-            if c is not None:
-                cs.append(node.call("unsqueeze", c, axes=(0,)))
-        x = ys[0] if dirs == 1 else node.call("concat", *ys, axis=2)
+    for layer_ in range(layers):
+        ks = [(layer_ * dirs + d) * per for d in range(dirs)]
+        wt = stacked([_gates(node, node.call("transpose", params[k], axes=(1, 0)), order, hidden, 1) for k in ks], 1)
+        rt = stacked([node.call("unsqueeze", _gates(node, node.call("transpose", params[k + 1], axes=(1, 0)), order,
+                                                    hidden, 1), axes=(0,)) for k in ks], 0)
+        wb = rb = None
+        if has_biases:
+            wb = stacked([_gates(node, params[k + 2], order, hidden, 0) for k in ks], 0)
+            rb = stacked([node.call("unsqueeze", _gates(node, params[k + 3], order, hidden, 0), axes=(0,)) for k in ks], 0)
+        h0 = states(hx[0], layer_)
+        c0 = states(hx[1], layer_) if mode == "lstm" else None
+        y, h, c = layer(node.call, functions, [cell] * dirs, x, wt, wb, rt, rb, h0, c0,
+                        "bidirectional" if dirs == 2 else "forward")
+        hs.append(h)
+        if c is not None:
+            cs.append(c)
+        # (seq, dirs, batch, hidden) -> the next layer's (seq, batch, dirs * hidden)
+        x = node.call("reshape", node.call("transpose", y, axes=(0, 2, 1, 3)) if dirs == 2 else y,
+                      newshape=(seq, batch, dirs * hidden))
     out = node.call("transpose", x, axes=(1, 0, 2)) if batch_first else x
     h_n = hs[0] if len(hs) == 1 else node.call("concat", *hs, axis=0)
     result = [out, h_n]

@@ -5,136 +5,140 @@ import pytest
 
 import ember
 from ember.errors import EmberError
+from ember.frontend.recurrence import SIGMOID, TANH
 from ember.graph import Function, Module, TensorType, Tuple, TupleGetItem, Var
 from ember.graph.ir import Constant
 from ember.graph.ops import call
-from ember.frontend.recurrence import SIGMOID, TANH
 
 RNG = np.random.default_rng(0)
 G = {"RNN": 1, "GRU": 3, "LSTM": 4}
 ACTS = {"RNN": (TANH,), "GRU": (SIGMOID, TANH), "LSTM": (SIGMOID, TANH, TANH)}
+FNS = {"RNN": [np.tanh], "GRU": [lambda v: 1 / (1 + np.exp(-v)), np.tanh]}
+FNS["LSTM"] = FNS["GRU"] + [np.tanh]
 # a hard sigmoid spelled out, and a leaky ReLU: chains of elementwise ops, with numbers and attributes
 ODD = ((("multiply", (), 0.2), ("add", (), 0.5), ("maximum", (), 0.0), ("minimum", (), 1.0)),
        (("nn.leaky_relu", (("alpha", 0.2),), None),))
 
 
-def _sig(x):
-    return 1 / (1 + np.exp(-x))
-
-
-def _reference(cell, xw, h, c, rt, rb, lbr, reverse, acts, clip):
-    """ONNX's equations, step by step (``acts``: numpy functions; xw includes the input bias)."""
+def _reference(cell, xw, h, c, rt, rb, lbr, reverse, f, clip, lens=None):
+    """One direction by ONNX's equations, step by step (``f``: numpy activations; xw includes the
+    input bias; ``lens`` freeze a row past its length and zero its outputs there)."""
     seq, hid = xw.shape[0], rt.shape[0]
     cl = (lambda v: np.clip(v, -clip, clip)) if clip else (lambda v: v)
-    f = acts
+    lens = np.full(xw.shape[1], seq) if lens is None else lens
     y = np.zeros((seq, xw.shape[1], hid), np.float32)
     for t in (range(seq - 1, -1, -1) if reverse else range(seq)):
         hr = h @ rt + rb
         x = xw[t]
         if cell == "RNN":
-            h = f[0](cl(x + hr))
+            hn, cn = f[0](cl(x + hr)), None
         elif cell == "GRU":
             z = f[0](cl(x[:, :hid] + hr[:, :hid]))
             r = f[0](cl(x[:, hid:2 * hid] + hr[:, hid:2 * hid]))
             rh = r * hr[:, 2 * hid:] if lbr else (r * h) @ rt[:, 2 * hid:] + rb[2 * hid:]
-            h = (1 - z) * f[1](cl(x[:, 2 * hid:] + rh)) + z * h
+            hn, cn = (1 - z) * f[1](cl(x[:, 2 * hid:] + rh)) + z * h, None
         else:
             p = x + hr
             i, o, fg = (f[0](cl(p[:, k * hid:(k + 1) * hid])) for k in range(3))
-            c = fg * c + i * f[1](cl(p[:, 3 * hid:]))
-            h = o * f[2](c)
-        y[t] = h
+            cn = fg * c + i * f[1](cl(p[:, 3 * hid:]))
+            hn = o * f[2](cn)
+        live = (t < lens)[:, None]
+        y[t] = np.where(live, hn, 0)
+        h = np.where(live, hn, h)
+        c = np.where(live, cn, c) if cn is not None else c
     return [y, h] + ([c] if cell == "LSTM" else [])
 
 
-def _compile(cell, shapes, rt, rb, **attrs):
-    names = ["xw", "h0"] + (["c0"] if cell == "LSTM" else [])
-    vs = [Var(n, TensorType(s, "float32")) for n, s in zip(names, shapes)]
-    r = call("nn.recurrence", *vs, Constant(rt), Constant(rb), cell=cell, **attrs)
-    n = 3 if cell == "LSTM" else 2
-    mod = Module({"main": Function(vs, Tuple([TupleGetItem(r, k) for k in range(n)]))})
-    return ember.compile(mod, wait=True)
+def _layer(cell, seq, batch, hid, direction="forward", lens=False, acts=None, fns=None, symbolic=False, **attrs):
+    """A random layer compiled, and a function running it and the reference on random inputs."""
+    dirs = 2 if direction == "bidirectional" else 1
+    gh = G[cell] * hid
+    rt = (RNG.standard_normal((dirs, hid, gh)) / np.sqrt(hid)).astype(np.float32)
+    rb = RNG.standard_normal((dirs, gh)).astype(np.float32)
+    lstm = cell == "LSTM"
+    s, b = ("seq", "batch") if symbolic else (seq, batch)
+    vs = [Var("xw", TensorType((s, b, dirs * gh), "float32")), Var("h0", TensorType((dirs, b, hid), "float32"))]
+    if lstm:
+        vs.append(Var("c0", TensorType((dirs, b, hid), "float32")))
+    if lens:
+        vs.append(Var("lens", TensorType((b,), "int32")))
+    args = vs[:2 + lstm] + [Constant(rt), Constant(rb)] + vs[2 + lstm:]
+    r = call("nn.recurrence", *args, cell=cell, direction=direction, acts=(acts or ACTS[cell]) * dirs, **attrs)
+    n = 3 if lstm else 2
+    exe = ember.compile(Module({"main": Function(vs, Tuple([TupleGetItem(r, k) for k in range(n)]))}), wait=True)
+
+    def check(seq=seq, batch=batch):
+        xw = RNG.standard_normal((seq, batch, dirs * gh)).astype(np.float32)
+        h0, c0 = (RNG.standard_normal((dirs, batch, hid)).astype(np.float32) for _ in range(2))
+        ls = RNG.integers(0, seq + 1, batch).astype(np.int32) if lens else None
+        got = exe.run(xw, h0, *([c0] if lstm else []), *([ls] if lens else []))
+        parts = [_reference(cell, xw[:, :, d * gh:(d + 1) * gh], h0[d], c0[d], rt[d], rb[d],
+                            attrs.get("linear_before_reset", False), direction == "reverse" or d == 1,
+                            fns or FNS[cell], attrs.get("clip", 0.0), ls) for d in range(dirs)]
+        want = [np.stack([p[0] for p in parts], 1)] + [np.stack([p[k] for p in parts]) for k in range(1, n)]
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=2e-6)
+    return check
 
 
-CASES = [  # cell, seq, batch, hidden, linear_before_reset, reverse, clip
-    ("LSTM", 7, 1, 20, False, False, 0.0),
-    ("LSTM", 9, 3, 128, False, True, 0.0),  # (512 columns: blocks of 128, 8 accumulators)
-    ("GRU", 5, 3, 37, True, True, 0.0),  # (111 columns: a masked last block, a masked last vector of units)
-    ("GRU", 6, 2, 16, False, False, 1.5),
-    ("GRU", 4, 1, 70, False, True, 0.0),
-    ("RNN", 4, 2, 130, False, True, 0.0),
+CASES = [  # cell, seq, batch, hidden, attributes
+    ("LSTM", 7, 1, 20, {}),
+    ("LSTM", 9, 3, 128, dict(direction="reverse")),  # (512 columns: blocks of 128, 8 accumulators)
+    ("GRU", 5, 3, 37, dict(linear_before_reset=True, direction="bidirectional")),  # (masked last block and vector)
+    ("GRU", 6, 2, 16, dict(clip=1.5)),
+    ("GRU", 4, 1, 70, dict(direction="bidirectional")),
+    ("RNN", 4, 2, 130, dict(direction="reverse")),
+    ("LSTM", 6, 3, 24, dict(lens=True)),
+    ("GRU", 5, 4, 16, dict(lens=True)),
 ]
 
 
-@pytest.mark.parametrize("cell, seq, batch, hid, lbr, reverse, clip", CASES)
-def test_the_kernel_follows_the_onnx_equations(cell, seq, batch, hid, lbr, reverse, clip):
-    gh = G[cell] * hid
-    xw = RNG.standard_normal((seq, batch, gh)).astype(np.float32)
-    h0 = RNG.standard_normal((batch, hid)).astype(np.float32)
-    c0 = RNG.standard_normal((batch, hid)).astype(np.float32)
-    rt = (RNG.standard_normal((hid, gh)) / np.sqrt(hid)).astype(np.float32)
-    rb = RNG.standard_normal(gh).astype(np.float32)
-    lstm = cell == "LSTM"
-    exe = _compile(cell, [xw.shape, h0.shape] + ([c0.shape] if lstm else []), rt, rb, acts=ACTS[cell],
-                   linear_before_reset=lbr, reverse=reverse, clip=clip)
-    got = exe.run(xw, h0, *([c0] if lstm else []))
-    fns = {"RNN": [np.tanh], "GRU": [_sig, np.tanh], "LSTM": [_sig, np.tanh, np.tanh]}[cell]
-    want = _reference(cell, xw, h0, c0 if lstm else None, rt, rb, lbr, reverse, fns, clip)
-    for g, w in zip(got, want):
-        np.testing.assert_allclose(g, w, rtol=1e-5, atol=2e-6)
+@pytest.mark.parametrize("cell, seq, batch, hid, attrs", CASES)
+def test_the_kernel_follows_the_onnx_equations(cell, seq, batch, hid, attrs):
+    _layer(cell, seq, batch, hid, **attrs)()
 
 
 def test_activations_are_chains_of_elementwise_ops():
-    hid, seq = 24, 5
-    xw = RNG.standard_normal((seq, 2, 3 * hid)).astype(np.float32)
-    h0 = RNG.standard_normal((2, hid)).astype(np.float32)
-    rt = (RNG.standard_normal((hid, 3 * hid)) / np.sqrt(hid)).astype(np.float32)
-    rb = RNG.standard_normal(3 * hid).astype(np.float32)
-    exe = _compile("GRU", [xw.shape, h0.shape], rt, rb, acts=ODD, linear_before_reset=True)
-    fns = [lambda v: np.clip(0.2 * v + 0.5, 0, 1), lambda v: np.where(v >= 0, v, 0.2 * v)]
-    want = _reference("GRU", xw, h0, None, rt, rb, True, False, fns, 0.0)
-    for g, w in zip(exe.run(xw, h0), want):
-        np.testing.assert_allclose(g, w, rtol=1e-5, atol=2e-6)
+    _layer("GRU", 5, 2, 24, acts=ODD, fns=[lambda v: np.clip(0.2 * v + 0.5, 0, 1), lambda v: np.where(v >= 0, v, 0.2 * v)],
+           linear_before_reset=True)()
 
 
 def test_a_symbolic_length_and_batch_take_any_size():
-    hid = 12
-    rt = (RNG.standard_normal((hid, 4 * hid)) / np.sqrt(hid)).astype(np.float32)
-    rb = RNG.standard_normal(4 * hid).astype(np.float32)
-    exe = _compile("LSTM", [("seq", "batch", 4 * hid), ("batch", hid), ("batch", hid)], rt, rb, acts=ACTS["LSTM"])
+    check = _layer("LSTM", None, None, 12, direction="bidirectional", symbolic=True)
     for seq, batch in ((1, 1), (6, 3), (33, 2)):
-        xw = RNG.standard_normal((seq, batch, 4 * hid)).astype(np.float32)
-        h0, c0 = (RNG.standard_normal((batch, hid)).astype(np.float32) for _ in range(2))
-        want = _reference("LSTM", xw, h0, c0, rt, rb, False, False, [_sig, np.tanh, np.tanh], 0.0)
-        for g, w in zip(exe.run(xw, h0, c0), want):
-            np.testing.assert_allclose(g, w, rtol=1e-5, atol=2e-6)
+        check(seq, batch)
 
 
 def test_one_value_as_both_states():
     """An LSTM's h0 and c0 the same tensor: one parameter of its group, read as both."""
     hid = 8
-    rt = (RNG.standard_normal((hid, 4 * hid)) / np.sqrt(hid)).astype(np.float32)
-    rb = RNG.standard_normal(4 * hid).astype(np.float32)
-    xw_v, s_v = Var("xw", TensorType((3, 2, 4 * hid), "float32")), Var("s", TensorType((2, hid), "float32"))
+    rt = (RNG.standard_normal((1, hid, 4 * hid)) / np.sqrt(hid)).astype(np.float32)
+    rb = RNG.standard_normal((1, 4 * hid)).astype(np.float32)
+    xw_v, s_v = Var("xw", TensorType((3, 2, 4 * hid), "float32")), Var("s", TensorType((1, 2, hid), "float32"))
     r = call("nn.recurrence", xw_v, s_v, s_v, Constant(rt), Constant(rb), cell="LSTM", acts=ACTS["LSTM"])
     exe = ember.compile(Module({"main": Function([xw_v, s_v], TupleGetItem(r, 0))}), wait=True)
     xw = RNG.standard_normal((3, 2, 4 * hid)).astype(np.float32)
-    s = RNG.standard_normal((2, hid)).astype(np.float32)
-    want = _reference("LSTM", xw, s, s, rt, rb, False, False, [_sig, np.tanh, np.tanh], 0.0)[0]
-    np.testing.assert_allclose(exe.run(xw, s)[0], want, rtol=1e-5, atol=2e-6)
+    s = RNG.standard_normal((1, 2, hid)).astype(np.float32)
+    want = _reference("LSTM", xw, s[0], s[0], rt[0], rb[0], False, False, FNS["LSTM"], 0.0)[0]
+    np.testing.assert_allclose(exe.run(xw, s)[0][:, 0], want, rtol=1e-5, atol=2e-6)
 
 
 @pytest.mark.parametrize("change, message", [
     (dict(cell="SRU"), "cell must be one of"),
+    (dict(direction="sideways"), "direction must be one of"),
     (dict(acts=(SIGMOID,)), "has 2 activation"),
     (dict(acts=(SIGMOID, (("nn.conv2d", (), None),))), "cannot be an activation's step"),
     (dict(acts=(SIGMOID, (("add", (), None),))), "takes 2 argument"),
-    (dict(rt=np.zeros((8, 20), np.float32)), "needs rt (8, 24)"),
+    (dict(rt=np.zeros((1, 8, 20), np.float32)), "needs rt (1, 8, 24)"),
+    (dict(direction="bidirectional", acts=ACTS["GRU"] * 2), "rt must be static (2, hidden"),
+    (dict(lens=np.zeros(1, np.float32)), "lengths are int32 or int64"),
 ])
 def test_bad_calls_name_what_is_wrong(change, message):
     attrs = dict(cell="GRU", acts=ACTS["GRU"])
-    rt = change.pop("rt", np.zeros((8, 24), np.float32))
+    rt = change.pop("rt", np.zeros((1, 8, 24), np.float32))
+    lens = change.pop("lens", None)
     attrs.update(change)
-    xw, h0 = Var("xw", TensorType((3, 1, 24), "float32")), Var("h0", TensorType((1, 8), "float32"))
+    xw, h0 = Var("xw", TensorType((3, 1, 24), "float32")), Var("h0", TensorType((1, 1, 8), "float32"))
+    extra = [Constant(lens)] if lens is not None else []
     with pytest.raises(EmberError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        call("nn.recurrence", xw, h0, Constant(rt), Constant(np.zeros(24, np.float32)), **attrs)
+        call("nn.recurrence", xw, h0, Constant(rt), Constant(np.zeros((1, 24), np.float32)), *extra, **attrs)

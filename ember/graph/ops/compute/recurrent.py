@@ -22,7 +22,7 @@ The activations are the elementwise ops' own element functions
 from __future__ import annotations
 
 from ....loop import dtype as dt
-from ....loop.expr import IntImm, Load, Var, const, max_, min_
+from ....loop.expr import IntImm, Load, Var, cast, const, max_, min_, select
 from ....loop.stmt import Allocate, Buffer, For, IfThenElse, PrimFunc, Store, seq
 from ...ops.recurrent import GATES
 from ..registry import get_op, set_kernel
@@ -49,11 +49,10 @@ def _i(v: int) -> IntImm:
     return IntImm(v, INDEX)
 
 
-def _product(acc_out, rows, rt, col0: int, cols: int, lanes: int, init, name: str):
-    """For the ``cols`` columns of ``rt`` from ``col0``: ``acc_out(j, value)`` stores each
-    ``init(j) + sum_k rows(k) * rt[k, col0 + j]``, a block of ``BLOCK_VECTORS * lanes`` columns
-    at a time (the last one masked)."""
-    hidden = rt.shape[0]
+def _product(acc_out, rows, weight, hidden: int, cols: int, lanes: int, init, name: str):
+    """For ``j < cols``: ``acc_out(j, value)`` stores ``init(j) + sum_k rows(k) * weight(k, j)``
+    (``k < hidden``), a block of ``BLOCK_VECTORS * lanes`` columns at a time (the last one
+    masked)."""
     width = lanes * min(BLOCK_VECTORS, -(-cols // lanes))
     chunk = min(width, MAX_LANES)  # (a vectorized loop's lanes at most; the chunks unrolled)
     width = -(-width // chunk) * chunk
@@ -69,9 +68,9 @@ def _product(acc_out, rows, rt, col0: int, cols: int, lanes: int, init, name: st
         return For(jc, _i(0), _i(width // chunk), "unrolled", For(v, _i(0), _i(chunk), "vectorized", stmt))
 
     start = over_block(Store(acc, init(j), (at,)))
-    step = over_block(Store(acc, Load(acc, (at,)) + rows(k) * Load(rt, (k, j + col0)), (at,)))
+    step = over_block(Store(acc, Load(acc, (at,)) + rows(k) * weight(k, j), (at,)))
     end = over_block(acc_out(j, Load(acc, (at,))))
-    body = Allocate(acc, seq(start, For(k, _i(0), hidden, "serial", step), end))
+    body = Allocate(acc, seq(start, For(k, _i(0), _i(hidden), "serial", step), end))
     return For(jo, _i(0), _i(blocks), "serial", body)
 
 
@@ -92,83 +91,122 @@ def _recurrence(attrs, param_types, out_type, name: str) -> PrimFunc:
     from ....kernels.common import vector_lanes
 
     cell = attrs["cell"]
-    lstm, gru = cell == "LSTM", cell == "GRU"
+    lstm = cell == "LSTM"
     params = [_buffer(f"p{k}", t) for k, t in enumerate(param_types)]
-    XW, H0 = params[0], params[1]
-    C0 = params[2] if lstm else None
-    RT, RB = params[-2], params[-1]
+    n_state = 2 if lstm else 1
+    XW, H0, C0 = params[0], params[1], (params[2] if lstm else None)
+    RT, RB = params[1 + n_state], params[2 + n_state]
+    LENS = params[3 + n_state] if len(params) > 3 + n_state else None
     fields = out_type.fields
     Y = _buffer(f"{name}_y", fields[0])
     HL = _buffer(f"{name}_h", fields[1])
     CL = _buffer(f"{name}_c", fields[2]) if lstm else None
-    hidden = int(RT.shape[0].value)
-    gh = GATES[cell] * hidden
+    dirs, hidden = int(RT.shape[0].value), int(RT.shape[1].value)
     seq_len, batch = XW.shape[0], XW.shape[1]
-    lanes = vector_lanes(None, F32)
-    acts = attrs["acts"]
+    n_acts = len(attrs["acts"]) // dirs
+    db = Var("db", INDEX)
+    bodies = []
+    for d in range(dirs):
+        reverse = attrs["direction"] == "reverse" or d == 1
+        b = db - batch * d if d else db
+        bodies.append(_direction(attrs, d, reverse, b, hidden, seq_len, vector_lanes(None, F32),
+                                 attrs["acts"][d * n_acts:(d + 1) * n_acts], XW, H0, C0, RT, RB, LENS, Y, HL, CL))
+    body = bodies[0] if dirs == 1 else IfThenElse(db < batch, bodies[0], bodies[1])
+    one = dirs == 1 and isinstance(batch, IntImm) and batch.value == 1
+    # (the rows of every direction are independent: a bidirectional layer's two run at once)
+    body = For(db, _i(0), batch * dirs, "serial" if one else "parallel", body)
+    bufs = tuple(params) + (Y, HL) + ((CL,) if lstm else ())
+    return PrimFunc(name, bufs + _size_params(bufs), body)
+
+
+def _direction(attrs, d: int, reverse: bool, b, hidden: int, seq_len, lanes: int, acts: tuple,
+               XW, H0, C0, RT, RB, LENS, Y, HL, CL):
+    """Direction ``d``'s loop over the steps of batch row ``b``."""
+    cell = attrs["cell"]
+    lstm, gru = cell == "LSTM", cell == "GRU"
+    gh = GATES[cell] * hidden
     clip = float(attrs["clip"] or 0.0)
     lbr = bool(attrs["linear_before_reset"])
-    b, t, u = Var("b", INDEX), Var("t", INDEX), Var("u", INDEX)
-    tt = (seq_len - 1 - t) if attrs["reverse"] else t
-    pre = Buffer("pre", (_i(gh),), F32, scope="local" if gh <= STACK_PRE else "global")
+    t, u = Var(f"t{d}", INDEX), Var(f"u{d}", INDEX)
+    tt = (seq_len - 1 - t) if reverse else t
+    pre = Buffer(f"pre{d}", (_i(gh),), F32, scope="local" if gh <= STACK_PRE else "global")
 
     def clipped(x):
         return x if clip <= 0 else min_(max_(x, const(-clip, F32)), const(clip, F32))
 
     def xw(j):
-        return Load(XW, (tt, b, j))
+        return Load(XW, (tt, b, j + d * gh))
 
-    h_of = lambda k: Load(HL, (b, k))  # noqa: E731
+    def weight(col0):
+        return lambda k, j: Load(RT, (_i(d), k, j + col0))
+
+    def rb(j):
+        return Load(RB, (_i(d), j))
+
+    def state(buf, k):
+        return Load(buf, (_i(d), b, k))
+
     # the gates' inputs: a GRU keeps its state's product apart (its reset gate scales the
     # hidden gate's part); without linear_before_reset that part is a product of its own
-    keep = gru
     cols = 2 * hidden if gru and not lbr else gh
-    products = [_product(lambda j, val: Store(pre, val, (j,)), h_of, RT, 0, cols, lanes,
-                         (lambda j: Load(RB, (j,))) if keep else (lambda j: xw(j) + Load(RB, (j,))), "hr")]
+    products = [_product(lambda j, val: Store(pre, val, (j,)), lambda k: state(HL, k), weight(0), hidden, cols, lanes,
+                         rb if gru else (lambda j: xw(j) + rb(j)), f"hr{d}")]
     rh = None
     if gru and not lbr:
         # rh[u] = r[u] * h[u], then pre[2H + j] = (rh @ rt[:, 2H:])[j] + rb[2H + j]
-        rh = Buffer("rh", (_i(hidden),), F32, scope="local" if hidden <= STACK_PRE else "global")
+        rh = Buffer(f"rh{d}", (_i(hidden),), F32, scope="local" if hidden <= STACK_PRE else "global")
         r_gate = activation(acts[0], clipped(xw(u + hidden) + Load(pre, (u + hidden,))))
-        products.append(_vectors(u, hidden, lanes, Store(rh, r_gate * Load(HL, (b, u)), (u,))))
-        products.append(_product(lambda j, val: Store(pre, val, (j + 2 * hidden,)), lambda k: Load(rh, (k,)), RT,
-                                 2 * hidden, hidden, lanes, lambda j: Load(RB, (j + 2 * hidden,)), "rh"))
+        products.append(_vectors(u, hidden, lanes, Store(rh, r_gate * state(HL, u), (u,))))
+        products.append(_product(lambda j, val: Store(pre, val, (j + 2 * hidden,)), lambda k: Load(rh, (k,)),
+                                 weight(2 * hidden), hidden, hidden, lanes, lambda j: rb(j + 2 * hidden), f"rh{d}"))
 
     def g(k):  # gate k's input at unit u
         return Load(pre, (u + k * hidden,))
 
-    h = Load(HL, (b, u))
+    if LENS is not None:  # (past a row's length its state stays and its output is 0)
+        live = tt < cast(INDEX, Load(LENS, (b,)))
+
+        def keep(buf, new):
+            return Store(buf, select(live, new, state(buf, u)), (_i(d), b, u))
+
+        def out():
+            return Store(Y, select(live, state(HL, u), const(0.0, F32)), (tt, _i(d), b, u))
+    else:
+        def keep(buf, new):
+            return Store(buf, new, (_i(d), b, u))
+
+        def out():
+            return Store(Y, state(HL, u), (tt, _i(d), b, u))
     if cell == "RNN":
-        h_new, c_new = activation(acts[0], clipped(g(0))), None
+        h_new = activation(acts[0], clipped(g(0)))
     elif gru:
         z = activation(acts[0], clipped(xw(u) + g(0)))
         r = activation(acts[0], clipped(xw(u + hidden) + g(1)))
         cand = xw(u + 2 * hidden) + (r * g(2) if lbr else g(2))
         hh = activation(acts[1], clipped(cand))
-        h_new, c_new = (const(1.0, F32) - z) * hh + z * h, None
-    else:
-        i_g, o_g, f_g = (activation(acts[0], clipped(g(k))) for k in range(3))
-        c_new = f_g * Load(CL, (b, u)) + i_g * activation(acts[1], clipped(g(3)))
-        h_new = None  # (o * h(c_new), below: c_new stored first, read back)
+        h_new = (const(1.0, F32) - z) * hh + z * state(HL, u)
     if lstm:  # (c first: the output gate reads the new c back)
-        gates = seq(_vectors(u, hidden, lanes, Store(CL, c_new, (b, u))),
-                    _vectors(u, hidden, lanes, seq(Store(HL, activation(acts[0], clipped(g(1))) * activation(
-                        acts[2], Load(CL, (b, u))), (b, u)), Store(Y, Load(HL, (b, u)), (tt, b, u)))))
+        i_g, f_g = (activation(acts[0], clipped(g(k))) for k in (0, 2))
+        c_new = f_g * state(CL, u) + i_g * activation(acts[1], clipped(g(3)))
+        h_new = activation(acts[0], clipped(g(1))) * activation(acts[2], c_new if LENS is None else Load(pre, (u,)))
+        if LENS is None:
+            gates = seq(_vectors(u, hidden, lanes, keep(CL, c_new)),
+                        _vectors(u, hidden, lanes, seq(keep(HL, activation(acts[0], clipped(g(1))) * activation(
+                            acts[2], state(CL, u))), out())))
+        else:  # (the new c kept apart until h is: a frozen row's c stays)
+            gates = _vectors(u, hidden, lanes, seq(Store(pre, c_new, (u,)), keep(HL, h_new), keep(CL, Load(pre, (u,))),
+                                                   out()))
     else:
-        gates = _vectors(u, hidden, lanes, seq(Store(HL, h_new, (b, u)), Store(Y, Load(HL, (b, u)), (tt, b, u))))
+        gates = _vectors(u, hidden, lanes, seq(keep(HL, h_new), out()))
     step = seq(*products, gates)
     for buf in (rh, pre):
         if buf is not None:
             step = Allocate(buf, step)
-    k = Var("k", INDEX)
-    start = [_vectors(k, hidden, lanes, Store(HL, Load(H0, (b, k)), (b, k)))]
+    k = Var(f"k{d}", INDEX)
+    start = [_vectors(k, hidden, lanes, Store(HL, Load(H0, (_i(d), b, k)), (_i(d), b, k)))]
     if lstm:
-        start.append(_vectors(k, hidden, lanes, Store(CL, Load(C0, (b, k)), (b, k))))
-    body = seq(*start, For(t, _i(0), seq_len, "serial", step))
-    one = isinstance(batch, IntImm) and batch.value == 1
-    body = For(b, _i(0), batch, "serial" if one else "parallel", body)
-    bufs = tuple(params) + (Y, HL) + ((CL,) if lstm else ())
-    return PrimFunc(name, bufs + _size_params(bufs), body)
+        start.append(_vectors(k, hidden, lanes, Store(CL, Load(C0, (_i(d), b, k)), (_i(d), b, k))))
+    return seq(*start, For(t, _i(0), seq_len, "serial", step))
 
 
 set_kernel("nn.recurrence", _recurrence)
