@@ -90,6 +90,8 @@ CASES = [  # cell, seq, batch, hidden, attributes
     ("RNN", 4, 2, 130, dict(direction="reverse")),
     ("LSTM", 6, 3, 24, dict(lens=True)),
     ("GRU", 5, 4, 16, dict(lens=True)),
+    ("LSTM", 3, 6, 20, {}),  # (tasks of 4 rows: the second has 2)
+    ("GRU", 4, 9, 16, dict(direction="bidirectional")),
 ]
 
 

@@ -34,7 +34,8 @@ F32 = "float32"
 BLOCK_VECTORS = 8  # accumulators of a block of the product's columns (8 vector registers: the
                    # multiply-adds of a step of its sum are independent, 8 hide their latency)
 MAX_LANES = 64  # (what ember.loop.passes.vectorize takes)
-STACK_PRE = 16 << 10  # the gates' inputs of a row, on the stack up to this many floats
+STACK_PRE = 16 << 10  # the gates' inputs of a task's rows, on the stack up to this many floats
+ROWS = 4  # batch rows a task steps through together
 
 
 def activation(act: tuple, x):
@@ -49,27 +50,30 @@ def _i(v: int) -> IntImm:
     return IntImm(v, INDEX)
 
 
-def _product(acc_out, rows, weight, hidden: int, cols: int, lanes: int, init, name: str):
-    """For ``j < cols``: ``acc_out(j, value)`` stores ``init(j) + sum_k rows(k) * weight(k, j)``
-    (``k < hidden``), a block of ``BLOCK_VECTORS * lanes`` columns at a time (the last one
-    masked)."""
-    width = lanes * min(BLOCK_VECTORS, -(-cols // lanes))
+def _product(acc_out, rows, weight, hidden: int, cols: int, lanes: int, n_rows: int, live, init, name: str):
+    """For each of ``n_rows`` rows ``r`` that is ``live(r)`` and ``j < cols``: ``acc_out(r, j,
+    value)`` stores ``init(r, j) + sum_k rows(r, k) * weight(k, j)`` (``k < hidden``). A block
+    of columns at a time, ``BLOCK_VECTORS`` vector accumulators over the rows (each row of
+    ``weight`` loaded once for all of them), the last block masked."""
+    width = lanes * min(max(1, BLOCK_VECTORS // n_rows), -(-cols // lanes))
     chunk = min(width, MAX_LANES)  # (a vectorized loop's lanes at most; the chunks unrolled)
     width = -(-width // chunk) * chunk
     blocks = -(-cols // width)
-    jo, jc, v, k = (Var(f"{name}_{s}", INDEX) for s in ("jo", "jc", "v", "k"))
-    acc = Buffer(f"{name}_acc", (_i(width),), F32, scope="local")
+    jo, jc, v, k, r = (Var(f"{name}_{s}", INDEX) for s in ("jo", "jc", "v", "k", "r"))
+    acc = Buffer(f"{name}_acc", (_i(n_rows), _i(width)), F32, scope="local")
     at = jc * chunk + v
     j = jo * width + at
     tail = blocks * width != cols
 
     def over_block(stmt):
         stmt = IfThenElse(j < cols, stmt) if tail else stmt
-        return For(jc, _i(0), _i(width // chunk), "unrolled", For(v, _i(0), _i(chunk), "vectorized", stmt))
+        stmt = For(jc, _i(0), _i(width // chunk), "unrolled", For(v, _i(0), _i(chunk), "vectorized", stmt))
+        stmt = stmt if live is None else IfThenElse(live(r), stmt)
+        return For(r, _i(0), _i(n_rows), "unrolled", stmt)
 
-    start = over_block(Store(acc, init(j), (at,)))
-    step = over_block(Store(acc, Load(acc, (at,)) + rows(k) * weight(k, j), (at,)))
-    end = over_block(acc_out(j, Load(acc, (at,))))
+    start = over_block(Store(acc, init(r, j), (r, at)))
+    step = over_block(Store(acc, Load(acc, (r, at)) + rows(r, k) * weight(k, j), (r, at)))
+    end = over_block(acc_out(r, j, Load(acc, (r, at))))
     body = Allocate(acc, seq(start, For(k, _i(0), _i(hidden), "serial", step), end))
     return For(jo, _i(0), _i(blocks), "serial", body)
 
@@ -104,38 +108,43 @@ def _recurrence(attrs, param_types, out_type, name: str) -> PrimFunc:
     dirs, hidden = int(RT.shape[0].value), int(RT.shape[1].value)
     seq_len, batch = XW.shape[0], XW.shape[1]
     n_acts = len(attrs["acts"]) // dirs
-    db = Var("db", INDEX)
+    # rows a task steps through together (their products share each load of the weights)
+    n_rows = min(ROWS, batch.value) if isinstance(batch, IntImm) else ROWS
+    tasks = (batch + (n_rows - 1)) // n_rows if n_rows > 1 else batch
+    task = Var("task", INDEX)
     bodies = []
     for d in range(dirs):
         reverse = attrs["direction"] == "reverse" or d == 1
-        b = db - batch * d if d else db
-        bodies.append(_direction(attrs, d, reverse, b, hidden, seq_len, vector_lanes(None, F32),
+        b0 = (task - tasks * d if d else task) * n_rows
+        bodies.append(_direction(attrs, d, reverse, b0, n_rows, batch, hidden, seq_len, vector_lanes(None, F32),
                                  attrs["acts"][d * n_acts:(d + 1) * n_acts], XW, H0, C0, RT, RB, LENS, Y, HL, CL))
-    body = bodies[0] if dirs == 1 else IfThenElse(db < batch, bodies[0], bodies[1])
-    one = dirs == 1 and isinstance(batch, IntImm) and batch.value == 1
+    body = bodies[0] if dirs == 1 else IfThenElse(task < tasks, bodies[0], bodies[1])
+    one = dirs == 1 and isinstance(tasks, IntImm) and tasks.value == 1
     # (the rows of every direction are independent: a bidirectional layer's two run at once)
-    body = For(db, _i(0), batch * dirs, "serial" if one else "parallel", body)
+    body = For(task, _i(0), tasks * dirs, "serial" if one else "parallel", body)
     bufs = tuple(params) + (Y, HL) + ((CL,) if lstm else ())
     return PrimFunc(name, bufs + _size_params(bufs), body)
 
 
-def _direction(attrs, d: int, reverse: bool, b, hidden: int, seq_len, lanes: int, acts: tuple,
+def _direction(attrs, d: int, reverse: bool, b0, n_rows: int, batch, hidden: int, seq_len, lanes: int, acts: tuple,
                XW, H0, C0, RT, RB, LENS, Y, HL, CL):
-    """Direction ``d``'s loop over the steps of batch row ``b``."""
+    """Direction ``d``'s loop over the steps of the ``n_rows`` batch rows from ``b0``."""
     cell = attrs["cell"]
     lstm, gru = cell == "LSTM", cell == "GRU"
     gh = GATES[cell] * hidden
     clip = float(attrs["clip"] or 0.0)
     lbr = bool(attrs["linear_before_reset"])
-    t, u = Var(f"t{d}", INDEX), Var(f"u{d}", INDEX)
+    t, u, r = Var(f"t{d}", INDEX), Var(f"u{d}", INDEX), Var(f"r{d}", INDEX)
     tt = (seq_len - 1 - t) if reverse else t
-    pre = Buffer(f"pre{d}", (_i(gh),), F32, scope="local" if gh <= STACK_PRE else "global")
+    whole = isinstance(batch, IntImm) and batch.value % n_rows == 0
+    live = None if whole else (lambda row: b0 + row < batch)
+    pre = Buffer(f"pre{d}", (_i(n_rows), _i(gh)), F32, scope="local" if n_rows * gh <= STACK_PRE else "global")
 
     def clipped(x):
         return x if clip <= 0 else min_(max_(x, const(-clip, F32)), const(clip, F32))
 
-    def xw(j):
-        return Load(XW, (tt, b, j + d * gh))
+    def xw(row, j):
+        return Load(XW, (tt, b0 + row, j + d * gh))
 
     def weight(col0):
         return lambda k, j: Load(RT, (_i(d), k, j + col0))
@@ -143,70 +152,77 @@ def _direction(attrs, d: int, reverse: bool, b, hidden: int, seq_len, lanes: int
     def rb(j):
         return Load(RB, (_i(d), j))
 
-    def state(buf, k):
-        return Load(buf, (_i(d), b, k))
+    def state(buf, row, k):
+        return Load(buf, (_i(d), b0 + row, k))
 
     # the gates' inputs: a GRU keeps its state's product apart (its reset gate scales the
     # hidden gate's part); without linear_before_reset that part is a product of its own
     cols = 2 * hidden if gru and not lbr else gh
-    products = [_product(lambda j, val: Store(pre, val, (j,)), lambda k: state(HL, k), weight(0), hidden, cols, lanes,
-                         rb if gru else (lambda j: xw(j) + rb(j)), f"hr{d}")]
+    products = [_product(lambda row, j, val: Store(pre, val, (row, j)), lambda row, k: state(HL, row, k), weight(0),
+                         hidden, cols, lanes, n_rows, live,
+                         (lambda row, j: rb(j)) if gru else (lambda row, j: xw(row, j) + rb(j)), f"hr{d}")]
     rh = None
     if gru and not lbr:
         # rh[u] = r[u] * h[u], then pre[2H + j] = (rh @ rt[:, 2H:])[j] + rb[2H + j]
-        rh = Buffer(f"rh{d}", (_i(hidden),), F32, scope="local" if hidden <= STACK_PRE else "global")
-        r_gate = activation(acts[0], clipped(xw(u + hidden) + Load(pre, (u + hidden,))))
-        products.append(_vectors(u, hidden, lanes, Store(rh, r_gate * state(HL, u), (u,))))
-        products.append(_product(lambda j, val: Store(pre, val, (j + 2 * hidden,)), lambda k: Load(rh, (k,)),
-                                 weight(2 * hidden), hidden, hidden, lanes, lambda j: rb(j + 2 * hidden), f"rh{d}"))
+        rh = Buffer(f"rh{d}", (_i(n_rows), _i(hidden)), F32,
+                    scope="local" if n_rows * hidden <= STACK_PRE else "global")
+        r_gate = activation(acts[0], clipped(xw(r, u + hidden) + Load(pre, (r, u + hidden))))
+        products.append(_rows_loop(r, n_rows, live, _vectors(u, hidden, lanes,
+                                                              Store(rh, r_gate * state(HL, r, u), (r, u)))))
+        products.append(_product(lambda row, j, val: Store(pre, val, (row, j + 2 * hidden)),
+                                 lambda row, k: Load(rh, (row, k)), weight(2 * hidden), hidden, hidden, lanes, n_rows,
+                                 live, lambda row, j: rb(j + 2 * hidden), f"rh{d}"))
 
-    def g(k):  # gate k's input at unit u
-        return Load(pre, (u + k * hidden,))
+    def g(k):  # gate k's input at row r, unit u
+        return Load(pre, (r, u + k * hidden))
 
+    at = (_i(d), b0 + r, u)
     if LENS is not None:  # (past a row's length its state stays and its output is 0)
-        live = tt < cast(INDEX, Load(LENS, (b,)))
+        alive = tt < cast(INDEX, Load(LENS, (b0 + r,)))
 
         def keep(buf, new):
-            return Store(buf, select(live, new, state(buf, u)), (_i(d), b, u))
+            return Store(buf, select(alive, new, Load(buf, at)), at)
 
         def out():
-            return Store(Y, select(live, state(HL, u), const(0.0, F32)), (tt, _i(d), b, u))
+            return Store(Y, select(alive, Load(HL, at), const(0.0, F32)), (tt, _i(d), b0 + r, u))
     else:
         def keep(buf, new):
-            return Store(buf, new, (_i(d), b, u))
+            return Store(buf, new, at)
 
         def out():
-            return Store(Y, state(HL, u), (tt, _i(d), b, u))
+            return Store(Y, Load(HL, at), (tt, _i(d), b0 + r, u))
     if cell == "RNN":
         h_new = activation(acts[0], clipped(g(0)))
     elif gru:
-        z = activation(acts[0], clipped(xw(u) + g(0)))
-        r = activation(acts[0], clipped(xw(u + hidden) + g(1)))
-        cand = xw(u + 2 * hidden) + (r * g(2) if lbr else g(2))
+        z = activation(acts[0], clipped(xw(r, u) + g(0)))
+        r_g = activation(acts[0], clipped(xw(r, u + hidden) + g(1)))
+        cand = xw(r, u + 2 * hidden) + (r_g * g(2) if lbr else g(2))
         hh = activation(acts[1], clipped(cand))
-        h_new = (const(1.0, F32) - z) * hh + z * state(HL, u)
-    if lstm:  # (c first: the output gate reads the new c back)
+        h_new = (const(1.0, F32) - z) * hh + z * Load(HL, at)
+    if lstm:
         i_g, f_g = (activation(acts[0], clipped(g(k))) for k in (0, 2))
-        c_new = f_g * state(CL, u) + i_g * activation(acts[1], clipped(g(3)))
-        h_new = activation(acts[0], clipped(g(1))) * activation(acts[2], c_new if LENS is None else Load(pre, (u,)))
-        if LENS is None:
-            gates = seq(_vectors(u, hidden, lanes, keep(CL, c_new)),
-                        _vectors(u, hidden, lanes, seq(keep(HL, activation(acts[0], clipped(g(1))) * activation(
-                            acts[2], state(CL, u))), out())))
-        else:  # (the new c kept apart until h is: a frozen row's c stays)
-            gates = _vectors(u, hidden, lanes, seq(Store(pre, c_new, (u,)), keep(HL, h_new), keep(CL, Load(pre, (u,))),
-                                                   out()))
+        c_new = f_g * Load(CL, at) + i_g * activation(acts[1], clipped(g(3)))
+        o_g = activation(acts[0], clipped(g(1)))
+        # (the new c kept in the input gate's place until h is made of it: a frozen row's c stays)
+        gates = _vectors(u, hidden, lanes, seq(Store(pre, c_new, (r, u)),
+                                               keep(HL, o_g * activation(acts[2], Load(pre, (r, u)))),
+                                               keep(CL, Load(pre, (r, u))), out()))
     else:
         gates = _vectors(u, hidden, lanes, seq(keep(HL, h_new), out()))
-    step = seq(*products, gates)
+    step = seq(*products, _rows_loop(r, n_rows, live, gates))
     for buf in (rh, pre):
         if buf is not None:
             step = Allocate(buf, step)
     k = Var(f"k{d}", INDEX)
-    start = [_vectors(k, hidden, lanes, Store(HL, Load(H0, (_i(d), b, k)), (_i(d), b, k)))]
+    copy = [_vectors(k, hidden, lanes, Store(HL, Load(H0, (_i(d), b0 + r, k)), (_i(d), b0 + r, k)))]
     if lstm:
-        start.append(_vectors(k, hidden, lanes, Store(CL, Load(C0, (_i(d), b, k)), (_i(d), b, k))))
-    return seq(*start, For(t, _i(0), seq_len, "serial", step))
+        copy.append(_vectors(k, hidden, lanes, Store(CL, Load(C0, (_i(d), b0 + r, k)), (_i(d), b0 + r, k))))
+    return seq(_rows_loop(r, n_rows, live, seq(*copy)), For(t, _i(0), seq_len, "serial", step))
+
+
+def _rows_loop(r: Var, n_rows: int, live, body):
+    """``body`` for each live row ``r`` of a task's."""
+    return For(r, _i(0), _i(n_rows), "serial", body if live is None else IfThenElse(live(r), body))
 
 
 set_kernel("nn.recurrence", _recurrence)
