@@ -292,6 +292,41 @@ def _torchscript(name: str) -> Callable[[str], str]:
     return build
 
 
+def _rnn_model(kind: str):
+    """A recurrent model as speech and time-series models use them: a 2-layer LSTM or a
+    bidirectional GRU over 64 features, then a classifier per step (seeded weights)."""
+    import torch
+
+    torch.manual_seed(0)
+    rnn = torch.nn.LSTM(64, 128, num_layers=2, batch_first=True) if kind == "lstm" else \
+        torch.nn.GRU(64, 96, bidirectional=True, batch_first=True)
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn, self.fc = rnn, torch.nn.Linear(rnn.hidden_size * (2 if rnn.bidirectional else 1), 10)
+
+        def forward(self, x):
+            return self.fc(self.rnn(x)[0])
+    return Model().eval()
+
+
+def _torchscript_rnn(kind: str) -> Callable[[str], str]:
+    def build(out: str) -> str:
+        path = os.path.join(out, f"{kind}.onnx")
+        if not os.path.exists(path):
+            import torch
+
+            os.makedirs(out, exist_ok=True)
+            with torch.no_grad():
+                torch.onnx.export(_rnn_model(kind), (torch.zeros(2, 50, 64),), path + ".tmp", dynamo=False,
+                                  input_names=["x"], output_names=["y"], dynamic_axes={"x": {0: "batch", 1: "seq"}},
+                                  opset_version=17)
+            os.replace(path + ".tmp", path)
+        return path
+    return build
+
+
 def _zoo_torch(name: str):
     def model():
         from .zoo import build_model
@@ -349,6 +384,9 @@ def cases() -> Dict[str, Case]:
         feeds = image_feeds() if ZOO[name].kind == "vision" else text_feeds(vocab=1000)
         out.append(Case(f"torchscript/{name}", "torchscript", _torchscript(name), feeds, reference="torch",
                         torch_model=_zoo_torch(name)))
+    for kind in ("lstm", "gru_bidirectional"):  # (a dynamic batch and length: ONNX's LSTM and GRU)
+        out.append(Case(f"torchscript/{kind}", "torchscript", _torchscript_rnn(kind), image_feeds(((1, 200, 64), (3, 57, 64))),
+                        reference="torch", torch_model=lambda kind=kind: _rnn_model(kind)))
     return {c.name: c for c in out}
 
 

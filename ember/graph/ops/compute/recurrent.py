@@ -50,8 +50,8 @@ def _i(v: int) -> IntImm:
     return IntImm(v, INDEX)
 
 
-def _product(acc_out, rows, weight, hidden: int, cols: int, lanes: int, n_rows: int, live, init, name: str):
-    """For each of ``n_rows`` rows ``r`` that is ``live(r)`` and ``j < cols``: ``acc_out(r, j,
+def _product(acc_out, rows, weight, hidden: int, cols: int, lanes: int, n_rows: int, init, name: str):
+    """For each of ``n_rows`` rows ``r`` and ``j < cols``: ``acc_out(r, j,
     value)`` stores ``init(r, j) + sum_k rows(r, k) * weight(k, j)`` (``k < hidden``). A block
     of columns at a time, ``BLOCK_VECTORS`` vector accumulators over the rows (each row of
     ``weight`` loaded once for all of them), the last block masked."""
@@ -68,7 +68,6 @@ def _product(acc_out, rows, weight, hidden: int, cols: int, lanes: int, n_rows: 
     def over_block(stmt):
         stmt = IfThenElse(j < cols, stmt) if tail else stmt
         stmt = For(jc, _i(0), _i(width // chunk), "unrolled", For(v, _i(0), _i(chunk), "vectorized", stmt))
-        stmt = stmt if live is None else IfThenElse(live(r), stmt)
         return For(r, _i(0), _i(n_rows), "unrolled", stmt)
 
     start = over_block(Store(acc, init(r, j), (r, at)))
@@ -108,25 +107,38 @@ def _recurrence(attrs, param_types, out_type, name: str) -> PrimFunc:
     dirs, hidden = int(RT.shape[0].value), int(RT.shape[1].value)
     seq_len, batch = XW.shape[0], XW.shape[1]
     n_acts = len(attrs["acts"]) // dirs
-    # rows a task steps through together (their products share each load of the weights)
-    n_rows = min(ROWS, batch.value) if isinstance(batch, IntImm) else ROWS
-    tasks = (batch + (n_rows - 1)) // n_rows if n_rows > 1 else batch
+    # a task steps through ROWS batch rows together (their products share each load of the
+    # weights), the rows past the last whole block one at a time (a row alone keeps all the
+    # accumulators on its columns: a symbolic batch of one at 2 of 8 ran 1.7x slower)
+    static = batch.value if isinstance(batch, IntImm) else None
+    blocks = _i(static // ROWS) if static is not None else batch // ROWS
+    singles = _i(static % ROWS) if static is not None else batch - blocks * ROWS
+    per_dir = blocks + singles if static is None else _i(static // ROWS + static % ROWS)
     task = Var("task", INDEX)
+    lanes = vector_lanes(None, F32)
     bodies = []
     for d in range(dirs):
         reverse = attrs["direction"] == "reverse" or d == 1
-        b0 = (task - tasks * d if d else task) * n_rows
-        bodies.append(_direction(attrs, d, reverse, b0, n_rows, batch, hidden, seq_len, vector_lanes(None, F32),
-                                 attrs["acts"][d * n_acts:(d + 1) * n_acts], XW, H0, C0, RT, RB, LENS, Y, HL, CL))
-    body = bodies[0] if dirs == 1 else IfThenElse(task < tasks, bodies[0], bodies[1])
-    one = dirs == 1 and isinstance(tasks, IntImm) and tasks.value == 1
+        local = task - per_dir * d if d else task
+
+        def rows(b0, n):
+            return _direction(attrs, d, reverse, b0, n, hidden, seq_len, lanes, attrs["acts"][d * n_acts:(d + 1) * n_acts],
+                              XW, H0, C0, RT, RB, LENS, Y, HL, CL)
+        if static is not None and static % ROWS == 0:
+            bodies.append(rows(local * ROWS, ROWS))
+        elif static is not None and static < ROWS:
+            bodies.append(rows(local, 1))
+        else:
+            bodies.append(IfThenElse(local < blocks, rows(local * ROWS, ROWS), rows(blocks * (ROWS - 1) + local, 1)))
+    body = bodies[0] if dirs == 1 else IfThenElse(task < per_dir, bodies[0], bodies[1])
+    one = dirs == 1 and static == 1
     # (the rows of every direction are independent: a bidirectional layer's two run at once)
-    body = For(task, _i(0), tasks * dirs, "serial" if one else "parallel", body)
+    body = For(task, _i(0), per_dir * dirs, "serial" if one else "parallel", body)
     bufs = tuple(params) + (Y, HL) + ((CL,) if lstm else ())
     return PrimFunc(name, bufs + _size_params(bufs), body)
 
 
-def _direction(attrs, d: int, reverse: bool, b0, n_rows: int, batch, hidden: int, seq_len, lanes: int, acts: tuple,
+def _direction(attrs, d: int, reverse: bool, b0, n_rows: int, hidden: int, seq_len, lanes: int, acts: tuple,
                XW, H0, C0, RT, RB, LENS, Y, HL, CL):
     """Direction ``d``'s loop over the steps of the ``n_rows`` batch rows from ``b0``."""
     cell = attrs["cell"]
@@ -136,8 +148,6 @@ def _direction(attrs, d: int, reverse: bool, b0, n_rows: int, batch, hidden: int
     lbr = bool(attrs["linear_before_reset"])
     t, u, r = Var(f"t{d}", INDEX), Var(f"u{d}", INDEX), Var(f"r{d}", INDEX)
     tt = (seq_len - 1 - t) if reverse else t
-    whole = isinstance(batch, IntImm) and batch.value % n_rows == 0
-    live = None if whole else (lambda row: b0 + row < batch)
     pre = Buffer(f"pre{d}", (_i(n_rows), _i(gh)), F32, scope="local" if n_rows * gh <= STACK_PRE else "global")
 
     def clipped(x):
@@ -159,7 +169,7 @@ def _direction(attrs, d: int, reverse: bool, b0, n_rows: int, batch, hidden: int
     # hidden gate's part); without linear_before_reset that part is a product of its own
     cols = 2 * hidden if gru and not lbr else gh
     products = [_product(lambda row, j, val: Store(pre, val, (row, j)), lambda row, k: state(HL, row, k), weight(0),
-                         hidden, cols, lanes, n_rows, live,
+                         hidden, cols, lanes, n_rows,
                          (lambda row, j: rb(j)) if gru else (lambda row, j: xw(row, j) + rb(j)), f"hr{d}")]
     rh = None
     if gru and not lbr:
@@ -167,11 +177,11 @@ def _direction(attrs, d: int, reverse: bool, b0, n_rows: int, batch, hidden: int
         rh = Buffer(f"rh{d}", (_i(n_rows), _i(hidden)), F32,
                     scope="local" if n_rows * hidden <= STACK_PRE else "global")
         r_gate = activation(acts[0], clipped(xw(r, u + hidden) + Load(pre, (r, u + hidden))))
-        products.append(_rows_loop(r, n_rows, live, _vectors(u, hidden, lanes,
-                                                              Store(rh, r_gate * state(HL, r, u), (r, u)))))
+        products.append(For(r, _i(0), _i(n_rows), "serial",
+                            _vectors(u, hidden, lanes, Store(rh, r_gate * state(HL, r, u), (r, u)))))
         products.append(_product(lambda row, j, val: Store(pre, val, (row, j + 2 * hidden)),
                                  lambda row, k: Load(rh, (row, k)), weight(2 * hidden), hidden, hidden, lanes, n_rows,
-                                 live, lambda row, j: rb(j + 2 * hidden), f"rh{d}"))
+                                 lambda row, j: rb(j + 2 * hidden), f"rh{d}"))
 
     def g(k):  # gate k's input at row r, unit u
         return Load(pre, (r, u + k * hidden))
@@ -209,7 +219,7 @@ def _direction(attrs, d: int, reverse: bool, b0, n_rows: int, batch, hidden: int
                                                keep(CL, Load(pre, (r, u))), out()))
     else:
         gates = _vectors(u, hidden, lanes, seq(keep(HL, h_new), out()))
-    step = seq(*products, _rows_loop(r, n_rows, live, gates))
+    step = seq(*products, For(r, _i(0), _i(n_rows), "serial", gates))
     for buf in (rh, pre):
         if buf is not None:
             step = Allocate(buf, step)
@@ -217,12 +227,7 @@ def _direction(attrs, d: int, reverse: bool, b0, n_rows: int, batch, hidden: int
     copy = [_vectors(k, hidden, lanes, Store(HL, Load(H0, (_i(d), b0 + r, k)), (_i(d), b0 + r, k)))]
     if lstm:
         copy.append(_vectors(k, hidden, lanes, Store(CL, Load(C0, (_i(d), b0 + r, k)), (_i(d), b0 + r, k))))
-    return seq(_rows_loop(r, n_rows, live, seq(*copy)), For(t, _i(0), seq_len, "serial", step))
-
-
-def _rows_loop(r: Var, n_rows: int, live, body):
-    """``body`` for each live row ``r`` of a task's."""
-    return For(r, _i(0), _i(n_rows), "serial", body if live is None else IfThenElse(live(r), body))
+    return seq(For(r, _i(0), _i(n_rows), "serial", seq(*copy)), For(t, _i(0), seq_len, "serial", step))
 
 
 set_kernel("nn.recurrence", _recurrence)
