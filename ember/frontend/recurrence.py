@@ -160,7 +160,7 @@ def layer(call: Callable, functions: dict, cells: list, x: Expr, wt: Expr, wb: O
     xw = project(call, x, wt)
     if wb is not None:
         xw = call("add", xw, wb)
-    if p is None and x.type.dtype == "float32":
+    if p is None and all(v.type.dtype == "float32" for v in (xw, rt, rb, h0, c0) if v is not None):
         if rb is None:
             rb = Constant(np.zeros((dirs, gh), dtype="float32"))
         args = [xw, h0] + ([c0] if cell.op == "LSTM" else []) + [rt, rb] + ([lens] if lens is not None else [])

@@ -98,8 +98,11 @@ def _recurrent(node):
         wb = node.call("reshape", _rows(node, node.input(3), 0, g * hidden), newshape=(dirs * g * hidden,))
         rb = _rows(node, node.input(3), g * hidden, 2 * g * hidden)
     rt = node.call("transpose", r, axes=(0, 2, 1))  # (dirs, hidden, g*hidden)
-    h0 = node.input(5) if node.has(5) else zeros()
-    c0 = (node.input(6) if node.has(6) else zeros()) if op == "LSTM" else None
+    def state(k):  # (batch-major with layout 1: (batch, dirs, hidden))
+        v = node.input(k)
+        return node.call("transpose", v, axes=(1, 0, 2)) if layout else v
+    h0 = state(5) if node.has(5) else zeros()
+    c0 = (state(6) if node.has(6) else zeros()) if op == "LSTM" else None
     p = node.input(7) if op == "LSTM" and node.has(7) else None
     y, y_h, y_c = layer(node.call, node.importer.functions, cells, x, wt, wb, rt, rb, h0, c0, direction, lens, p)
     if layout:  # (batch, seq, dirs, hidden) and (batch, dirs, hidden)

@@ -18,7 +18,7 @@ GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
 
 
 def _model(op, seq, batch, inp, hidden, direction="forward", layout=0, lens=None, peep=False, symbolic=False,
-           **attrs):
+           states=False, **attrs):
     dirs = 2 if direction == "bidirectional" else 1
     g = GATES[op]
     w = RNG.standard_normal((dirs, g * hidden, inp)).astype(np.float32) * 0.5
@@ -29,6 +29,11 @@ def _model(op, seq, batch, inp, hidden, direction="forward", layout=0, lens=None
     if lens is not None:
         inits.append(numpy_helper.from_array(np.array(lens, np.int32), "L"))
         names.append("L")
+    if states:  # initial h (and c): (dirs, batch, hidden), or with layout 1 (batch, dirs, hidden)
+        names += [""] * (5 - len(names)) + ["H0"] + (["C0"] if op == "LSTM" else [])
+        for n in ("H0", "C0")[:2 if op == "LSTM" else 1]:
+            v = RNG.standard_normal((dirs, batch, hidden)).astype(np.float32)
+            inits.append(numpy_helper.from_array(v.transpose(1, 0, 2).copy() if layout else v, n))
     if peep:
         names += ["", ""] if lens is not None else ["", "", ""]
         inits.append(numpy_helper.from_array(RNG.standard_normal((dirs, 3 * hidden)).astype(np.float32), "P"))
@@ -37,7 +42,7 @@ def _model(op, seq, batch, inp, hidden, direction="forward", layout=0, lens=None
     node = h.make_node(op, names, outs, hidden_size=hidden, direction=direction, layout=layout, **attrs)
     xshape = (batch, seq, inp) if layout else (seq, batch, inp)
     declared = tuple("seq" if d == seq and symbolic else d for d in xshape)
-    if symbolic and lens is None:
+    if symbolic and lens is None and not states:
         declared = tuple("batch" if d == batch else d for d in declared)
     graph = h.make_graph([node], "r", [h.make_tensor_value_info("X", T.FLOAT, declared)],
                          [h.make_tensor_value_info(o, T.FLOAT, None) for o in outs], inits)
@@ -51,6 +56,8 @@ CASES = [
     ("GRU", dict(activations=["HardSigmoid", "Tanh"], activation_alpha=[0.3], activation_beta=[0.4], clip=2.0)),
     ("LSTM", dict(peep=True, lens=[2, 3])),
     ("LSTM", dict(direction="bidirectional", layout=1)),
+    ("LSTM", dict(direction="bidirectional", layout=1, states=True)),
+    ("GRU", dict(states=True, linear_before_reset=1)),
     ("LSTM", dict(activations=["Sigmoid", "ScaledTanh", "Affine"], activation_alpha=[0.0, 1.5, 0.5],
                   activation_beta=[0.0, 0.7, -0.2], direction="reverse")),
 ]
@@ -60,7 +67,7 @@ ACTS = {"Tanh": np.tanh, "Sigmoid": lambda v: 1 / (1 + np.exp(-v)), "Relu": lamb
 
 
 def _spec(model, x):
-    """The ONNX spec of RNN/GRU/LSTM in numpy (no initial states)."""
+    """The ONNX spec of RNN/GRU/LSTM in numpy."""
     node = model.graph.node[0]
     a = {at.name: h.get_attribute_value(at) for at in node.attribute}
     w = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
@@ -95,6 +102,10 @@ def _spec(model, x):
         wb, rb = B[:g * hid], B[g * hid:]
         f = [act(d * n_act + k) for k in range(n_act)]
         hcur, ccur = np.zeros((batch, hid), np.float32), np.zeros((batch, hid), np.float32)
+        for n in ("H0", "C0"):
+            if n in w:
+                v = (w[n].transpose(1, 0, 2) if a.get("layout", 0) else w[n])[d]
+                hcur, ccur = (v, ccur) if n == "H0" else (hcur, v)
         y = np.zeros((seq, batch, hid), np.float32)
         order = range(seq - 1, -1, -1) if direction == "reverse" or d == 1 else range(seq)
         for t in order:
@@ -149,7 +160,7 @@ def test_recurrent_layers_over_a_symbolic_length_scan(op, kw):
     model, _ = _model(op, 3, 2, 4, 5, symbolic=True, **kw)
     assert ("scan(" if "peep" in kw else "nn.recurrence(") in str(from_onnx(model))
     exe = ember.compile(model)
-    for seq, batch in ((3, 2), (1, 2), (9, 2 if "lens" in kw else 3)):
+    for seq, batch in ((3, 2), (1, 2), (9, 2 if "lens" in kw or "states" in kw else 3)):
         xshape = (batch, seq, 4) if kw.get("layout") else (seq, batch, 4)
         x = RNG.standard_normal(xshape).astype(np.float32)
         got = exe.run(x)
