@@ -39,6 +39,7 @@ class Cell:
 
 
 SIGMOID, TANH, RELU = (("sigmoid", (), None),), (("tanh", (), None),), (("nn.relu", (), None),)
+PANEL = 32  # columns of a panel of nn.recurrence's weights
 
 
 def activate(call: Callable, act: tuple, x):
@@ -163,6 +164,9 @@ def layer(call: Callable, functions: dict, cells: list, x: Expr, wt: Expr, wb: O
     if p is None and all(v.type.dtype == "float32" for v in (xw, rt, rb, h0, c0) if v is not None):
         if rb is None:
             rb = Constant(np.zeros((dirs, gh), dtype="float32"))
+        hidden = cell.hidden
+        if hidden % PANEL == 0:  # (the weights in panels of columns: each block of the kernel's a contiguous run)
+            rt = call("transpose", call("reshape", rt, newshape=(dirs, hidden, gh // PANEL, PANEL)), axes=(0, 2, 1, 3))
         args = [xw, h0] + ([c0] if cell.op == "LSTM" else []) + [rt, rb] + ([lens] if lens is not None else [])
         r = call("nn.recurrence", *args, cell=cell.op, acts=tuple(a for c in cells for a in c.acts),
                  clip=float(cell.clip or 0.0), linear_before_reset=bool(cell.linear_before_reset), direction=direction)

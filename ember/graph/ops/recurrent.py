@@ -4,7 +4,9 @@
 linear_before_reset=..., direction=...)`` is ONNX's RNN/GRU/LSTM after its input projection:
 ``xw`` (seq, batch, dirs * gates*hidden) holds every step's projected input, the input bias
 added, direction after direction; each step multiplies the state by the recurrence weights
-``rt`` (dirs, hidden, gates*hidden), adds their bias ``rb`` (dirs, gates*hidden), and applies
+``rt`` (dirs, hidden, gates*hidden) -- or the same in panels of ``width`` columns, (dirs,
+gates*hidden / width, hidden, width), each panel's rows one after the other (a width that
+divides hidden) --, adds their bias ``rb`` (dirs, gates*hidden), and applies
 the gates (ONNX's order and equations: LSTM input, output, forget, cell; GRU update, reset,
 hidden). ``direction``: forward, reverse or bidirectional (dirs 2, the second reversed).
 ``h0`` and ``c0`` are (dirs, batch, hidden); the optional ``lengths`` (batch,) freeze a row's
@@ -63,11 +65,13 @@ def _infer_recurrence(args, attrs):
             raise DTypeError(f"nn.recurrence: {n} must be float32, got {t}")
     dirs = 2 if direction == "bidirectional" else 1
     xw, rt, rb = ts["xw"], ts["rt"], ts["rb"]
-    if rt.ndim != 3 or not all(isinstance(d, int) for d in rt.shape) or rt.shape[0] != dirs:
-        raise ShapeError(f"nn.recurrence: rt must be static ({dirs}, hidden, gates*hidden), got {rt}")
-    hidden = rt.shape[1]
+    if rt.ndim not in (3, 4) or not all(isinstance(d, int) for d in rt.shape) or rt.shape[0] != dirs:
+        raise ShapeError(f"nn.recurrence: rt must be static ({dirs}, hidden, gates*hidden), or in panels ({dirs}, "
+                         f"gates*hidden / width, hidden, width), got {rt}")
+    hidden = rt.shape[-2] if rt.ndim == 4 else rt.shape[1]
     gh = GATES[cell] * hidden
-    if rt.shape[2] != gh or rb.shape != (dirs, gh):
+    if (rt.shape[2] if rt.ndim == 3 else rt.shape[1] * rt.shape[3]) != gh or rb.shape != (dirs, gh) \
+            or rt.ndim == 4 and hidden % rt.shape[3]:
         raise ShapeError(f"nn.recurrence: a {direction} {cell} of hidden size {hidden} needs rt ({dirs}, {hidden}, "
                          f"{gh}) and rb ({dirs}, {gh}), got {rt} and {rb}")
     if xw.ndim != 3 or xw.shape[2] != dirs * gh:

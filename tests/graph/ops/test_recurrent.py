@@ -49,7 +49,8 @@ def _reference(cell, xw, h, c, rt, rb, lbr, reverse, f, clip, lens=None):
     return [y, h] + ([c] if cell == "LSTM" else [])
 
 
-def _layer(cell, seq, batch, hid, direction="forward", lens=False, acts=None, fns=None, symbolic=False, **attrs):
+def _layer(cell, seq, batch, hid, direction="forward", lens=False, acts=None, fns=None, symbolic=False, panel=None,
+           **attrs):
     """A random layer compiled, and a function running it and the reference on random inputs."""
     dirs = 2 if direction == "bidirectional" else 1
     gh = G[cell] * hid
@@ -62,7 +63,9 @@ def _layer(cell, seq, batch, hid, direction="forward", lens=False, acts=None, fn
         vs.append(Var("c0", TensorType((dirs, b, hid), "float32")))
     if lens:
         vs.append(Var("lens", TensorType((b,), "int32")))
-    args = vs[:2 + lstm] + [Constant(rt), Constant(rb)] + vs[2 + lstm:]
+    # (``panel``: the weights in panels of that many columns, (dirs, gh / panel, hid, panel))
+    rt_in = rt if panel is None else rt.reshape(dirs, hid, gh // panel, panel).transpose(0, 2, 1, 3).copy()
+    args = vs[:2 + lstm] + [Constant(rt_in), Constant(rb)] + vs[2 + lstm:]
     r = call("nn.recurrence", *args, cell=cell, direction=direction, acts=(acts or ACTS[cell]) * dirs, **attrs)
     n = 3 if lstm else 2
     exe = ember.compile(Module({"main": Function(vs, Tuple([TupleGetItem(r, k) for k in range(n)]))}), wait=True)
@@ -92,6 +95,10 @@ CASES = [  # cell, seq, batch, hidden, attributes
     ("GRU", 5, 4, 16, dict(lens=True)),
     ("LSTM", 3, 6, 20, {}),  # (tasks of 4 rows: the second has 2)
     ("GRU", 4, 9, 16, dict(direction="bidirectional")),
+    ("LSTM", 5, 1, 64, dict(panel=32)),  # (the weights in panels)
+    ("LSTM", 4, 6, 32, dict(panel=32, direction="bidirectional")),
+    ("GRU", 5, 3, 32, dict(panel=32)),  # (its hidden gate's product from column 64: panels 2 on)
+    ("GRU", 5, 1, 96, dict(panel=32, linear_before_reset=True)),
 ]
 
 

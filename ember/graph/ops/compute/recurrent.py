@@ -50,13 +50,14 @@ def _i(v: int) -> IntImm:
     return IntImm(v, INDEX)
 
 
-def _product(acc_out, rows, weight, hidden: int, cols: int, lanes: int, n_rows: int, init, name: str):
+def _product(acc_out, rows, weight, hidden: int, cols: int, lanes: int, n_rows: int, init, name: str,
+             panel=None):
     """For each of ``n_rows`` rows ``r`` and ``j < cols``: ``acc_out(r, j,
     value)`` stores ``init(r, j) + sum_k rows(r, k) * weight(k, j)`` (``k < hidden``). A block
     of columns at a time, ``BLOCK_VECTORS`` vector accumulators over the rows (each row of
     ``weight`` loaded once for all of them), the last block masked."""
     width = lanes * min(max(1, BLOCK_VECTORS // n_rows), -(-cols // lanes))
-    chunk = min(width, MAX_LANES)  # (a vectorized loop's lanes at most; the chunks unrolled)
+    chunk = min(width, panel or MAX_LANES)  # (a vectorized loop's lanes at most; the chunks unrolled)
     width = -(-width // chunk) * chunk
     blocks = -(-cols // width)
     jo, jc, v, k, r = (Var(f"{name}_{s}", INDEX) for s in ("jo", "jc", "v", "k", "r"))
@@ -104,7 +105,7 @@ def _recurrence(attrs, param_types, out_type, name: str) -> PrimFunc:
     Y = _buffer(f"{name}_y", fields[0])
     HL = _buffer(f"{name}_h", fields[1])
     CL = _buffer(f"{name}_c", fields[2]) if lstm else None
-    dirs, hidden = int(RT.shape[0].value), int(RT.shape[1].value)
+    dirs, hidden = int(RT.shape[0].value), int(RT.shape[-2].value)
     seq_len, batch = XW.shape[0], XW.shape[1]
     n_acts = len(attrs["acts"]) // dirs
     # a task steps through ROWS batch rows together (their products share each load of the
@@ -142,6 +143,7 @@ def _direction(attrs, d: int, reverse: bool, b0, n_rows: int, hidden: int, seq_l
                XW, H0, C0, RT, RB, LENS, Y, HL, CL):
     """Direction ``d``'s loop over the steps of the ``n_rows`` batch rows from ``b0``."""
     cell = attrs["cell"]
+    panel = int(RT.shape[3].value) if RT.ndim == 4 else None  # (the weights in panels of columns)
     lstm, gru = cell == "LSTM", cell == "GRU"
     gh = GATES[cell] * hidden
     clip = float(attrs["clip"] or 0.0)
@@ -157,6 +159,8 @@ def _direction(attrs, d: int, reverse: bool, b0, n_rows: int, hidden: int, seq_l
         return Load(XW, (tt, b0 + row, j + d * gh))
 
     def weight(col0):
+        if panel:  # (a block's chunks are whole panels: j // panel and j % panel simplify away)
+            return lambda k, j: Load(RT, (_i(d), (j + col0) // panel, k, (j + col0) % panel))
         return lambda k, j: Load(RT, (_i(d), k, j + col0))
 
     def rb(j):
@@ -170,7 +174,7 @@ def _direction(attrs, d: int, reverse: bool, b0, n_rows: int, hidden: int, seq_l
     cols = 2 * hidden if gru and not lbr else gh
     products = [_product(lambda row, j, val: Store(pre, val, (row, j)), lambda row, k: state(HL, row, k), weight(0),
                          hidden, cols, lanes, n_rows,
-                         (lambda row, j: rb(j)) if gru else (lambda row, j: xw(row, j) + rb(j)), f"hr{d}")]
+                         (lambda row, j: rb(j)) if gru else (lambda row, j: xw(row, j) + rb(j)), f"hr{d}", panel)]
     rh = None
     if gru and not lbr:
         # rh[u] = r[u] * h[u], then pre[2H + j] = (rh @ rt[:, 2H:])[j] + rb[2H + j]
@@ -181,7 +185,7 @@ def _direction(attrs, d: int, reverse: bool, b0, n_rows: int, hidden: int, seq_l
                             _vectors(u, hidden, lanes, Store(rh, r_gate * state(HL, r, u), (r, u)))))
         products.append(_product(lambda row, j, val: Store(pre, val, (row, j + 2 * hidden)),
                                  lambda row, k: Load(rh, (row, k)), weight(2 * hidden), hidden, hidden, lanes, n_rows,
-                                 lambda row, j: rb(j + 2 * hidden), f"rh{d}"))
+                                 lambda row, j: rb(j + 2 * hidden), f"rh{d}", panel))
 
     def g(k):  # gate k's input at row r, unit u
         return Load(pre, (r, u + k * hidden))
