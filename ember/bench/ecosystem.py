@@ -175,20 +175,26 @@ def timm_model(name: str):
     return m
 
 
-def _timm(name: str) -> Callable[[str], str]:
-    def build(out: str) -> str:
-        path = os.path.join(out, f"{name}.onnx")
-        if not os.path.exists(path):
-            import torch
-            from timm.utils.onnx import onnx_export
+def _built(out: str, file: str, make: Callable[[str], None]) -> str:
+    """``out/file``, made first by ``make(path)`` where it is not there (into a temporary name,
+    renamed whole: an export killed halfway leaves no file behind)."""
+    path = os.path.join(out, file)
+    if not os.path.exists(path):
+        os.makedirs(out, exist_ok=True)
+        make(path + ".tmp.onnx")
+        os.replace(path + ".tmp.onnx", path)
+    return path
 
-            os.makedirs(out, exist_ok=True)
-            with torch.no_grad():
-                onnx_export(timm_model(name), path + ".tmp.onnx", example_input=torch.randn(2, 3, 224, 224),
-                            check=False, batch_size=2, input_size=(3, 224, 224), opset=17)
-            os.replace(path + ".tmp.onnx", path)
-        return path
-    return build
+
+def _timm(name: str) -> Callable[[str], str]:
+    def make(path: str) -> None:
+        import torch
+        from timm.utils.onnx import onnx_export
+
+        with torch.no_grad():
+            onnx_export(timm_model(name), path, example_input=torch.randn(2, 3, 224, 224),
+                        check=False, batch_size=2, input_size=(3, 224, 224), opset=17)
+    return lambda out: _built(out, f"{name}.onnx", make)
 
 
 # -- ultralytics --------------------------------------------------------------------------------------
@@ -271,25 +277,19 @@ def _calibration(path: str):
 # -- the TorchScript exporter -------------------------------------------------------------------------------
 
 def _torchscript(name: str) -> Callable[[str], str]:
-    def build(out: str) -> str:
-        path = os.path.join(out, f"{name}.onnx")
-        if not os.path.exists(path):
-            import torch
+    def make(path: str) -> None:
+        import torch
 
-            from .zoo import ZOO, build_model
+        from .zoo import ZOO, build_model
 
-            spec = ZOO[name]
-            ex = spec.example(batch=2)
-            names = list(ex) if spec.kind != "text" or spec.mask else ["input_ids"]
-            axes = {n: ({0: "batch"} if spec.kind == "vision" else {0: "batch", 1: "seq"}) for n in names}
-            os.makedirs(out, exist_ok=True)
-            with torch.no_grad():
-                torch.onnx.export(build_model(name), tuple(torch.from_numpy(ex[n]) for n in names), path + ".tmp",
-                                  dynamo=False, input_names=names, output_names=["y"], dynamic_axes=axes,
-                                  opset_version=17)
-            os.replace(path + ".tmp", path)
-        return path
-    return build
+        spec = ZOO[name]
+        ex = spec.example(batch=2)
+        names = list(ex) if spec.kind != "text" or spec.mask else ["input_ids"]
+        axes = {n: ({0: "batch"} if spec.kind == "vision" else {0: "batch", 1: "seq"}) for n in names}
+        with torch.no_grad():
+            torch.onnx.export(build_model(name), tuple(torch.from_numpy(ex[n]) for n in names), path,
+                              dynamo=False, input_names=names, output_names=["y"], dynamic_axes=axes, opset_version=17)
+    return lambda out: _built(out, f"{name}.onnx", make)
 
 
 def _rnn_model(kind: str):
@@ -312,19 +312,13 @@ def _rnn_model(kind: str):
 
 
 def _torchscript_rnn(kind: str) -> Callable[[str], str]:
-    def build(out: str) -> str:
-        path = os.path.join(out, f"{kind}.onnx")
-        if not os.path.exists(path):
-            import torch
+    def make(path: str) -> None:
+        import torch
 
-            os.makedirs(out, exist_ok=True)
-            with torch.no_grad():
-                torch.onnx.export(_rnn_model(kind), (torch.zeros(2, 50, 64),), path + ".tmp", dynamo=False,
-                                  input_names=["x"], output_names=["y"], dynamic_axes={"x": {0: "batch", 1: "seq"}},
-                                  opset_version=17)
-            os.replace(path + ".tmp", path)
-        return path
-    return build
+        with torch.no_grad():
+            torch.onnx.export(_rnn_model(kind), (torch.zeros(2, 50, 64),), path, dynamo=False, input_names=["x"],
+                              output_names=["y"], dynamic_axes={"x": {0: "batch", 1: "seq"}}, opset_version=17)
+    return lambda out: _built(out, f"{kind}.onnx", make)
 
 
 def _zoo_torch(name: str):
