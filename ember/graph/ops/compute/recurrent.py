@@ -3,12 +3,15 @@ as one loop program.
 
 Each step's state depends on the step before, which no tensor computation expresses; unrolled
 into the graph, a 512-step LSTM was ~15 nodes a step, 12 s to compile and ~5 us a step to run
-(two kernel calls each). Here the steps are a loop inside one kernel: per batch row (the rows
-are independent: in parallel), for each step,
+(two kernel calls each). Here the steps are a loop inside one kernel. The batch rows (and the
+directions) are independent: tasks run in parallel, each a direction's block of ``ROWS`` rows,
+or a row alone past the last whole block, stepping through the sequence; for each step,
 
 - ``pre = xw[t] + h @ rt + rb`` (the gates' inputs; a GRU keeps ``h @ rt + rb`` apart, which
-  its reset gate scales), computed a block of columns at a time into vector accumulators,
-  each step of the sum one multiply-add of a block row of ``rt`` by a broadcast ``h[k]``;
+  its reset gate scales), a block of columns at a time into ``BLOCK_VECTORS`` vector
+  accumulators over the block's rows, each step of the sum one multiply-add per accumulator of
+  a row of ``rt``'s block (loaded once for the rows) by a broadcast ``h[k]``; ``rt`` in panels
+  of columns (:mod:`..recurrent`) makes each block's rows one contiguous run;
 - the gates, a vector of hidden units at a time, the state updated in place (``h`` and ``c``
   live in the outputs ``last h`` and ``last c``, and each unit reads only its own), and ``y[t]``
   written.
@@ -55,7 +58,8 @@ def _product(acc_out, rows, weight, hidden: int, cols: int, lanes: int, n_rows: 
     """For each of ``n_rows`` rows ``r`` and ``j < cols``: ``acc_out(r, j,
     value)`` stores ``init(r, j) + sum_k rows(r, k) * weight(k, j)`` (``k < hidden``). A block
     of columns at a time, ``BLOCK_VECTORS`` vector accumulators over the rows (each row of
-    ``weight`` loaded once for all of them), the last block masked."""
+    ``weight`` loaded once for all of them), the last block masked; with ``panel`` (the
+    weights in panels of that many columns) a vector chunk is one panel's row."""
     width = lanes * min(max(1, BLOCK_VECTORS // n_rows), -(-cols // lanes))
     chunk = min(width, panel or MAX_LANES)  # (a vectorized loop's lanes at most; the chunks unrolled)
     width = -(-width // chunk) * chunk
