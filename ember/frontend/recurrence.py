@@ -3,9 +3,9 @@
 A frontend hands :func:`layer` a whole layer, its weights stacked direction after direction and
 its gates in ONNX's order (LSTM: input, output, forget, cell; GRU: update, reset, hidden). The
 inputs of every step are projected at once (one matmul: ``xw``, ``(seq, batch, dirs *
-gates*hidden)``). A float32 layer without peepholes is then one ``nn.recurrence`` op
-(:mod:`ember.graph.ops.recurrent`), over a static or a symbolic length: its steps a loop in its
-kernel, its directions in parallel. Unrolled, a 512-step LSTM was thousands of nodes (12 s to
+gates*hidden)``). A layer without peepholes is then one ``nn.recurrence`` op
+(:mod:`ember.graph.ops.recurrent`; a float16 or bfloat16 one computes in float32), over a
+static or a symbolic length: its steps a loop in its kernel, its directions in parallel. Unrolled, a 512-step LSTM was thousands of nodes (12 s to
 compile) and two kernel calls a step. The others go direction by direction through
 :func:`recur`: each step a small matmul by the recurrence weights and the gates' elementwise
 ops, which fuse; over a static length the steps are unrolled, over a symbolic one the step
@@ -161,7 +161,13 @@ def layer(call: Callable, functions: dict, cells: list, x: Expr, wt: Expr, wb: O
     xw = project(call, x, wt)
     if wb is not None:
         xw = call("add", xw, wb)
-    if p is None and all(v.type.dtype == "float32" for v in (xw, rt, rb, h0, c0) if v is not None):
+    floats = ("float32", "float16", "bfloat16")
+    if p is None and all(v.type.dtype in floats for v in (xw, rt, rb, h0, c0) if v is not None):
+        # (a half-precision layer computes in float32, its results cast back: the kernel's
+        # accumulators are float32 anyway, and unrolled it was ~12 s to compile)
+        def f32(v):
+            return v if v is None or v.type.dtype == "float32" else call("cast", v, dtype="float32")
+        xw, rt, rb, h0, c0 = (f32(v) for v in (xw, rt, rb, h0, c0))
         if rb is None:
             rb = Constant(np.zeros((dirs, gh), dtype="float32"))
         hidden = cell.hidden
@@ -170,7 +176,12 @@ def layer(call: Callable, functions: dict, cells: list, x: Expr, wt: Expr, wb: O
         args = [xw, h0] + ([c0] if cell.op == "LSTM" else []) + [rt, rb] + ([lens] if lens is not None else [])
         r = call("nn.recurrence", *args, cell=cell.op, acts=tuple(a for c in cells for a in c.acts),
                  clip=float(cell.clip or 0.0), linear_before_reset=bool(cell.linear_before_reset), direction=direction)
-        return TupleGetItem(r, 0), TupleGetItem(r, 1), (TupleGetItem(r, 2) if cell.op == "LSTM" else None)
+        dtype = x.type.dtype
+
+        def back(k):
+            v = TupleGetItem(r, k)
+            return v if dtype == "float32" else call("cast", v, dtype=dtype)
+        return back(0), back(1), (back(2) if cell.op == "LSTM" else None)
     seq, batch, hidden = x.type.shape[0], x.type.shape[1], cell.hidden
 
     def take(v, d, shape):

@@ -18,7 +18,7 @@ GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
 
 
 def _model(op, seq, batch, inp, hidden, direction="forward", layout=0, lens=None, peep=False, symbolic=False,
-           states=False, **attrs):
+           states=False, half=False, **attrs):
     dirs = 2 if direction == "bidirectional" else 1
     g = GATES[op]
     w = RNG.standard_normal((dirs, g * hidden, inp)).astype(np.float32) * 0.5
@@ -44,8 +44,12 @@ def _model(op, seq, batch, inp, hidden, direction="forward", layout=0, lens=None
     declared = tuple("seq" if d == seq and symbolic else d for d in xshape)
     if symbolic and lens is None and not states:
         declared = tuple("batch" if d == batch else d for d in declared)
-    graph = h.make_graph([node], "r", [h.make_tensor_value_info("X", T.FLOAT, declared)],
-                         [h.make_tensor_value_info(o, T.FLOAT, None) for o in outs], inits)
+    elem = T.FLOAT16 if half else T.FLOAT
+    if half:  # (a float16 file: its weights and states too)
+        inits = [numpy_helper.from_array(numpy_helper.to_array(i).astype(np.float16), i.name)
+                 if i.data_type == T.FLOAT else i for i in inits]
+    graph = h.make_graph([node], "r", [h.make_tensor_value_info("X", elem, declared)],
+                         [h.make_tensor_value_info(o, elem, None) for o in outs], inits)
     return h.make_model(graph, opset_imports=[h.make_opsetid("", 22)]), xshape
 
 
@@ -70,7 +74,8 @@ def _spec(model, x):
     """The ONNX spec of RNN/GRU/LSTM in numpy."""
     node = model.graph.node[0]
     a = {at.name: h.get_attribute_value(at) for at in node.attribute}
-    w = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    w = {t.name: numpy_helper.to_array(t).astype(np.float32) if t.data_type == T.FLOAT16 else numpy_helper.to_array(t)
+         for t in model.graph.initializer}
     op, hid = node.op_type, a["hidden_size"]
     direction = a.get("direction", b"forward").decode()
     dirs = 2 if direction == "bidirectional" else 1
@@ -151,6 +156,17 @@ def test_recurrent_layers_match_the_spec(op, kw):
     for g, w in zip(got, want):
         assert g.shape == w.shape
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("op, kw", [("LSTM", dict(direction="bidirectional")), ("GRU", dict(states=True))])
+def test_a_float16_layer_computes_in_float32(op, kw):
+    model, xshape = _model(op, 6, 2, 4, 32, half=True, **kw)
+    assert "nn.recurrence(" in str(from_onnx(model))
+    x = RNG.standard_normal(xshape).astype(np.float16)
+    got = ember.compile(model).run(x)
+    for g, w in zip(got, _spec(model, x.astype(np.float32))):
+        assert g.dtype == np.float16 and g.shape == w.shape
+        np.testing.assert_allclose(g.astype(np.float32), w, rtol=1e-2, atol=2e-3)
 
 
 @pytest.mark.parametrize("op, kw", CASES)
