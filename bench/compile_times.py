@@ -92,10 +92,12 @@ def model_paths(names: list) -> list:
         else:
             from ember.bench import zoo
 
+            name = name[4:] if name.startswith("zoo/") else name  # (zoo/resnet50: the zoo's, not the light one)
             if name not in zoo.ZOO:
                 raise SystemExit(f"no model {name!r}: the light models are {', '.join(LIGHT)}; the zoo has "
                                  f"{', '.join(zoo.ZOO)}")
-            out.append((name, zoo.export(name, os.path.join(os.path.expanduser("~"), ".cache", "ember", "zoo"))))
+            out.append((f"zoo/{name}" if name in LIGHT else name,
+                        zoo.export(name, os.path.join(os.path.expanduser("~"), ".cache", "ember", "zoo"))))
     return out
 
 
@@ -115,7 +117,8 @@ def measure(name: str, path: str, rounds: int) -> dict:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("models", nargs="*", help="light or zoo model names (default: the light nine and the zoo)")
+    p.add_argument("models", nargs="*", help="light or zoo model names, zoo/NAME for the zoo's where a light model has the "
+                   "name (default: the light nine and the zoo)")
     p.add_argument("--light-only", action="store_true", help="only the nine light models")
     p.add_argument("--rounds", type=int, default=1, help="fresh processes per figure (median; default 1)")
     p.add_argument("--json", help="also write the rows here")
@@ -127,7 +130,7 @@ def main(argv=None) -> int:
             try:
                 from ember.bench import zoo
 
-                names += list(zoo.ZOO)
+                names += [f"zoo/{n}" if n in LIGHT else n for n in zoo.ZOO]
             except ImportError:
                 print("(the zoo needs torch, torchvision and transformers: light models only)", file=sys.stderr)
     rows = []

@@ -146,7 +146,8 @@ def _fill(paths: list, cache: str) -> None:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    p.add_argument("models", nargs="*", help="light or zoo model names (default: the light nine and the zoo)")
+    p.add_argument("models", nargs="*", help="light or zoo model names, zoo/NAME for the zoo's where a light model has the "
+                   "name (default: the light nine and the zoo)")
     p.add_argument("--onnx", action="append", default=[], help="an ONNX file to add (repeatable)")
     p.add_argument("--arch", default="", help="comma-separated architectures of bench/arch_sweep.py to add")
     p.add_argument("--no-others", action="store_true", help="skip the 'others cached' figure (no cache fills)")
@@ -160,7 +161,7 @@ def main(argv=None) -> int:
         try:
             from ember.bench import zoo
 
-            names += list(zoo.ZOO)
+            names += [f"zoo/{n}" if n in LIGHT else n for n in zoo.ZOO]
         except ImportError:
             print("(the zoo needs torch, torchvision and transformers: light models only)", file=sys.stderr)
     paths = model_paths(names) + [(os.path.splitext(os.path.basename(x))[0], x) for x in a.onnx]
