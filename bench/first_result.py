@@ -170,7 +170,7 @@ def main(argv=None) -> int:
     work = tempfile.mkdtemp(prefix="ember-first-result-")
     rows = []
     try:
-        feeds = {name: _feeds(path, os.path.join(work, f"{name}.npz")) for name, path in paths}
+        feeds = {name: _feeds(path, os.path.join(work, name.replace("/", "_") + ".npz")) for name, path in paths}
         halves = [paths[0::2], paths[1::2]]
         filled = []
         if not a.no_others:
