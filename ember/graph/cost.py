@@ -53,6 +53,11 @@ def call_flops(call: Call):
         return _prod(2 * g, base, per)
     if op in ("nn.dense", "nn.matmul", "nn.matmul_packed", "nn.matmul_nbits", "nn.matmul_nbits_packed"):
         return _prod(2 * g, out, ins[0].shape[-1])
+    if op == "nn.recurrence":
+        # per gate input of each step (xw's elements): a product by the state, hidden long (rt
+        # follows the states: (dirs, [panels,] hidden, ...)), then ~5 for its gate
+        hidden = ins[3 if call.attr("cell") == "LSTM" else 2].shape[-2]
+        return _prod(_numel(ins[0]), 2 * hidden + 5)
     if op.startswith(("nn.max_pool", "nn.avg_pool", "nn.lp_pool")):
         return _prod(out, math.prod(int(k) for k in call.attr("pool_size")))
     if op.startswith(("nn.global_", "nn.lrn")):

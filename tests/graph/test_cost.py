@@ -30,3 +30,19 @@ def test_dense_pool_elementwise_and_data_movement():
     assert call_flops(typed("transpose", y, axes=(0, 2, 3, 1))) == 0
     f = infer_types(Function([y], Call("nn.relu", [Call("exp", [y])])))
     assert function_flops(f) == 128 + 4 * 128
+
+
+def test_a_recurrence_counts_each_steps_product_and_gates():
+    from ember.frontend.recurrence import SIGMOID, TANH
+
+    xw = Var("xw", TensorType((10, 2, 2 * 288), "float32"))  # a bidirectional GRU of 96: 288 gate inputs
+    h = Var("h", TensorType((2, 2, 96), "float32"))
+    r = typed("nn.recurrence", xw, h, const(np.zeros((2, 96, 288), "float32")), const(np.zeros((2, 288), "float32")),
+              cell="GRU", acts=(SIGMOID, TANH) * 2, direction="bidirectional")
+    assert call_flops(r) == 10 * 2 * 2 * 288 * (2 * 96 + 5)
+    # an LSTM's weights in panels: the same work
+    xl, hl = Var("xw", TensorType((7, 1, 512), "float32")), Var("h", TensorType((1, 1, 128), "float32"))
+    c = Var("c", TensorType((1, 1, 128), "float32"))
+    r = typed("nn.recurrence", xl, hl, c, const(np.zeros((1, 16, 128, 32), "float32")), const(np.zeros((1, 512), "float32")),
+              cell="LSTM", acts=(SIGMOID, TANH, TANH))
+    assert call_flops(r) == 7 * 512 * (2 * 128 + 5)
