@@ -116,9 +116,11 @@ def _recurrence(attrs, param_types, out_type, name: str) -> PrimFunc:
     # weights), the rows past the last whole block one at a time (a row alone keeps all the
     # accumulators on its columns: a symbolic batch of one at 2 of 8 ran 1.7x slower)
     static = batch.value if isinstance(batch, IntImm) else None
-    blocks = _i(static // ROWS) if static is not None else batch // ROWS
-    singles = _i(static % ROWS) if static is not None else batch - blocks * ROWS
-    per_dir = blocks + singles if static is None else _i(static // ROWS + static % ROWS)
+    if static is not None:
+        blocks, per_dir = _i(static // ROWS), _i(static // ROWS + static % ROWS)
+    else:
+        blocks = batch // ROWS
+        per_dir = blocks + (batch - blocks * ROWS)  # (the whole blocks, then the rows left alone)
     task = Var("task", INDEX)
     lanes = vector_lanes(None, F32)
     bodies = []
