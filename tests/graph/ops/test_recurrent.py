@@ -99,6 +99,10 @@ CASES = [  # cell, seq, batch, hidden, attributes
     ("LSTM", 4, 6, 32, dict(panel=32, direction="bidirectional")),
     ("GRU", 5, 3, 32, dict(panel=32)),  # (its hidden gate's product from column 64: panels 2 on)
     ("GRU", 5, 1, 96, dict(panel=32, linear_before_reset=True)),
+    # weights past 1 MB: each step's products and gates in parallel
+    ("LSTM", 3, 2, 272, {}),
+    ("GRU", 3, 1, 320, dict(panel=32)),  # (its second product, after the reset gate, in parallel too)
+    ("RNN", 3, 2, 520, dict(direction="bidirectional", lens=False)),
 ]
 
 

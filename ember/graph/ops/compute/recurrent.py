@@ -19,6 +19,10 @@ or a row alone past the last whole block, stepping through the sequence; for eac
 A GRU without ``linear_before_reset`` multiplies ``(r * h)`` by its hidden gate's weights: a
 second product, after the reset gate, into the same accumulators.
 
+Weights past the L2 (``WIDE_BYTES``: an LSTM of 1024 reads 16 MB a step) turn it around: each
+step's products run in parallel over blocks of columns and its gates over units (a fork and
+join a step), the tasks one after the other, a static batch of fewer than ``ROWS`` rows one task.
+
 The activations are the elementwise ops' own element functions
 (:data:`.elementwise.SCALAR`), applied along each activation's chain of steps.
 """
@@ -39,6 +43,7 @@ BLOCK_VECTORS = 8  # accumulators of a block of the product's columns (8 vector 
 MAX_LANES = 64  # (what ember.loop.passes.vectorize takes)
 STACK_PRE = 16 << 10  # the gates' inputs of a task's rows, on the stack up to this many floats
 ROWS = 4  # batch rows a task steps through together
+WIDE_BYTES = 1 << 20  # a direction's weights past this many bytes: each step in parallel
 
 
 def activation(act: tuple, x):
@@ -54,7 +59,7 @@ def _i(v: int) -> IntImm:
 
 
 def _product(acc_out, rows, weight, hidden: int, cols: int, lanes: int, n_rows: int, init, name: str,
-             panel=None):
+             panel=None, kind: str = "serial"):
     """For each of ``n_rows`` rows ``r`` and ``j < cols``: ``acc_out(r, j,
     value)`` stores ``init(r, j) + sum_k rows(r, k) * weight(k, j)`` (``k < hidden``). A block
     of columns at a time, ``BLOCK_VECTORS`` vector accumulators over the rows (each row of
@@ -79,10 +84,10 @@ def _product(acc_out, rows, weight, hidden: int, cols: int, lanes: int, n_rows: 
     step = over_block(Store(acc, Load(acc, (r, at)) + rows(r, k) * weight(k, j), (r, at)))
     end = over_block(acc_out(r, j, Load(acc, (r, at))))
     body = Allocate(acc, seq(start, For(k, _i(0), _i(hidden), "serial", step), end))
-    return For(jo, _i(0), _i(blocks), "serial", body)
+    return For(jo, _i(0), _i(blocks), kind, body)
 
 
-def _vectors(var: Var, extent: int, lanes: int, body):
+def _vectors(var: Var, extent: int, lanes: int, body, kind: str = "serial"):
     """``for var in range(extent): body``, two vectors of lanes at a time (the last masked)."""
     from ....loop.visit import substitute
 
@@ -92,7 +97,7 @@ def _vectors(var: Var, extent: int, lanes: int, body):
     if n * vec != extent:
         body = IfThenElse(var < extent, body)
     body = substitute(body, {var: outer * vec + inner})
-    return For(outer, _i(0), _i(n), "serial", For(inner, _i(0), _i(vec), "vectorized", body))
+    return For(outer, _i(0), _i(n), kind, For(inner, _i(0), _i(vec), "vectorized", body))
 
 
 def _recurrence(attrs, param_types, out_type, name: str) -> PrimFunc:
@@ -115,12 +120,17 @@ def _recurrence(attrs, param_types, out_type, name: str) -> PrimFunc:
     # a task steps through ROWS batch rows together (their products share each load of the
     # weights), the rows past the last whole block one at a time (a row alone keeps all the
     # accumulators on its columns: a symbolic batch of one at 2 of 8 ran 1.7x slower)
+    # weights past the L2 (a step streams them from the L3 or memory): each step's product and
+    # gates in parallel over columns and units instead, the tasks one after the other and a
+    # static batch of fewer than ROWS rows one task (each weight read once a step for all)
+    wide = hidden * GATES[cell] * hidden * 4 > WIDE_BYTES
     static = batch.value if isinstance(batch, IntImm) else None
+    n_rows = min(ROWS, static) if wide and static else ROWS
     if static is not None:
-        blocks, per_dir = _i(static // ROWS), _i(static // ROWS + static % ROWS)
+        blocks, per_dir = _i(static // n_rows), _i(static // n_rows + static % n_rows)
     else:
-        blocks = batch // ROWS
-        per_dir = blocks + (batch - blocks * ROWS)  # (the whole blocks, then the rows left alone)
+        blocks = batch // n_rows
+        per_dir = blocks + (batch - blocks * n_rows)  # (the whole blocks, then the rows left alone)
     task = Var("task", INDEX)
     lanes = vector_lanes(None, F32)
     bodies = []
@@ -130,25 +140,27 @@ def _recurrence(attrs, param_types, out_type, name: str) -> PrimFunc:
 
         def rows(b0, n):
             return _direction(attrs, d, reverse, b0, n, hidden, seq_len, lanes, attrs["acts"][d * n_acts:(d + 1) * n_acts],
-                              XW, H0, C0, RT, RB, LENS, Y, HL, CL)
-        if static is not None and static % ROWS == 0:
-            bodies.append(rows(local * ROWS, ROWS))
-        elif static is not None and static < ROWS:
+                              XW, H0, C0, RT, RB, LENS, Y, HL, CL, wide)
+        if static is not None and static % n_rows == 0:
+            bodies.append(rows(local * n_rows, n_rows))
+        elif static is not None and static < n_rows:
             bodies.append(rows(local, 1))
         else:
-            bodies.append(IfThenElse(local < blocks, rows(local * ROWS, ROWS), rows(blocks * (ROWS - 1) + local, 1)))
+            bodies.append(IfThenElse(local < blocks, rows(local * n_rows, n_rows), rows(blocks * (n_rows - 1) + local, 1)))
     body = bodies[0] if dirs == 1 else IfThenElse(task < per_dir, bodies[0], bodies[1])
     one = dirs == 1 and static == 1
     # (the rows of every direction are independent: a bidirectional layer's two run at once)
-    body = For(task, _i(0), per_dir * dirs, "serial" if one else "parallel", body)
+    body = For(task, _i(0), per_dir * dirs, "serial" if one or wide else "parallel", body)
     bufs = tuple(params) + (Y, HL) + ((CL,) if lstm else ())
     return PrimFunc(name, bufs + _size_params(bufs), body)
 
 
 def _direction(attrs, d: int, reverse: bool, b0, n_rows: int, hidden: int, seq_len, lanes: int, acts: tuple,
-               XW, H0, C0, RT, RB, LENS, Y, HL, CL):
-    """Direction ``d``'s loop over the steps of the ``n_rows`` batch rows from ``b0``."""
+               XW, H0, C0, RT, RB, LENS, Y, HL, CL, wide: bool = False):
+    """Direction ``d``'s loop over the steps of the ``n_rows`` batch rows from ``b0`` (``wide``:
+    each step's products and gates in parallel)."""
     cell = attrs["cell"]
+    kind = "parallel" if wide else "serial"
     panel = int(RT.shape[3].value) if RT.ndim == 4 else None  # (the weights in panels of columns)
     lstm, gru = cell == "LSTM", cell == "GRU"
     gh = GATES[cell] * hidden
@@ -180,7 +192,8 @@ def _direction(attrs, d: int, reverse: bool, b0, n_rows: int, hidden: int, seq_l
     cols = 2 * hidden if gru and not lbr else gh
     products = [_product(lambda row, j, val: Store(pre, val, (row, j)), lambda row, k: state(HL, row, k), weight(0),
                          hidden, cols, lanes, n_rows,
-                         (lambda row, j: rb(j)) if gru else (lambda row, j: xw(row, j) + rb(j)), f"hr{d}", panel)]
+                         (lambda row, j: rb(j)) if gru else (lambda row, j: xw(row, j) + rb(j)), f"hr{d}", panel,
+                         kind)]
     rh = None
     if gru and not lbr:
         # rh[u] = r[u] * h[u], then pre[2H + j] = (rh @ rt[:, 2H:])[j] + rb[2H + j]
@@ -188,10 +201,10 @@ def _direction(attrs, d: int, reverse: bool, b0, n_rows: int, hidden: int, seq_l
                     scope="local" if n_rows * hidden <= STACK_PRE else "global")
         r_gate = activation(acts[0], clipped(xw(r, u + hidden) + Load(pre, (r, u + hidden))))
         products.append(For(r, _i(0), _i(n_rows), "serial",
-                            _vectors(u, hidden, lanes, Store(rh, r_gate * state(HL, r, u), (r, u)))))
+                            _vectors(u, hidden, lanes, Store(rh, r_gate * state(HL, r, u), (r, u)), kind)))
         products.append(_product(lambda row, j, val: Store(pre, val, (row, j + 2 * hidden)),
                                  lambda row, k: Load(rh, (row, k)), weight(2 * hidden), hidden, hidden, lanes, n_rows,
-                                 lambda row, j: rb(j + 2 * hidden), f"rh{d}", panel))
+                                 lambda row, j: rb(j + 2 * hidden), f"rh{d}", panel, kind))
 
     def g(k):  # gate k's input at row r, unit u
         return Load(pre, (r, u + k * hidden))
@@ -226,18 +239,19 @@ def _direction(attrs, d: int, reverse: bool, b0, n_rows: int, hidden: int, seq_l
         # (the new c kept in the input gate's place until h is made of it: a frozen row's c stays)
         gates = _vectors(u, hidden, lanes, seq(Store(pre, c_new, (r, u)),
                                                keep(HL, o_g * activation(acts[2], Load(pre, (r, u)))),
-                                               keep(CL, Load(pre, (r, u))), out()))
+                                               keep(CL, Load(pre, (r, u))), out()), kind)
     else:
-        gates = _vectors(u, hidden, lanes, seq(keep(HL, h_new), out()))
+        gates = _vectors(u, hidden, lanes, seq(keep(HL, h_new), out()), kind)
     step = seq(*products, For(r, _i(0), _i(n_rows), "serial", gates))
-    for buf in (rh, pre):
-        if buf is not None:
-            step = Allocate(buf, step)
     k = Var(f"k{d}", INDEX)
     copy = [_vectors(k, hidden, lanes, Store(HL, Load(H0, (_i(d), b0 + r, k)), (_i(d), b0 + r, k)))]
     if lstm:
         copy.append(_vectors(k, hidden, lanes, Store(CL, Load(C0, (_i(d), b0 + r, k)), (_i(d), b0 + r, k))))
-    return seq(For(r, _i(0), _i(n_rows), "serial", seq(*copy)), For(t, _i(0), seq_len, "serial", step))
+    body = seq(For(r, _i(0), _i(n_rows), "serial", seq(*copy)), For(t, _i(0), seq_len, "serial", step))
+    for buf in (rh, pre):  # (the steps' scratch, once for them all)
+        if buf is not None:
+            body = Allocate(buf, body)
+    return body
 
 
 set_kernel("nn.recurrence", _recurrence)
