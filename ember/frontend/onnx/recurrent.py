@@ -1,6 +1,6 @@
 """Converters of ONNX's recurrent layers (RNN, GRU, LSTM): one layer, every direction, is
-:func:`ember.frontend.recurrence.layer` (one ``nn.recurrence`` op, or where it has peepholes
-or is not float32, the steps unrolled over a static length and scanned over a symbolic one).
+:func:`ember.frontend.recurrence.layer` (one ``nn.recurrence`` op; with peepholes, the steps
+unrolled over a static length and scanned over a symbolic one).
 
 Every attribute of the ops is read: direction (forward, reverse, bidirectional), layout (seq-
 or batch-major), activations with their alpha/beta, clip, GRU's linear_before_reset, LSTM's
