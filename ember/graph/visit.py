@@ -47,21 +47,30 @@ def post_order(root: Root) -> list:
 
     For a Module, its functions in name order (sharing nodes between them is allowed).
     """
+    # (the hottest loop of a compile -- thousands of traversals of a model's graph and its
+    # groups: locals bound, a node's operands read inline, a None on the stack marking that
+    # the node below it has its operands done)
     seen: set[int] = set()  # ids are safe: ``root`` keeps every node alive meanwhile
     out: list = []
+    add, done = seen.add, out.append
     for r in _roots(root):
-        stack = [(r, False)]
+        stack = [r]
+        pop, push = stack.pop, stack.append
         while stack:
-            n, expanded = stack.pop()
-            if expanded:
-                out.append(n)
+            n = pop()
+            if n is None:
+                done(pop())
                 continue
             if id(n) in seen:
                 continue
-            seen.add(id(n))
-            stack.append((n, True))
+            add(id(n))
+            push(n)
+            push(None)
             # in a DAG a seen child is already finished (it cannot be an ancestor), so skip it
-            stack.extend((c, False) for c in reversed(children(n)) if id(c) not in seen)
+            kids = n.args if type(n) is Call else children(n)
+            for c in reversed(kids):
+                if id(c) not in seen:
+                    push(c)
     return out
 
 
@@ -73,12 +82,20 @@ def walk(root: Root, fn: Callable[[Expr], None]) -> None:
 
 def rebuild(n: Expr, new: Callable[[Expr], Expr]) -> Expr:
     """``n`` with its operands replaced by their rewritten versions (``n`` itself if none changed)."""
-    kids = children(n)
+    kids = n.args if type(n) is Call else children(n)
     if not kids:
         return n
-    nk = tuple(new(c) for c in kids)
-    if all(a is b for a, b in zip(nk, kids)):
+    return _with_operands(n, kids, [new(c) for c in kids])
+
+
+def _with_operands(n: Expr, kids: tuple, nk: list) -> Expr:
+    """``n`` with operands ``nk`` in place of ``kids`` (``n`` itself if they are the same)."""
+    for a, b in zip(nk, kids):
+        if a is not b:
+            break
+    else:
         return n
+    nk = tuple(nk)
     if isinstance(n, Call):
         return n.replace(args=nk)
     if isinstance(n, Tuple):
@@ -106,7 +123,8 @@ def rewrite(root: Root, fn: Callable[..., Optional[Expr]], original: bool = Fals
     memo: dict[int, Expr] = {}
     get = lambda c: memo[id(c)]  # noqa: E731 - operands are always rewritten first
     for n in post_order(root):
-        m = rebuild(n, get)
+        kids = n.args if type(n) is Call else children(n)  # (rebuild, inline: every node of every pass)
+        m = _with_operands(n, kids, [memo[id(c)] for c in kids]) if kids else n
         out = fn(m, n, get) if original else fn(m)
         if out is not None and not isinstance(out, Expr):
             raise TypeError(f"rewrite: the function returned {out!r} ({type(out).__name__}) for "

@@ -87,11 +87,22 @@ def numpy_dtype(dtype: str) -> np.dtype:
     return np.dtype(e)
 
 
+_FROM_NUMPY: dict = {}  # (numpy's dtype.name is slow, and a compile asks ~20k times)
+
+
 def from_numpy(dt) -> str:
-    dt = np.dtype(dt)
-    name = "bfloat16" if dt.name == "bfloat16" else dt.name
+    try:
+        return _FROM_NUMPY[dt]
+    except (KeyError, TypeError):  # (TypeError: an unhashable dtype-like)
+        pass
+    d = np.dtype(dt)
+    name = d.name
     if name not in SCALAR_TYPES:
-        raise DTypeError(f"numpy dtype {dt} has no Ember equivalent")
+        raise DTypeError(f"numpy dtype {d} has no Ember equivalent")
+    try:
+        _FROM_NUMPY[dt] = name
+    except TypeError:
+        pass
     return name
 
 
