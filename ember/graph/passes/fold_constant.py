@@ -10,7 +10,9 @@ Three kinds of folding, cheapest first:
   by Ember itself*: the constant subgraphs' results are gathered into one list, which the
   pass context's evaluator computes (:func:`ember.compiler.fold.evaluate_constants`: one
   function with no inputs, compiled with folding disabled and run once). One build for the
-  whole pass; numpy never computes a model value.
+  whole pass; numpy never computes a model value. A value that is only another's bytes
+  relabelled (a reshape of it; a per-channel vector blocked into whole channel blocks) is
+  a view of that one's result, not computed by a kernel of its own.
 
 Every value is checked against the compile's memory limit (:mod:`ember.graph.limits`) before
 it is made: a ``constant_of_shape`` of 2^50 elements is a ResourceError naming the node, not
@@ -85,9 +87,34 @@ def fold_expr(body, ctx: PassContext):
     # the values to compute: constant calls read by something that is not a constant call
     frontier = [n for n in post_order(body) if n in const and
                 (n is body or any(r not in const for r in readers.get(n, ())) or uses[n] == 0)]
-    values = evaluate(frontier, ctx)
-    mapping = dict(zip(frontier, values))
+    # a value that is another's bytes relabelled (a reshape, a per-channel vector in the blocked
+    # layout: DenseNet-121's 426 blocked batch-norm scales and shifts) is a view of that one's
+    # result: computed once, not copied by a kernel of its own
+    inner = {n: _relabelled(n) for n in frontier}
+    todo = [e for e in dict.fromkeys(inner.values()) if not isinstance(e, Constant)]
+    values = dict(zip(todo, evaluate(todo, ctx)) if todo else ())
+    values.update((e, e) for e in inner.values() if isinstance(e, Constant))
+    mapping = {n: Constant.adopt(values[inner[n]].value.reshape(n.type.shape)) if inner[n] is not n else values[n]
+               for n in frontier}
     return rewrite(body, lambda n: mapping.get(n))
+
+
+def _relabelled(n):
+    """The expression whose bytes ``n``'s are, in the same order (``n`` itself if none)."""
+    while isinstance(n, Call) and n.args and _static(n.args[0].type):
+        x = n.args[0].type
+        if n.op in _RELABEL or n.op == "block_channels" and _channels_only(x, n.attr("block")):
+            n = n.args[0]
+            continue
+        break
+    return n
+
+
+def _channels_only(x: TensorType, block) -> bool:
+    """Whether blocking ``x``'s channels by ``block`` only relabels its bytes: every other dim is
+    1 and the channels fill whole blocks (``(1, C, 1, 1)`` -> ``(1, C/b, 1, 1, b)``)."""
+    return (isinstance(block, int) and x.ndim >= 2 and x.shape[1] % block == 0
+            and all(d == 1 for i, d in enumerate(x.shape) if i != 1))
 
 
 def evaluate(exprs: list, ctx: PassContext) -> list:

@@ -1,6 +1,6 @@
 import numpy as np
 
-from ember.graph import Constant, Var, assert_structural_equal, const
+from ember.graph import Constant, Tuple, Var, assert_structural_equal, const
 from ember.graph.passes import PassContext, fold_constant
 from ember.compiler.fold import evaluate_constants
 
@@ -46,6 +46,41 @@ def test_a_shared_constant_subexpression_is_computed_once():
     after = run(module([x], call("add", call("multiply", x, c), c)))
     (m, c2) = after.main.body.args
     assert isinstance(c2, Constant) and m.args[1] is c2
+
+
+def test_relabels_of_a_computed_value_are_views_of_its_one_result(monkeypatch):
+    """A blocked per-channel vector (reshape, then block_channels into whole blocks) and a
+    reshape of a computed value are its bytes relabelled: the evaluator computes the value
+    alone, once, and both folded constants view its result."""
+    seen = []
+
+    def spy(exprs, ctx):
+        seen.append([e.op for e in exprs])
+        return evaluate_constants(exprs, ctx)
+
+    monkeypatch.setitem(FOLD, "evaluate", spy)
+    g = np.arange(1, 33, dtype="float32")
+    scale = call("sqrt", const(g))
+    blocked = call("block_channels", call("reshape", scale, newshape=(1, 32, 1, 1)), block=16)
+    flat = call("reshape", scale, newshape=(2, 16))
+    x, y = Var("x", T(1, 2, 4, 4, 16)), Var("y", T(2, 16))
+    after = run(module([x, y], Tuple([call("multiply", x, blocked), call("add", y, flat)])))
+    assert seen == [["sqrt"]]
+    b, f = after.main.body.fields[0].args[1], after.main.body.fields[1].args[1]
+    np.testing.assert_allclose(b.value.reshape(-1), np.sqrt(g), rtol=1e-6)
+    assert b.value.shape == (1, 2, 1, 1, 16) and f.value.shape == (2, 16)
+    assert np.shares_memory(b.value, f.value)
+
+
+def test_blocking_that_pads_or_moves_bytes_is_computed():
+    """Channels that do not fill the last block, or a value with other dims than the channels,
+    are not relabels: block_channels is computed (and padded with zeros)."""
+    v = np.arange(1, 21, dtype="float32")
+    blocked = call("block_channels", call("reshape", const(v), newshape=(1, 20, 1, 1)), block=16)
+    x = Var("x", T(1, 2, 1, 1, 16))
+    after = run(module([x], call("multiply", x, blocked)))
+    got = after.main.body.args[1].value
+    np.testing.assert_array_equal(got.reshape(-1), np.concatenate([v, np.zeros(12, "float32")]))
 
 
 def test_nothing_to_fold_returns_the_same_module():
