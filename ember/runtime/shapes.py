@@ -100,6 +100,11 @@ def compile_shapes(shapes: list):
     every dimension, as one Python function compiled once. A model's layout evaluates a few
     thousand dimensions per new set of sizes (each step of a decoder: its past grew), which
     walking the JSON trees took most of."""
+    if all(isinstance(d, int) for shape in shapes for d in shape):
+        # (a static program's shapes: nothing to compile -- Python's compiler took ~0.1 s of
+        # DenseNet-121's first result, a function per program and per kernel)
+        fixed = [tuple(int(d) for d in shape) for shape in shapes]
+        return lambda E: list(fixed)
     lines = ["def shapes(E):", f"    out = [None] * {len(shapes)}"]
     for k, shape in enumerate(shapes):
         dims = ", ".join(_python(d) for d in shape)

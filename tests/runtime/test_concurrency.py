@@ -67,7 +67,7 @@ def model_path(tmp_path_factory) -> str:
 
 @pytest.fixture(scope="module")
 def exe(model_path):
-    return ember.compile(model_path, name="mobilenet_like")
+    return ember.compile(model_path, name="mobilenet_like", wait=True)  # (tier 1 throughout: a tier switch mid-test changes the bits)
 
 
 @pytest.fixture(scope="module")
