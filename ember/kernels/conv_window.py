@@ -6,8 +6,10 @@ padding a copy, its strides de-interleaved. A tier-0 kernel (``ember.compiler.ti
 shared by every convolution its sizes describe, so here the window ``kh x kw``, the strides,
 the dilation and the padding may be run-time sizes: each output element sums ``data[c, y*s +
 ky*d - pad] * w[c, ky, kx]`` over the taps, a tap outside the input reading its nearest edge
-element, multiplied by zero. The plain schedule accumulates each output vector of filters in
-registers over the channels and taps (:func:`ember.compiler.tier0._accumulate`).
+element, multiplied by zero. The plain schedule accumulates a few output vectors of filters
+(neighbouring columns) in registers over the channels and taps
+(:func:`ember.compiler.tier0._accumulate`); a column past the end of a row computes the last
+one's sums again (``columns_past_end``), never read out of bounds, and is not stored.
 """
 from __future__ import annotations
 
@@ -35,7 +37,12 @@ def conv2d_nchwc_window(data: te.Tensor, packed: te.Tensor, strides: Sequence, p
         else [te.reduce_axis(C, f"{name}_c")]
     padded = any(not (isinstance(p, int) and p == 0) for p in padding)
 
+    OW = out_shape[3]
+
     def body(n, fo, y, x, fb):
+        # (a column past the last computes the last again: the plain schedule accumulates a few
+        # columns side by side, the last few of a row over the end, their stores guarded)
+        x = min_(x, OW - 1)
         iy = y * sh + ry.var * dh - pt
         ix = x * sw + rx.var * dw - pl
         if padded:  # (a tap past an edge reads the edge, times zero: every load in bounds)
@@ -49,4 +56,4 @@ def conv2d_nchwc_window(data: te.Tensor, packed: te.Tensor, strides: Sequence, p
             v = select(inside, v, const(0, data.dtype))
         return te.sum(v * packed[fo, c, ry.var, rx.var, fb], axis=(ry, rx, *rcs))
 
-    return te.compute(tuple(out_shape), body, name)
+    return te.compute(tuple(out_shape), body, name, attrs={"columns_past_end": True})

@@ -526,3 +526,43 @@ def test_a_slice_from_0_across_a_concat_computes_what_tier1_does(tmp_path):
     want = np.maximum(np.concatenate([a, b], axis=3)[..., :17], 0)
     np.testing.assert_array_equal(exe.run(a, b)[0], want)
     np.testing.assert_array_equal(_tier0_of(exe).run(a, b)[0], want)
+
+
+def ragged(path):
+    """Convolutions whose output rows are not a whole number of 4 columns: 3x3 padded (7 and 13
+    wide), a 1x1 unpadded (its columns past a row's end would read past the data), a strided
+    3x3 and a dilated one."""
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["c0"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c0"], ["r0"]),
+             helper.make_node("Conv", ["r0", "w1"], ["c1"]), helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2"], ["c2"], pads=[1, 1, 1, 1], strides=[2, 2]),
+             helper.make_node("Relu", ["c2"], ["r2"]),
+             helper.make_node("Conv", ["r2", "w3"], ["y"], pads=[2, 2, 2, 2], dilations=[2, 2])]
+    inits = [_init("w0", (32, 16, 3, 3), 0.1), _init("w1", (48, 32, 1, 1), 0.1), _init("w2", (32, 48, 3, 3), 0.1),
+             _init("w3", (16, 32, 3, 3), 0.1)]
+    return _model(nodes, inits, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 13, 7])],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 7, 4])], path)
+
+
+def test_a_tier0_conv_accumulates_neighbouring_columns(tmp_path):
+    """A blocked window conv's tier-0 kernel, run apart from its epilogue, accumulates 4
+    columns side by side (each FMA of a filter block shares one load of its weights); rows of
+    7, 13 and 4 columns end inside a group of 4, whose columns past the end are computed from
+    the last one's data (an unpadded 1x1 too, which would otherwise read past its input) and
+    not stored: every tier-0 result is tier 1's."""
+    from ember.compiler.tier0 import COLUMNS, call_sizes, make_tier0_kernel
+    from ember.loop.stmt import For, Store
+    from ember.loop.visit import walk
+
+    exe = ember.compile(ragged(tmp_path / "r.onnx"), wait=True)
+    jobs, chosen = tier0_kernels(exe.groups, constant_params(exe.program), split=True, sizes=call_sizes(exe.program))
+    convs = [fn for *_, fn, _ in jobs if "nn.conv2d_nchwc" in str(fn) and "dilation=(s" in str(fn)]
+    assert convs
+    for fn in convs:
+        func, _ = make_tier0_kernel(fn, "k", exe.target)
+        loops = [n for n in walk(func) if isinstance(n, For) and n.kind == "serial"
+                 and any(isinstance(m, Store) and m.buffer.scope == "local" for m in walk(n.body))]
+        inner = min(loops, key=lambda n: sum(1 for _ in walk(n)))
+        stores = sum(isinstance(m, Store) for m in walk(inner.body))  # (a vector each: a block of 32 has 2)
+        assert stores >= COLUMNS and stores % COLUMNS == 0
+    x = RNG.standard_normal((1, 16, 13, 7)).astype(np.float32)
+    np.testing.assert_allclose(_tier0_of(exe, split=True).run(x)[0], exe.run(x)[0], rtol=1e-4, atol=1e-5)
