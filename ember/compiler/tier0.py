@@ -133,13 +133,13 @@ def _accumulate(s: Schedule, red: te.Tensor, out: te.Tensor) -> bool:
     # (a symbolic one a multiple of vectors, a product's columns ``64*s``, has them too)
     chains = next((u for u in (4, 3, 2) if can_prove(EQ(FloorMod(red.shape[-1], IntImm(u * lanes, "int64")),
                                                         IntImm(0, "int64")))), 1)
-    # a convolution whose filter block is one vector: its chains are neighbouring columns, each
-    # FMA of the block sharing one load of the weights (a window conv computes columns past a
-    # row's end safely, ``columns_past_end``: their stores are guarded) -- one chain ran
-    # ResNet-50's tier 0 at a quarter of the FMA rate
+    # a blocked window convolution: its chains are neighbouring columns too, each FMA of a
+    # column sharing the loads of the filter block's weights (a window conv computes columns
+    # past a row's end safely, ``columns_past_end``, their stores guarded) -- one chain per
+    # vector of the block ran ResNet-50's and DenseNet-121's tier 0 at half the FMA rate
     if red.ndim == 5 and red.op.attrs.get("columns_past_end") and last is not None and last % lanes == 0 \
-            and last <= 2 * lanes and out is red and const_int(red.shape[3]) != 1:
-        return _accumulate_columns(s, red, acc, lanes)
+            and out is red and const_int(red.shape[3]) != 1:
+        return _accumulate_columns(s, red, acc, lanes, last // lanes)
     if chains > 1:
         vo, vi = so.split(axes[-1], factor=chains * lanes)
         vu, vl = so.split(vi, factor=lanes)
@@ -172,19 +172,22 @@ def _accumulate(s: Schedule, red: te.Tensor, out: te.Tensor) -> bool:
     return True
 
 
-# neighbouring output columns a window conv's tier-0 kernel accumulates at once (a register each)
+# the vector accumulators a window conv's tier-0 kernel keeps (of the 16 or 32 registers: the
+# rest hold a broadcast input and the weights), in up to 4 neighbouring output columns
+ACCUMULATORS = {8: 8, 16: 16}  # vector lanes of float32 (AVX2, AVX-512) -> accumulators
 COLUMNS = 4
 
 
-def _accumulate_columns(s: Schedule, red: te.Tensor, acc: te.Tensor, lanes: int) -> bool:
-    """:func:`_accumulate` for a blocked window convolution (``N F/FB OH OW FB``, FB one
-    vector): :data:`COLUMNS` columns of one row accumulate side by side in registers over the
-    channels and taps (in parallel over the filter blocks, rows and groups of columns), then
-    are stored, a column past the row's end not. ``acc``: ``red``'s sums as written to registers
-    (its ``cache_write``)."""
+def _accumulate_columns(s: Schedule, red: te.Tensor, acc: te.Tensor, lanes: int, vectors: int) -> bool:
+    """:func:`_accumulate` for a blocked window convolution (``N F/FB OH OW FB``, FB
+    ``vectors`` vectors): up to :data:`COLUMNS` columns of one row accumulate side by side in
+    registers (each a vector per lanes of the block) over the channels and taps, in parallel
+    over the filter blocks, rows and groups of columns, then are stored, a column past the
+    row's end not. ``acc``: ``red``'s sums as written to registers (its ``cache_write``)."""
+    columns = max(1, min(COLUMNS, ACCUMULATORS.get(lanes, 8) // vectors))
     so = s[red]
     n, fo, y, x, fb = so.leaf
-    xo, xi = so.split(x, factor=COLUMNS)
+    xo, xi = so.split(x, factor=columns)
     so.reorder(n, fo, y, xo, xi, fb)
     so.vectorize(fb)
     attach = parallel_outer(so, [n, fo, y, xo])
@@ -192,7 +195,7 @@ def _accumulate_columns(s: Schedule, red: te.Tensor, acc: te.Tensor, lanes: int)
     st.compute_at(so, attach)
     spatial = [iv for iv in st.leaf if iv in acc.op.axis]
     reduce = [iv for iv in st.leaf if iv not in acc.op.axis]
-    fo, fl = st.split(spatial[-1], factor=lanes)  # (a block of two vectors: 8 chains)
+    fo, fl = st.split(spatial[-1], factor=lanes)
     st.reorder(*spatial[:-2], *reduce, spatial[-2], fo, fl)
     st.unroll(spatial[-2])
     st.unroll(fo)
