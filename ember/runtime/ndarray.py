@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import mmap
 import sys
 from typing import Any, Sequence
 
@@ -62,10 +63,21 @@ def data_pointer(a: np.ndarray) -> int:
 LARGE_BYTES = 4 << 20  # (numpy advises huge pages from 4 MiB)
 
 
+# (a large buffer's pages made present at once, MAP_POPULATE (Linux): one pass in the kernel,
+# not a fault per 4 KiB page as a kernel's threads first write them -- ViT-B/16's folded weights,
+# 330 MB: their packing run 0.33-0.81 s -> 0.21-0.24 s)
+_POPULATE = getattr(mmap, "MAP_POPULATE", 0)
+
+
 def raw_bytes(n: int) -> np.ndarray:
-    """``n`` writable bytes (uint8), uninitialized where small: past :data:`LARGE_BYTES` a
-    bytearray's (zeroed by the kernel as it is touched), not numpy's huge-page-advised memory."""
-    return np.frombuffer(bytearray(n), np.uint8) if n >= LARGE_BYTES else np.empty(n, dtype=np.uint8)
+    """``n`` writable bytes (uint8), uninitialized where small: past :data:`LARGE_BYTES` an
+    anonymous mapping of their own (zero pages, made present at once; unmapped when the last
+    array over them goes), not numpy's huge-page-advised memory."""
+    if n < LARGE_BYTES:
+        return np.empty(n, dtype=np.uint8)
+    if _POPULATE:
+        return np.frombuffer(mmap.mmap(-1, n, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _POPULATE), np.uint8)
+    return np.frombuffer(bytearray(n), np.uint8)
 
 
 def _aligned_empty(shape: tuple, dtype: np.dtype, align: int) -> np.ndarray:
