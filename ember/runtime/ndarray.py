@@ -76,7 +76,10 @@ def raw_bytes(n: int) -> np.ndarray:
     if n < LARGE_BYTES:
         return np.empty(n, dtype=np.uint8)
     if _POPULATE:
-        return np.frombuffer(mmap.mmap(-1, n, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _POPULATE), np.uint8)
+        try:
+            return np.frombuffer(mmap.mmap(-1, n, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _POPULATE), np.uint8)
+        except OSError as e:  # (ENOMEM: what callers turn into a ResourceError, as a bytearray's)
+            raise MemoryError(f"{n} bytes: {e}") from None
     return np.frombuffer(bytearray(n), np.uint8)
 
 

@@ -62,3 +62,18 @@ def test_copyfrom():
     a = rt.empty((2, 2))
     a.copyfrom([[1, 2], [3, 4]])
     np.testing.assert_array_equal(a.numpy(), [[1, 2], [3, 4]])
+
+
+def test_large_buffers_are_writable_zeroed_and_page_aligned():
+    """Past LARGE_BYTES a buffer is a mapping of its own: zero, writable, aligned to a page;
+    more than the machine can map is a MemoryError (which the runtime and the compiler report
+    as a ResourceError), not an OSError."""
+    from ember.runtime.ndarray import LARGE_BYTES, data_pointer, raw_bytes
+
+    a = raw_bytes(LARGE_BYTES + 3)
+    assert a.size == LARGE_BYTES + 3 and a.flags.writeable and not a.any()
+    assert data_pointer(a) % 64 == 0
+    a[::4096] = 7
+    assert int(a.sum()) == 7 * len(range(0, a.size, 4096))
+    with pytest.raises(MemoryError):
+        raw_bytes(1 << 60)
