@@ -181,18 +181,21 @@ COLUMNS = 4
 def _accumulate_columns(s: Schedule, red: te.Tensor, acc: te.Tensor, lanes: int, vectors: int) -> bool:
     """:func:`_accumulate` for a blocked window convolution (``N F/FB OH OW FB``, FB
     ``vectors`` vectors): up to :data:`COLUMNS` columns of one row accumulate side by side in
-    registers (each a vector per lanes of the block) over the channels and taps, in parallel
-    over the filter blocks, rows and groups of columns, then are stored, a column past the
-    row's end not. ``acc``: ``red``'s sums as written to registers (its ``cache_write``)."""
+    registers (each a vector per lanes of the block) over the channels and taps, then are
+    stored, a column past the row's end not. ``acc``: ``red``'s sums as written to registers
+    (its ``cache_write``). In parallel over the rows alone: fused with the filter blocks, their
+    division chain was in every guard of the columns, which tripled the kernel's IR and its
+    LLVM time (ResNet-50's three tier-0 conv kernels: 0.2 s more of its first result from an
+    empty cache); the blocks alone were too few (DenseNet's 32 filters, one block)."""
     columns = max(1, min(COLUMNS, ACCUMULATORS.get(lanes, 8) // vectors))
     so = s[red]
     n, fo, y, x, fb = so.leaf
     xo, xi = so.split(x, factor=columns)
-    so.reorder(n, fo, y, xo, xi, fb)
+    so.reorder(n, y, fo, xo, xi, fb)
     so.vectorize(fb)
-    attach = parallel_outer(so, [n, fo, y, xo])
+    so.parallel(y)
     st = s[acc]
-    st.compute_at(so, attach)
+    st.compute_at(so, xo)
     spatial = [iv for iv in st.leaf if iv in acc.op.axis]
     reduce = [iv for iv in st.leaf if iv not in acc.op.axis]
     fo, fl = st.split(spatial[-1], factor=lanes)
