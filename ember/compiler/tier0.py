@@ -125,6 +125,13 @@ def _accumulate(s: Schedule, red: te.Tensor, out: te.Tensor) -> bool:
     acc = s.cache_write(red, "local") if out is red else red
     so = s[out]
     axes = list(so.leaf)
+    # a blocked window convolution: its chains are neighbouring columns too, each FMA of a
+    # column sharing the loads of the filter block's weights (a window conv computes columns
+    # past a row's end safely, ``columns_past_end``, their stores guarded) -- one chain per
+    # vector of the block ran ResNet-50's and DenseNet-121's tier 0 at half the FMA rate
+    if red.ndim == 5 and red.op.attrs.get("columns_past_end") and last is not None and last % lanes == 0 \
+            and out is red and const_int(red.shape[3]) != 1:
+        return _accumulate_columns(s, red, acc, lanes, last // lanes)
     # a few output vectors side by side in registers, where the last axis has them: one
     # accumulator is one chain of dependent FMAs, latency-bound at a quarter of the FMA rate;
     # several share each broadcast of the data (a product's columns, a 32-channel block)
@@ -133,13 +140,6 @@ def _accumulate(s: Schedule, red: te.Tensor, out: te.Tensor) -> bool:
     # (a symbolic one a multiple of vectors, a product's columns ``64*s``, has them too)
     chains = next((u for u in (4, 3, 2) if can_prove(EQ(FloorMod(red.shape[-1], IntImm(u * lanes, "int64")),
                                                         IntImm(0, "int64")))), 1)
-    # a blocked window convolution: its chains are neighbouring columns too, each FMA of a
-    # column sharing the loads of the filter block's weights (a window conv computes columns
-    # past a row's end safely, ``columns_past_end``, their stores guarded) -- one chain per
-    # vector of the block ran ResNet-50's and DenseNet-121's tier 0 at half the FMA rate
-    if red.ndim == 5 and red.op.attrs.get("columns_past_end") and last is not None and last % lanes == 0 \
-            and out is red and const_int(red.shape[3]) != 1:
-        return _accumulate_columns(s, red, acc, lanes, last // lanes)
     if chains > 1:
         vo, vi = so.split(axes[-1], factor=chains * lanes)
         vu, vl = so.split(vi, factor=lanes)
