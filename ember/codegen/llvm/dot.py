@@ -56,6 +56,20 @@ _PAIRWISE = {
 }
 
 
+# dot_u8i8x4 without VNNI, exact for any weights: each word's even and odd bytes widened to
+# int16 in place (data zero-extended, weights sign-extended) and pmaddwd on each half
+_WIDE = {
+    16: ("llvm.x86.avx512.pmaddw.d.512", {"avx512bw"}),
+    8: ("llvm.x86.avx2.pmadd.wd", {"avx2"}),
+}
+
+
+def widened(name: str, lanes: int, features) -> bool:
+    """Whether ``name`` on ``lanes`` lanes is the widened pmaddwd sequence on ``features``."""
+    w = _WIDE.get(lanes)
+    return name == "dot_u8i8x4" and w is not None and w[1] <= set(features) and not hardware(name, lanes, features)
+
+
 def pairwise(name: str, lanes: int, features) -> bool:
     """Whether ``name`` on ``lanes`` lanes is the pmaddubsw/pmaddwd pair on ``features``."""
     p = _PAIRWISE.get(lanes)
@@ -89,6 +103,14 @@ def emit_dot(e, name: str, acc, a: ir.Value, b: ir.Value) -> ir.Value:
         sums = bld.call(declare(bld.module, pair, halves_t, [bytes_t, bytes_t]), [a8, b8])
         return bld.add(acc, bld.call(declare(bld.module, widen, acc.type, [halves_t, halves_t]),
                                      [sums, T.splat(halves_t, 1)]))
+    if widened(name, lanes, e.features):
+        halves_t = ir.VectorType(ir.IntType(16), 2 * lanes)
+        a16, b16 = bld.bitcast(a, halves_t), bld.bitcast(b, halves_t)
+        eight = T.splat(halves_t, 8)
+        madd = declare(bld.module, _WIDE[lanes][0], acc.type, [halves_t, halves_t])
+        even = bld.call(madd, [bld.and_(a16, T.splat(halves_t, 255)), bld.ashr(bld.shl(b16, eight), eight)])
+        odd = bld.call(madd, [bld.lshr(a16, eight), bld.ashr(b16, eight)])
+        return bld.add(acc, bld.add(even, odd))
     return _portable(e, name, acc, a, b)
 
 

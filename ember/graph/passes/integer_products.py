@@ -30,13 +30,13 @@ conv keeps float sums, exact ones of the codes by the integer weights, over uint
 (:func:`_integer_grouped`); a max pool of dequantized values pools the codes (:func:`_pooled_codes`).
 
 On a CPU without VNNI (AVX512-VNNI or AVX-VNNI) the dot is AVX2's ``pmaddubsw`` pair
-(``dot_u8i7x4``), whose int16 pair sums saturate: it is taken only for weights none of whose
-pairs can reach past int16 (:func:`integer_dot`; 7-bit weights, ORT's ``reduce_range``, always).
+(``dot_u8i7x4``), whose int16 pair sums saturate, for weights none of whose pairs can reach
+past int16 (:func:`integer_dot`; 7-bit weights, ORT's ``reduce_range``, always), and for the
+others ``pmaddwd`` on the words' bytes widened to int16 in place (exact; as many multiplies).
 
 Left alone (float or int32 as before): weights that are not constant 2-D int8 with a zero
-zero point, per-channel activation scales, a contraction not a multiple of four, weights whose
-pairs could saturate on a CPU without VNNI, and every product on a CPU with neither VNNI nor
-AVX2, where the portable sequence is no faster than float32.
+zero point, per-channel activation scales, a contraction not a multiple of four, and every
+product on a CPU with neither VNNI nor AVX2, where the portable sequence is no faster than float32.
 """
 from __future__ import annotations
 
@@ -203,8 +203,9 @@ def integer_dot(target, weights: np.ndarray = None, axis: int = 0) -> Optional[s
     group four consecutive values along ``axis``: ``dot_u8i8x4`` with VNNI (``vpdpbusd``);
     without it, on AVX2 (or AVX-512BW), ``dot_u8i7x4`` (``pmaddubsw``, whose int16 pair sums
     saturate) where no pair of the weights can reach past int16 with uint8 data -- 7-bit weights
-    (ORT's ``reduce_range``) always, full-range ones seldom -- else None: the float path, which
-    the portable sequence does not beat."""
+    (ORT's ``reduce_range``) always, full-range ones seldom -- and ``dot_u8i8x4`` as ``pmaddwd``
+    on each word's bytes widened to int16 for the others (exact; as many multiplies a word);
+    None on a CPU with neither: the float path, which the portable sequence does not beat."""
     from ...kernels.common import host
 
     t = host(target)
@@ -221,7 +222,7 @@ def integer_dot(target, weights: np.ndarray = None, axis: int = 0) -> Optional[s
     first, second = w[0::2], w[1::2]
     pos = np.maximum(first, 0) + np.maximum(second, 0)
     neg = np.minimum(first, 0) + np.minimum(second, 0)
-    return "dot_u8i7x4" if pos.max(initial=0) <= 128 and neg.min(initial=0) >= -128 else None
+    return "dot_u8i7x4" if pos.max(initial=0) <= 128 and neg.min(initial=0) >= -128 else DOT
 
 
 def _qdq_conv(n: Call):

@@ -1,7 +1,8 @@
 """Integer products on a CPU without VNNI: AVX2's pmaddubsw pair (``dot_u8i7x4``), exact only
 for weights none of whose pairs can sum past int16 with uint8 data, so taken only for them
-(7-bit weights, as ORT's ``reduce_range`` writes them); full-range weights stay float. The
-kernels are built for an AVX2 CPU (Haswell) and run on this host."""
+(7-bit weights, as ORT's ``reduce_range`` writes them); full-range weights run on pmaddwd over
+the bytes widened to int16, exact too. The kernels are built for an AVX2 CPU (Haswell) and run
+on this host."""
 import numpy as np
 import pytest
 from onnx import TensorProto as TP
@@ -25,15 +26,25 @@ def _model(nodes, inputs, inits):
     return h.make_model(g, opset_imports=[h.make_opsetid("", 21)])
 
 
-def _pairwise_kernels(exe) -> int:
-    """Kernels whose LLVM IR calls pmaddubsw."""
+def _dot_kernels(exe, dot: str = "dot_u8i7x4", insn: str = "pmadd.ub.sw") -> int:
+    """Kernels that run ``dot`` and whose LLVM IR calls ``insn`` (pmaddubsw by default)."""
     target = Target.from_string(HASWELL)
     n = 0
     for s, a, name in exe.kernel_sources:
         f = default_pipeline(s) if hasattr(s, "script") else lower_kernel(s, a, name)
-        if "dot_u8i7x4" in f.script():
-            n += "pmadd.ub.sw" in emit_llvm(f, target)
+        if dot in f.script():
+            n += insn in emit_llvm(f, target)
     return n
+
+
+def _pairwise_kernels(exe) -> int:
+    return _dot_kernels(exe)
+
+
+def _widened_kernels(exe) -> int:
+    """Kernels that run the full-range dot as pmaddwd, neither pmaddubsw nor vpdpbusd."""
+    return _dot_kernels(exe, "dot_u8i8x4", "pmadd.wd") - _dot_kernels(exe, "dot_u8i8x4", "pmadd.ub.sw") \
+        - _dot_kernels(exe, "dot_u8i8x4", "vpdpbusd")
 
 
 def _qdq(op, wq, sw, w_axis, sx, zx, **attrs):
@@ -59,15 +70,28 @@ def _qdq_matmul(wq, K, N):
 
 
 @pytest.mark.parametrize("top,pairwise", [(64, True), (128, False)])
-def test_seven_bit_weights_run_on_pmaddubsw_and_full_range_ones_stay_float(top, pairwise):
+def test_seven_bit_weights_run_on_pmaddubsw_and_full_range_ones_on_pmaddwd(top, pairwise):
     K, N = 96, 40
     wq = RNG.integers(-top, top, (K, N)).astype(np.int8)
     if not pairwise:
         wq[0, 0], wq[1, 0] = 127, 127  # (a pair that 255 * 254 would saturate)
     m, x, ref = _qdq_matmul(wq, K, N)
     exe = ember.compile(m, target=HASWELL)
-    assert _pairwise_kernels(exe) == (1 if pairwise else 0)
+    assert (_pairwise_kernels(exe), _widened_kernels(exe)) == ((1, 0) if pairwise else (0, 1))
     np.testing.assert_allclose(exe.run(x)[0], ref, rtol=1e-4, atol=1e-4)
+
+
+def test_full_range_pairs_past_int16_are_exact():
+    """Pairs of -128 and of 127 against data at 255 (sums pmaddubsw would saturate): exact."""
+    K, N = 64, 24
+    wq = np.where(RNG.random((K, N)) < 0.5, 127, -128).astype(np.int8)
+    m, _, _ = _qdq_matmul(wq, K, N)
+    exe = ember.compile(m, target=HASWELL)
+    assert _widened_kernels(exe) == 1
+    x = np.full((3, K), 1e3, np.float32)  # (quantized to 255)
+    sw = nh.to_array(next(i for i in m.graph.initializer if i.name == "sw"))
+    ref = ((255 - 131) * np.float32(0.05)) * (np.ones((3, K)) @ (wq.astype(np.float64) * sw))
+    np.testing.assert_allclose(exe.run(x)[0], ref, rtol=1e-5, atol=1e-4)
 
 
 def test_the_worst_pairs_that_fit_are_exact():
@@ -83,15 +107,18 @@ def test_the_worst_pairs_that_fit_are_exact():
     np.testing.assert_allclose(exe.run(x)[0], ref, rtol=1e-5, atol=1e-4)
 
 
-def test_a_seven_bit_qdq_conv_runs_blocked_on_pmaddubsw():
+@pytest.mark.parametrize("top", [64, 128])
+def test_a_qdq_conv_runs_blocked_on_pmaddubsw_or_pmaddwd(top):
     C, F = 32, 24
-    wq = RNG.integers(-64, 64, (F, C, 3, 3)).astype(np.int8)
+    wq = RNG.integers(-top, top, (F, C, 3, 3)).astype(np.int8)
+    if top == 128:
+        wq[:, :2] = 127  # (pairs past int16 in every filter)
     sw = (RNG.random(F) * 0.01 + 0.001).astype(np.float32)
     nodes, inits = _qdq("Conv", wq, sw, 0, 0.04, 100, pads=[1] * 4)
     m = _model(nodes, [h.make_tensor_value_info("x", TP.FLOAT, [1, C, 9, 10])], inits)
     exe = ember.compile(m, target=HASWELL)
-    assert _pairwise_kernels(exe) == 1
-    x = RNG.standard_normal((1, C, 9, 10)).astype(np.float32)
+    assert (_pairwise_kernels(exe), _widened_kernels(exe)) == ((1, 0) if top == 64 else (0, 1))
+    x = RNG.standard_normal((1, C, 9, 10)).astype(np.float32) * 3
     xd = (np.clip(np.round(x / np.float32(0.04)) + 100, 0, 255) - 100) * np.float32(0.04)
     wd = (wq * sw[:, None, None, None]).astype(np.float32)
     xp = np.pad(xd, ((0, 0), (0, 0), (1, 1), (1, 1)))
