@@ -27,9 +27,12 @@ PREDICATES = ("isnan", "isinf")
 # dot_u8i7x4 is dot_u8i8x4 for weights whose pairs (values 0-1 and 2-3 of a word) never sum
 # past int16 with any uint8 data (|positive part| and |negative part| of each pair <= 128: 7-bit
 # weights always): exact on AVX2's pmaddubsw, which saturates the pair sums to int16
+# dot_i16x2 is pmaddwd: int8 products on CPUs without VNNI, the data widened to int16 by its
+# producer and the weights at compile time (exact for any int8 weights)
 PACKED_DOTS = {"dot_bf16x2": ("bfloat16", "bfloat16", 2, "float32"),
                "dot_u8i8x4": ("uint8", "int8", 4, "int32"),
-               "dot_u8i7x4": ("uint8", "int8", 4, "int32")}
+               "dot_u8i7x4": ("uint8", "int8", 4, "int32"),
+               "dot_i16x2": ("int16", "int16", 2, "int32")}
 WORD = "int32"
 ALL = FLOAT_UNARY + ANY_UNARY + FLOAT_BINARY + TERNARY + PREDICATES + tuple(PACKED_DOTS)
 

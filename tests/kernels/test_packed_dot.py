@@ -24,9 +24,9 @@ def _operands(name, M, N, K):
         a = RNG.standard_normal((M, K)).astype(ml_dtypes.bfloat16)
         b = RNG.standard_normal((K, N)).astype(ml_dtypes.bfloat16)
         return a, b, a.astype(np.float32) @ b.astype(np.float32)
-    a = RNG.integers(0, 256, (M, K)).astype(np.uint8)
+    a = RNG.integers(0, 256, (M, K)).astype(np.uint8 if name != "dot_i16x2" else np.int16)
     top = 64 if name == "dot_u8i7x4" else 128  # (its contract: pairs that fit int16)
-    b = RNG.integers(-top, top, (K, N)).astype(np.int8)
+    b = RNG.integers(-top, top, (K, N)).astype(np.int8 if name != "dot_i16x2" else np.int16)
     return a, b, a.astype(np.int32) @ b.astype(np.int32)
 
 
@@ -93,3 +93,9 @@ def test_the_seven_bit_dot_is_vnni_where_it_exists_and_pmaddubsw_on_avx2():
 def test_packed_dot_takes_int32_words():
     with pytest.raises(DTypeError, match="int32 words"):
         intrinsics.call("dot_u8i8x4", te.placeholder((4,), "float32", "x")[0], 1)
+
+
+def test_the_int16_pair_dot_is_pmaddwd_on_avx2():
+    s, args, _, _ = _product("dot_i16x2", 32, 32, 32, PORTABLE)
+    ir = str(emit_llvm([lower_kernel(s, args, "k")], PORTABLE))
+    assert "pmadd.wd" in ir and "pmadd.ub.sw" not in ir

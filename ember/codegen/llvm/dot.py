@@ -41,6 +41,9 @@ _HARDWARE = {
     ("dot_u8i8x4", 16): ("llvm.x86.avx512.vpdpbusd.512", [{"avx512vnni"}], "i32", 1),
     ("dot_u8i8x4", 8): ("llvm.x86.avx512.vpdpbusd.256", [{"avx512vnni", "avx512vl"}, {"avxvnni"}], "i32", 1),
     ("dot_u8i8x4", 4): ("llvm.x86.avx512.vpdpbusd.128", [{"avx512vnni", "avx512vl"}, {"avxvnni"}], "i32", 1),
+    ("dot_i16x2", 16): ("llvm.x86.avx512.pmaddw.d.512", [{"avx512bw"}], "i16", 2),
+    ("dot_i16x2", 8): ("llvm.x86.avx2.pmadd.wd", [{"avx2"}], "i16", 2),
+    ("dot_i16x2", 4): ("llvm.x86.sse2.pmadd.wd", [{"sse2"}], "i16", 2),
 }
 for (_name, _lanes), _hw in list(_HARDWARE.items()):
     if _name == "dot_u8i8x4":
@@ -94,6 +97,10 @@ def emit_dot(e, name: str, acc, a: ir.Value, b: ir.Value) -> ir.Value:
         if elem == "bf16":
             vt = ir.VectorType(_BFloat(), lanes * per)
             a, b = bld.bitcast(a, vt), bld.bitcast(b, vt)
+        elif elem == "i16":  # (pmaddwd: no accumulator operand)
+            vt = ir.VectorType(ir.IntType(16), lanes * per)
+            fn = declare(bld.module, fname, acc.type, [vt, vt])
+            return bld.add(acc, bld.call(fn, [bld.bitcast(a, vt), bld.bitcast(b, vt)]))
         fn = declare(bld.module, fname, acc.type, [acc.type, a.type, b.type])
         return bld.call(fn, [acc, a, b])
     if pairwise(name, lanes, e.features):
@@ -129,6 +136,13 @@ def _portable(e, name: str, acc, a, b):
         fm = e.fastmath
         r = bld.fadd(acc, bld.fmul(a0, b0, flags=fm), flags=fm)
         return bld.fadd(r, bld.fmul(a1, b1, flags=fm), flags=fm)
+    if name == "dot_i16x2":  # each half sign-extended, in int32
+        r = acc
+        for k in range(2):
+            ha = bld.ashr(bld.shl(a, T.splat(t, 16 - 16 * k)), T.splat(t, 16))
+            hb = bld.ashr(bld.shl(b, T.splat(t, 16 - 16 * k)), T.splat(t, 16))
+            r = bld.add(r, bld.mul(ha, hb))
+        return r
     # uint8 x int8: each byte of a zero-extended, each of b sign-extended, in int32 (exact)
     r = acc
     for k in range(4):

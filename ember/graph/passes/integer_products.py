@@ -32,7 +32,8 @@ conv keeps float sums, exact ones of the codes by the integer weights, over uint
 On a CPU without VNNI (AVX512-VNNI or AVX-VNNI) the dot is AVX2's ``pmaddubsw`` pair
 (``dot_u8i7x4``), whose int16 pair sums saturate, for weights none of whose pairs can reach
 past int16 (:func:`integer_dot`; 7-bit weights, ORT's ``reduce_range``, always), and for the
-others ``pmaddwd`` on the words' bytes widened to int16 in place (exact; as many multiplies).
+others ``pmaddwd``, exact: a product's rows widened to int16 by their producer
+(``dot_i16x2``), a conv's words widened in the kernel.
 
 Left alone (float or int32 as before): weights that are not constant 2-D int8 with a zero
 zero point, per-channel activation scales, a contraction not a multiple of four, and every
@@ -44,6 +45,7 @@ from typing import Optional
 
 import numpy as np
 
+from ...loop.intrinsics import PACKED_DOTS
 from ..ir import Call, Constant, Module
 from ..types import TensorType
 from ..visit import use_counts
@@ -166,15 +168,16 @@ def _integer(n: Call, target) -> Optional[Call]:
         return None
     w, sw = got
     k = w.shape[0]
-    dot = integer_dot(target, w, axis=0)
-    if k % GROUP or a.type.shape[-1] != k or dot is None:
+    dot = integer_dot(target, w, axis=0, widen=True)
+    g = PACKED_DOTS[dot][2] if dot else GROUP
+    if k % g or a.type.shape[-1] != k or dot is None:
         return None
     span = n.span
     a_u8, za = _as_uint8(a_q, za, dtype, span)
     nr = micro_tile(target, "int32")[1]
-    aw = _call("bitcast", [a_u8], {"dtype": "int32"}, span)
-    packed = _call("nn.pack_matmul_weight", [Constant(np.ascontiguousarray(w))], {"nr": nr, "trans": False,
-                                                                                   "group": GROUP}, span)
+    aw = _call("bitcast", [widened(a_u8, dot, span)], {"dtype": "int32"}, span)
+    packed = _call("nn.pack_matmul_weight", [Constant(np.ascontiguousarray(w.astype(PACKED_DOTS[dot][1])))],
+                   {"nr": nr, "trans": False, "group": g}, span)
     bw = _call("bitcast", [packed], {"dtype": "int32"}, span)
     bw = _call("reshape", [bw], {"newshape": bw.type.shape[:-1]}, span)
     acc = _call("nn.matmul_packed", [aw, bw], {"units": units, "dot": dot}, span)
@@ -198,14 +201,24 @@ def _integer(n: Call, target) -> Optional[Call]:
     return out if out.type == n.type else None
 
 
-def integer_dot(target, weights: np.ndarray = None, axis: int = 0) -> Optional[str]:
+def widened(codes, dot: str, span):
+    """The uint8 ``codes`` as ``dot`` reads them: int16 for ``dot_i16x2`` (a cast its producer's
+    epilogue takes), else as they are."""
+    elem = PACKED_DOTS[dot][0]
+    return codes if elem == codes.type.dtype else _call("cast", [codes], {"dtype": elem}, span)
+
+
+def integer_dot(target, weights: np.ndarray = None, axis: int = 0, widen: bool = False) -> Optional[str]:
     """The packed dot the integer kernels run on ``target``, for int8 ``weights`` whose words
     group four consecutive values along ``axis``: ``dot_u8i8x4`` with VNNI (``vpdpbusd``);
     without it, on AVX2 (or AVX-512BW), ``dot_u8i7x4`` (``pmaddubsw``, whose int16 pair sums
     saturate) where no pair of the weights can reach past int16 with uint8 data -- 7-bit weights
-    (ORT's ``reduce_range``) always, full-range ones seldom -- and ``dot_u8i8x4`` as ``pmaddwd``
-    on each word's bytes widened to int16 for the others (exact; as many multiplies a word);
-    None on a CPU with neither: the float path, which the portable sequence does not beat."""
+    (ORT's ``reduce_range``) always, full-range ones seldom -- and for the others, exact,
+    ``pmaddwd``: with ``widen`` (a GEMM's rows) ``dot_i16x2``, the data widened to int16 by its
+    producer and the weights when packed (DistilBERT 1.1x), else ``dot_u8i8x4`` with each word's
+    bytes widened in the kernel (a conv's blocks: the int16 data's doubled traffic took the
+    gain, ResNet-50's stem ran 0.7x). None on a CPU with neither: the float path, which the
+    portable sequence does not beat."""
     from ...kernels.common import host
 
     t = host(target)
@@ -222,7 +235,9 @@ def integer_dot(target, weights: np.ndarray = None, axis: int = 0) -> Optional[s
     first, second = w[0::2], w[1::2]
     pos = np.maximum(first, 0) + np.maximum(second, 0)
     neg = np.minimum(first, 0) + np.minimum(second, 0)
-    return "dot_u8i7x4" if pos.max(initial=0) <= 128 and neg.min(initial=0) >= -128 else DOT
+    if pos.max(initial=0) <= 128 and neg.min(initial=0) >= -128:
+        return "dot_u8i7x4"
+    return "dot_i16x2" if widen else DOT
 
 
 def _qdq_conv(n: Call):

@@ -1,7 +1,8 @@
 """Integer products on a CPU without VNNI: AVX2's pmaddubsw pair (``dot_u8i7x4``), exact only
 for weights none of whose pairs can sum past int16 with uint8 data, so taken only for them
-(7-bit weights, as ORT's ``reduce_range`` writes them); full-range weights run on pmaddwd over
-the bytes widened to int16, exact too. The kernels are built for an AVX2 CPU (Haswell) and run
+(7-bit weights, as ORT's ``reduce_range`` writes them); full-range weights run on pmaddwd,
+exact too: a product's rows widened to int16 by their producer (``dot_i16x2``), a conv's
+words widened in the kernel. The kernels are built for an AVX2 CPU (Haswell) and run
 on this host."""
 import numpy as np
 import pytest
@@ -42,9 +43,10 @@ def _pairwise_kernels(exe) -> int:
 
 
 def _widened_kernels(exe) -> int:
-    """Kernels that run the full-range dot as pmaddwd, neither pmaddubsw nor vpdpbusd."""
-    return _dot_kernels(exe, "dot_u8i8x4", "pmadd.wd") - _dot_kernels(exe, "dot_u8i8x4", "pmadd.ub.sw") \
-        - _dot_kernels(exe, "dot_u8i8x4", "vpdpbusd")
+    """Kernels that run full-range weights on pmaddwd: a product's over rows its producer
+    widened to int16 (``dot_i16x2``), a conv's over words it widens itself."""
+    return _dot_kernels(exe, "dot_i16x2", "pmadd.wd") + _dot_kernels(exe, "dot_u8i8x4", "pmadd.wd") \
+        - _dot_kernels(exe, "dot_u8i8x4", "pmadd.ub.sw")
 
 
 def _qdq(op, wq, sw, w_axis, sx, zx, **attrs):
