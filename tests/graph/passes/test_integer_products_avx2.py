@@ -83,26 +83,15 @@ def test_seven_bit_weights_run_on_pmaddubsw_and_full_range_ones_on_pmaddwd(top, 
     np.testing.assert_allclose(exe.run(x)[0], ref, rtol=1e-4, atol=1e-4)
 
 
-def test_full_range_pairs_past_int16_are_exact():
-    """Pairs of -128 and of 127 against data at 255 (sums pmaddubsw would saturate): exact."""
+@pytest.mark.parametrize("high,low,pairwise", [(64, -64, True), (127, -128, False)])
+def test_the_worst_pairs_are_exact(high, low, pairwise):
+    """Against data at 255: pairs at pmaddubsw's bound (128 = 64 + 64; -128), and full-range
+    ones past it (which pmaddubsw would saturate, so pmaddwd runs them): exact int32 sums."""
     K, N = 64, 24
-    wq = np.where(RNG.random((K, N)) < 0.5, 127, -128).astype(np.int8)
+    wq = np.where(RNG.random((K, N)) < 0.5, high, low).astype(np.int8)
     m, _, _ = _qdq_matmul(wq, K, N)
     exe = ember.compile(m, target=HASWELL)
-    assert _widened_kernels(exe) == 1
-    x = np.full((3, K), 1e3, np.float32)  # (quantized to 255)
-    sw = nh.to_array(next(i for i in m.graph.initializer if i.name == "sw"))
-    ref = ((255 - 131) * np.float32(0.05)) * (np.ones((3, K)) @ (wq.astype(np.float64) * sw))
-    np.testing.assert_allclose(exe.run(x)[0], ref, rtol=1e-5, atol=1e-4)
-
-
-def test_the_worst_pairs_that_fit_are_exact():
-    """Pairs at the bound (128 = 64 + 64; -128), against data at 255: exact int32 sums."""
-    K, N = 64, 16
-    wq = np.where(RNG.random((K, N)) < 0.5, 64, -64).astype(np.int8)
-    m, _, _ = _qdq_matmul(wq, K, N)
-    exe = ember.compile(m, target=HASWELL)
-    assert _pairwise_kernels(exe) == 1
+    assert (_pairwise_kernels(exe), _widened_kernels(exe)) == ((1, 0) if pairwise else (0, 1))
     x = np.full((3, K), 1e3, np.float32)  # (quantized to 255)
     sw = nh.to_array(next(i for i in m.graph.initializer if i.name == "sw"))
     ref = ((255 - 131) * np.float32(0.05)) * (np.ones((3, K)) @ (wq.astype(np.float64) * sw))
