@@ -61,7 +61,8 @@ def child(name: str, timed: bool, rounds: int, torch_too: bool) -> dict:
                 except Exception:  # noqa: BLE001
                     out["export_fixed_shape"] = True
                 raise
-            want = torch_reference(model, f) if model is not None else onnxruntime_reference(path, f)
+            want = torch_reference(model, f) if model is not None else \
+                onnxruntime_reference(path, f, optimized=case.reference != "onnxruntime-unoptimized")
             errs.append(compare(got, want, case.rtol))
         out["errors"] = errs
         out["ok"] = all(e <= case.rtol for e in errs)

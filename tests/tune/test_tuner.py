@@ -8,6 +8,7 @@ import os
 import shutil
 
 import numpy as np
+import pytest
 
 import ember
 from ember.tune.cost_model import CostModel
