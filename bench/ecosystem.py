@@ -6,7 +6,8 @@ onnxconverter-common's fp16, and the zoo through the TorchScript exporter (``dyn
 
 Each model runs at two shapes (or two inputs, for a fixed export) against its reference
 (``ember.bench.ecosystem``: PyTorch eager, or ONNX Runtime on the same file where the tool
-changed the computation), then Ember, ONNX Runtime and OpenVINO (f32 hint) are timed at the
+changed the computation -- its reference kernels for quantized files, whose optimized AVX2
+kernels saturate without VNNI), then Ember, ONNX Runtime and OpenVINO (f32 hint) are timed at the
 first shape, each alone in its process. ``--torch`` also runs the timm models through
 ``ember.from_torch`` and ``torch.compile(backend="ember")``, a graph left to eager counting as a
 failure. Needs the tools: ``pip install optimum-onnx timm ultralytics onnxconverter-common openvino``.
