@@ -34,7 +34,7 @@ from .common import const_int, fold_size, host, largest_divisor, parallel_outer,
 def pad_spatial(data: te.Tensor, begin: Sequence[int], end: Sequence[int], value,
                 name: str = "pad", dilate: Optional[Sequence[int]] = None,
                 channels: Optional[int] = None, phases: int = 1, inner: int = 0,
-                dtype: Optional[str] = None) -> te.Tensor:
+                dtype: Optional[str] = None, pairs: bool = False) -> te.Tensor:
     """``data`` (N, C, spatial...) with ``begin[i]``/``end[i]`` elements of ``value`` before and
     after spatial axis ``i`` (negative: cropped) and, with ``dilate``, ``dilate[i] - 1`` of them
     between neighbours; with ``channels``, channels past C filled too. Returns ``data`` itself
@@ -48,9 +48,15 @@ def pad_spatial(data: te.Tensor, begin: Sequence[int], end: Sequence[int], value
     the blocked layout ``N C/b <spatial> b``).
 
     ``dtype``: the copy's, another than the data's (uint8 data widened to floats as it is
-    copied, ``value`` then in the data's terms); a copy is made even with nothing to add."""
+    copied, ``value`` then in the data's terms); a copy is made even with nothing to add.
+
+    ``pairs`` (int32 words of four uint8 values along the last axis, ``w`` of them): each word
+    becomes two, the last axis ``2 w`` long, its bytes 0 and 2 zero-extended to an int16 pair
+    in word ``i`` and bytes 1 and 3 in word ``w + i`` (what ``pmaddwd``, ``dot_i16x2``, reads:
+    done once per word here rather than once per product in a kernel); a copy is made even
+    with nothing to add."""
     n = data.ndim - 2 - inner
-    widen = dtype is not None and dtype != data.dtype
+    widen = (dtype is not None and dtype != data.dtype) or pairs
     dilate = tuple(dilate or (1,) * n)
     C = data.shape[1]
     more = channels is not None and channels > const_int(C)
@@ -63,8 +69,11 @@ def pad_spatial(data: te.Tensor, begin: Sequence[int], end: Sequence[int], value
              + tuple(fold_size(b + sp + e) for b, sp, e in zip(begin, spans, end))
              + tuple(data.shape[2 + n:]))
     fill = const(value, data.dtype)
-    if widen:
+    if widen and not pairs:
         fill = fill.astype(dtype)
+    if pairs:
+        words = const_int(shape[-1])
+        shape = shape[:-1] + (2 * words,)
 
     def element(nn, c, *p):
         p, rest = p[:n], p[n:]
@@ -76,15 +85,24 @@ def pad_spatial(data: te.Tensor, begin: Sequence[int], end: Sequence[int], value
                 conds.append(eq(q % d, 0))
                 q = q // d
             idx.append(q)
+        if pairs:  # (word j % words, its odd bytes from j = words on)
+            half, rest = rest[-1] // words, rest[:-1] + (rest[-1] % words,)
         v = data[(nn, c, *idx, *rest)]
-        v = v.astype(dtype) if widen else v
-        return select(logical_and(*conds), v, fill) if conds else v
+        v = v.astype(dtype) if widen and not pairs else v
+        v = select(logical_and(*conds), v, fill) if conds else v
+        return pair_word(v, half) if pairs else v
 
     if phases == 1:
         return te.compute(shape, element, name)
     last = shape[-1]
     return te.compute(shape[:-1] + (phases, fold_size((last + (phases - 1)) // phases)),
                       lambda nn, c, *p: element(nn, c, *p[:-2], p[-1] * phases + p[-2]), name)
+
+
+def pair_word(word, half):
+    """Bytes ``half`` and ``half + 2`` of the int32 ``word`` (four uint8 values) as an int16 pair,
+    zero-extended: the word of :func:`pad_spatial`'s ``pairs``."""
+    return (word >> as_expr(half * 8).astype(word.dtype)) & 0x00FF00FF
 
 
 def window_last(padded: te.Tensor, o, r, s: int, d: int, phases: int) -> tuple:

@@ -31,7 +31,7 @@ from ..loop.schedule import Schedule
 from ..loop.knobs import knob
 from .common import (const_int, fold_size, host, largest_divisor, likely_int, parallel_outer, vector_lanes,
                      vector_registers)
-from .conv import conv_out_size, pad_spatial, vectorize_copy
+from .conv import conv_out_size, pad_spatial, pair_word, vectorize_copy
 from .conv_center import center_only, centerable as _centerable
 
 
@@ -95,7 +95,8 @@ def width_block(width, fb: int, lanes: int, registers: int = 16, pointwise: bool
 def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1, 1),
                  padding: Sequence[int] = (0, 0, 0, 0), dilation: Sequence[int] = (1, 1),
                  target=None, name: str = "conv_nchwc", grouped: bool = False,
-                 scale: Optional[te.Tensor] = None, dot: Optional[str] = None, pad_value: int = 0) -> te.Tensor:
+                 scale: Optional[te.Tensor] = None, dot: Optional[str] = None, pad_value: int = 0,
+                 pairs: bool = False) -> te.Tensor:
     """The convolution of ``data`` (``N C H W`` or ``N C/cb H W cb``) with weights ``packed``
     (``F/FB, C, kh, kw, FB``): the ``N F/FB OH OW FB`` result. ``padding`` is
     (top, left, bottom, right). The stage's ``attrs`` hold its parts for
@@ -130,11 +131,20 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
     (``vdpbf16ps``: two bfloat16 channels into a float32 sum). ``pad_value``: what the padding
     holds (an int32 word: a quantized conv pads its uint8 data with its zero point, a real 0);
     then every tap is computed, those over the padding too (none is dropped as adding
-    nothing)."""
+    nothing).
+
+    ``pairs`` (``dot_i16x2``, ``pmaddwd``: int8 products on a CPU without VNNI): the data's
+    words hold four uint8 channels and are copied as two words of int16 pairs each (see
+    :func:`~ember.kernels.conv.pad_spatial`), ``N C/cb H W cb/2`` in the task's copy: the
+    weights' words hold channels ``(4i, 4i+2)`` at ``i`` and ``(4i+1, 4i+3)`` at ``cb/4 + i``
+    of each block. The copy widens each word once, where widening it in the kernel costs every
+    product two more instructions (ResNet-50's 3x3 convs ran at 35-45% of the pmaddwd peak)."""
     target = host(target)
     blocked = data.ndim == 5
     if dot is not None and (grouped or not blocked or scale is not None):
         raise ShapeError(f"{name}: a packed dot needs blocked data, groups = 1 and no scale")
+    if pairs and dot != "dot_i16x2":
+        raise ShapeError(f"{name}: data read as int16 pairs needs dot='dot_i16x2', got dot={dot!r}")
     if data.dtype != packed.dtype and not (grouped and dot is None and data.dtype == "uint8"):
         raise ShapeError(f"{name}: {data.dtype} data and {packed.dtype} weights (only a grouped conv reads "
                          f"uint8 data as floats)")
@@ -159,8 +169,9 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
         # copy of a quarter of the input, which the micro-kernel then reads contiguously.
         # Measured per kernel, stride 2, AVX2: from 256, 512 and 1024 channels (ResNet-50's
         # projections) 1.12-1.25x, 1.21x, 1.6x; from 32-208 channels 0.92-1.04x
-        data = sub = subsample(data, (sh, sw), f"{name}_sub")
+        data = sub = subsample(data, (sh, sw), f"{name}_sub", pairs)
         sh = sw = 1
+        pairs = False  # (the subsampled copy's words are the pairs)
     H, W = fold_size(data.shape[2]), fold_size(data.shape[3])
     oh = conv_out_size(H + padding[0] + padding[2], kh, sh, dh)
     ow = conv_out_size(W + padding[1] + padding[3], kw, sw, dw)
@@ -211,7 +222,7 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
             end[1] = end[1] + past if isinstance(past, int) else fold_size(end[1] + past)
     # (a grouped conv's uint8 data is widened to floats as it is padded: once per input vector)
     padded = pad_spatial(data, padding[:2], end, pad_value, f"{name}_pad", inner=1 if blocked else 0,
-                         dtype=packed.dtype)
+                         dtype=packed.dtype, pairs=pairs)
 
     def column(x, r):
         c = x * sw + r * dw
@@ -241,7 +252,7 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
             v = padded[n, fo, y * sh + (RY - ty) * dh, column(x, RX - tx), lane(fi)]
             return te.sum(v * packed[fo, rci.var, RY, RX, fi], axis=(rci, ry, rx))
     elif blocked:
-        cb = const_int(data.shape[-1])
+        cb = const_int(padded.shape[-1])  # (words: twice the data's with pairs)
         rco, rci = te.reduce_axis(C_ext // cb, "rco"), te.reduce_axis(cb, "rci")
         # the window innermost: with the weights packed (F/FB, C, kh, kw, FB) the reduction
         # then reads them as one sequential stream (measured 1.2-1.4x on 3x3 convs over the
@@ -269,6 +280,8 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
     copy = padded if padded is not data else sub
     parts = {"kind": "conv_nchwc", "pad": copy, "input": padded, "xb": xb, "grouped": grouped, "strides": (sh, sw),
              "wide_window": wide, "flat": flat, "widen": data.dtype != packed.dtype, "wide_output": flat and wide_out,
+             "pairs": const_int(padded.shape[-1]) // 2 if (pairs or sub is not None and sub.op.attrs.get("pairs"))
+             else 0,
              "center": (oh, ow) + tuple(dilation) if centerable else None}
     if not flat:
         return te.compute((data.shape[0], FO, oh, ow, FB), body, name, attrs=parts)
@@ -319,12 +332,18 @@ def _flat_pads_less(oh: int, ow: int, fb: int, lanes: int, registers: int) -> bo
     return -(-oh * ow // xf) * xf < oh * -(-ow // xr) * xr
 
 
-def subsample(data: te.Tensor, strides: Sequence[int], name: str) -> te.Tensor:
-    """Every ``strides[0]``-th row and ``strides[1]``-th column of blocked ``data``."""
+def subsample(data: te.Tensor, strides: Sequence[int], name: str, pairs: bool = False) -> te.Tensor:
+    """Every ``strides[0]``-th row and ``strides[1]``-th column of blocked ``data``; with
+    ``pairs``, its words as int16 pairs (see :func:`~ember.kernels.conv.pad_spatial`)."""
     sh, sw = strides
     n, cb, H, W, b = data.shape
     oh, ow = conv_out_size(fold_size(H), 1, sh, 1), conv_out_size(fold_size(W), 1, sw, 1)
-    return te.compute((n, cb, oh, ow, b), lambda i, c, y, x, k: data[i, c, y * sh, x * sw, k], name)
+    if not pairs:
+        return te.compute((n, cb, oh, ow, b), lambda i, c, y, x, k: data[i, c, y * sh, x * sw, k], name)
+    b = const_int(b)
+    return te.compute((n, cb, oh, ow, 2 * b),
+                      lambda i, c, y, x, k: pair_word(data[i, c, y * sh, x * sw, k % b], k // b), name,
+                      attrs={"pairs": b})
 
 
 def schedule_conv_nchwc(s: Schedule, conv: te.Tensor, out: Optional[te.Tensor] = None, target=None) -> Schedule:
@@ -473,6 +492,8 @@ def _schedule_pad(s: Schedule, conv: te.Tensor, lanes: int, at=None) -> Schedule
     """The padded input: once per call, in parallel; or, with ``at`` (stage, loop), the rows
     each task reads, made inside it."""
     pad = conv.op.attrs["pad"]
+    # (words made int16 pairs: a vector of one half's, which reads consecutive words)
+    lanes = min(lanes, conv.op.attrs.get("pairs") or lanes)
     if pad is not None and at is not None:
         sp = s[pad]
         sp.compute_at(*at)

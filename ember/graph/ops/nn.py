@@ -218,6 +218,11 @@ def _infer_conv2d_nchwc(args, attrs):
             raise ShapeError(f"the scale of nn.conv2d_nchwc must be N|1 C/b 1 1 b against blocked data "
                              f"N C/b H W b, got data {x} and scale {sc}")
     cin = D.dim_mul(x.shape[1], x.shape[4]) if x.ndim == 5 else x.shape[1]
+    if attrs["pairs"]:  # (each word of four uint8 values read as two of int16 pairs)
+        if dot != "dot_i16x2":
+            raise ShapeError(f"nn.conv2d_nchwc with pairs (uint8 words read as int16 pairs) needs "
+                             f"dot='dot_i16x2', got dot={dot!r}")
+        cin = D.dim_mul(cin, 2)
     if isinstance(cin, int) and isinstance(w.shape[1], int) and cin != w.shape[1]:
         raise ShapeError(f"the data has {cin} channels but the weight expects {w.shape[1]} (data {x}, weight {w})")
     D.assume_equal(cin, w.shape[1], f"the data's channels ({cin}) must be the weight's ({w.shape[1]})")
@@ -226,12 +231,13 @@ def _infer_conv2d_nchwc(args, attrs):
 
 register_op("nn.conv2d_nchwc", infer=_infer_conv2d_nchwc, pattern=Pattern.OUT_ELEMWISE_FUSABLE, num_args=(2, 3),
             attrs_schema={**_SIZED_WINDOW, "groups": attr("int", 1), "dot": attr("str", None),
-                          "pad_value": attr("int", 0)},
+                          "pad_value": attr("int", 0), "pairs": attr("bool", False)},
             doc="2-D convolution in the blocked channel layout: data N C H W or N C/b H W b, weight packed "
                 "by nn.pack_conv_weight (F/FB, C, kh, kw, FB), result N F/FB OH OW FB; with groups > 1 "
                 "each block reads its own: blocked data and weights (C/b, 1, kh, kw, b) (depthwise) or "
                 "(C/b, g, kh, kw, b) (groups of g channels; g = b: block-diagonal), its data float or uint8 "
-                "(padded with pad_value) read as float; an optional third "
+                "(padded with pad_value) read as float; with dot, words of packed values (pairs: uint8 words "
+                "read as two of int16 pairs, for dot_i16x2); an optional third "
                 "argument N|1 C/b 1 1 b scales the blocked data per channel first (folded into the weights)")
 
 

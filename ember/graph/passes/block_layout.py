@@ -149,7 +149,7 @@ def _integer_conv(n: Call, target):
     if not _static(x.type, n.type) or not isinstance(w, Constant):
         return None
     F, C, kh, kw = w.type.shape
-    dot = integer_dot(target, w.value, axis=1)
+    dot = integer_dot(target, w.value, axis=1, widen=True)
     if dot is None:
         return None
     fb = channel_block("int32", target, F)
@@ -167,13 +167,21 @@ def _integer_conv(n: Call, target):
     cp = src.type.shape[1] * cb  # (the blocks' channels: zero weights for a padded last block)
     wv = np.zeros((-(-F // fb) * fb, cp, kh, kw), np.int8)
     wv[:F, :C] = w.value
-    packed = wv.reshape(-1, fb, cp // 4, 4, kh, kw).transpose(0, 2, 4, 5, 1, 3)  # (F/fb, C/4, kh, kw, fb, 4)
+    if dot == "dot_i16x2":
+        # int16 pairs: block word i's channels (4i, 4i+2) at i, (4i+1, 4i+3) at cb/4 + i, as the
+        # conv's copy of the data widens them (conv2d_nchwc's pairs)
+        blocks = wv.reshape(-1, fb, cp // cb, cb // 4, 2, 2, kh, kw)  # (.., block, i, pair slot, half, ..)
+        packed = blocks.transpose(0, 2, 5, 3, 6, 7, 1, 4).astype(np.int16)  # (.., block, half, i, kh, kw, fb, slot)
+        packed = packed.reshape(packed.shape[0], cp // 2, kh, kw, fb, 2)
+    else:
+        packed = wv.reshape(-1, fb, cp // 4, 4, kh, kw).transpose(0, 2, 4, 5, 1, 3)  # (F/fb, C/4, kh, kw, fb, 4)
     words = np.ascontiguousarray(packed).view(np.int32).reshape(packed.shape[:-1])
     zero = n.attr("zero")
     data = _call("bitcast", [src], {"dtype": "int32"}, n.span)
     attrs = {k: n.attr(k, None) for k in ("strides", "padding", "dilation")}
     pad = int(np.array([zero] * 4, np.uint8).view(np.int32)[0])
-    conv = _call("nn.conv2d_nchwc", [data, Constant(words)], {**attrs, "dot": dot, "pad_value": pad}, n.span)
+    conv = _call("nn.conv2d_nchwc", [data, Constant(words)],
+                 {**attrs, "dot": dot, "pad_value": pad, "pairs": dot == "dot_i16x2"}, n.span)
     colsum = wv.astype(np.int64).sum(axis=(1, 2, 3)) * zero  # (every tap, the padding's included)
     corr = Constant(colsum.astype(np.int32).reshape(1, -1, 1, 1, fb))
     return _unblock(_call("subtract", [conv, corr], {}, n.span), n.type, n.span)

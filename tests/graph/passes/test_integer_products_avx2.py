@@ -98,20 +98,39 @@ def test_the_worst_pairs_are_exact(high, low, pairwise):
     np.testing.assert_allclose(exe.run(x)[0], ref, rtol=1e-5, atol=1e-4)
 
 
+def _conv_ref(xd, wd, stride, pad):
+    """The float conv of ``xd`` (N C H W) by ``wd`` (F C kh kw), in float64."""
+    F, _, kh, kw = wd.shape
+    xp = np.pad(xd.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    oh, ow = (xp.shape[2] - kh) // stride + 1, (xp.shape[3] - kw) // stride + 1
+    return sum(np.einsum("nchw,fc->nfhw", xp[:, :, i:i + stride * oh:stride, j:j + stride * ow:stride], wd[:, :, i, j])
+               for i in range(kh) for j in range(kw))
+
+
+# (C, F, window, stride, padding, H, W): a 3x3 conv, a stem's three channels read as four, an
+# unpadded 1x1 conv (its copy made only to widen), a strided 1x1 conv from many channels (its
+# subsampled copy widens: from 256 words, 512 channels)
+CONVS = [(32, 24, 3, 1, 1, 9, 10), (3, 64, 7, 2, 3, 20, 18), (48, 16, 1, 1, 0, 5, 6), (512, 32, 1, 2, 0, 8, 8)]
+
+
 @pytest.mark.parametrize("top", [64, 128])
-def test_a_qdq_conv_runs_blocked_on_pmaddubsw_or_pmaddwd(top):
-    C, F = 32, 24
-    wq = RNG.integers(-top, top, (F, C, 3, 3)).astype(np.int8)
+@pytest.mark.parametrize("C,F,k,stride,pad,H,W", CONVS)
+def test_a_qdq_conv_runs_blocked_on_pmaddubsw_or_pmaddwd(top, C, F, k, stride, pad, H, W):
+    """7-bit weights on pmaddubsw; full-range ones on pmaddwd over int16 pairs (``dot_i16x2``),
+    the data's words widened as the conv copies them, the weights at compile time."""
+    wq = RNG.integers(-top, top, (F, C, k, k)).astype(np.int8)
     if top == 128:
         wq[:, :2] = 127  # (pairs past int16 in every filter)
     sw = (RNG.random(F) * 0.01 + 0.001).astype(np.float32)
-    nodes, inits = _qdq("Conv", wq, sw, 0, 0.04, 100, pads=[1] * 4)
-    m = _model(nodes, [h.make_tensor_value_info("x", TP.FLOAT, [1, C, 9, 10])], inits)
+    nodes, inits = _qdq("Conv", wq, sw, 0, 0.04, 100, pads=[pad] * 4, strides=[stride] * 2)
+    m = _model(nodes, [h.make_tensor_value_info("x", TP.FLOAT, [1, C, H, W])], inits)
     exe = ember.compile(m, target=HASWELL)
-    assert (_pairwise_kernels(exe), _widened_kernels(exe)) == ((1, 0) if top == 64 else (0, 1))
-    x = RNG.standard_normal((1, C, 9, 10)).astype(np.float32) * 3
+    if top == 64:
+        assert _pairwise_kernels(exe) == 1
+    else:
+        assert (_pairwise_kernels(exe), _dot_kernels(exe, "dot_i16x2", "pmadd.wd")) == (0, 1)
+    x = RNG.standard_normal((1, C, H, W)).astype(np.float32) * 3
+    x[..., 0, :] = 1e3  # (a row quantized to 255: the largest pair sums)
     xd = (np.clip(np.round(x / np.float32(0.04)) + 100, 0, 255) - 100) * np.float32(0.04)
-    wd = (wq * sw[:, None, None, None]).astype(np.float32)
-    xp = np.pad(xd, ((0, 0), (0, 0), (1, 1), (1, 1)))
-    ref = sum(np.einsum("nchw,fc->nfhw", xp[:, :, i:i + 9, j:j + 10], wd[:, :, i, j]) for i in range(3) for j in range(3))
-    np.testing.assert_allclose(exe.run(x)[0], ref, rtol=1e-4, atol=1e-4)
+    ref = _conv_ref(xd, wq * sw[:, None, None, None].astype(np.float64), stride, pad)
+    np.testing.assert_allclose(exe.run(x)[0], ref, rtol=1e-4, atol=1e-3)

@@ -45,7 +45,7 @@ def _conv2d_nchwc(attrs, inputs, out_type):
     return conv2d_nchwc(x, w, attrs["strides"] or (1, 1), attrs["padding"] or (0, 0, 0, 0),
                         attrs["dilation"] or (1, 1), name=stage_name("nn.conv2d_nchwc"),
                         grouped=attrs["groups"] != 1, scale=scale[0] if scale else None, dot=attrs.get("dot"),
-                        pad_value=attrs.get("pad_value", 0))
+                        pad_value=attrs.get("pad_value", 0), pairs=attrs.get("pairs", False))
 
 
 register_compute("block_channels", _block_channels)
