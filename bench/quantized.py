@@ -8,7 +8,9 @@ activations, int8 weights per channel, calibrated on a few random batches), ``em
 ``quantize_dynamic`` (MatMulInteger). Printed per file: the medians
 of Ember, ORT, OpenVINO (f32 hint; and its default hint), Ember on the fp32 file, Ember's time
 over the better peer's, its speed-up over its own fp32, and its largest difference from ORT's
-outputs (optimized, and unoptimized) beside ORT's own optimized-vs-unoptimized difference;
+outputs (optimized, and unoptimized) beside ORT's own optimized-vs-unoptimized difference,
+and Ember's and ORT's from onnx's reference evaluator (the spec's integer arithmetic: where
+ORT's kernels saturate, a CPU without VNNI, ORT's spread does not show it, the reference does);
 and per model, the error against fp32 of ``ember.quantize``'s file and of
 ``quantize_static``'s (both run by ORT, on a batch neither calibrated on).
 
@@ -82,12 +84,15 @@ def quantized(name: str, kind: str, fp32: str) -> str:
     return path
 
 
-def _ort_spread(path: str, feeds: dict):
-    """(Ember's largest difference from ORT optimized, from ORT unoptimized, ORT optimized vs
-    unoptimized), first outputs. (On a CPU without VNNI ORT's optimized kernels saturate
-    pmaddubsw's pair sums with full-range weights; its unoptimized session computes the
-    dequantized products in float.)"""
+def _differences(path: str, feeds: dict) -> dict:
+    """Largest differences of first outputs: Ember from ORT optimized (``ort``) and unoptimized
+    (``ort_unopt``), ORT optimized from unoptimized (``spread``), and Ember and ORT optimized
+    from onnx's reference evaluator (``ref``, ``ort_ref``), which computes integer ops exactly
+    as the spec says. (On a CPU without VNNI ORT's MLAS kernels saturate pmaddubsw's int16 pair
+    sums with full-range weights: its optimized QDQ kernels, and MatMulInteger in both sessions,
+    so there its spread misses the error; its unoptimized QDQ session computes in float.)"""
     import onnxruntime as ort
+    from onnx.reference import ReferenceEvaluator
 
     import ember
 
@@ -95,10 +100,13 @@ def _ort_spread(path: str, feeds: dict):
         so = ort.SessionOptions()
         so.graph_optimization_level = level
         return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-    ref = sess(ort.GraphOptimizationLevel.ORT_ENABLE_ALL).run(None, feeds)[0]
+    opt = sess(ort.GraphOptimizationLevel.ORT_ENABLE_ALL).run(None, feeds)[0]
     raw = sess(ort.GraphOptimizationLevel.ORT_DISABLE_ALL).run(None, feeds)[0]
+    spec = ReferenceEvaluator(path).run(None, feeds)[0]
     got = ember.compile(path, wait=True).run(**feeds)[0]
-    return float(np.abs(got - ref).max()), float(np.abs(got - raw).max()), float(np.abs(raw - ref).max())
+    d = lambda a, b: float(np.abs(np.asarray(a, np.float64) - b).max())  # noqa: E731
+    return {"ort": d(got, opt), "ort_unopt": d(got, raw), "spread": d(raw, opt), "ref": d(got, spec),
+            "ort_ref": d(opt, spec)}
 
 
 def _fp32_error(fp32: str, path: str) -> float:
@@ -152,22 +160,25 @@ def main(argv=None) -> int:
             for r in own:
                 if "median" in base.get(r, {}):
                     ms[r.replace("ember", "ember_fp32")] = base[r]["median"] * 1e3
-            diff, diff_raw, spread = _ort_spread(path, feeds)
+            diff = _differences(path, feeds)
             best = min((ms[r] for r in PEERS if r in ms), default=None)
             row = {"model": f"{name}_{kind}", "median_ms": ms, "vs_best_peer": ms["ember"] / best if best else None,
-                   "vs_ember_fp32": ms.get("ember_fp32", math.nan) / ms["ember"], "max_diff_vs_ort": diff,
-                   "max_diff_vs_ort_unopt": diff_raw, "ort_opt_vs_unopt": spread, "fp32_error": _fp32_error(fp32, path)}
+                   "vs_ember_fp32": ms.get("ember_fp32", math.nan) / ms["ember"], "max_diff_vs_ort": diff["ort"],
+                   "max_diff_vs_ort_unopt": diff["ort_unopt"], "ort_opt_vs_unopt": diff["spread"],
+                   "max_diff_vs_reference": diff["ref"], "ort_vs_reference": diff["ort_ref"],
+                   "fp32_error": _fp32_error(fp32, path)}
             rows.append(row)
             print(f"{row['model']}: " + "  ".join(f"{k} {v:.2f}" for k, v in ms.items()) + " ms")
     cols = ["ember"] + PEERS + ["ember_fp32"] + (["ember_avx2", "ember_fp32_avx2"] if args.avx2 else [])
     print(f"\n{'model':<22} " + " ".join(f"{c:>16}" for c in cols)
-          + f" {'ember/best':>11} {'fp32/int8':>10} {'diff vs ORT':>12} {'vs ORT unopt':>12} {'ORT spread':>11}")
+          + f" {'ember/best':>11} {'fp32/int8':>10} {'diff vs ORT':>12} {'vs ORT unopt':>12} {'ORT spread':>11}"
+          f" {'vs onnx ref':>11} {'ORT vs ref':>11}")
     for r in rows:
         ms = r["median_ms"]
         print(f"{r['model']:<22} " + " ".join(f"{ms[c]:>13.2f} ms" if c in ms else f"{'-':>16}" for c in cols)
               + (f" {r['vs_best_peer']:>10.2f}x" if r["vs_best_peer"] else f" {'-':>11}")
               + f" {r['vs_ember_fp32']:>9.2f}x {r['max_diff_vs_ort']:>12.2e} {r['max_diff_vs_ort_unopt']:>12.2e}"
-              f" {r['ort_opt_vs_unopt']:>11.2e}")
+              f" {r['ort_opt_vs_unopt']:>11.2e} {r['max_diff_vs_reference']:>11.2e} {r['ort_vs_reference']:>11.2e}")
     print("\nerror against fp32 (ORT runs both files; a batch no quantizer saw), by quantizer:")
     for r in rows:
         print(f"  {r['model']:<22} {100 * r['fp32_error']:.2f}%")
