@@ -149,7 +149,7 @@ def _integer_conv(n: Call, target):
     if not _static(x.type, n.type) or not isinstance(w, Constant):
         return None
     F, C, kh, kw = w.type.shape
-    dot = integer_dot(target, w.value, axis=1, widen=True)
+    dot = integer_dot(target, w.value, axis=1)
     if dot is None:
         return None
     fb = channel_block("int32", target, F)

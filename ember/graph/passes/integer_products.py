@@ -32,8 +32,8 @@ conv keeps float sums, exact ones of the codes by the integer weights, over uint
 On a CPU without VNNI (AVX512-VNNI or AVX-VNNI) the dot is AVX2's ``pmaddubsw`` pair
 (``dot_u8i7x4``), whose int16 pair sums saturate, for weights none of whose pairs can reach
 past int16 (:func:`integer_dot`; 7-bit weights, ORT's ``reduce_range``, always), and for the
-others ``pmaddwd``, exact: a product's rows widened to int16 by their producer
-(``dot_i16x2``), a conv's words widened in the kernel.
+others ``pmaddwd``, exact (``dot_i16x2``): a product's rows widened to int16 by their
+producer, a conv's words by the conv's copy of its input (``block_layout``).
 
 Left alone (float or int32 as before): weights that are not constant 2-D int8 with a zero
 zero point, per-channel activation scales, a contraction not a multiple of four, and every
@@ -168,7 +168,7 @@ def _integer(n: Call, target) -> Optional[Call]:
         return None
     w, sw = got
     k = w.shape[0]
-    dot = integer_dot(target, w, axis=0, widen=True)
+    dot = integer_dot(target, w, axis=0)
     g = PACKED_DOTS[dot][2] if dot else GROUP
     if k % g or a.type.shape[-1] != k or dot is None:
         return None
@@ -208,17 +208,15 @@ def widened(codes, dot: str, span):
     return codes if elem == codes.type.dtype else _call("cast", [codes], {"dtype": elem}, span)
 
 
-def integer_dot(target, weights: np.ndarray = None, axis: int = 0, widen: bool = False) -> Optional[str]:
+def integer_dot(target, weights: np.ndarray = None, axis: int = 0) -> Optional[str]:
     """The packed dot the integer kernels run on ``target``, for int8 ``weights`` whose words
     group four consecutive values along ``axis``: ``dot_u8i8x4`` with VNNI (``vpdpbusd``);
     without it, on AVX2 (or AVX-512BW), ``dot_u8i7x4`` (``pmaddubsw``, whose int16 pair sums
     saturate) where no pair of the weights can reach past int16 with uint8 data -- 7-bit weights
     (ORT's ``reduce_range``) always, full-range ones seldom -- and for the others, exact,
-    ``pmaddwd``: with ``widen`` (a GEMM's rows) ``dot_i16x2``, the data widened to int16 by its
-    producer and the weights when packed (DistilBERT 1.1x), else ``dot_u8i8x4`` with each word's
-    bytes widened in the kernel (a conv's blocks: the int16 data's doubled traffic took the
-    gain, ResNet-50's stem ran 0.7x). None on a CPU with neither: the float path, which the
-    portable sequence does not beat."""
+    ``pmaddwd``, ``dot_i16x2``: the data widened to int16 (a GEMM's rows by their producer, a
+    conv's words by its copy of its input) and the weights when packed. None on a CPU with
+    neither: the float path, which the portable sequence does not beat."""
     from ...kernels.common import host
 
     t = host(target)
@@ -237,7 +235,7 @@ def integer_dot(target, weights: np.ndarray = None, axis: int = 0, widen: bool =
     neg = np.minimum(first, 0) + np.minimum(second, 0)
     if pos.max(initial=0) <= 128 and neg.min(initial=0) >= -128:
         return "dot_u8i7x4"
-    return "dot_i16x2" if widen else DOT
+    return "dot_i16x2"
 
 
 def _qdq_conv(n: Call):

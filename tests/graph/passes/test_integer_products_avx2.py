@@ -1,8 +1,8 @@
 """Integer products on a CPU without VNNI: AVX2's pmaddubsw pair (``dot_u8i7x4``), exact only
 for weights none of whose pairs can sum past int16 with uint8 data, so taken only for them
 (7-bit weights, as ORT's ``reduce_range`` writes them); full-range weights run on pmaddwd,
-exact too: a product's rows widened to int16 by their producer (``dot_i16x2``), a conv's
-words widened in the kernel. The kernels are built for an AVX2 CPU (Haswell) and run
+exact too (``dot_i16x2``): a product's rows widened to int16 by their producer, a conv's
+words by the conv's copy of its input. The kernels are built for an AVX2 CPU (Haswell) and run
 on this host."""
 import numpy as np
 import pytest
@@ -44,7 +44,7 @@ def _pairwise_kernels(exe) -> int:
 
 def _widened_kernels(exe) -> int:
     """Kernels that run full-range weights on pmaddwd: a product's over rows its producer
-    widened to int16 (``dot_i16x2``), a conv's over words it widens itself."""
+    widened to int16 (``dot_i16x2``), or over words a kernel widens itself (``dot_u8i8x4``)."""
     return _dot_kernels(exe, "dot_i16x2", "pmadd.wd") + _dot_kernels(exe, "dot_u8i8x4", "pmadd.wd") \
         - _dot_kernels(exe, "dot_u8i8x4", "pmadd.ub.sw")
 
