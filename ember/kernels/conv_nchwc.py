@@ -145,6 +145,8 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
         raise ShapeError(f"{name}: a packed dot needs blocked data, groups = 1 and no scale")
     if pairs and dot != "dot_i16x2":
         raise ShapeError(f"{name}: data read as int16 pairs needs dot='dot_i16x2', got dot={dot!r}")
+    if pairs and const_int(data.shape[-1]) is None:  # (a tier-0 kernel then keeps the block)
+        raise ShapeError(f"{name}: data read as int16 pairs needs a static block, got data {tuple(data.shape)}")
     if data.dtype != packed.dtype and not (grouped and dot is None and data.dtype == "uint8"):
         raise ShapeError(f"{name}: {data.dtype} data and {packed.dtype} weights (only a grouped conv reads "
                          f"uint8 data as floats)")

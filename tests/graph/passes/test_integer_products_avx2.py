@@ -134,3 +134,24 @@ def test_a_qdq_conv_runs_blocked_on_pmaddubsw_or_pmaddwd(top, C, F, k, stride, p
     xd = (np.clip(np.round(x / np.float32(0.04)) + 100, 0, 255) - 100) * np.float32(0.04)
     ref = _conv_ref(xd, wq * sw[:, None, None, None].astype(np.float64), stride, pad)
     np.testing.assert_allclose(exe.run(x)[0], ref, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_a_pmaddwd_conv_runs_at_tier0(split):
+    """Tier 0's shape-generic kernels take a conv over int16 pairs with its block static (the
+    copy that widens the words needs it): the same sums as tier 1."""
+    from ember.codegen.llvm import build_made
+    from ember.compiler.executable import Executable
+    from ember.compiler.tier0 import call_sizes, constant_params, remap_program, tier0_kernels
+
+    C, F = 32, 48
+    wq = RNG.integers(-128, 128, (F, C, 3, 3)).astype(np.int8)
+    wq[:, :2] = 127
+    nodes, inits = _qdq("Conv", wq, (RNG.random(F) * 0.01 + 0.001).astype(np.float32), 0, 0.04, 100, pads=[1] * 4)
+    m = _model(nodes, [h.make_tensor_value_info("x", TP.FLOAT, [1, C, 12, 11])], inits)
+    exe = ember.compile(m, target=HASWELL, wait=True)
+    jobs, chosen = tier0_kernels(exe.groups, constant_params(exe.program), split=split, sizes=call_sizes(exe.program))
+    t0 = Executable(build_made(jobs, exe.target), remap_program(exe.program, chosen), exe.constants)
+    assert all(c["kernel"].startswith("tier0_") for c in t0.program["calls"])
+    x = RNG.standard_normal((1, C, 12, 11)).astype(np.float32) * 3
+    np.testing.assert_array_equal(t0.run(x)[0], exe.run(x)[0])
