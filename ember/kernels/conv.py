@@ -56,12 +56,12 @@ def pad_spatial(data: te.Tensor, begin: Sequence[int], end: Sequence[int], value
     done once per word here rather than once per product in a kernel); a copy is made even
     with nothing to add."""
     n = data.ndim - 2 - inner
-    widen = (dtype is not None and dtype != data.dtype) or pairs
+    widen = dtype is not None and dtype != data.dtype
     dilate = tuple(dilate or (1,) * n)
     C = data.shape[1]
     more = channels is not None and channels > const_int(C)
     if (all(isinstance(v, int) and v == 0 for v in (*begin, *end)) and all(d == 1 for d in dilate) and not more
-            and phases == 1 and not widen):
+            and phases == 1 and not widen and not pairs):
         return data
     sizes = [fold_size(s) for s in data.shape[2:2 + n]]
     spans = [(s - 1) * d + 1 for s, d in zip(sizes, dilate)]
@@ -69,7 +69,7 @@ def pad_spatial(data: te.Tensor, begin: Sequence[int], end: Sequence[int], value
              + tuple(fold_size(b + sp + e) for b, sp, e in zip(begin, spans, end))
              + tuple(data.shape[2 + n:]))
     fill = const(value, data.dtype)
-    if widen and not pairs:
+    if widen:
         fill = fill.astype(dtype)
     if pairs:
         words = const_int(shape[-1])
@@ -88,7 +88,7 @@ def pad_spatial(data: te.Tensor, begin: Sequence[int], end: Sequence[int], value
         if pairs:  # (word j % words, its odd bytes from j = words on)
             half, rest = rest[-1] // words, rest[:-1] + (rest[-1] % words,)
         v = data[(nn, c, *idx, *rest)]
-        v = v.astype(dtype) if widen and not pairs else v
+        v = v.astype(dtype) if widen else v
         v = select(logical_and(*conds), v, fill) if conds else v
         return pair_word(v, half) if pairs else v
 

@@ -173,7 +173,6 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
         # projections) 1.12-1.25x, 1.21x, 1.6x; from 32-208 channels 0.92-1.04x
         data = sub = subsample(data, (sh, sw), f"{name}_sub", pairs)
         sh = sw = 1
-        pairs = False  # (the subsampled copy's words are the pairs)
     H, W = fold_size(data.shape[2]), fold_size(data.shape[3])
     oh = conv_out_size(H + padding[0] + padding[2], kh, sh, dh)
     ow = conv_out_size(W + padding[1] + padding[3], kw, sw, dw)
@@ -224,7 +223,7 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
             end[1] = end[1] + past if isinstance(past, int) else fold_size(end[1] + past)
     # (a grouped conv's uint8 data is widened to floats as it is padded: once per input vector)
     padded = pad_spatial(data, padding[:2], end, pad_value, f"{name}_pad", inner=1 if blocked else 0,
-                         dtype=packed.dtype, pairs=pairs)
+                         dtype=packed.dtype, pairs=pairs and sub is None)  # (a subsampled copy's are pairs)
 
     def column(x, r):
         c = x * sw + r * dw
@@ -282,8 +281,7 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
     copy = padded if padded is not data else sub
     parts = {"kind": "conv_nchwc", "pad": copy, "input": padded, "xb": xb, "grouped": grouped, "strides": (sh, sw),
              "wide_window": wide, "flat": flat, "widen": data.dtype != packed.dtype, "wide_output": flat and wide_out,
-             "pairs": const_int(padded.shape[-1]) // 2 if (pairs or sub is not None and sub.op.attrs.get("pairs"))
-             else 0,
+             "pairs": const_int(padded.shape[-1]) // 2 if pairs else 0,
              "center": (oh, ow) + tuple(dilation) if centerable else None}
     if not flat:
         return te.compute((data.shape[0], FO, oh, ow, FB), body, name, attrs=parts)
@@ -344,8 +342,7 @@ def subsample(data: te.Tensor, strides: Sequence[int], name: str, pairs: bool = 
         return te.compute((n, cb, oh, ow, b), lambda i, c, y, x, k: data[i, c, y * sh, x * sw, k], name)
     b = const_int(b)
     return te.compute((n, cb, oh, ow, 2 * b),
-                      lambda i, c, y, x, k: pair_word(data[i, c, y * sh, x * sw, k % b], k // b), name,
-                      attrs={"pairs": b})
+                      lambda i, c, y, x, k: pair_word(data[i, c, y * sh, x * sw, k % b], k // b), name)
 
 
 def schedule_conv_nchwc(s: Schedule, conv: te.Tensor, out: Optional[te.Tensor] = None, target=None) -> Schedule:
