@@ -4,7 +4,7 @@
   kernel hooks ``set_compute`` / ``set_schedule``.
 - one module per family, each registering its ops on import: :mod:`.elementwise`
   (unary math, activations, broadcasting binary ops, ``where``, ``cast``, ``clip``),
-  :mod:`.nn` (conv, dense/matmul, einsum, normalization, pooling, softmax), :mod:`.reduce`,
+  :mod:`.nn` (conv, dense/matmul, normalization, pooling, softmax), :mod:`.einsum`, :mod:`.reduce`,
   :mod:`.layout` (reshape, transpose, concat, split, slice, pad, resize, ...), :mod:`.index`
   (gather/scatter, topk, cumsum, ...), :mod:`.creation` (shape_of, constant_of_shape, range),
   :mod:`.dynamic` (ops whose output sizes a kernel computes: bind_size, nonzero).
@@ -20,7 +20,7 @@ Tensor[(n, 3, 4, 4), float32]
 from __future__ import annotations
 
 from ..ir import Call, Expr
-from . import control, creation, detection, dynamic, elementwise, index, layout, nn, recurrent, reduce  # noqa: F401  (register the ops)
+from . import control, creation, detection, dynamic, einsum, elementwise, index, layout, nn, recurrent, reduce  # noqa: F401  (register the ops)
 from .registry import (Attr, OpDef, Pattern, attr, get_op, infer_type, list_ops, register_op, set_compute,
                        set_kernel, set_schedule)
 

@@ -35,7 +35,7 @@ from ....loop.expr import (
     unflatten,
 )
 from ...types import TensorType
-from ..nn import _einsum_terms
+from ..einsum import einsum_terms
 from ..dims import index
 from ..registry import get_op, norm_axis
 from .common import const_of, register_compute, stage_name, te_shape
@@ -276,7 +276,7 @@ def _topk(attrs, inputs, out_type):
 
 def _einsum(attrs, inputs, out_type):
     eqn = attrs["equation"]
-    terms, rhs = _einsum_terms(eqn, [t.ndim for t in inputs])
+    terms, rhs = einsum_terms(eqn, [t.ndim for t in inputs])
     ell_rank = max((nell for *_, nell in terms), default=0)
     ell = tuple(f"...{e}" for e in range(ell_rank))  # the broadcast dims, as labels of their own
     # each operand's labels, one per dim; its ellipsis dims are the last of the broadcast ones
