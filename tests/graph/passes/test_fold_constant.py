@@ -142,3 +142,33 @@ def test_a_long_range_stays_a_kernel():
     x = Var("x", T(n))
     after = run(module([x], call("add", x, call("range", start=0, stop=n, step=1, dtype="float32"))))
     assert after.main.body.args[1].op == "range"
+
+
+def test_small_elementwise_folds_of_one_shape_are_computed_together(monkeypatch):
+    """Batch norms' shifts (beta - mean * gamma / sqrt(var + eps)) over 3, 5 and 8 channels
+    are one expression over their vectors laid end to end; each takes its slice. A shift with
+    another eps, and a fold that is not elementwise, are computed on their own."""
+    seen = []
+
+    def spy(exprs, ctx):
+        seen.append([e.type.shape for e in exprs])
+        return evaluate_constants(exprs, ctx)
+
+    monkeypatch.setitem(FOLD, "evaluate", spy)
+    rng = np.random.default_rng(0)
+
+    def shift(c, eps):
+        beta, mean, gamma = (rng.standard_normal(c).astype("float32") for _ in range(3))
+        var = rng.random(c).astype("float32") + 0.5
+        e = call("subtract", const(beta), call("multiply", const(mean), call("divide", const(gamma), call(
+            "sqrt", call("add", const(var), const(np.float32(eps)))))))
+        return e, beta - mean * (gamma / np.sqrt(var + np.float32(eps)))
+
+    folds = [shift(3, 1e-5), shift(5, 1e-5), shift(8, 1e-5), shift(4, 1e-3)]
+    m = rng.standard_normal((2, 6)).astype("float32")
+    folds.append((call("transpose", call("exp", const(m)), axes=(1, 0)), np.exp(m).T))
+    xs = [Var(f"x{i}", T(*want.shape)) for i, (_, want) in enumerate(folds)]
+    after = run(module(xs, Tuple([call("add", x, e) for x, (e, _) in zip(xs, folds)])))
+    assert sorted(seen[0]) == sorted([(16,), (4,), (6, 2)])  # three shifts at once: 3 + 5 + 8
+    for field, (_, want) in zip(after.main.body.fields, folds):
+        np.testing.assert_allclose(field.args[1].value, want, rtol=1e-5, atol=1e-6)
