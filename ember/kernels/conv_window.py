@@ -52,8 +52,9 @@ def conv2d_nchwc_window(data: te.Tensor, packed: te.Tensor, strides: Sequence, p
             v, c = data[n, rcs[0].var, iy, ix, rcs[1].var], rcs[0].var * data.shape[4] + rcs[1].var
         else:
             v, c = data[n, rcs[0].var, iy, ix], rcs[0].var
-        if padded:
-            v = select(inside, v, const(0, data.dtype))
+        if padded:  # (times 0 or 1, not a select of the load: the load is in bounds, and a
+            # select of it would predicate it, a branch per tap and channel)
+            v = v * select(inside, const(1, data.dtype), const(0, data.dtype))
         return te.sum(v * packed[fo, c, ry.var, rx.var, fb], axis=(ry, rx, *rcs))
 
     return te.compute(tuple(out_shape), body, name, attrs={"columns_past_end": True})

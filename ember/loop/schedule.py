@@ -426,7 +426,8 @@ class Schedule:
         name = self._unique(f"{tensor.name}_{scope}")
         axis = tuple(IterVar(Var(iv.name), iv.extent) for iv in st.axis)
         body = st.body
-        op = ComputeOp(name, axis, rewrite(body, lambda n: None), "cache_write")
+        # (it computes what ``tensor`` did: its attrs, what the lowering reads of it, go with it)
+        op = ComputeOp(name, axis, rewrite(body, lambda n: None), "cache_write", tensor.op.attrs)
         new = Stage(self, op)
         new.scope = scope
         st.body = TensorLoad(op.output(), tuple(iv.var for iv in st.axis))

@@ -552,7 +552,8 @@ def test_a_tier0_conv_accumulates_neighbouring_columns(tmp_path):
     the last one's data (an unpadded 1x1 too, which would otherwise read past its input) and
     not stored: every tier-0 result is tier 1's."""
     from ember.compiler.tier0 import COLUMNS, call_sizes, make_tier0_kernel
-    from ember.loop.stmt import For, Store
+    from ember.loop.expr import Load
+    from ember.loop.stmt import For, IfThenElse, Store
     from ember.loop.visit import walk
 
     exe = ember.compile(ragged(tmp_path / "r.onnx"), wait=True)
@@ -566,5 +567,9 @@ def test_a_tier0_conv_accumulates_neighbouring_columns(tmp_path):
         inner = min(loops, key=lambda n: sum(1 for _ in walk(n)))
         stores = sum(isinstance(m, Store) for m in walk(inner.body))  # (a vector each: a block of 32 has 2)
         assert stores >= COLUMNS and stores % COLUMNS == 0
+        # and nothing else: no guard per column (the columns past the end read in bounds), no
+        # predicated load (a padded tap zeroes its clamped read by a factor, not a select)
+        assert not any(isinstance(m, IfThenElse) for m in walk(inner.body))
+        assert not any(isinstance(m, Load) and m.predicate is not None for m in walk(inner.body))
     x = RNG.standard_normal((1, 16, 13, 7)).astype(np.float32)
     np.testing.assert_allclose(_tier0_of(exe, split=True).run(x)[0], exe.run(x)[0], rtol=1e-4, atol=1e-5)
