@@ -35,7 +35,7 @@ from ..loop.arith import can_prove
 from ..loop.expr import EQ, FloorMod, IntImm
 from ..loop.schedule import Schedule
 from .generic import generalize, generic_kernels
-from .group import ANCHORS, GroupKernel, compute_group, group_anchor, own_outputs, _inlinable
+from .group import ANCHORS, GroupKernel, compute_group, group_anchor, own_outputs, _inlinable, _materialized
 from .tier0_collapse import ALONG, Viewed, collapse
 from .tier0_ops import Steps, op_steps
 from .tier0_split import PerCall, Split, choice_of, sizes_key, split_calls, split_group
@@ -101,9 +101,15 @@ def _plain_kernel(fn: Function, name: str) -> GroupKernel:
             if t not in out_set and _inlinable(t):
                 s[t].compute_inline()
     roots = [st.tensor for st in s.stages if not st.is_placeholder and st.attach[0] != "inline"]
+    # (a value the compute materializes for its sum -- a window conv's padded input -- is a
+    # stage before it, scheduled plain, not one of the sum's)
+    before = [t for t in roots if _materialized(t) and t not in out_set]
+    roots = [t for t in roots if t not in before]
     reductions = [t for t in roots if t.op.reduce_axis]
     one_sum = len(reductions) == 1 and len(outputs) == 1 and len(roots) <= 2 \
         and tuple(outputs[0].shape) == tuple(reductions[0].shape)
+    for t in before:
+        schedule_plain(s, t)
     if not (one_sum and _accumulate(s, reductions[0], outputs[0])):
         for t in roots:
             schedule_plain(s, t)
