@@ -159,9 +159,16 @@ def register_op(name: str, *, infer: InferFn, pattern: Union[Pattern, str],
     return op
 
 
+_LOADED: list = []
+
+
 def _ensure_loaded() -> None:
     # the families register on import; importing the package (not this module alone) loads them
+    # (once: an import statement per get_op cost a compile ~10 us a call, thousands of calls)
+    if _LOADED:
+        return
     from . import control, creation, dynamic, elementwise, index, layout, nn, reduce  # noqa: F401
+    _LOADED.append(True)
 
 
 def get_op(name: str) -> OpDef:
