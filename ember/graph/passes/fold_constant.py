@@ -151,7 +151,7 @@ def _batch_key(e):
             parts.append((n.op, n.attrs, n.type.dtype, tuple(at[a] for a in n.args)))
         else:
             return None
-    return tuple(parts), tuple(leaves)
+    return (tuple(parts), tuple(leaves)) if leaves else None  # (no leaf: nothing to lay end to end)
 
 
 def evaluate_batched(exprs: list, ctx: PassContext) -> list:
