@@ -1,6 +1,7 @@
 import numpy as np
 
-from ember.graph import Constant, Tuple, Var, assert_structural_equal, const
+from ember.graph import Call, Constant, Tuple, Var, assert_structural_equal, const
+from ember.graph.visit import post_order
 from ember.graph.passes import PassContext, fold_constant
 from ember.compiler.fold import evaluate_constants
 
@@ -170,5 +171,32 @@ def test_small_elementwise_folds_of_one_shape_are_computed_together(monkeypatch)
     xs = [Var(f"x{i}", T(*want.shape)) for i, (_, want) in enumerate(folds)]
     after = run(module(xs, Tuple([call("add", x, e) for x, (e, _) in zip(xs, folds)])))
     assert sorted(seen[0]) == sorted([(16,), (4,), (6, 2)])  # three shifts at once: 3 + 5 + 8
+    for field, (_, want) in zip(after.main.body.fields, folds):
+        np.testing.assert_allclose(field.args[1].value, want, rtol=1e-5, atol=1e-6)
+
+
+def test_small_values_that_larger_folds_read_are_computed_first(monkeypatch):
+    """A batch norm's scale folded into its conv's weights (ResNet's conv-BN, two layers): the
+    scales are computed first, together; each weight's fold then reads its scale as a constant
+    (a multiply by a constant vector, not the scale's own ops again)."""
+    seen = []
+
+    def spy(exprs, ctx):
+        seen.append(sorted(n.op for n in post_order(Tuple(exprs)) if isinstance(n, Call)))
+        return evaluate_constants(exprs, ctx)
+
+    monkeypatch.setitem(FOLD, "evaluate", spy)
+    rng = np.random.default_rng(1)
+    xs, folds = [], []
+    for i, (o, c) in enumerate([(4, 3), (6, 4)]):
+        w = rng.standard_normal((o, c)).astype("float32")
+        gamma, var = rng.standard_normal(o).astype("float32"), rng.random(o).astype("float32") + 0.5
+        scale = call("divide", const(gamma), call("sqrt", call("add", const(var), const(np.float32(1e-5)))))
+        folds.append((call("transpose", call("multiply", const(w), call("reshape", scale, newshape=(o, 1))), axes=(1, 0)),
+                      (w * (gamma / np.sqrt(var + np.float32(1e-5)))[:, None]).T))
+        xs.append(Var(f"x{i}", T(c, o)))
+    after = run(module(xs, Tuple([call("add", x, e) for x, (e, _) in zip(xs, folds)])))
+    assert seen == [["add", "divide", "sqrt"],  # the two scales, as one
+                    ["multiply", "multiply", "transpose", "transpose"]]  # each weight times a constant
     for field, (_, want) in zip(after.main.body.fields, folds):
         np.testing.assert_allclose(field.args[1].value, want, rtol=1e-5, atol=1e-6)
