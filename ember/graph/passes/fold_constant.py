@@ -122,8 +122,7 @@ def _small_elementwise(body, const: set) -> list:
             continue
         shape = n.type.shape
         if all(a in small and a.type.shape == shape if isinstance(a, Call) else
-               isinstance(a, Constant) and (a.type.shape == shape or a.value.size == 1 and a.type.ndim <= 1)
-               for a in n.args):
+               isinstance(a, Constant) and _constant_kind(a, shape) is not None for a in n.args):
             small[n] = True
     return list(small)
 
@@ -165,17 +164,23 @@ def _batch_key(e):
     for n in post_order(e):
         at[n] = len(parts)
         if isinstance(n, Constant):
-            if n.type.shape == shape:
-                parts.append(("leaf", leaves.setdefault(n, len(leaves)), n.type.dtype))
-            elif n.value.size == 1 and n.type.ndim <= 1:
-                parts.append(("scalar", n))
-            else:
+            kind = _constant_kind(n, shape)
+            if kind is None:
                 return None
+            parts.append(("leaf", leaves.setdefault(n, len(leaves)), n.type.dtype) if kind == "leaf" else ("scalar", n))
         elif isinstance(n, Call) and get_op(n.op).pattern in _ELEMENTWISE and n.type.shape == shape:
             parts.append((n.op, n.attrs, n.type.dtype, tuple(at[a] for a in n.args)))
         else:
             return None
     return (tuple(parts), tuple(leaves)) if leaves else None  # (no leaf: nothing to lay end to end)
+
+
+def _constant_kind(c: Constant, shape) -> "str | None":
+    """How an elementwise expression of ``shape`` batches its constant ``c``: a ``"leaf"`` (of
+    its shape: laid end to end with the others'), a ``"scalar"`` (kept as it is), or None."""
+    if c.type.shape == shape:
+        return "leaf"
+    return "scalar" if c.value.size == 1 and c.type.ndim <= 1 else None
 
 
 def evaluate_batched(exprs: list, ctx: PassContext) -> list:
