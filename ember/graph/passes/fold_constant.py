@@ -94,7 +94,8 @@ def fold_expr(body, ctx: PassContext):
     # together (:func:`evaluate_batched`): each larger one then reads a constant, not a few
     # more ops of its own to compile
     small = _small_elementwise(body, const)
-    first = [n for n in small if any(r in const and r not in small for r in readers.get(n, ()))]
+    in_small = set(small)
+    first = [n for n in small if any(r in const and r not in in_small for r in readers.get(n, ()))]
     if len(first) > 1:
         done = dict(zip(first, evaluate_batched(first, ctx)))
         return fold_expr(rewrite(body, lambda n: done.get(n)), ctx)
