@@ -17,6 +17,7 @@ from __future__ import annotations
 from ..ir import Call, Constant, Module, const, merge_spans, source_span
 from ..types import TensorType
 from ..visit import use_counts
+from .affine_chains import compose, composes, split_constant
 from .context import PassContext, graph_pass, rewrite_main
 
 _CONVS = ("nn.conv1d", "nn.conv2d", "nn.conv3d")
@@ -117,11 +118,22 @@ def _moves_only_ones(n: Call) -> bool:
 
 @graph_pass("simplify_inference", opt_level=1)
 def simplify_inference(mod: Module, ctx: PassContext) -> Module:
-    """Batch norm into scale/shift (into the preceding conv when possible); drop ``copy`` and
-    ops that return their operand as it is; small constant powers as products."""
+    """Batch norm into scale/shift (into the preceding conv when possible); chains of products
+    and sums by constants composed (:mod:`.affine_chains`); drop ``copy`` and ops that return
+    their operand as it is; small constant powers as products."""
     uses = use_counts(mod.main.body)
+    once: dict = {}  # a rewritten value -> whether the value it stands for is read once
+
+    def single(v) -> bool:
+        return once.get(v, True)  # (a value made here, by a batch norm or a chain, is read once)
 
     def simplify(m, n, get):
+        r = _simplify(m, n, get)
+        if isinstance(n, Call):
+            once[m if r is None else r] = uses.get(n, 0) == 1
+        return r
+
+    def _simplify(m, n, get):
         if not isinstance(n, Call):
             return None
         if n.op == "copy" or _is_identity(n):
@@ -137,6 +149,11 @@ def simplify_inference(mod: Module, ctx: PassContext) -> Module:
             inner = [x, *(x.args[:1] if isinstance(x, Call) and x.op == "nn.bias_add" else [])]
             with source_span(*merge_spans(*reversed(inner), n)):
                 return _fold_bn(n, get, uses)
+        if n.op in ("multiply", "add"):
+            split = split_constant(m)
+            if split is not None and composes(m.op, split[0]) and single(split[0]):
+                with source_span(*merge_spans(n)):
+                    return compose(m.op, *split, single)
         return None
 
     return rewrite_main(mod, simplify, original=True)

@@ -1,7 +1,7 @@
 import numpy as np
 
 import ember
-from ember.graph import Var, const, topo_calls
+from ember.graph import Tuple, Var, const, topo_calls
 from ember.graph.passes import PassContext, fold_constant, simplify_inference
 from ember.compiler.fold import evaluate_constants
 
@@ -137,3 +137,43 @@ def test_small_constant_powers_are_products():
         assert [c.op for c in topo_calls(after)] == ops, e
         xv = np.abs(rand(4, 9)) + 0.1
         np.testing.assert_allclose(ember.compile(after).run(xv)[0], xv ** e, rtol=1e-5)
+
+
+def _scale_layer(y, c, d):
+    """Caffe's scale layer after a batch norm, as ONNX files converted from Caffe have it:
+    ``y * c + d`` by per-channel constants of shape (C, 1, 1)."""
+    return call("add", call("multiply", y, const(c.reshape(-1, 1, 1))), const(d.reshape(-1, 1, 1)))
+
+
+def test_a_batch_norm_and_a_scale_layer_are_one_product_and_one_sum():
+    x = Var("x", T(1, 4, 3, 3))
+    stats, c, d = _bn_args(4), rand(4) + 2.0, rand(4)
+    bn = call("nn.batch_norm", x, *map(const, stats), axis=1, epsilon=1e-5)
+    before = module([x], call("nn.relu", _scale_layer(bn, c, d)))
+    after = simplify(before)
+    assert [n.op for n in topo_calls(after)] == ["multiply", "add", "nn.relu"]
+    xv = rand(1, 4, 3, 3)
+    want = np.maximum(_bn_ref(xv[0], *stats) * c[:, None, None] + d[:, None, None], 0)[None]
+    np.testing.assert_allclose(ember.compile(after).run(xv)[0], want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_scale_layer_after_a_conv_and_its_batch_norm_folds_into_the_weights():
+    x = Var("x", T(1, 3, 4, 4))
+    w, stats, c, d = rand(5, 3, 1, 1), _bn_args(5), rand(5), rand(5)
+    conv = call("nn.conv2d", x, const(w), strides=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1)
+    bn = call("nn.batch_norm", conv, *map(const, stats), axis=1, epsilon=1e-5)
+    after = simplify(module([x], _scale_layer(bn, c, d)))
+    assert [n.op for n in topo_calls(after)] == ["nn.conv2d", "add"]
+    s = stats[0] / np.sqrt(stats[3] + 1e-5)
+    np.testing.assert_allclose(after.main.body.args[0].args[1].value, w * (s * c)[:, None, None, None], rtol=1e-5)
+    xv = rand(1, 3, 4, 4)
+    want = _bn_ref(_conv_ref(xv, w)[0], *stats) * c[:, None, None] + d[:, None, None]
+    np.testing.assert_allclose(ember.compile(after).run(xv)[0], want[None], rtol=1e-4, atol=1e-5)
+
+
+def test_a_chain_read_twice_is_kept():
+    x = Var("x", T(1, 2, 3, 3))
+    c = rand(2).reshape(2, 1, 1)
+    inner = call("add", x, const(c))  # read by the product and by the output: composing it would compute both
+    after = simplify(module([x], Tuple([call("multiply", inner, const(c)), inner])))
+    assert sorted(n.op for n in topo_calls(after)) == ["add", "multiply"]
