@@ -37,11 +37,13 @@ def _typed(op: str, args: list, attrs=None) -> Call:
     return Call(op, args, attrs or {}, infer_type(op, [a.type for a in args], attrs or {}))
 
 
-def _constant(v) -> bool:
-    """Whether ``v`` is a constant or an expression over constants only."""
+def _constant(v, depth: int = 16) -> bool:
+    """Whether ``v`` is a constant or an expression over constants only, of at most ``depth``
+    levels (an activation is not walked down to the model's input: that, at every product and
+    sum of a model, was quadratic)."""
     if isinstance(v, Constant):
         return True
-    return isinstance(v, Call) and bool(v.args) and all(_constant(a) for a in v.args)
+    return depth > 0 and isinstance(v, Call) and bool(v.args) and all(_constant(a, depth - 1) for a in v.args)
 
 
 def _small(t) -> bool:
