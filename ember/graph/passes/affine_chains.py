@@ -23,7 +23,7 @@ from typing import Callable, Optional
 from ..ir import Call, Constant
 from ..types import TensorType
 
-_CONVS = ("nn.conv1d", "nn.conv2d", "nn.conv3d")
+CONVS = ("nn.conv1d", "nn.conv2d", "nn.conv3d")
 _FLOATS = ("float16", "bfloat16", "float32", "float64")
 
 # the most elements a composed constant may have: per-channel vectors, not activations (a
@@ -31,7 +31,8 @@ _FLOATS = ("float16", "bfloat16", "float32", "float64")
 SMALL_CONSTANT = 1 << 16
 
 
-def _typed(op: str, args: list, attrs=None) -> Call:
+def typed(op: str, args: list, attrs=None) -> Call:
+    """The call ``op(*args)`` with its type inferred."""
     from ..ops import infer_type
 
     return Call(op, args, attrs or {}, infer_type(op, [a.type for a in args], attrs or {}))
@@ -88,7 +89,7 @@ def _reshaped(v, shape: tuple) -> Call:
 
 def _into_conv(conv: Call, c) -> Optional[Call]:
     """``conv * c`` as a convolution whose (constant) weights are scaled per output channel."""
-    if not (conv.op in _CONVS and len(conv.args) == 2 and _constant(conv.args[1])
+    if not (conv.op in CONVS and len(conv.args) == 2 and _constant(conv.args[1])
             and conv.type.dtype in _FLOATS and conv.args[1].type.dtype == conv.type.dtype):
         return None
     k = _per_output_channel(c, conv)
@@ -102,16 +103,16 @@ def _into_conv(conv: Call, c) -> Optional[Call]:
         # over the weights, of the form a batch norm's alone has (its kernel then shared)
         for big, s in (w.args, w.args[::-1]):
             if isinstance(s, Call) and s.op == "reshape" and s.type.shape == shape and s.args[0].type.shape == (k,):
-                w, vector = big, _typed("multiply", [s.args[0], vector])
+                w, vector = big, typed("multiply", [s.args[0], vector])
                 break
     scale = _reshaped(vector, shape)
-    return _typed(conv.op, [conv.args[0], _typed("multiply", [w, scale])], dict(conv.attrs))
+    return typed(conv.op, [conv.args[0], typed("multiply", [w, scale])], dict(conv.attrs))
 
 
 def composes(op: str, x) -> bool:
     """Whether :func:`compose` has something to push ``op``'s constant into: ``x`` a product or
     a sum by a constant, or a convolution under a product."""
-    return isinstance(x, Call) and (split_constant(x) is not None or (op == "multiply" and x.op in _CONVS))
+    return isinstance(x, Call) and (split_constant(x) is not None or (op == "multiply" and x.op in CONVS))
 
 
 def compose(op: str, x, c, single: Callable[[object], bool]) -> Call:
@@ -123,18 +124,18 @@ def compose(op: str, x, c, single: Callable[[object], bool]) -> Call:
         if inner is not None and not _codes(inner[0]):
             y, k = inner
             if x.op == op:  # (y * k) * c = y * (k * c); (y + k) + c = y + (k + c)
-                kc = _typed(op, [k, c])
+                kc = typed(op, [k, c])
                 if _small(kc.type):
                     return compose(op, y, kc, single)
             elif op == "multiply":  # (y + k) * c = y * c + k * c
-                kc = _typed("multiply", [k, c])
+                kc = typed("multiply", [k, c])
                 if _small(kc.type):
                     return compose("add", compose("multiply", y, c, single), kc, single)
         elif op == "multiply":
             folded = _into_conv(x, c)
             if folded is not None:
                 return folded
-    return _typed(op, [x, c])
+    return typed(op, [x, c])
 
 
-__all__ = ["SMALL_CONSTANT", "compose", "composes", "split_constant"]
+__all__ = ["CONVS", "SMALL_CONSTANT", "compose", "composes", "split_constant", "typed"]

@@ -17,22 +17,15 @@ from __future__ import annotations
 from ..ir import Call, Constant, Module, const, merge_spans, source_span
 from ..types import TensorType
 from ..visit import use_counts
-from .affine_chains import compose, composes, split_constant
+from .affine_chains import CONVS as _CONVS
+from .affine_chains import compose, composes, split_constant, typed as _typed
 from .context import PassContext, graph_pass, rewrite_main
-
-_CONVS = ("nn.conv1d", "nn.conv2d", "nn.conv3d")
 
 
 def _per_channel(v, ndim: int, axis: int):
     """``v`` (C,) reshaped to broadcast along ``axis`` of a rank-``ndim`` tensor."""
     shape = tuple(v.type.shape) + (1,) * (ndim - axis - 1)
     return Call("reshape", [v], {"newshape": shape}, TensorType(shape, v.type.dtype))
-
-
-def _typed(op: str, args: list, attrs=None) -> Call:
-    from ..ops import infer_type
-
-    return Call(op, args, attrs or {}, infer_type(op, [a.type for a in args], attrs or {}))
 
 
 def _fold_bn(n: Call, get, uses: dict):
