@@ -10,7 +10,8 @@ is ml_dtypes' (and so the ONNX reference's) by construction.
   gather and one compare per level) finds the code. Negative values use a table of their own
   (the fnuz types have no negative zero), NaN a code of its own.
 - **Encode** to int4/uint4/int2/uint2: truncate toward zero and keep the low bits (what the
-  reference's astype does), NaN and infinity giving 0.
+  reference's astype does), NaN and infinity giving 0; a float out of the type's range gives
+  its low bits or 0, as the installed ml_dtypes does (0 from its 0.7 on).
 """
 from __future__ import annotations
 
@@ -119,6 +120,23 @@ def decode(node, x, name: str, target: str):
     return node.call("gather", Constant(decode_table(name, target)), node.call("cast", x, dtype="int32"), axis=0)
 
 
+def _int_range(name: str) -> tuple:
+    bits = INTS[name]
+    return (0, (1 << bits) - 1) if name.startswith("u") else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+
+
+@functools.lru_cache(maxsize=None)
+def _floats_out_of_range_zero(name: str) -> bool:
+    """Whether the installed ml_dtypes (and so the ONNX reference) converts a float outside the
+    integer type ``name``'s range to 0 (ml_dtypes 0.7 on) rather than to its truncation's low
+    bits (before): ONNX leaves it undefined, Ember answers as the reference does. Probed with
+    ``max + 2``, whose low bits are not 0 in any of the four types."""
+    hi = _int_range(name)[1]
+    with np.errstate(invalid="ignore"):
+        code = int(np.array([hi + 2], np.float32).astype(_type(name)).view(np.uint8)[0])
+    return code == 0
+
+
 def encode(node, x, name: str, saturate: bool = True, round_mode: str = "up"):
     """``x`` (any float or integer type) converted to the narrow type ``name``, as its bytes."""
     src = x.type.dtype
@@ -132,6 +150,11 @@ def encode(node, x, name: str, saturate: bool = True, round_mode: str = "up"):
                                                       big), Constant(np.float64(0)))
             x = xf
         t = node.call("cast", x, dtype="int64")  # (a float truncates toward zero)
+        if src.startswith(("float", "bfloat")) and _floats_out_of_range_zero(name):
+            lo, hi = _int_range(name)
+            inside = node.call("logical_and", node.call("greater_equal", t, Constant(np.int64(lo))),
+                               node.call("less_equal", t, Constant(np.int64(hi))))
+            t = node.call("where", inside, t, Constant(np.int64(0)))
         return node.call("cast", node.call("bitwise_and", t, mask), dtype="uint8")
     if src == "float64":
         raise UnsupportedOpError(f"a cast of float64 to {name} is not supported (cast to float32 first)")
