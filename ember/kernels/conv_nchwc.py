@@ -203,6 +203,11 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
     least = 7 if wide or (not grouped and registers >= 32) else 4
     xb = FLAT_COLUMNS if flat and wide_out else \
         width_block(oh * ow if flat else ow, FB, lanes, registers, pointwise=pointwise, least=least)
+    # two output-channel blocks per register block where they fill AVX2's 16 registers best
+    filters = 2 if _paired_blocks(registers, vecs, FO, kh * kw, grouped or flat or wide or not blocked
+                                  or dot is not None or scale is not None) else 1
+    if filters == 2:
+        xb = PAIRED_COLUMNS
     # the tuner may take any block whose accumulators fit the registers with a weight vector
     xb = knob("conv.columns", range(1, max(1, (registers - vecs - 1) // vecs) + 1), xb)
     end, last = [padding[2], padding[3]], None
@@ -281,7 +286,7 @@ def conv2d_nchwc(data: te.Tensor, packed: te.Tensor, strides: Sequence[int] = (1
     copy = padded if padded is not data else sub
     parts = {"kind": "conv_nchwc", "pad": copy, "input": padded, "xb": xb, "grouped": grouped, "strides": (sh, sw),
              "wide_window": wide, "flat": flat, "widen": data.dtype != packed.dtype, "wide_output": flat and wide_out,
-             "pairs": const_int(padded.shape[-1]) // 2 if pairs else 0,
+             "pairs": const_int(padded.shape[-1]) // 2 if pairs else 0, "filters": filters,
              "center": (oh, ow) + tuple(dilation) if centerable else None}
     if not flat:
         return te.compute((data.shape[0], FO, oh, ow, FB), body, name, attrs=parts)
@@ -332,6 +337,25 @@ def _flat_pads_less(oh: int, ow: int, fb: int, lanes: int, registers: int) -> bo
     return -(-oh * ow // xf) * xf < oh * -(-ow // xr) * xr
 
 
+# The columns of a register block of two output-channel blocks (_paired_blocks)
+PAIRED_COLUMNS = 3
+
+
+def _paired_blocks(registers: int, vecs: int, blocks, taps: int, other: bool) -> bool:
+    """Whether a float conv's register block is two output-channel blocks of two vectors by
+    :data:`PAIRED_COLUMNS` columns: 12 accumulators, the 3 columns' inputs broadcast and held,
+    one weight vector at a time -- AVX2's 16 registers exactly (:func:`_vector_block` orders
+    the products so). Against one block by 4-5 columns (8-10 accumulators, with FMA's latency
+    of 4 barely enough to keep both pipes busy), in place on Zen 3 (medians of 15-20 rounds):
+    ResNet-18's 3x3 convs but the stem 1.09x, ResNet-50's at 56x56 ~1.07x, 7x7 ~1.03x, 28x28
+    and 14x14 as fast; the stem (unblocked input) 1.13x in one run and 0.64x in another, and 1x1
+    convs, which read a weight vector per broadcast anyway, 0.86-1.15x: they keep theirs.
+    Where the blocks pair up (an even count) and nothing else shapes the block (``other``:
+    unblocked input, groups, a flat plane, a wide window, packed dots, a per-channel scale)."""
+    return registers < 32 and vecs == 2 and taps > 1 and isinstance(blocks, int) and blocks % 2 == 0 \
+        and not other
+
+
 def subsample(data: te.Tensor, strides: Sequence[int], name: str, pairs: bool = False) -> te.Tensor:
     """Every ``strides[0]``-th row and ``strides[1]``-th column of blocked ``data``; with
     ``pairs``, its words as int16 pairs (see :func:`~ember.kernels.conv.pad_spatial`)."""
@@ -380,8 +404,11 @@ def schedule_conv_nchwc(s: Schedule, conv: te.Tensor, out: Optional[te.Tensor] =
         # input is then read once per group, not once per channel block (ResNet's 56x56
         # layers would read their input from L3 4-32 times over)
         blocks = _static_size(conv.shape[1])
-        group = knob("conv.weight_group", [d for d in range(1, min(blocks, 64) + 1) if blocks % d == 0],
-                     _weight_group(conv, target))
+        group = _weight_group(conv, target)
+        want = conv.op.attrs.get("filters", 1)
+        if want > 1 and blocks % want == 0 and group % want:  # (whole pairs of blocks per group)
+            group = next(d for d in range(group, blocks + 1) if blocks % d == 0 and d % want == 0)
+        group = knob("conv.weight_group", [d for d in range(1, min(blocks, 64) + 1) if blocks % d == 0], group)
         fco, fo = so.split(fo, factor=group)
         so.reorder(n, fco, y, fo)
     # output-channel blocks per register block (a tuner's decision): their accumulators share
@@ -392,8 +419,12 @@ def schedule_conv_nchwc(s: Schedule, conv: te.Tensor, out: Optional[te.Tensor] =
     vecs = max(1, _static_size(conv.shape[4]) // lanes)
     registers = vector_registers(lanes)
     blocks_per = group if mode != "plane" else _static_size(conv.shape[1])
-    nf = knob("conv.filters", [f for f in (1, 2, 3, 4) if blocks_per % f == 0
-                               and (f == 1 or f * vecs * (xb + 1) < registers)], 1)
+    # (a block's accumulators, and the smaller of its broadcast inputs and its weight vectors
+    # held while the larger stream: _vector_block)
+    fits = [f for f in (1, 2, 3, 4) if blocks_per % f == 0
+            and (f == 1 or f * vecs * xb + min(xb, f * vecs) + 1 <= registers)]
+    want = conv.op.attrs.get("filters", 1)
+    nf = knob("conv.filters", fits, want if want in fits else 1)
     if mode:
         if mode == "plane":
             if nf > 1:
@@ -466,6 +497,12 @@ def _vector_block(st, cfo, cx, cfi, lanes: int) -> None:
         st.unroll(cfo)
     st.unroll(cx)
     cv, cl = st.split(cfi, factor=lanes)
+    sizes = [const_int(a.extent) for a in (cx, cfo, cv)] if cfo is not None else [None]
+    if None not in sizes and sizes[0] < sizes[1] * sizes[2]:
+        # fewer columns than weight vectors: the columns' broadcast inputs held, each weight
+        # vector loaded for its products and dropped (acc + xb + 1 registers, not acc + all
+        # the block's weight vectors + 1: 2 x 2 vectors x 3 columns spilled an accumulator)
+        st.reorder(cv, cx)
     st.unroll(cv)
     st.vectorize(cl)
 
