@@ -120,7 +120,8 @@ class TieredExecutable:
         """A run of ``exe`` marked in flight while tier 1 still compiles (the background build's
         last worker waits for it), and the first run's start and end seen (the build waits for
         them)."""
-        self._run_started.set()
+        if not self._run_started.is_set():  # (every run passes here: no lock once it is set)
+            self._run_started.set()
         try:
             with contextlib.nullcontext() if exe is self._final else model_running():
                 yield
