@@ -133,7 +133,9 @@ def _number(first_ms: float) -> int:
 
 
 def run_tests(report: Report, timeout: float) -> None:
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "gpu or cuda",
+    # in one process (-o addopts= drops pyproject's -n: the device may lack pytest-xdist, and
+    # the tests share one GPU)
+    cmd = [sys.executable, "-m", "pytest", "-q", "-o", "addopts=", "-p", "no:cacheprovider", "-k", "gpu or cuda",
            "tests/runtime/test_gpu_executable.py", "tests/test_options.py"]
     t0 = time.time()
     try:

@@ -28,8 +28,15 @@ def _give_profile_package_the_stdlib_names() -> None:
 _give_profile_package_the_stdlib_names()
 
 # Compiled kernels go to a private cache for the test session, never to ~/.cache/ember. Set at
-# import time so that even module-level builds in test files use it.
-_CACHE = tempfile.mkdtemp(prefix="ember-test-cache-")
+# import time so that even module-level builds in test files use it. pytest-xdist's workers
+# inherit the controller's environment: they share the directory its conftest made (the cache
+# is safe across processes), so a kernel one file compiles serves the others as in one process.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+if _WORKER and os.environ.get("EMBER_TEST_CACHE_DIR"):
+    _CACHE = os.environ["EMBER_TEST_CACHE_DIR"]
+else:
+    _CACHE = tempfile.mkdtemp(prefix="ember-test-cache-")
+    os.environ["EMBER_TEST_CACHE_DIR"] = _CACHE
 os.environ["EMBER_CACHE_DIR"] = _CACHE
 
 
@@ -42,7 +49,27 @@ def ember_cache_dir() -> str:
 def pytest_unconfigure(config):
     import shutil
 
-    shutil.rmtree(_CACHE, ignore_errors=True)
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:  # the process that made it
+        shutil.rmtree(_CACHE, ignore_errors=True)
+
+
+# -- the suite on every core (pytest-xdist; pyproject's addopts) -----------------------------
+
+# Workers for ``-n auto``: one a core, at most four (each imports torch and builds models: a
+# worker holds 1-2 GB at its peak).
+MOST_WORKERS = 4
+
+
+def pytest_xdist_auto_num_workers(config) -> int:
+    return max(1, min(MOST_WORKERS, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
+
+
+def pytest_collection_modifyitems(config, items):
+    """Files that hold slow tests first: whole files go to one worker each (``--dist loadfile``,
+    which keeps each module's fixtures built once), so the longest start first and the rest
+    fill the other workers around them rather than one of them running alone at the end."""
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow)  # stable: the files' own order otherwise
 
 
 # -- a small conv network as an ONNX file with named nodes (Conv+BN+Relu, a pool, a Gemm) --------
