@@ -26,7 +26,7 @@ import numpy as np
 
 from ...loop import dtype as dt
 from ..infer import infer_types
-from ..ir import Call, Constant, Module
+from ..ir import Call, Constant, Module, Tuple
 from ..ops.registry import Pattern, get_op
 from ..limits import allocating, describe, tensor_bytes
 from ..types import TensorType
@@ -93,15 +93,20 @@ def fold_expr(body, ctx: PassContext):
     # which its conv's weights are multiplied by, 53 of them in ResNet-50) are computed first,
     # together (:func:`evaluate_batched`): each larger one then reads a constant, not a few
     # more ops of its own to compile
+    # the values to compute: constant calls read by something that is not a constant call
+    frontier = [n for n in post_order(body) if n in const and
+                (n is body or any(r not in const for r in readers.get(n, ())) or uses[n] == 0)]
     small = _small_elementwise(body, const)
     in_small = set(small)
     first = [n for n in small if any(r in const and r not in in_small for r in readers.get(n, ()))]
     if len(first) > 1:
         done = dict(zip(first, evaluate_batched(first, ctx)))
-        return fold_expr(rewrite(body, lambda n: done.get(n)), ctx)
-    # the values to compute: constant calls read by something that is not a constant call
-    frontier = [n for n in post_order(body) if n in const and
-                (n is body or any(r not in const for r in readers.get(n, ())) or uses[n] == 0)]
+        # the rest folds as the constant subgraphs alone (the frontier's values, a tuple), then
+        # the body takes them in one rewrite: rewriting the whole body per round rebuilt every
+        # node after the first conv each time (DenseNet-121: 9 rewrites of 3k nodes per fold)
+        folded = fold_expr(rewrite(Tuple(frontier), lambda n: done.get(n)), ctx)
+        mapping = dict(zip(frontier, folded.fields))
+        return rewrite(body, lambda n: mapping.get(n))
     # a value that is another's bytes relabelled (a reshape, a per-channel vector in the blocked
     # layout: DenseNet-121's 426 blocked batch-norm scales and shifts) is a view of that one's
     # result: computed once, not copied by a kernel of its own
