@@ -200,3 +200,28 @@ def test_small_values_that_larger_folds_read_are_computed_first(monkeypatch):
                     ["multiply", "multiply", "transpose", "transpose"]]  # each weight times a constant
     for field, (_, want) in zip(after.main.body.fields, folds):
         np.testing.assert_allclose(field.args[1].value, want, rtol=1e-5, atol=1e-6)
+
+
+def test_small_values_fold_op_by_op_and_large_ones_fused(monkeypatch):
+    """A small value's ops are kernels of their own (the few every model's folds share, cached
+    once); a large one's fuse (no intermediate copy of a big weight)."""
+    import ember.compiler.compile as cc
+
+    calls_per_group = []
+    real = cc.compile_model
+
+    def spy(*a, **k):
+        exe = real(*a, **k)
+        calls_per_group.append([sum(isinstance(n, Call) for n in post_order(fn.body)) for _, fn in exe.groups])
+        return exe
+
+    monkeypatch.setattr(cc, "compile_model", spy)
+    rng = np.random.default_rng(2)
+    for n in (8, 1 << 17):  # 32 bytes; 512 KB
+        a, b = rng.random(n).astype("float32") + 0.5, rng.random(n).astype("float32")
+        x = Var("x", T(n))
+        after = run(module([x], call("add", x, call("add", call("sqrt", call("multiply", const(a), const(b))),
+                                                    const(np.float32(1.0))))))
+        np.testing.assert_allclose(after.main.body.args[1].value, np.sqrt(a * b) + 1, rtol=1e-6)
+    small, large = calls_per_group
+    assert small == [1, 1, 1] and large == [3]
