@@ -43,12 +43,14 @@ def evaluate_constants(exprs: list, ctx: PassContext) -> list:
     # faster than O3)
     # and its kernels take their sizes as arguments (``compiler.generic``): the folds of every
     # model share a few kernels, compiled once into the cache
-    # small values (a CNN's batch-norm scales) are not fused: each op is a kernel of its own,
-    # the same few every model's folds share (fused, a chain of ops a model of Caffe's
-    # lineage has alone -- DenseNet-121's scale layers -- was new kernels to compile: 4 of
-    # them, 0.4 s of its first result with other models' kernels cached); the intermediate
-    # arrays are small, and big values still fuse (no intermediate copies of large weights)
-    opt = 0 if max(sizes) <= SMALL_BYTES else max(ctx.opt_level, 1)
+    # small values from small constants (a CNN's batch-norm scales) are not fused: each op is a
+    # kernel of its own, the same few every model's folds share (fused, a chain of ops a model
+    # of Caffe's lineage has alone -- DenseNet-121's scale layers -- was new kernels to
+    # compile: 4 of them, 0.4 s of its first result with other models' kernels cached); big
+    # values, or small ones from big constants (a sum over a weight), fuse: no intermediate
+    # copies of large arrays
+    small = max(sizes) <= SMALL_BYTES and all(c.value.nbytes <= SMALL_BYTES for c in leaves)
+    opt = 0 if small else max(ctx.opt_level, 1)
     with allocating(sum(sizes) + inputs, what), llvm_opt_level(1), generic_kernels():
         exe = compile_model(mod, None, opt, disabled_passes=disabled, name="constants", wait=True)
         values = exe.run()

@@ -89,13 +89,13 @@ def fold_expr(body, ctx: PassContext):
     for n in post_order(body):
         for a in (n.args if isinstance(n, Call) else getattr(n, "fields", ())):
             readers.setdefault(a, []).append(n)
+    # the values to compute: constant calls read by something that is not a constant call
+    frontier = [n for n in post_order(body) if n in const and
+                (n is body or any(r not in const for r in readers.get(n, ())) or uses[n] == 0)]
     # small elementwise values that larger constant computations read (a batch norm's scale,
     # which its conv's weights are multiplied by, 53 of them in ResNet-50) are computed first,
     # together (:func:`evaluate_batched`): each larger one then reads a constant, not a few
     # more ops of its own to compile
-    # the values to compute: constant calls read by something that is not a constant call
-    frontier = [n for n in post_order(body) if n in const and
-                (n is body or any(r not in const for r in readers.get(n, ())) or uses[n] == 0)]
     small = _small_elementwise(body, const)
     in_small = set(small)
     first = [n for n in small if any(r in const and r not in in_small for r in readers.get(n, ()))]

@@ -223,5 +223,9 @@ def test_small_values_fold_op_by_op_and_large_ones_fused(monkeypatch):
         after = run(module([x], call("add", x, call("add", call("sqrt", call("multiply", const(a), const(b))),
                                                     const(np.float32(1.0))))))
         np.testing.assert_allclose(after.main.body.args[1].value, np.sqrt(a * b) + 1, rtol=1e-6)
-    small, large = calls_per_group
-    assert small == [1, 1, 1] and large == [3]
+    a = rng.random(1 << 17).astype("float32")  # a small value of a big constant: fused too
+    x = Var("x", T(1))
+    after = run(module([x], call("add", x, call("sum", call("sqrt", const(a)), axis=(0,), keepdims=True))))
+    np.testing.assert_allclose(after.main.body.args[1].value, [np.sqrt(a).sum()], rtol=1e-4)
+    small, large, reduced = calls_per_group
+    assert small == [1, 1, 1] and large == [3] and reduced == [2]
