@@ -213,6 +213,9 @@ def check_in_model(model, database, untuned_exe, target, *, input_shapes=None, r
         return InModelCheck(note=f"nothing checked: {why}")
     by_where = _rounds_by_placement([untuned_exe] + [e for e, _ in variants], random_inputs(untuned_exe), rounds,
                                     round_trip)
+    if not by_where:
+        return InModelCheck(note=f"nothing checked: the cores moved during every round ({2 * rounds} tried); "
+                                 f"check again on a quieter machine (ember tune MODEL --minutes 0 --db DB)")
     per: dict = {}  # workload -> [name, {rank: {where: [untuned s, tuned s]}}]
     placed = []
     for where, (leasts, n) in by_where.items():
