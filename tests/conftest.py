@@ -49,7 +49,7 @@ def ember_cache_dir() -> str:
 def pytest_unconfigure(config):
     import shutil
 
-    if os.environ.get("PYTEST_XDIST_WORKER") is None:  # the process that made it
+    if _WORKER is None:  # the process that made it
         shutil.rmtree(_CACHE, ignore_errors=True)
 
 
