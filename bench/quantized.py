@@ -17,10 +17,14 @@ and per model, the error against fp32 of ``ember.quantize``'s file and of
     python bench/quantized.py                          # resnet50 resnet18 mobilenet_v2 efficientnet_b0 bert distilbert
     python bench/quantized.py bert --kinds dyn --rounds 5 --json q.json
     python bench/quantized.py resnet50 --kinds qdq7 --avx2   # + Ember's AVX2 code (a Zen 3's), int8 and fp32
+    python bench/quantized.py resnet50 bert --kinds qdq --saturating   # + Ember saturating as ORT (no VNNI)
 
 ``qdq7`` is ``quantize_static`` with ``reduce_range`` (7-bit weights), what ORT advises for CPUs
 without VNNI: there Ember's integer kernels run AVX2's ``pmaddubsw``, exact only for such
-weights. ``--avx2`` adds Ember's code for an AVX2 CPU without AVX-512 or VNNI (built for Zen 3,
+weights. ``--saturating`` adds Ember with ``saturating_int8=True`` (``ember_saturating``): on a CPU
+without VNNI, full-range weights on ``pmaddubsw`` too, saturating as ORT's MLAS and oneDNN do
+there; its speed-up over Ember's fp32 and its difference from ORT's outputs are printed with
+the rest. ``--avx2`` adds Ember's code for an AVX2 CPU without AVX-512 or VNNI (built for Zen 3,
 run on this host) on the int8 and fp32 files: its int8 speed-up over its fp32 is what an AVX2
 host would see (the peers still use this host's instructions).
 """
@@ -84,7 +88,7 @@ def quantized(name: str, kind: str, fp32: str) -> str:
     return path
 
 
-def _differences(path: str, feeds: dict) -> dict:
+def _differences(path: str, feeds: dict, saturating: bool = False) -> dict:
     """Largest differences of first outputs: Ember from ORT optimized (``ort``) and unoptimized
     (``ort_unopt``), ORT optimized from unoptimized (``spread``), and Ember and ORT optimized
     from onnx's reference evaluator (``ref``, ``ort_ref``), which computes integer ops exactly
@@ -105,8 +109,12 @@ def _differences(path: str, feeds: dict) -> dict:
     spec = ReferenceEvaluator(path).run(None, feeds)[0]
     got = ember.compile(path, wait=True).run(**feeds)[0]
     d = lambda a, b: float(np.abs(np.asarray(a, np.float64) - b).max())  # noqa: E731
-    return {"ort": d(got, opt), "ort_unopt": d(got, raw), "spread": d(raw, opt), "ref": d(got, spec),
-            "ort_ref": d(opt, spec)}
+    out = {"ort": d(got, opt), "ort_unopt": d(got, raw), "spread": d(raw, opt), "ref": d(got, spec),
+           "ort_ref": d(opt, spec)}
+    if saturating:
+        sat = ember.compile(path, saturating_int8=True, wait=True).run(**feeds)[0]
+        out.update(sat_ort=d(sat, opt), sat_ref=d(sat, spec))
+    return out
 
 
 def _fp32_error(fp32: str, path: str) -> float:
@@ -124,6 +132,8 @@ def main(argv=None) -> int:
     p.add_argument("models", nargs="*", default=DEFAULT, help=f"zoo models (default: {' '.join(DEFAULT)})")
     p.add_argument("--kinds", nargs="*", default=["qdq", "emq", "dyn"], choices=["qdq", "qdq7", "emq", "dyn"],
                    help="quantizations (dyn only for the transformers; qdq7: reduce_range, 7-bit weights)")
+    p.add_argument("--saturating", action="store_true",
+                   help="also Ember with saturating_int8=True (as ORT's and oneDNN's int8 on a CPU without VNNI)")
     p.add_argument("--avx2", action="store_true",
                    help="also Ember's AVX2 code (built for Zen 3, no AVX-512/VNNI) on the int8 and fp32 files")
     from ember.bench.isolated import timing_arguments
@@ -155,21 +165,26 @@ def main(argv=None) -> int:
             path = quantized(name, kind, fp32)
             if args.avx2:
                 ember.compile(path, target=EMBER_TARGETS["ember_avx2"], wait=True)
-            res = time_isolated(path, feeds, own + PEERS, threads, rounds=args.rounds, repeat=args.repeat)
+            sat = ["ember_saturating"] if args.saturating else []
+            res = time_isolated(path, feeds, own + sat + PEERS, threads, rounds=args.rounds, repeat=args.repeat)
             ms = {r: v["median"] * 1e3 for r, v in res.items() if "median" in v}
             for r in own:
                 if "median" in base.get(r, {}):
                     ms[r.replace("ember", "ember_fp32")] = base[r]["median"] * 1e3
-            diff = _differences(path, feeds)
+            diff = _differences(path, feeds, args.saturating)
             best = min((ms[r] for r in PEERS if r in ms), default=None)
             row = {"model": f"{name}_{kind}", "median_ms": ms, "vs_best_peer": ms["ember"] / best if best else None,
                    "vs_ember_fp32": ms.get("ember_fp32", math.nan) / ms["ember"], "max_diff_vs_ort": diff["ort"],
                    "max_diff_vs_ort_unopt": diff["ort_unopt"], "ort_opt_vs_unopt": diff["spread"],
                    "max_diff_vs_reference": diff["ref"], "ort_vs_reference": diff["ort_ref"],
                    "fp32_error": _fp32_error(fp32, path)}
+            if "ember_saturating" in ms:
+                row.update(saturating_vs_best_peer=ms["ember_saturating"] / best if best else None,
+                           saturating_vs_ember_fp32=ms.get("ember_fp32", math.nan) / ms["ember_saturating"],
+                           saturating_diff_vs_ort=diff["sat_ort"], saturating_diff_vs_reference=diff["sat_ref"])
             rows.append(row)
             print(f"{row['model']}: " + "  ".join(f"{k} {v:.2f}" for k, v in ms.items()) + " ms")
-    cols = ["ember"] + PEERS + ["ember_fp32"] + (["ember_avx2", "ember_fp32_avx2"] if args.avx2 else [])
+    cols = ["ember"] + (["ember_saturating"] if args.saturating else []) + PEERS + ["ember_fp32"] + (["ember_avx2", "ember_fp32_avx2"] if args.avx2 else [])
     print(f"\n{'model':<22} " + " ".join(f"{c:>16}" for c in cols)
           + f" {'ember/best':>11} {'fp32/int8':>10} {'diff vs ORT':>12} {'vs ORT unopt':>12} {'ORT spread':>11}"
           f" {'vs onnx ref':>11} {'ORT vs ref':>11}")
@@ -188,6 +203,16 @@ def main(argv=None) -> int:
             ms = r["median_ms"]
             if "ember_avx2" in ms and "ember_fp32_avx2" in ms:
                 print(f"  {r['model']:<22} {ms['ember_fp32_avx2'] / ms['ember_avx2']:.2f}x")
+    if args.saturating:
+        print("\nEmber saturating (saturating_int8=True): over the best peer, its fp32, its largest difference "
+              "from ORT's outputs and from the onnx reference:")
+        for r in rows:
+            if r.get("saturating_vs_best_peer"):
+                print(f"  {r['model']:<22} {r['saturating_vs_best_peer']:.2f}x  {r['saturating_vs_ember_fp32']:.2f}x"
+                      f"  {r['saturating_diff_vs_ort']:.2e}  {r['saturating_diff_vs_reference']:.2e}")
+        sat = [r["saturating_vs_best_peer"] for r in rows if r.get("saturating_vs_best_peer")]
+        if sat:
+            print(f"geomean Ember saturating / best peer: {math.exp(sum(map(math.log, sat)) / len(sat)):.2f}x")
     ratios = [r["vs_best_peer"] for r in rows if r["vs_best_peer"]]
     if ratios:
         print(f"geomean Ember / best peer: {math.exp(sum(map(math.log, ratios)) / len(ratios)):.2f}x over "

@@ -78,6 +78,10 @@ def compile_main(argv) -> int:
                         "operands and sum in float32, about twice as fast; needs a CPU with AVX512-BF16 "
                         "(Intel Sapphire Rapids, AMD Zen 4 or later). With --target cuda, bf16 or fp16: the "
                         "products on the GPU's tensor cores")
+    p.add_argument("--saturating-int8", action="store_true",
+                   help="on a CPU without VNNI, quantized products by full-range int8 weights on AVX2's "
+                        "pmaddubsw, whose pair sums saturate as ONNX Runtime's and oneDNN's do there: about "
+                        "1.3x faster int8, results as ORT's on that CPU (default: exact)")
     p.add_argument("-O", "--opt-level", type=int, default=3, choices=(0, 1, 2, 3),
                    help="graph optimization level (0: one kernel per op, no folding; 3: all; default 3)")
     p.add_argument("--offload", action="append", default=[], metavar="BACKEND",
@@ -130,7 +134,7 @@ def compile_main(argv) -> int:
                         disabled_passes=args.disable_pass, name=name, memory_limit=args.memory_limit,
                         cache=not args.profile_compile,  # (a compile-time profile times a compile)
                         tuning_db=args.tuning_db, shape_hints=_shapes(args.shape_hint, "--shape-hint"),
-                        precision=args.precision, offload=args.offload, wait=True)
+                        precision=args.precision, saturating_int8=args.saturating_int8, offload=args.offload, wait=True)
     exe.export(out)
     if args.profile_compile:
         print(exe.compile_profile.table(budget=args.compile_budget))

@@ -31,17 +31,19 @@ import numpy as np
 # Ember's code for another CPU of the same family, run on this host: ember_avx2 is AVX2 code
 # without AVX-512 or VNNI (a Zen 3's), what an AVX2 host would run
 EMBER_TARGETS = {"ember_avx2": "llvm -mcpu=znver3"}
-RUNTIMES = ("ember", "ember_bf16", "ember_avx2", "onnxruntime", "openvino", "openvino_default", "tvm", "from_torch", "inductor")
+RUNTIMES = ("ember", "ember_bf16", "ember_saturating", "ember_avx2", "onnxruntime", "openvino", "openvino_default", "tvm", "from_torch", "inductor")
 
 
 def _runner(runtime: str, path: str, threads: int, feeds: dict):
     """``run()`` for ``runtime`` on ``feeds`` (None when the runtime is not installed)."""
-    if runtime in ("ember", "ember_bf16") or runtime in EMBER_TARGETS:
+    if runtime in ("ember", "ember_bf16", "ember_saturating") or runtime in EMBER_TARGETS:
         import ember
 
-        # (the parent compiled it once: the kernels come from the cache)
+        # (the parent compiled it once: the kernels come from the cache. ember_saturating: int8
+        # products saturating as ORT's on a CPU without VNNI, CompileOptions.saturating_int8)
         exe = ember.compile(path, target=EMBER_TARGETS.get(runtime),
-                            precision="bf16" if runtime == "ember_bf16" else "fp32", wait=True)
+                            precision="bf16" if runtime == "ember_bf16" else "fp32",
+                            saturating_int8=runtime == "ember_saturating", wait=True)
         exe.threads_per_run = threads
         return lambda: exe.run(**feeds)
     from .peers import PEERS

@@ -188,7 +188,7 @@ def _compiled_before(model, options: CompileOptions) -> Optional[str]:
     st = os.stat(model)
     key = repr((os.path.abspath(model), st.st_size, st.st_mtime_ns, source_digest(), repr(options.target),
                 options.opt_level, options.input_shapes, sorted(options.disabled_passes), options.shape_hints,
-                options.precision, options.offload, options.offload_groups))
+                options.precision, options.saturating_int8, options.offload, options.offload_groups))
     d = os.path.join(cache_dir(), "index")
     os.makedirs(d, exist_ok=True)
     return os.path.join(d, "model-" + hashlib.sha256(key.encode()).hexdigest())

@@ -137,7 +137,7 @@ def _bf16_conv(src, w, fb: int, attrs: dict, span):
     return _call("nn.conv2d_nchwc", [data, words], {**attrs, "dot": "dot_bf16x2"}, span)
 
 
-def _integer_conv(n: Call, target):
+def _integer_conv(n: Call, target, saturating: bool = False):
     """``nn.conv2d_integer`` on blocked uint8 data as packed dots over four channels
     (``vpdpbusd``): the data read as int32 words (a view; blocked here if its producer was not),
     the weights packed in numpy with each lane's four channels in one word, the padding at the
@@ -149,7 +149,7 @@ def _integer_conv(n: Call, target):
     if not _static(x.type, n.type) or not isinstance(w, Constant):
         return None
     F, C, kh, kw = w.type.shape
-    dot = integer_dot(target, w.value, axis=1)
+    dot = integer_dot(target, w.value, axis=1, saturating=saturating)
     if dot is None:
         return None
     fb = channel_block("int32", target, F)
@@ -447,6 +447,7 @@ def block_layout(mod: Module, ctx: PassContext) -> Module:
     """Run convolutional regions in the blocked channel layout (see the module docstring)."""
     target = ctx.config.get("target")
     precision = getattr(ctx.config.get("options"), "precision", "fp32")
+    saturating = getattr(ctx.config.get("options"), "saturating_int8", False)
     # (the block an offload backend's kernels read: ``ember.offload.layout_block``, given by
     # the compiler, a layer above)
     block = ctx.config.get("channel_block")
@@ -461,7 +462,7 @@ def block_layout(mod: Module, ctx: PassContext) -> Module:
         if n.op == "nn.conv2d":
             return _conv(n, target, precision, block)
         if n.op == "nn.conv2d_integer":
-            return _integer_conv(n, target)
+            return _integer_conv(n, target, saturating)
         if n.op == "concat":
             return _concat(n)
         if n.op in _POOLS:

@@ -155,3 +155,40 @@ def test_a_pmaddwd_conv_runs_at_tier0(split):
     assert all(c["kernel"].startswith("tier0_") for c in t0.program["calls"])
     x = RNG.standard_normal((1, C, 12, 11)).astype(np.float32) * 3
     np.testing.assert_array_equal(t0.run(x)[0], exe.run(x)[0])
+
+
+def test_saturating_int8_runs_full_range_weights_on_pmaddubsw_as_ort_does():
+    """``saturating_int8=True``: full-range weights on pmaddubsw too, each pair of products along
+    K summed in int16 with saturation (as ORT's MLAS and oneDNN run them without VNNI): the
+    sums of a numpy model of the instruction, which differ from the exact ones."""
+    K, N = 64, 24
+    wq = np.where(RNG.random((K, N)) < 0.5, 127, -128).astype(np.int8)
+    m, _, _ = _qdq_matmul(wq, K, N)
+    exe = ember.compile(m, target=HASWELL, saturating_int8=True)
+    assert (_pairwise_kernels(exe), _widened_kernels(exe)) == (1, 0)
+    x = RNG.standard_normal((3, K)).astype(np.float32) * 4
+    x[0] = 1e3  # (a row quantized to 255: pairs of 127s saturate)
+    xq = np.clip(np.round(x / np.float32(0.05)) + 131, 0, 255).astype(np.int64)
+    pairs = xq[:, 0::2, None] * wq[None, 0::2].astype(np.int64) + xq[:, 1::2, None] * wq[None, 1::2].astype(np.int64)
+    sums = np.clip(pairs, -32768, 32767).sum(axis=1) - 131 * wq.astype(np.int64).sum(axis=0)
+    sw = nh.to_array(next(i for i in m.graph.initializer if i.name == "sw"))
+    ref = np.float32(0.05) * sums * sw.astype(np.float64)
+    exact = np.float32(0.05) * ((xq - 131) @ wq.astype(np.int64)) * sw.astype(np.float64)
+    assert np.abs(ref - exact).max() > 1e-2  # (the data saturates)
+    np.testing.assert_allclose(exe.run(x)[0], ref, rtol=1e-5, atol=1e-4)
+
+
+def test_saturating_int8_takes_pmaddubsw_for_a_full_range_conv():
+    C, F = 32, 24
+    wq = RNG.integers(-128, 128, (F, C, 3, 3)).astype(np.int8)
+    wq[:, :2] = 127
+    sw = (RNG.random(F) * 0.01 + 0.001).astype(np.float32)
+    nodes, inits = _qdq("Conv", wq, sw, 0, 0.04, 100, pads=[1] * 4)
+    m = _model(nodes, [h.make_tensor_value_info("x", TP.FLOAT, [1, C, 9, 10])], inits)
+    exe = ember.compile(m, target=HASWELL, saturating_int8=True)
+    assert (_pairwise_kernels(exe), _dot_kernels(exe, "dot_i16x2", "pmadd.wd")) == (1, 0)
+    # (codes 75-125: no pair reaches past int16, 2 * 125 * 128 < 32767)
+    x = np.clip(RNG.standard_normal((1, C, 9, 10)) * 0.5, -1, 1).astype(np.float32)
+    xd = (np.clip(np.round(x / np.float32(0.04)) + 100, 0, 255) - 100) * np.float32(0.04)
+    ref = _conv_ref(xd, wq * sw[:, None, None, None].astype(np.float64), 1, 1)
+    np.testing.assert_allclose(exe.run(x)[0], ref, rtol=1e-4, atol=1e-3)
