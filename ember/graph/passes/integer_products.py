@@ -62,9 +62,14 @@ def _is(e, op: str) -> bool:
     return isinstance(e, Call) and e.op == op
 
 
+_ARITH = {"multiply": np.multiply, "add": np.add, "subtract": np.subtract}
+
+
 def _value(e) -> Optional[np.ndarray]:
     """The value of ``e`` when it is a constant, or a reshape or cast of one (how the importer
-    spreads a scale or a zero point); else None."""
+    spreads a scale or a zero point), or a float product, sum or difference of such values
+    (weights a later pass scaled per channel: EfficientNet's depthwise convs, by the folded
+    batch norm, after the constants were folded); else None."""
     if isinstance(e, Constant):
         return e.value
     if isinstance(e, Call) and e.op in ("reshape", "cast") and len(e.args) == 1:
@@ -74,6 +79,12 @@ def _value(e) -> Optional[np.ndarray]:
         from ...loop import dtype as dt
 
         return v.reshape(e.type.shape) if e.op == "reshape" else v.astype(dt.numpy_dtype(e.type.dtype))
+    if isinstance(e, Call) and e.op in _ARITH and len(e.args) == 2 and isinstance(e.type, TensorType) \
+            and e.type.dtype == "float32" and e.type.is_static and int(np.prod(e.type.shape, dtype=np.int64)) <= 1 << 22:
+        a, b = (_value(x) for x in e.args)
+        if a is None or b is None:
+            return None
+        return _ARITH[e.op](np.asarray(a, np.float32), np.asarray(b, np.float32)).reshape(e.type.shape)
     return None
 
 

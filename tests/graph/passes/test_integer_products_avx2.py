@@ -192,3 +192,37 @@ def test_saturating_int8_takes_pmaddubsw_for_a_full_range_conv():
     xd = (np.clip(np.round(x / np.float32(0.04)) + 100, 0, 255) - 100) * np.float32(0.04)
     ref = _conv_ref(xd, wq * sw[:, None, None, None].astype(np.float64), 1, 1)
     np.testing.assert_allclose(exe.run(x)[0], ref, rtol=1e-4, atol=1e-3)
+
+
+def test_a_depthwise_conv_whose_weights_a_later_pass_scaled_reads_the_codes():
+    """A per-channel multiply after a QDQ depthwise conv is folded into its weights after the
+    constants were folded (EfficientNet's: a product of constants, not a constant): the conv
+    still reads the uint8 codes, which its producer writes as bytes, not floats."""
+    from onnx.reference import ReferenceEvaluator
+
+    from ember.driver import lower_kernel
+
+    C, k = 32, 3
+    inits = {"w1": RNG.integers(-64, 64, (C, 16, 1, 1)).astype(np.int8), "s1": np.full(C, 0.02, np.float32),
+             "w2": RNG.integers(-127, 128, (C, 1, k, k)).astype(np.int8),
+             "s2": (RNG.random(C) * 0.01 + 0.001).astype(np.float32), "z": np.zeros(C, np.int8),
+             "sx": np.array(0.04, np.float32), "zx": np.array(0, np.uint8), "sy": np.array(0.05, np.float32),
+             "zy": np.array(9, np.uint8), "g": (RNG.random((1, C, 1, 1)) + 0.5).astype(np.float32)}
+    nodes = [h.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
+             h.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
+             h.make_node("DequantizeLinear", ["w1", "s1", "z"], ["w1d"], axis=0),
+             h.make_node("Conv", ["xd", "w1d"], ["y1"]),
+             h.make_node("QuantizeLinear", ["y1", "sy", "zy"], ["y1q"]),
+             h.make_node("DequantizeLinear", ["y1q", "sy", "zy"], ["y1d"]),
+             h.make_node("DequantizeLinear", ["w2", "s2", "z"], ["w2d"], axis=0),
+             h.make_node("Conv", ["y1d", "w2d"], ["y2"], pads=[k // 2] * 4, group=C),
+             h.make_node("Mul", ["y2", "g"], ["y"])]
+    m = _model(nodes, [h.make_tensor_value_info("x", TP.FLOAT, [1, 16, 12, 13])], inits)
+    exe = ember.compile(m, target=HASWELL)
+    scripts = [s.script() if hasattr(s, "script") else lower_kernel(s, a, n).script() for s, a, n in exe.kernel_sources]
+    depthwise = [s for s in scripts if "nn_conv2d_nchwc_pad" in s and "dot_" not in s]
+    assert depthwise and all(s[:s.index("p1:")].endswith('"uint8", align=1), ') for s in depthwise)
+    x = RNG.standard_normal((1, 16, 12, 13)).astype(np.float32) * 3
+    ref = ReferenceEvaluator(m).run(None, {"x": x})[0]
+    step = 0.05 * np.abs(inits["w2"] * inits["s2"][:, None, None, None] * inits["g"].reshape(C, 1, 1, 1)).max()
+    assert np.abs(exe.run(x)[0] - ref).max() <= step * 1.01
