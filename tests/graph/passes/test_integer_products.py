@@ -115,6 +115,20 @@ def _conv(x, w, stride, pad):
     return out
 
 
+def conv_then_depthwise(C: int, k: int, stride: int = 1, out: str = "y") -> list:
+    """The nodes of a QDQ 1x1 conv (weights ``w1``, scales ``s1``) into a QDQ depthwise conv
+    (``w2``, ``s2``) of ``C`` channels, ``k`` x ``k``: the data's scale and zero point ``sx``,
+    ``zx``, the first output's ``sy``, ``zy``, the weights' zero points ``z``."""
+    return [h.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
+            h.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
+            h.make_node("DequantizeLinear", ["w1", "s1", "z"], ["w1d"], axis=0),
+            h.make_node("Conv", ["xd", "w1d"], ["y1"]),
+            h.make_node("QuantizeLinear", ["y1", "sy", "zy"], ["y1q"]),
+            h.make_node("DequantizeLinear", ["y1q", "sy", "zy"], ["y1d"]),
+            h.make_node("DequantizeLinear", ["w2", "s2", "z"], ["w2d"], axis=0),
+            h.make_node("Conv", ["y1d", "w2d"], [out], pads=[k // 2] * 4, strides=[stride] * 2, group=C)]
+
+
 @pytest.mark.parametrize("adtype,stride,C,k", [(np.uint8, 1, 32, 3), (np.int8, 2, 48, 3), (np.int8, 1, 16, 5)])
 def test_a_qdq_depthwise_conv_reads_the_codes(adtype, stride, C, k):
     """After an integer conv (blocked, its output quantized), a QDQ depthwise conv reads the
@@ -129,15 +143,7 @@ def test_a_qdq_depthwise_conv_reads_the_codes(adtype, stride, C, k):
              "s2": (RNG.random(C) * 0.01 + 0.001).astype(np.float32),
              "z": np.zeros(C, np.int8), "sx": np.array(0.04, np.float32), "zx": np.array(0, adtype),
              "sy": np.array(0.05, np.float32), "zy": np.array(z1, adtype)}
-    nodes = [h.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
-             h.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
-             h.make_node("DequantizeLinear", ["w1", "s1", "z"], ["w1d"], axis=0),
-             h.make_node("Conv", ["xd", "w1d"], ["y1"]),
-             h.make_node("QuantizeLinear", ["y1", "sy", "zy"], ["y1q"]),
-             h.make_node("DequantizeLinear", ["y1q", "sy", "zy"], ["y1d"]),
-             h.make_node("DequantizeLinear", ["w2", "s2", "z"], ["w2d"], axis=0),
-             h.make_node("Conv", ["y1d", "w2d"], ["y"], pads=[k // 2] * 4, strides=[stride] * 2, group=C)]
-    m = _model(nodes, [h.make_tensor_value_info("x", TP.FLOAT, [1, 32, 12, 13])], inits)
+    m = _model(conv_then_depthwise(C, k, stride), [h.make_tensor_value_info("x", TP.FLOAT, [1, 32, 12, 13])], inits)
     exe = ember.compile(m)
     scripts = [s.script() if hasattr(s, "script") else lower_kernel(s, a, n).script() for s, a, n in exe.kernel_sources]
     depthwise = [s for s in scripts if "nn_conv2d_nchwc_pad" in s and "dot_u8i8x4" not in s]

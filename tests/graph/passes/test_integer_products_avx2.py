@@ -202,21 +202,15 @@ def test_a_depthwise_conv_whose_weights_a_later_pass_scaled_reads_the_codes():
 
     from ember.driver import lower_kernel
 
+    from .test_integer_products import conv_then_depthwise
+
     C, k = 32, 3
     inits = {"w1": RNG.integers(-64, 64, (C, 16, 1, 1)).astype(np.int8), "s1": np.full(C, 0.02, np.float32),
              "w2": RNG.integers(-127, 128, (C, 1, k, k)).astype(np.int8),
              "s2": (RNG.random(C) * 0.01 + 0.001).astype(np.float32), "z": np.zeros(C, np.int8),
              "sx": np.array(0.04, np.float32), "zx": np.array(0, np.uint8), "sy": np.array(0.05, np.float32),
              "zy": np.array(9, np.uint8), "g": (RNG.random((1, C, 1, 1)) + 0.5).astype(np.float32)}
-    nodes = [h.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
-             h.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
-             h.make_node("DequantizeLinear", ["w1", "s1", "z"], ["w1d"], axis=0),
-             h.make_node("Conv", ["xd", "w1d"], ["y1"]),
-             h.make_node("QuantizeLinear", ["y1", "sy", "zy"], ["y1q"]),
-             h.make_node("DequantizeLinear", ["y1q", "sy", "zy"], ["y1d"]),
-             h.make_node("DequantizeLinear", ["w2", "s2", "z"], ["w2d"], axis=0),
-             h.make_node("Conv", ["y1d", "w2d"], ["y2"], pads=[k // 2] * 4, group=C),
-             h.make_node("Mul", ["y2", "g"], ["y"])]
+    nodes = conv_then_depthwise(C, k, out="y2") + [h.make_node("Mul", ["y2", "g"], ["y"])]
     m = _model(nodes, [h.make_tensor_value_info("x", TP.FLOAT, [1, 16, 12, 13])], inits)
     exe = ember.compile(m, target=HASWELL)
     scripts = [s.script() if hasattr(s, "script") else lower_kernel(s, a, n).script() for s, a, n in exe.kernel_sources]
