@@ -3,7 +3,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 
 import numpy as np
 
@@ -13,14 +12,11 @@ from ember import kernels as K
 
 def test_build_cache_and_export(tmp_path):
     s, args = K.matmul(40, 24, 16)
-    t0 = time.perf_counter()
     mod = ember.build(s, args, "mm")
-    cold = time.perf_counter() - t0
     s, args = K.matmul(40, 24, 16)
-    t0 = time.perf_counter()
-    mod2 = ember.build(s, args, "mm")
-    warm = time.perf_counter() - t0
-    assert warm < cold  # the second build is a cache hit (the precise figure is in the benchmark)
+    stats: dict = {}
+    mod2 = ember.build(s, args, "mm", stats=stats)
+    assert stats["mm"]["cached"] and "(link)" not in stats  # a cache hit (its time: the benchmark's figure)
     a = np.random.rand(40, 16).astype("float32")
     b = np.random.rand(16, 24).astype("float32")
     c = np.empty((40, 24), "float32")

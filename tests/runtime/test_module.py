@@ -4,7 +4,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 
 import numpy as np
 import pytest
@@ -136,13 +135,13 @@ def test_ndarray_subclasses_are_accepted(mod):
     np.testing.assert_array_equal(c.numpy(), 2 * np.asarray(a))
 
 
-def test_cache_hit_is_fast_and_works(ember_cache_dir):
+def test_cache_hit_compiles_and_links_nothing_and_works(ember_cache_dir):
+    # (what a hit costs is a benchmark's figure: a test timing it fails on a loaded machine)
     funcs = [add_kernel("cached_add", 32, "int32")]
     first = build(funcs)
-    start = time.perf_counter()
-    second = build(funcs)
-    elapsed = time.perf_counter() - start
-    assert elapsed < 0.2, f"cache hit took {elapsed * 1e3:.1f} ms"
+    stats: dict = {}
+    second = build(funcs, stats=stats)
+    assert stats == {"cached_add": {"cached": True}}  # (no LLVM phase, no "(link)")
     assert second.path == first.path and os.path.dirname(second.path) == ember_cache_dir
     assert os.path.exists(second.path[:-3] + ".json")
     a = rt.array(np.arange(32, dtype=np.int32))
