@@ -63,9 +63,11 @@ class CompileOptions:
     run on tensor cores, their operands rounded to that type, sums in float32.
     ``saturating_int8``: on a CPU without VNNI, let quantized products by full-range int8
     weights run AVX2's ``pmaddubsw``, whose int16 sums of two products saturate, as ONNX
-    Runtime's MLAS and oneDNN (OpenVINO) do on such CPUs: 1.3-1.4x faster int8 convs and
-    products, results then as ORT's on the same CPU, which differ from the ONNX spec where a
-    pair's sum passes int16. Off (the default): such weights take ``pmaddwd``, exact. No
+    Runtime's MLAS and oneDNN (OpenVINO) do on such CPUs: QDQ ResNets 1.3-1.4x faster on a
+    Zen 3, results then as ORT's on the same CPU where ORT fuses the QDQ conv (its
+    ``quantize_static`` files), which differ from the ONNX spec where a pair's sum passes
+    int16 (``ember.quantize``'s files ORT runs unsaturated: there the saturated results differ
+    more). Off (the default): such weights take ``pmaddwd``, exact. No
     effect where the CPU has VNNI (exact and fast) or for 7-bit weights (ORT's
     ``reduce_range``: exact either way).
     ``offload``: names of offload backends (``ember.offload``): each fused group one of them

@@ -35,8 +35,8 @@ past int16 (:func:`integer_dot`; 7-bit weights, ORT's ``reduce_range``, always),
 others ``pmaddwd``, exact (``dot_i16x2``): a product's rows widened to int16 by their
 producer, a conv's words by the conv's copy of its input (``block_layout``).
 ``saturating_int8=True`` (``CompileOptions``) runs those too on ``pmaddubsw``, saturating as
-ORT's MLAS and oneDNN do on such CPUs (1.3-1.4x faster; ORT's outputs, not the spec's, where a
-pair sum passes int16).
+ORT's MLAS and oneDNN do on such CPUs (QDQ ResNets 1.3-1.4x faster; ORT's outputs, not the
+spec's, where a pair sum passes int16).
 
 Left alone (float or int32 as before): weights that are not constant 2-D int8 with a zero
 zero point, per-channel activation scales, a contraction not a multiple of four, and every
