@@ -184,7 +184,8 @@ def main(argv=None) -> int:
                            saturating_diff_vs_ort=diff["sat_ort"], saturating_diff_vs_reference=diff["sat_ref"])
             rows.append(row)
             print(f"{row['model']}: " + "  ".join(f"{k} {v:.2f}" for k, v in ms.items()) + " ms")
-    cols = ["ember"] + (["ember_saturating"] if args.saturating else []) + PEERS + ["ember_fp32"] + (["ember_avx2", "ember_fp32_avx2"] if args.avx2 else [])
+    cols = (["ember"] + (["ember_saturating"] if args.saturating else []) + PEERS + ["ember_fp32"]
+            + (["ember_avx2", "ember_fp32_avx2"] if args.avx2 else []))
     print(f"\n{'model':<22} " + " ".join(f"{c:>16}" for c in cols)
           + f" {'ember/best':>11} {'fp32/int8':>10} {'diff vs ORT':>12} {'vs ORT unopt':>12} {'ORT spread':>11}"
           f" {'vs onnx ref':>11} {'ORT vs ref':>11}")
