@@ -121,3 +121,21 @@ def test_compile_with_a_shape_hint(tmp_path, capsys):
     assert "not inputs" in capsys.readouterr().err
     assert main(["compile", path, "-o", str(tmp_path / "c.so"), "--shape-hint", "x=2,3"]) == 2
     assert "rank 4" in capsys.readouterr().err
+
+
+def test_compile_and_profile_pass_saturating_int8(tmp_path, monkeypatch, capsys):
+    """--saturating-int8 reaches ember.compile from both commands (off without it)."""
+    import ember
+
+    seen = []
+    real = ember.compile
+
+    def spy(*a, **k):
+        seen.append(k.get("saturating_int8"))
+        return real(*a, **k)
+    monkeypatch.setattr(ember, "compile", spy)
+    path = _model(str(tmp_path / "m.onnx"))
+    assert main(["compile", path, "-o", str(tmp_path / "a.so"), "--saturating-int8"]) == 0
+    assert main(["compile", path, "-o", str(tmp_path / "b.so")]) == 0
+    assert main(["profile", path, "--saturating-int8", "--repeat", "1", "--warmup", "0"]) == 0
+    assert seen == [True, False, True]
