@@ -125,3 +125,28 @@ def test_a_byte_table_looks_up_by_permutes_as_a_gather_does(size, dtype, lanes, 
     m["k"](table, i, out)
     np.testing.assert_array_equal(out, table[i])
     assert made
+
+
+@pytest.mark.parametrize("lanes", [8, 16, 4])
+def test_a_word_table_on_avx2_is_one_vpgatherdd_per_8_lanes(lanes, monkeypatch, tmp_path):
+    # (x86.dword_gather: LLVM scalarizes llvm.masked.gather on CPUs it does not mark as fast
+    # gatherers, Zen 3 among them; a code's int32 table is read with the instruction itself)
+    from ember.codegen.llvm import emit_llvm
+    from ember.driver import lower_kernel
+
+    T = te.placeholder((200,), "int32", "T")
+    idx = te.placeholder((N,), "int32", "I")
+    C = te.compute((N,), lambda i: T[cast("int64", idx[i])], "C")
+    s = Schedule(C)
+    s[C].vectorize(s[C].split(s[C].leaf[0], factor=lanes)[1])
+    text = emit_llvm(lower_kernel(s, [T, idx, C], "k"), Target.from_string("llvm -mcpu=znver3"))
+    assert ("avx2.gather.d.d.256" in text) == (lanes % 8 == 0)
+    assert "avx2.gather" not in emit_llvm(lower_kernel(s, [T, idx, C], "k"), Target.from_string("llvm -mcpu=znver4"))
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    m = ember.build(s, [T, idx, C], "k")  # (on the host: the instruction where it has AVX2 alone)
+    table = RNG.integers(-2 ** 31, 2 ** 31 - 1, 200).astype(np.int32)
+    i = RNG.integers(0, 200, N).astype(np.int32)
+    i[:2] = [0, 199]
+    out = np.zeros(N, np.int32)
+    m["k"](table, i, out)
+    np.testing.assert_array_equal(out, table[i])

@@ -365,6 +365,11 @@ def load(e, node) -> ir.Value:
         v = x86.byte_table(b, ptr, size, offs, e.features)  # (a small table: permutes)
         if v is not None:
             return _from_mem(b, v, dtype)
+    if node.predicate is None and dt.bits(buf.dtype) == 32 and len(buf.shape) == 1 and size is not None \
+            and size <= x86.TABLE_WORDS:
+        v = x86.dword_gather(b, ptr, offs, e.features)  # (a code's table on AVX2)
+        if v is not None:
+            return _from_mem(b, b.bitcast(v, mt) if mt != v.type else v, dtype)
     addrs = b.gep(ptr, [offs], source_etype=T.mem_type(buf.dtype))
     addrs.type = ir.VectorType(T.PTR, lanes)  # llvmlite does not infer vector GEP types
     mask = _mask(e, node.predicate, lanes) if node.predicate is not None else \

@@ -116,6 +116,26 @@ def float_to_int(b: ir.IRBuilder, v: ir.Value, dst: str, features, rounding: boo
     return b.trunc(out, ir.VectorType(ir.IntType(_NARROW_BITS[dst]), v.type.count))
 
 
+def dword_gather(b: ir.IRBuilder, base: ir.Value, offsets: ir.Value, features) -> ir.Value | None:
+    """32-bit elements at ``base`` + 4 x the lanes' int32 ``offsets``, by AVX2's ``vpgatherdd``
+    per 8 lanes, where LLVM would scalarize ``llvm.masked.gather`` (it takes the instruction
+    only on CPUs it marks as fast gatherers, and AVX-512): a code's table on an AVX2 host
+    (:mod:`ember.graph.passes.code_tables`)."""
+    lanes = offsets.type.count
+    i32 = ir.IntType(32)
+    if "avx2" not in set(features) or "avx512f" in set(features) or lanes % 8:
+        return None
+    if offsets.type.element != i32:  # (a small table's offsets fit)
+        offsets = b.trunc(offsets, ir.VectorType(i32, lanes))
+    v8 = ir.VectorType(i32, 8)
+    ones = ir.Constant(v8, [-1] * 8)
+    parts = [_call(b, "llvm.x86.avx2.gather.d.d.256", v8,
+                   [ir.Constant(v8, None), base, piece, ones, ir.Constant(ir.IntType(8), 4)])
+             for piece in _pieces(b, offsets, 8)]
+    return _joined(b, parts)
+
+
+TABLE_WORDS = 256  # the tables :func:`dword_gather` is used for (a code's values)
 TABLE_BYTES = 256  # what :func:`byte_table` looks up in: two pairs of 64-byte registers
 
 

@@ -9,6 +9,7 @@ from ember.graph.visit import post_order
 from ember.target import Target
 
 VBMI = "llvm -mcpu=znver4"  # (a CPU whose byte permutes the tables use; the pass checks the target)
+AVX2 = "llvm -mcpu=znver3"  # (AVX2 alone: tables of int32 words, vpgatherdd)
 
 
 def _model(act: str, zero: int = 131) -> bytes:
@@ -63,8 +64,26 @@ def test_an_activation_between_quantizers_is_a_table_of_the_codes(act):
     assert np.abs(exe.run(x)[0] - ref).max() <= 0.017 + 1e-6  # (at most one code: erf's last ulp)
 
 
+@pytest.mark.parametrize("act", ["gelu", "silu"])
+def test_on_avx2_a_table_holds_words_that_vpgatherdd_reads(act):
+    m = _model(act)
+    exe = ember.compile(m, target=AVX2, wait=True)
+    tables = [n.args[0].type.dtype for _, fn in exe.graph.functions for n in post_order(fn)
+              if isinstance(n, Call) and n.op == "gather"]
+    assert tables == ["int32"]
+    host = Target.host()
+    if not host.has_feature("avx2") or host.has_feature("avx512f"):
+        pytest.skip("the host is not an AVX2 CPU without AVX-512 (the tables' target)")
+    exe = ember.compile(m, wait=True)
+    assert _tables(exe) == 1
+    plain = ember.compile(m, wait=True, disabled_passes={"code_tables"})
+    x = _x()
+    np.testing.assert_array_equal(exe.run(x)[0], plain.run(x)[0])
+
+
 def test_a_cheap_activation_and_a_host_without_byte_permutes_keep_their_code():
     assert _tables(ember.compile(_model("relu"), target=VBMI, wait=True, disabled_passes=set())) == 0
+    assert _tables(ember.compile(_model("relu"), target=AVX2, wait=True)) == 0
     assert _tables(ember.compile(_model("gelu"), target="llvm -mcpu=skylake-avx512", wait=True)) == 0
 
 
