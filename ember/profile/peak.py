@@ -1,5 +1,7 @@
 """The machine's fp32 FMA peak, measured with a kernel Ember generates, and likewise the
-peak of each packed dot (``vdpbf16ps``: bf16; ``vpdpbusd``: int8) where the CPU has it.
+peak of each packed dot (``vdpbf16ps``: bf16; ``vpdpbusd``: int8) where the CPU has it, or
+of the AVX2 sequence that computes it (``pmaddubsw`` + ``pmaddwd``; bytes widened for
+``pmaddwd``).
 
 Each core runs a loop of independent vector FMAs (or packed dots) on register accumulators
 (enough of them to cover the latency on every pipe), so the figure is what generated code can
@@ -30,7 +32,12 @@ def fma_peak_kernel(lanes: int, threads: int, accumulators: int = 10, iters: int
 
     def update(k):
         a = Load(acc, (IntImm(k), lane))
-        return a * x + y if dot is None else a + packed_dot(dot, x, y)
+        if dot is None:
+            return a * x + y
+        # an integer dot reads its accumulator's words: a dot of loop invariants would be
+        # hoisted out of the loop where it is not the accumulating instruction itself (AVX2's
+        # pmaddwd, pmaddubsw), leaving only the adds to time
+        return a + packed_dot(dot, a if acc_type == WORD else x, y)
     step = [Store(acc, update(k), (IntImm(k), lane)) for k in range(accumulators)]
     first = Broadcast(Load(xy, (IntImm(1),)) if dot is None else as_expr(0, acc_type), lanes)
     init = [Store(acc, first, (IntImm(k), lane)) for k in range(accumulators)]
@@ -52,13 +59,15 @@ def measure_peak(target=None, repeat: int = 5, dot: str | None = None) -> float:
     from ..kernels.common import host, vector_lanes, vector_registers
     from .timing import median_time
 
-    from ..codegen.llvm.dot import hardware
+    from ..codegen.llvm.dot import hardware, pairwise, widened
 
     target = host(target)
     lanes = vector_lanes(target, "float32")
     threads = target.cores
     regs = vector_registers(lanes)
-    if dot is not None and not hardware(dot, lanes, target.feature_set):
+    # (a dot on AVX2 without VNNI is a sequence: pmaddubsw then pmaddwd by ones, or bytes
+    # widened for pmaddwd; its peak is that sequence's)
+    if dot is not None and not any(f(dot, lanes, target.feature_set) for f in (hardware, pairwise, widened)):
         return 0.0
     func, flops = fma_peak_kernel(lanes, threads, accumulators=regs - 4, dot=dot)
     mod = build([func], target=target, name=func.name)
