@@ -1,4 +1,5 @@
-"""Products of two activations as packed bfloat16 dots (``activation_products``)."""
+"""Products of two activations as packed bfloat16 dots, or as int16 offset codes on pmaddwd
+where the CPU has no bf16 dot (``activation_products``)."""
 import numpy as np
 import pytest
 
@@ -11,6 +12,8 @@ from ember.target import Target
 from .conftest import T, call, module, rand
 
 BF16 = Target.from_string("llvm -mcpu=znver4")  # (a CPU with vdpbf16ps, whatever the host)
+AVX2 = Target.from_string("llvm -mcpu=znver3")  # (AVX2 alone: quantized products on pmaddwd)
+DOTS = [(BF16, "dot_bf16x2"), (AVX2, "dot_i16x2")]
 
 
 def run(mod, target=BF16, precision="fp32"):
@@ -30,14 +33,15 @@ def attention_scores(rows=37, keys=24, dim=32):
     return module([q, k], call("nn.matmul", dequantized(q, 131, 0.02), dequantized(kt, 119, 0.03)))
 
 
-def test_quantized_scores_read_the_keys_untransposed_and_are_exact():
+@pytest.mark.parametrize("target,dot", DOTS)
+def test_quantized_scores_read_the_keys_untransposed_and_are_exact(target, dot):
     mod = attention_scores()
-    after = run(mod)
+    after = run(mod, target)
     ops = [c.op for c in topo_calls(after)]
     assert "nn.matmul" not in ops and "transpose" not in ops
     (p,) = [c for c in topo_calls(after) if c.op == "nn.matmul_packed"]
     (pack,) = [c for c in topo_calls(after) if c.op == "nn.pack_matmul_weight"]
-    assert p.attrs["dot"] == "dot_bf16x2" and pack.attrs["trans"] and pack.type.ndim == 5  # (batched panels)
+    assert p.attrs["dot"] == dot and pack.attrs["trans"] and pack.type.ndim == 5  # (batched panels)
     assert p.attrs["runtime"]  # (packed at run time: no backend may keep a copy per buffer)
     rng = np.random.default_rng(1)
     qv = rng.integers(0, 256, (2, 37, 32)).astype(np.uint8)
@@ -48,13 +52,14 @@ def test_quantized_scores_read_the_keys_untransposed_and_are_exact():
     np.testing.assert_allclose(got, exact, rtol=1e-6, atol=1e-6 * np.abs(exact).max())
 
 
-def test_quantized_probabilities_by_values_and_a_batch_that_broadcasts():
+@pytest.mark.parametrize("target,dot", DOTS)
+def test_quantized_probabilities_by_values_and_a_batch_that_broadcasts(target, dot):
     p, v = Var("p", T(2, 3, 40, 48, dtype="uint8")), Var("v", T(1, 3, 48, 16, dtype="int8"))
     mod = module([p, v], call("nn.matmul", dequantized(p, 0, 1 / 255), call("multiply", call("cast", v, dtype="float32"),
                                                                           const(np.float32(0.05)))))
-    after = run(mod)
+    after = run(mod, target)
     (pack,) = [c for c in topo_calls(after) if c.op == "nn.pack_matmul_weight"]
-    assert not pack.attrs["trans"]
+    assert not pack.attrs["trans"] and pack.args[0].type.dtype == {"dot_bf16x2": "bfloat16", "dot_i16x2": "int16"}[dot]
     rng = np.random.default_rng(2)
     pv = rng.integers(0, 256, (2, 3, 40, 48)).astype(np.uint8)
     vv = rng.integers(-128, 128, (1, 3, 48, 16)).astype(np.int8)
@@ -74,15 +79,15 @@ def test_bf16_precision_runs_float_attention_in_bf16():
     np.testing.assert_allclose(ember.compile(after).run(qv, kv)[0], want, rtol=3e-2, atol=3e-2 * np.abs(want).max())
 
 
-@pytest.mark.parametrize("case", ["no bf16 dot", "few rows", "odd contraction", "constant operand", "per-row scale",
+@pytest.mark.parametrize("case", ["no AVX2", "few rows", "odd contraction", "constant operand", "per-row scale",
                                   "symbolic columns"])
 def test_left_alone(case):
     target = BF16
     q, k = Var("q", T(2, 37, 32, dtype="uint8")), Var("k", T(2, 32, 24, dtype="uint8"))
     a, b = dequantized(q, 3, 0.1), dequantized(k, 5, 0.2)
     params = [q, k]
-    if case == "no bf16 dot":
-        target = Target.from_string("llvm -mcpu=znver3")
+    if case == "no AVX2":
+        target = Target.from_string("llvm -mcpu=x86-64")
     elif case == "few rows":
         q = Var("q", T(2, 3, 32, dtype="uint8"))
         a, params = dequantized(q, 3, 0.1), [q, k]
