@@ -31,8 +31,8 @@ import numpy as np
 # Ember's code for another CPU of the same family, run on this host: ember_avx2 is AVX2 code
 # without AVX-512 or VNNI (a Zen 3's), what an AVX2 host would run
 EMBER_TARGETS = {"ember_avx2": "llvm -mcpu=znver3"}
-RUNTIMES = ("ember", "ember_bf16", "ember_saturating", "ember_avx2", "onnxruntime", "openvino", "openvino_default",
-            "tvm", "from_torch", "inductor")
+RUNTIMES = ("ember", "ember_bf16", "ember_saturating", "ember_avx2", "ember_auto", "onnxruntime", "openvino",
+            "openvino_default", "tvm", "from_torch", "inductor")
 
 
 def _runner(runtime: str, path: str, threads: int, feeds: dict):

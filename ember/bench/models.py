@@ -212,9 +212,10 @@ def main(argv=None) -> int:
                    help=f"a model from the onnx package: {', '.join(LIGHT)}")
     p.add_argument("--all-light", action="store_true", help="all nine light models")
     p.add_argument("--vs", action="append", default=None,
-                   choices=["onnxruntime", "openvino", "tvm", "from_torch", "inductor"],
+                   choices=["onnxruntime", "openvino", "tvm", "from_torch", "inductor", "ember_auto"],
                    help="peer runtime(s) to compare with, repeatable (default: onnxruntime); one that "
-                        "is not installed is skipped with a note")
+                        "is not installed is skipped with a note. ember_auto: Ember itself with "
+                        "offload='auto' (oneDNN where its kernels measured faster)")
     p.add_argument("--threads", type=int, default=None, help="threads for the peers (default: Ember's cores)")
     p.add_argument("--repeat", type=int, default=10, help="timed turns per runtime (default 10)")
     p.add_argument("--json", default=None, help="write the figures to this file")

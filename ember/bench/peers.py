@@ -18,7 +18,8 @@ INSTALL = {"onnxruntime": "pip install onnxruntime", "openvino": "pip install op
            "openvino_default": "pip install openvino",
            "tvm": "pip install apache-tvm (0.27: the Relax frontend)",
            "from_torch": "needs torch, and a zoo model (ember bench --zoo)",
-           "inductor": "needs torch, and a zoo model (ember bench --zoo)"}
+           "inductor": "needs torch, and a zoo model (ember bench --zoo)",
+           "ember_auto": "needs an offload backend: apt-get install libdnnl-dev (oneDNN)"}
 
 
 def onnxruntime(path: str, threads: int, inputs) -> Optional[Callable]:
@@ -102,5 +103,26 @@ def openvino_default(path: str, threads: int, inputs) -> Optional[Callable]:
     return openvino(path, threads, inputs, hint=None)
 
 
+def ember_auto(path: str, threads: int, inputs) -> Optional[Callable]:
+    """Ember with ``offload="auto"``: each fused group a backend takes (oneDNN) offloaded where
+    its kernel measured faster than Ember's (:mod:`ember.compiler.offload`), chosen again in
+    each process as a user's compile would. None when no backend is available here."""
+    import ember
+    from ..offload import backend_names, get_backend
+
+    def available(name):
+        try:
+            get_backend(name)
+            return name != "reference"  # (the example backend)
+        except Exception:
+            return False
+
+    if not any(available(n) for n in backend_names()):
+        return None
+    exe = ember.compile(path, offload="auto", wait=True)
+    exe.threads_per_run = threads
+    return lambda feeds: exe.run(**feeds)
+
+
 PEERS = {"onnxruntime": onnxruntime, "openvino": openvino, "openvino_default": openvino_default, "tvm": tvm,
-         "from_torch": from_torch, "inductor": inductor}
+         "from_torch": from_torch, "inductor": inductor, "ember_auto": ember_auto}
