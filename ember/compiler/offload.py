@@ -17,11 +17,20 @@ Ember's take two), so the choice is made in that layout and then checked against
 The executable's ``offload_choices`` holds, per offloaded candidate, the backend, both
 kernel times and the choice, and ``offload_summary`` the end-to-end times. The compiles reuse
 each other's kernels from the cache; the measurements take a few seconds per model.
+
+The choice is kept beside the kept executables (``<cache>/index/auto-<key>.json``, keyed as
+they are: the file, the settings, this Ember): a later compile of the same file takes it
+without measuring again, so every process runs the configuration the first one measured
+(``offload_summary["kept"]``), and its compile is as quick as any other's. ``cache=False``
+neither reads nor keeps it.
 """
 from __future__ import annotations
 
 import functools
+import json
+import os
 import statistics
+import tempfile
 
 from ..options import CompileOptions
 from ..profile.inputs import random_inputs
@@ -43,10 +52,54 @@ def _kernel_times(exe, feeds: dict) -> dict:
     return out
 
 
+def _kept_path(model, options: CompileOptions):
+    """Where the choice for ``model`` (a file) with ``options`` is kept, or None (not a file,
+    ``cache=False``)."""
+    if not options.cache:
+        return None
+    from .compile import _compiled_before
+
+    marker = _compiled_before(model, options)
+    if marker is None:
+        return None
+    return os.path.join(os.path.dirname(marker), "auto-" + os.path.basename(marker)[len("model-"):] + ".json")
+
+
+def _read_kept(path) -> dict | None:
+    """The kept choice at ``path`` if it is whole and its backends are all available here."""
+    from ..offload import get_backend
+
+    try:
+        with open(path) as f:
+            kept = json.load(f)
+        for b in kept["backends"]:
+            get_backend(b)
+        return kept
+    except Exception:  # (missing, unreadable, or a backend this host no longer has: measure again)
+        return None
+
+
+def _keep(path: str, kept: dict) -> None:
+    """Write the choice atomically (a reader sees all of it or none)."""
+    fd, tmp = tempfile.mkstemp(prefix=".auto-", dir=os.path.dirname(path))
+    with os.fdopen(fd, "w") as f:
+        json.dump(kept, f)
+    os.replace(tmp, path)
+
+
 def compile_auto(model, options: CompileOptions):
     """``ember.compile(model, offload="auto")``: see the module docstring."""
     from ..offload import backend_names, get_backend
     from .compile import compile_model
+
+    kept_at = _kept_path(model, options)
+    kept = _read_kept(kept_at) if kept_at else None
+    if kept is not None:  # (a choice this Ember measured for this file and settings before)
+        groups = kept["groups"]
+        exe = compile_model(model, options=options.replace(
+            offload=tuple(kept["backends"]), offload_groups=None if groups is None else frozenset(groups)))
+        exe.offload_choices, exe.offload_summary = kept["choices"], {**kept["summary"], "kept": True}
+        return exe
 
     names = []
     for n in backend_names():
@@ -58,15 +111,21 @@ def compile_auto(model, options: CompileOptions):
         except Exception:  # (a backend this host lacks)
             continue
     base = options.replace(offload=(), offload_groups=None, wait=True)
+
+    def done(exe, backends: list, groups, choices: dict, summary: dict):
+        exe.offload_choices, exe.offload_summary = choices, summary
+        if kept_at:
+            _keep(kept_at, {"backends": backends, "groups": None if groups is None else sorted(groups),
+                            "choices": choices, "summary": summary})
+        return exe
+
     alone = compile_model(model, options=base)
     if not names:
-        alone.offload_choices, alone.offload_summary = {}, {"backends": []}
-        return alone
+        return done(alone, [], None, {}, {"backends": []})
     forced = compile_model(model, options=base.replace(offload=tuple(names)))
     backend = {e["name"]: e.get("backend") for e in forced.module.metadata["kernels"] if e.get("backend")}
     if not backend:
-        alone.offload_choices, alone.offload_summary = {}, {"backends": names}
-        return alone
+        return done(alone, [], None, {}, {"backends": names})
     own = compile_model(model, options=base.replace(offload=tuple(names), offload_groups=frozenset()))
     feeds = dict(zip((i.name for i in alone.input_info), random_inputs(alone.input_info)))
     t_forced, t_own = _kernel_times(forced, feeds), _kernel_times(own, feeds)
@@ -83,11 +142,11 @@ def compile_auto(model, options: CompileOptions):
     passes = [interleaved(runs, warmup=WARMUP, repeat=REPEAT) for _ in range(PASSES)]
     pick = pick_configuration(passes)
     best, offloaded = timed[pick]
-    best.offload_choices = choices
     times = {k: statistics.median(p[k] for p in passes) for k in timed}
-    best.offload_summary = {"backends": names, **times, "picked": pick, "offloaded": sorted(offloaded),
-                            "passes": passes}
-    return best
+    summary = {"backends": names, **times, "picked": pick, "offloaded": sorted(offloaded), "passes": passes}
+    # (kept as the options that make it again: Ember alone is no backend; the forced one every
+    # group the backends take, the chosen one its groups)
+    return done(best, [] if pick == "ember_alone_s" else names, chosen if pick == "chosen_s" else None, choices, summary)
 
 
 def pick_configuration(passes: list) -> str:

@@ -106,6 +106,44 @@ def test_auto_offloads_the_groups_whose_kernels_measured_faster():
     np.testing.assert_allclose(exe.run(x)[0], own.run(x)[0], rtol=1e-5, atol=1e-5)
 
 
+def test_auto_keeps_its_choice_for_the_next_compile_of_the_file(tmp_path, monkeypatch):
+    """A second compile of the same file with offload="auto" takes the first one's choice without
+    measuring (every process then runs one configuration); cache=False neither reads nor keeps it."""
+    import onnx
+
+    from ember.compiler import offload as auto
+
+    path = str(tmp_path / "m.onnx")
+    onnx.save(_model(), path)
+    first = ember.compile(path, offload="auto", wait=True)
+    assert "kept" not in first.offload_summary
+
+    def no_measuring(*a, **k):
+        raise AssertionError("measured again")
+    monkeypatch.setattr(auto, "_kernel_times", no_measuring)
+    again = ember.compile(path, offload="auto", wait=True)
+    assert again.offload_summary["kept"] and again.offload_choices == first.offload_choices
+    assert again.offload_summary["picked"] == first.offload_summary["picked"]
+    offloaded = lambda exe: sorted(e["name"] for e in exe.module.metadata["kernels"] if e.get("backend"))  # noqa: E731
+    assert offloaded(again) == offloaded(first) == sorted(first.offload_summary["offloaded"])
+    x = RNG.standard_normal((1, 16, 12, 12)).astype(np.float32)
+    np.testing.assert_array_equal(again.run(x)[0], first.run(x)[0])
+    with pytest.raises(AssertionError, match="measured again"):
+        ember.compile(path, offload="auto", wait=True, cache=False)
+    # (a kept choice naming a backend this host lacks is measured again, not trusted)
+    import json
+
+    from ember.options import CompileOptions
+
+    kept_at = auto._kept_path(path, CompileOptions.create(offload="auto"))
+    with open(kept_at) as f:
+        kept = json.load(f)
+    assert auto._read_kept(kept_at) == kept
+    with open(kept_at, "w") as f:
+        json.dump({**kept, "backends": ["no_such_backend"]}, f)
+    assert auto._read_kept(kept_at) is None
+
+
 def test_two_models_of_one_architecture_keep_their_own_weights():
     """The same kernels (one library) for two models with other weights: each kernel keeps the
     weights reordered per buffer, and a freed model's buffers are forgotten, so a third model
