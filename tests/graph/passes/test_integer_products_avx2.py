@@ -136,6 +136,28 @@ def test_a_qdq_conv_runs_blocked_on_pmaddubsw_or_pmaddwd(top, C, F, k, stride, p
     np.testing.assert_allclose(exe.run(x)[0], ref, rtol=1e-4, atol=1e-3)
 
 
+@pytest.mark.parametrize("pad,zx", [(0, 100), (0, 37), (1, 100)])
+def test_an_unpadded_conv_pads_with_zero_whatever_its_zero_point(pad, zx):
+    """The pad value of a conv without padding is never read (the columns a tile reads past a
+    row's end make outputs it does not store): 0, so that convs of every zero point share their
+    kernels; a padded one pads with its zero point's bytes."""
+    from ember.graph.ir import Call
+    from ember.graph.visit import post_order
+
+    C, F = 32, 24
+    wq = RNG.integers(-128, 128, (F, C, 2 * pad + 1, 2 * pad + 1)).astype(np.int8)
+    sw = (RNG.random(F) * 0.01 + 0.001).astype(np.float32)
+    nodes, inits = _qdq("Conv", wq, sw, 0, 0.04, zx, pads=[pad] * 4)
+    m = _model(nodes, [h.make_tensor_value_info("x", TP.FLOAT, [1, C, 7, 9])], inits)
+    exe = ember.compile(m, target=HASWELL, wait=True, cache=False)
+    convs = [c for _, f in exe.graph.functions for c in post_order(f) if isinstance(c, Call) and c.op == "nn.conv2d_nchwc"]
+    assert [c.attr("pad_value") for c in convs] == [int(np.array([zx] * 4, np.uint8).view(np.int32)[0]) if pad else 0]
+    x = RNG.standard_normal((1, C, 7, 9)).astype(np.float32) * 3
+    xd = (np.clip(np.round(x / np.float32(0.04)) + zx, 0, 255) - zx) * np.float32(0.04)
+    ref = _conv_ref(xd, wq * sw[:, None, None, None].astype(np.float64), 1, pad)
+    np.testing.assert_allclose(exe.run(x)[0], ref, rtol=1e-4, atol=1e-3)
+
+
 @pytest.mark.parametrize("split", [False, True])
 def test_a_pmaddwd_conv_runs_at_tier0(split):
     """Tier 0's shape-generic kernels take a conv over int16 pairs with its block static (the
