@@ -105,8 +105,9 @@ def openvino_default(path: str, threads: int, inputs) -> Optional[Callable]:
 
 def ember_auto(path: str, threads: int, inputs) -> Optional[Callable]:
     """Ember with ``offload="auto"``: each fused group a backend takes (oneDNN) offloaded where
-    its kernel measured faster than Ember's (:mod:`ember.compiler.offload`), chosen again in
-    each process as a user's compile would. None when no backend is available here."""
+    its kernel measured faster than Ember's (:mod:`ember.compiler.offload`): measured by the
+    first compile of the file (the parent's) and kept, each timed process then taking that
+    choice as a user's next compile would. None when no backend is available here."""
     import ember
     from ..offload import backend_names, get_backend
 
