@@ -36,6 +36,26 @@ def test_every_peer_is_timed_or_skipped_with_a_note(tmp_path, capsys):
             assert f"{peer} is not installed: skipped ({peers.INSTALL[peer]})" in text
 
 
+def test_ember_with_offload_auto_is_a_runtime_of_its_own(tmp_path, capsys):
+    """``--vs ember_auto``: the choice measured once in a process of its own and kept (the
+    timed processes take it), its outputs compared with Ember alone's; skipped with a note
+    without a backend."""
+    import os
+
+    from ember.config import cache_dir
+
+    model = _conv_model(tmp_path / "small.onnx")
+    out = tmp_path / "figures.json"
+    assert main([model, "--vs", "ember_auto", "--repeat", "2", "--rounds", "1", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    (row,) = json.loads(out.read_text())
+    if "ember_auto" not in row["median_ms"]:
+        assert f"ember_auto is not installed: skipped ({peers.INSTALL['ember_auto']})" in text
+        return
+    assert "max abs difference to ember_auto" in text and row["ratio_ember_auto"] > 0
+    assert any(f.startswith("auto-") for f in os.listdir(os.path.join(cache_dir(), "index")))
+
+
 def test_a_model_with_a_symbolic_batch_runs_at_one_or_the_shape_given(tmp_path, capsys):
     model = _conv_model(tmp_path / "dynamic.onnx", batch="batch")
     assert main([model, "--in-process", "--repeat", "2"]) == 0
