@@ -86,3 +86,26 @@ def test_a_damaged_kept_executable_is_a_miss_not_an_error(conv_net_path, tmp_pat
         f.truncate(16)
     exe = ember.compile(path)
     assert "load kept executable" not in exe.compile_times
+
+
+def test_the_kept_executable_is_written_at_the_lowest_priority(conv_net_path, tmp_path, monkeypatch):
+    """The background write takes the cores' idle time, not the script's first runs': its
+    thread's priority is the lowest (19) where the OS schedules threads apart."""
+    import threading
+
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path / "cache"))
+    path = str(tmp_path / "net.onnx")
+    shutil.copy(conv_net_path, path)
+    seen = []
+    write = kept._idle_priority
+
+    def spy():
+        write()
+        seen.append((threading.current_thread().name, os.getpriority(os.PRIO_PROCESS, threading.get_native_id())))
+    monkeypatch.setattr(kept, "_idle_priority", spy)
+    mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    ember.compile(path, wait=True)
+    kept.wait()
+    assert seen == [("ember-keep-model", 19)]
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == mine  # (the caller's is its own)
+    assert "load kept executable" in ember.compile(path).compile_times
