@@ -111,16 +111,9 @@ def ember_auto(path: str, threads: int, inputs) -> Optional[Callable]:
     first compile of the file (the parent's) and kept, each timed process then taking that
     choice as a user's next compile would. None when no backend is available here."""
     import ember
-    from ..offload import backend_names, get_backend
+    from ..compiler.offload import auto_backends
 
-    def available(name):
-        try:
-            get_backend(name)
-            return name != "reference"  # (the example backend)
-        except Exception:
-            return False
-
-    if not any(available(n) for n in backend_names()):
+    if not auto_backends():
         return None
     # (measured in a process of its own, which keeps the choice: this one may hold the other
     # runtimes' spinning threads, which made Ember alone look faster than offloading ResNet-50

@@ -36,7 +36,7 @@ from ..options import CompileOptions
 from ..profile.inputs import random_inputs
 from ..profile.timing import interleaved
 
-__all__ = ["compile_auto", "pick_configuration"]
+__all__ = ["auto_backends", "compile_auto", "pick_configuration"]
 
 WARMUP, REPEAT, PASSES = 3, 15, 2
 MARGIN = 0.03  # what an offloaded configuration must win by, end to end, in every pass
@@ -87,9 +87,25 @@ def _keep(path: str, kept: dict) -> None:
     os.replace(tmp, path)
 
 
+def auto_backends() -> list:
+    """The backends ``offload="auto"`` measures on this host: every registered one that is
+    available here but the example backend (``reference``, never faster)."""
+    from ..offload import backend_names, get_backend
+
+    names = []
+    for n in backend_names():
+        if n == "reference":
+            continue
+        try:
+            get_backend(n)
+            names.append(n)
+        except Exception:  # (a backend this host lacks)
+            continue
+    return names
+
+
 def compile_auto(model, options: CompileOptions):
     """``ember.compile(model, offload="auto")``: see the module docstring."""
-    from ..offload import backend_names, get_backend
     from .compile import compile_model
 
     kept_at = _kept_path(model, options)
@@ -101,15 +117,7 @@ def compile_auto(model, options: CompileOptions):
         exe.offload_choices, exe.offload_summary = kept["choices"], {**kept["summary"], "kept": True}
         return exe
 
-    names = []
-    for n in backend_names():
-        if n == "reference":  # (the example backend: never faster)
-            continue
-        try:
-            get_backend(n)
-            names.append(n)
-        except Exception:  # (a backend this host lacks)
-            continue
+    names = auto_backends()
     base = options.replace(offload=(), offload_groups=None, wait=True)
 
     def done(exe, backends: list, groups, choices: dict, summary: dict):

@@ -137,6 +137,14 @@ def _bf16_conv(src, w, fb: int, attrs: dict, span):
     return _call("nn.conv2d_nchwc", [data, words], {**attrs, "dot": "dot_bf16x2"}, span)
 
 
+def _reads_padding(attrs: dict) -> bool:
+    """Whether a conv with these attributes reads its pad value. Without padding it never does
+    (the columns a tile reads past a row's end make outputs it does not store), so a quantized
+    conv pads with 0 there, not its zero point: convs of every zero point then share a kernel
+    (EfficientNet-B0 QDQ's 1x1s, at both tiers)."""
+    return any(attrs.get("padding") or ())
+
+
 def _integer_conv(n: Call, target, saturating: bool = False):
     """``nn.conv2d_integer`` on blocked uint8 data as packed dots over four channels
     (``vpdpbusd``): the data read as int32 words (a view; blocked here if its producer was not),
@@ -179,10 +187,7 @@ def _integer_conv(n: Call, target, saturating: bool = False):
     zero = n.attr("zero")
     data = _call("bitcast", [src], {"dtype": "int32"}, n.span)
     attrs = {k: n.attr(k, None) for k in ("strides", "padding", "dilation")}
-    # (without padding the value is never read -- the columns a tile reads past a row's end
-    # make outputs it does not store -- so 0: convs of every zero point then share a kernel,
-    # EfficientNet-B0 QDQ's 1x1s at both tiers)
-    pad = int(np.array([zero] * 4, np.uint8).view(np.int32)[0]) if any(attrs["padding"] or ()) else 0
+    pad = int(np.array([zero] * 4, np.uint8).view(np.int32)[0]) if _reads_padding(attrs) else 0
     conv = _call("nn.conv2d_nchwc", [data, Constant(words)],
                  {**attrs, "dot": dot, "pad_value": pad, "pairs": dot == "dot_i16x2"}, n.span)
     colsum = wv.astype(np.int64).sum(axis=(1, 2, 3)) * zero  # (every tap, the padding's included)
@@ -257,7 +262,7 @@ def _grouped(n: Call, x, w, fb: int, attrs: dict):
     narrow = _codes(src, w)
     if narrow is not None:  # (a quantized model's: read its bytes, not their float copy)
         src, zero, corr = narrow
-        attrs = {**attrs, "pad_value": zero if any(attrs["padding"] or ()) else 0}
+        attrs = {**attrs, "pad_value": zero if _reads_padding(attrs) else 0}
     packed = _call("nn.pack_conv_weight", [w], {"block": fb}, n.span)
     conv = _call("nn.conv2d_nchwc", [src, packed], {**attrs, "groups": groups}, n.span)
     if narrow is not None and corr is not None:
