@@ -37,6 +37,7 @@ from .types import FuncType, TensorType, TupleType, Type, check_type
 _OP = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*\Z")
 _GLOBAL = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _UNSET = object()
+_OPS_SEEN: set = set()  # op names already checked against _OP
 
 # Hash-consing table: (class, structural key) -> the live node. Values are weak, so the table
 # never keeps a graph alive; keys hold only what the node itself holds (its children).
@@ -66,7 +67,10 @@ def source_span(*names: str):
     (batch norm into a conv, say) wraps its rewrite in the union of their spans.
     """
     global _SPAN
-    old, _SPAN = _SPAN, tuple(dict.fromkeys(n for n in names if n))
+    span = tuple(dict.fromkeys(n for n in names if n))
+    if not all(isinstance(x, str) for x in span):
+        raise TypeError(f"a span is a tuple of source node names, got {span!r}")
+    old, _SPAN = _SPAN, span
     try:
         yield
     finally:
@@ -257,15 +261,23 @@ class Call(Expr):
     span: tuple = ()
 
     def __post_init__(self):
-        span = tuple(self.span) if self.span else _SPAN
-        if not all(isinstance(x, str) for x in span):
-            raise TypeError(f"a span is a tuple of source node names, got {self.span!r}")
+        # (fast paths for what every rewrite builds: tens of thousands of calls a compile)
+        span = self.span
+        if not span:
+            span = _SPAN  # (checked by source_span)
+        elif type(span) is not tuple or not all(type(x) is str for x in span):
+            span = tuple(span)
+            if not all(isinstance(x, str) for x in span):
+                raise TypeError(f"a span is a tuple of source node names, got {self.span!r}")
         object.__setattr__(self, "span", span)
-        if not isinstance(self.op, str) or not _OP.match(self.op):
-            raise ValueError(f"an op name is a dotted identifier like 'nn.conv2d', got {self.op!r}")
-        args = tuple(self.args)
+        if type(self.op) is not str or self.op not in _OPS_SEEN:
+            if not isinstance(self.op, str) or not _OP.match(self.op):
+                raise ValueError(f"an op name is a dotted identifier like 'nn.conv2d', got {self.op!r}")
+            _OPS_SEEN.add(self.op)
+        args = self.args if type(self.args) is tuple else tuple(self.args)
         for i, a in enumerate(args):
-            _check_expr(a, f"argument {i} of {self.op}")
+            if type(a) not in _OPERAND_TYPES:
+                _check_expr(a, f"argument {i} of {self.op}")
         object.__setattr__(self, "args", args)
         if not isinstance(self.attrs, Attrs):
             object.__setattr__(self, "attrs", Attrs(self.attrs))
@@ -330,6 +342,10 @@ class TupleGetItem(Expr):
         if isinstance(t, TupleType) and self.index < len(t.fields):
             return t.fields[self.index]
         return None
+
+
+# the operand kinds a Call takes (checked by type alone; anything else by _check_expr)
+_OPERAND_TYPES = frozenset((Var, Constant, Call, Tuple, TupleGetItem))
 
 
 @node

@@ -138,6 +138,9 @@ def as_dim(d: DimLike) -> Union[int, Dim]:
     return int(d)
 
 
+_SCALAR_DTYPES: set = set()  # the dtype strings a TensorType has checked
+
+
 class Type(Node):
     """Base of graph-IR types. ``repr`` is the readable text form."""
 
@@ -162,9 +165,19 @@ class TensorType(Type):
     def __post_init__(self):
         if isinstance(self.shape, (str, bytes)) or not isinstance(self.shape, Iterable):
             raise ShapeError(f"a tensor shape must be a sequence of dimensions, got {self.shape!r}")
-        object.__setattr__(self, "shape", tuple(as_dim(d) for d in self.shape))
-        if not isinstance(self.dtype, str) or dt.lanes(dt.check(self.dtype)) != 1:
-            raise DTypeError(f"a tensor's dtype must be a scalar dtype string, got {self.dtype!r}")
+        shape = self.shape
+        # (the common case, a tuple of plain ints, checked without a call per dimension: a
+        # compile builds tens of thousands of types)
+        static = type(shape) is tuple and all(type(d) is int for d in shape) and (not shape or min(shape) >= 0)
+        if not static:
+            shape = tuple(as_dim(d) for d in shape)
+            static = all(isinstance(d, int) for d in shape)
+            object.__setattr__(self, "shape", shape)
+        object.__setattr__(self, "_static", static)
+        if type(self.dtype) is not str or self.dtype not in _SCALAR_DTYPES:
+            if not isinstance(self.dtype, str) or dt.lanes(dt.check(self.dtype)) != 1:
+                raise DTypeError(f"a tensor's dtype must be a scalar dtype string, got {self.dtype!r}")
+            _SCALAR_DTYPES.add(self.dtype)
 
     @property
     def ndim(self) -> int:
@@ -173,7 +186,7 @@ class TensorType(Type):
     @property
     def is_static(self) -> bool:
         """True when every dimension is a known int."""
-        return all(isinstance(d, int) for d in self.shape)
+        return self.__dict__["_static"]
 
     def __str__(self) -> str:
         return f"Tensor[{_tuple_str(self.shape)}, {self.dtype}]"

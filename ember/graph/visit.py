@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, Optional, Union
 
-from .ir import Call, Expr, Function, Module, Tuple, TupleGetItem, Var
+from .ir import Call, Constant, Expr, Function, Module, Tuple, TupleGetItem, Var
 
 Root = Union[Expr, Module]
 
@@ -197,5 +197,38 @@ def count_nodes(root: Root, kinds: Iterable[type] = (Call,)) -> int:
     return sum(isinstance(n, kinds) for n in post_order(root))
 
 
-__all__ = ["children", "readers_of", "rebuild", "post_order", "walk", "rewrite", "substitute", "topo_calls", "free_vars",
+_NOT_CONSTANT = float("inf")
+
+
+def constant_depth(expr: Expr) -> float:
+    """How many levels of calls ``expr`` computes over constants alone (a Constant: 0, a call of
+    constants: 1, ...), or ``inf`` where it reads anything else (a variable, a call of no
+    operands). The answer is kept on each node it walks (a pure function of an immutable node,
+    like its hash), so asking it of every value of a graph costs one walk in all, not one down
+    to the model's input per question."""
+    got = expr.__dict__.get("_constant_depth")
+    if got is not None:
+        return got
+    stack = [expr]
+    while stack:
+        n = stack[-1]
+        if "_constant_depth" in n.__dict__:
+            stack.pop()
+            continue
+        if isinstance(n, Constant):
+            depth = 0
+        elif type(n) is not Call or not n.args:
+            depth = _NOT_CONSTANT
+        else:
+            todo = [a for a in n.args if "_constant_depth" not in a.__dict__]
+            if todo:
+                stack.extend(todo)
+                continue
+            depth = 1 + max(a.__dict__["_constant_depth"] for a in n.args)
+        object.__setattr__(n, "_constant_depth", depth)
+        stack.pop()
+    return expr.__dict__["_constant_depth"]
+
+
+__all__ = ["children", "constant_depth", "readers_of", "rebuild", "post_order", "walk", "rewrite", "substitute", "topo_calls", "free_vars",
            "use_counts", "count_nodes"]

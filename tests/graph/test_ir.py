@@ -177,6 +177,11 @@ def test_construction_checks():
         Call("f", [Function([x], x)])
     with pytest.raises(TypeError):
         Var("x", "float32")  # a type, not a dtype string
+    with pytest.raises(TypeError, match="span"):
+        Call("add", [x, x], span=("Add_1", 3))
+    with pytest.raises(TypeError, match="span"):
+        with G.source_span("Add_1", 3):
+            pass
 
 
 def test_module_is_an_immutable_mapping():
@@ -282,6 +287,26 @@ def test_deep_graphs_need_no_recursion():
     assert text.count("\n") == 5001
     renamed = substitute(e, {x: y})
     assert structural_diff(Function([x], e), Function([y], renamed)) is None
+
+
+def test_constant_depth_counts_levels_over_constants_and_needs_no_recursion():
+    from ember.graph.visit import constant_depth
+
+    c = const(np.ones(4, np.float32))
+    k = Call("add", [Call("sqrt", [c]), c])
+    assert constant_depth(c) == 0 and constant_depth(k) == 2
+    assert constant_depth(Call("multiply", [x, k])) == float("inf")  # reads a variable
+    assert constant_depth(Call("range", [])) == float("inf")  # no operands: not a constant's value
+    assert constant_depth(Tuple([c])) == float("inf")
+    e = x
+    for i in range(5000):  # an activation as deep as a model: walked once, no recursion
+        e = Call("add", [e, Call("nn.relu", [k], {"i": i})])
+    assert constant_depth(e) == float("inf")
+    assert constant_depth(e.args[1]) == 3
+    deep = c
+    for _ in range(3000):  # deeper than the recursion limit, over constants alone
+        deep = Call("negative", [deep])
+    assert constant_depth(deep) == 3000
 
 
 def test_doctests():

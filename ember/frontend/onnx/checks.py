@@ -89,6 +89,13 @@ def _same_schema(op: str, old: int, new: int) -> bool:
 def _check_names(proto: onnx.ModelProto, source: str) -> None:
     """Every name is text: protobuf hands back bytes for a string field that is not UTF-8."""
     g = proto.graph
+    names = [v.name for v in g.input] + [v.name for v in g.output] + [t.name for t in g.initializer]
+    for n in g.node:
+        names += [n.name, n.op_type, n.domain, *n.input, *n.output, *(a.name for a in n.attribute)]
+    if all(type(name) is str for name in names):
+        return
+    # (which one, described only now: the descriptions of a large graph's names cost more than
+    # checking them)
     named = [("graph input", v.name) for v in g.input] + [("graph output", v.name) for v in g.output]
     named += [("initializer", t.name) for t in g.initializer]
     for k, n in enumerate(g.node):

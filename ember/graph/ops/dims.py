@@ -291,8 +291,30 @@ def broadcast_dim(a: DimT, b: DimT, where: str = "") -> DimT:
     return keep
 
 
+def _broadcast_static(shapes: tuple) -> "tuple | None":
+    """The broadcast of shapes of ints alone, or None (a symbol, or shapes that do not
+    broadcast: the general path then names them). The common case, without the text of the
+    shapes each dimension's assumption or error would need."""
+    ndim = 0
+    for s in shapes:
+        if not all(type(d) is int for d in s):
+            return None
+        ndim = max(ndim, len(s))
+    out = [1] * ndim
+    for s in shapes:
+        for i, d in enumerate(s, ndim - len(s)):
+            if d != out[i] and d != 1:
+                if out[i] != 1:
+                    return None
+                out[i] = d
+    return tuple(out)
+
+
 def broadcast_shapes(*shapes: tuple) -> tuple:
     """numpy broadcasting of several shapes; ShapeError naming the shapes and the dimension."""
+    static = _broadcast_static(shapes)
+    if static is not None:
+        return static
     ndim = max((len(s) for s in shapes), default=0)
     text = " and ".join(_types._tuple_str(s) for s in shapes)
     out = []

@@ -20,8 +20,9 @@ from __future__ import annotations
 import math
 from typing import Callable, Optional
 
-from ..ir import Call, Constant
+from ..ir import Call, Expr
 from ..types import TensorType
+from ..visit import constant_depth
 
 CONVS = ("nn.conv1d", "nn.conv2d", "nn.conv3d")
 _FLOATS = ("float16", "bfloat16", "float32", "float64")
@@ -40,11 +41,9 @@ def typed(op: str, args: list, attrs=None) -> Call:
 
 def _constant(v, depth: int = 16) -> bool:
     """Whether ``v`` is a constant or an expression over constants only, of at most ``depth``
-    levels (an activation is not walked down to the model's input: that, at every product and
-    sum of a model, was quadratic)."""
-    if isinstance(v, Constant):
-        return True
-    return depth > 0 and isinstance(v, Call) and bool(v.args) and all(_constant(a, depth - 1) for a in v.args)
+    levels (:func:`~ember.graph.visit.constant_depth`: kept on the nodes, so asking it at every
+    product and sum of a model walks the model once)."""
+    return isinstance(v, Expr) and constant_depth(v) <= depth
 
 
 def _small(t) -> bool:
