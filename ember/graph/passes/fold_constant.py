@@ -128,7 +128,7 @@ def _small_elementwise(body, const: set) -> list:
             continue
         shape = n.type.shape
         if all(a in small and a.type.shape == shape if isinstance(a, Call) else
-               isinstance(a, Constant) and _constant_kind(a, shape) is not None for a in n.args):
+               isinstance(a, Constant) and _batchable(a, shape) for a in n.args):
             small[n] = True
     return list(small)
 
@@ -173,8 +173,7 @@ def _batch_key(e):
     for n in post_order(e):
         at[n] = len(parts)
         if isinstance(n, Constant):
-            kind = _constant_kind(n, shape)
-            if kind is None:
+            if not _batchable(n, shape):
                 return None
             parts.append(("leaf", leaves.setdefault(n, len(leaves)), n.type.dtype))
         elif isinstance(n, Call) and get_op(n.op).pattern in _ELEMENTWISE and n.type.shape == shape:
@@ -190,13 +189,10 @@ def _laid(c: Constant, shape) -> np.ndarray:
     return np.ravel(v) if v.shape == tuple(shape) else np.full(math.prod(shape), v.reshape(()), v.dtype)
 
 
-def _constant_kind(c: Constant, shape) -> "str | None":
-    """How an elementwise expression of ``shape`` batches its constant ``c``: a ``"leaf"`` (of
-    its shape: laid end to end with the others'), a ``"scalar"`` (of one element: repeated to the
-    shape, then laid so), or None."""
-    if c.type.shape == shape:
-        return "leaf"
-    return "scalar" if c.value.size == 1 and c.type.ndim <= 1 else None
+def _batchable(c: Constant, shape) -> bool:
+    """Whether an elementwise expression of ``shape`` batches its constant ``c``: one of its
+    shape, or of one element (repeated to the shape, :func:`_laid`)."""
+    return c.type.shape == shape or (c.value.size == 1 and c.type.ndim <= 1)
 
 
 def evaluate_batched(exprs: list, ctx: PassContext) -> list:
