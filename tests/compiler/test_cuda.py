@@ -95,24 +95,9 @@ def test_every_kernel_of_the_zoo_assembles_and_transformer_groups_match():
 def _quick_export(name: str, out: str, export) -> str:
     """Zoo model ``name`` as an ONNX file of static shapes: from the TorchScript exporter, 5-8x
     faster than the dynamo one (most of this test's time was exports), or from the dynamo one
-    (the zoo benchmark's ``export``) where TorchScript cannot write the model (ViT's fused
-    attention). The kernels under test are the architecture's either way."""
-    import torch
-
-    from ember.bench.zoo import ZOO, build_model
-
-    path = os.path.join(out, f"{name}.ts.onnx")
-    if os.path.exists(path):
-        return path
-    os.makedirs(out, exist_ok=True)
-    spec = ZOO[name]
-    ex = spec.example(batch=1)
-    names = list(ex) if spec.kind != "text" or spec.mask else ["input_ids"]
+    where TorchScript cannot write the model (ViT's fused attention). The kernels under test
+    are the architecture's either way."""
     try:
-        with torch.no_grad():
-            torch.onnx.export(build_model(name, 0), tuple(torch.from_numpy(ex[n]) for n in names), path + ".tmp",
-                              dynamo=False, input_names=names, output_names=["y"], opset_version=17)
+        return export(name, out, torchscript=True)
     except Exception:  # noqa: BLE001 - an op TorchScript's exporter lacks
         return export(name, out)
-    os.replace(path + ".tmp", path)
-    return path

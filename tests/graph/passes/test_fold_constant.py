@@ -176,9 +176,9 @@ def test_small_elementwise_folds_of_one_shape_are_computed_together(monkeypatch)
     for field, (_, want) in zip(after.main.body.fields, folds):
         np.testing.assert_allclose(field.args[1].value, want, rtol=1e-5, atol=1e-6)
     # each bit for bit what it is computed alone (its scalar eps, not a vector of it)
-    for field, (e, _) in zip(after.main.body.fields[:4], folds):
-        from ember.graph.infer import infer_types
+    from ember.graph.infer import infer_types
 
+    for field, (e, _) in zip(after.main.body.fields[:4], folds):
         alone, = evaluate_constants([infer_types(e)], PassContext(opt_level=0, config=FOLD))
         np.testing.assert_array_equal(field.args[1].value, alone.value)
 
