@@ -14,6 +14,7 @@ from .drop_requantization import drop_requantization
 from .fold_channel_scale import fold_channel_scale
 from .fold_constant import fold_constant
 from .fuse_ops import fuse_ops
+from .hoist_casts import hoist_casts
 from .gpu_weights import gpu_weights
 from .integer_products import integer_products
 from .merge_branches import merge_branches
@@ -38,7 +39,8 @@ def default_pipeline() -> list:
     read only padding, run convolutional regions in the blocked channel layout (a squeeze-excitation's per-channel scale folded into the conv
     after it; in bf16, an activation a conv reads stored once, in bf16), pack the other constant convolution weights and the constant
     matrix-product weights for their micro-kernels, turn what is computed from one 8-bit code
-    alone into a table of its values, fold the new scale/shift expressions, the packing and
+    alone into a table of its values, move narrowing casts in front of the data movement
+    they follow (an epilogue of the producer), fold the new scale/shift expressions, the packing and
     the tables, merge and prune, then fuse into kernels. First, codes quantized again with
     their own scale and zero point (data movement between or not) stay the codes, moved as
     bytes; quantized products by int8 weights become integer products, products of two
@@ -50,9 +52,9 @@ def default_pipeline() -> list:
     return [drop_requantization, integer_products, activation_products, weight_only, gpu_weights, promote_half, tensor_core_products,
             fold_constant, simplify_inference,
             merge_branches, requantize, sink_reshapes, requantize, trim_conv_taps, block_layout, fold_channel_scale,
-            bf16_activations, pack_conv_weights, pack_matmul_weights, code_tables, fold_constant, cse, dce, fuse_ops]
+            bf16_activations, pack_conv_weights, pack_matmul_weights, code_tables, hoist_casts, fold_constant, cse, dce, fuse_ops]
 
 
-__all__ = ["activation_products", "code_tables", "gpu_weights", "tensor_core_products", "bf16_activations", "block_layout", "cse", "dce", "drop_requantization", "fold_channel_scale", "fold_constant", "integer_products", "merge_branches", "pack_conv_weights", "pack_matmul_weights", "promote_half",
+__all__ = ["activation_products", "code_tables", "gpu_weights", "tensor_core_products", "bf16_activations", "block_layout", "cse", "dce", "drop_requantization", "fold_channel_scale", "fold_constant", "hoist_casts", "integer_products", "merge_branches", "pack_conv_weights", "pack_matmul_weights", "promote_half",
            "requantize", "simplify_inference", "sink_reshapes", "trim_conv_taps", "weight_only", "Instrument", "Pass", "PassContext", "PassError", "PassTimer",
            "PrintAfterPass", "VerifyAfterPass", "default_pipeline", "fuse_ops", "graph_pass", "verify"]

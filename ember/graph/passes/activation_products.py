@@ -23,9 +23,13 @@ pairs on ``dot_i16x2`` (``pmaddwd``: twice an FMA's multiply-adds per instructio
 exact in int32 and then scaled (BERT QDQ on a Zen 3: its attention products 1.6-1.7x faster,
 the model's kernels 7%); float products stay float there.
 
-Left alone: products whose right operand is a constant (the passes above pack those), an odd
-or symbolic contraction, a symbolic column count (the packed panels are static), a few static rows (a decoding step: packing the operand would cost
-more than the product), and everything on a CPU without AVX2.
+An odd contraction (ViT's 197 tokens in ``P @ V``) gets one zero more at the end of the left
+operand's rows (the packing of the right one fills its last pairs with zeros).
+
+Left alone: products whose right operand is a constant (the passes above pack those), a
+symbolic contraction, a symbolic column count (the packed panels are static), a few static
+rows (a decoding step: packing the operand would cost more than the product), and everything
+on a CPU without AVX2.
 """
 from __future__ import annotations
 
@@ -86,6 +90,15 @@ def _halves(q, z, span, dtype: str = "bfloat16"):
     return _call("cast", [v], {"dtype": dtype}, span)
 
 
+def _pad_last(v, span):
+    """``v`` with one zero appended to its last axis (an odd contraction made even: each
+    row's last pair then holds a zero, against the packing's zero)."""
+    nd = v.type.ndim
+    width = [0] * (2 * nd)
+    width[-1] = 1
+    return _call("pad", [v], {"pad_width": tuple(width), "mode": "constant", "pad_value": 0.0}, span)
+
+
 def _words(v, span):
     """``v`` (..., 2n) of 16-bit values read as (..., n) int32 words (a view)."""
     return _call("bitcast", [v], {"dtype": "int32"}, span)
@@ -102,7 +115,7 @@ def _packed_dot(n: Call, target, precision: str, dot: str = DOT) -> Optional[Cal
         return None
     k, rows, units = ta.shape[-1], ta.shape[-2], tb.shape[-1]
     mr, nr = micro_tile(target, "int32")
-    if not isinstance(k, int) or k % 2 or not isinstance(units, int) or (isinstance(rows, int) and rows < mr):
+    if not isinstance(k, int) or not isinstance(units, int) or (isinstance(rows, int) and rows < mr):
         return None  # (a symbolic column count -- the keys of a dynamic sequence -- has no static panels)
     span = n.span
     da, db = _offset_codes(a), _offset_codes(b)
@@ -117,11 +130,13 @@ def _packed_dot(n: Call, target, precision: str, dot: str = DOT) -> Optional[Cal
     x = _swapped(qb)
     trans = x is not None
     half = PACKED_DOTS[dot][0]
-    packed = _call("nn.pack_matmul_weight", [_halves(x if trans else qb, zb, span, half)],
-                   {"nr": nr, "trans": trans, "group": 2}, span)
+    left, right = _halves(qa, za, span, half), _halves(x if trans else qb, zb, span, half)
+    if k % 2:  # (an odd contraction, ViT's 197 tokens in P @ V: the rows' words end in a zero;
+        left = _pad_last(left, span)  # the packing zero-fills its last pairs itself)
+    packed = _call("nn.pack_matmul_weight", [right], {"nr": nr, "trans": trans, "group": 2}, span)
     bw = _words(packed, span)
     bw = _call("reshape", [bw], {"newshape": bw.type.shape[:-1]}, span)
-    out = _call("nn.matmul_packed", [_words(_halves(qa, za, span, half), span), bw],
+    out = _call("nn.matmul_packed", [_words(left, span), bw],
                 {"units": units, "dot": dot, "runtime": True}, span)
     if out.type.dtype != "float32":  # (integer sums: exact, as int32)
         out = _call("cast", [out], {"dtype": "float32"}, span)
