@@ -245,6 +245,29 @@ def test_lanes_interleaving_runs_load_each_run_and_shuffle(planes, block, dtype)
     np.testing.assert_array_equal(out.numpy(), want.reshape(-1))
 
 
+@pytest.mark.parametrize("rows", [7, 8])
+def test_interleaved_runs_under_a_predicate_each_run_holds_or_fails_whole(rows):
+    """A packed dot's pairs from two rows (``B[2 i + t, j]``, lane ``k``: ``t = k % 2``,
+    ``j = k // 2``), an odd row count zero-filled by ``2 i + t < rows``: the predicate is the
+    same within each run, so each run is one masked load and a shuffle, not a gather."""
+    lanes, i = 16, Var("i")
+    half = (rows + 1) // 2
+    A, C = Buffer("A", (rows, lanes // 2), "float32"), Buffer("C", (half * lanes,), "float32")
+    k = Ramp(IntImm(0), IntImm(1), lanes)
+    t, j = k % Broadcast(IntImm(2), lanes), k // Broadcast(IntImm(2), lanes)
+    row = Broadcast(i * 2, lanes) + t
+    f = PrimFunc(f"pairs_{rows}", (A, C), For(i, 0, half, "serial", Store(
+        C, A.load(row, j, predicate=row < Broadcast(IntImm(rows), lanes)), (ramp(i * lanes, lanes=lanes),))))
+    text = emit_llvm(f)
+    assert "masked.gather" not in text and "masked.load" in text, text
+    a = (np.arange(rows * lanes // 2) + 1).astype(np.float32).reshape(rows, lanes // 2)
+    out = rt.empty((half * lanes,), "float32")
+    build(f)[f.name](rt.array(a), out)
+    want = np.zeros((2 * half, lanes // 2), np.float32)
+    want[:rows] = a
+    np.testing.assert_array_equal(out.numpy(), want.reshape(half, 2, lanes // 2).transpose(0, 2, 1).reshape(-1))
+
+
 @pytest.mark.parametrize("n", [0, 3, 13, 16, 32])
 def test_masked(mod, n):
     a = np.arange(32, dtype=np.float32)

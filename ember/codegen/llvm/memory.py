@@ -8,8 +8,9 @@ the same element becomes a scalar load and a splat; any other vector offset beco
 lane that fit one vector (a grouped conv's lanes reading their group's channel,
 ``(lane // g) g + c``), or by a base plus such constants (a nearest upsample's
 ``8 i + [0, 0, 1, 1, ...]``): then one vector load and a shuffle; or unless the lanes
-interleave a few runs of consecutive elements (a pixel's channels read from their planes): a
-load a run and a shuffle. A predicate becomes a masked load/store (vector) or a branch (scalar).
+interleave a few runs of consecutive elements (a pixel's channels read from their planes, a
+packed dot's pairs from two rows), each run's lanes holding or failing a predicate together: a
+load a run (masked by the run's condition) and a shuffle. A predicate becomes a masked load/store (vector) or a branch (scalar).
 """
 from __future__ import annotations
 
@@ -241,41 +242,87 @@ def _lane_truths(p, lanes: int):
     return None
 
 
+def _run_predicates(p, lanes: int, groups: int):
+    """Per run ``g`` of ``groups`` interleaved runs (lane ``k`` in run ``k % groups``), the
+    scalar predicate that holds for each of the run's lanes, when ``p`` is the same within
+    every run (True/False where constant; a scalar Expr otherwise) -- else None. (A packing's
+    ``2 ko + t < K``: the last pair of an odd contraction, ``t`` a run.)"""
+    truths = _lane_truths(p, lanes)
+    if truths is not None:
+        if any(truths[k] != truths[k % groups] for k in range(lanes)):
+            return None
+        return [truths[g] for g in range(groups)]
+    if isinstance(p, Broadcast):
+        return [p.value] * groups
+    if isinstance(p, (And, Or)):
+        a, b = _run_predicates(p.a, lanes, groups), _run_predicates(p.b, lanes, groups)
+        if a is None or b is None:
+            return None
+        both = []
+        for x, y in zip(a, b):
+            if isinstance(x, bool) or isinstance(y, bool):  # (a constant decides or drops out)
+                c, other = (x, y) if isinstance(x, bool) else (y, x)
+                both.append(other if c == isinstance(p, And) else c)
+            else:
+                both.append(type(p)(x, y))
+        return both
+    if type(p) not in _COMPARE:
+        return None
+    a, b = _base_and_lanes(p.a, lanes), _base_and_lanes(p.b, lanes)
+    if a is None or b is None:
+        return None
+    (ba, oa), (bb, ob) = a, b
+    gap = [y - x for x, y in zip(oa, ob)]  # (lane k holds when ba - bb op gap[k])
+    if any(gap[k] != gap[k % groups] for k in range(lanes)):
+        return None
+    def at(base, off, dtype):  # (a side's scalar value in run g)
+        return IntImm(off, dt.element(dtype)) if base is None else base + off
+    return [type(p)(*_same(at(ba, oa[g], p.a.dtype), at(bb, ob[g], p.b.dtype))) for g in range(groups)]
+
+
 def _interleaved(buf, indices, predicate, lanes: int):
-    """``(bases, starts)`` when the lanes interleave ``G = len(starts)`` runs of consecutive
-    elements: lane ``k`` reads flattened ``bases`` plus ``starts[k % G] + k // G`` (a pixel's
-    4 bytes from 3 channel planes: a quantized stem's input packed into words; starts None
-    for a run the predicate turns off in every lane) -- else None. Then each run is one
-    vector load and a shuffle interleaves them, where a gather took a load a lane."""
+    """``(bases, starts, predicates)`` when the lanes interleave ``G = len(starts)`` runs of
+    consecutive elements: lane ``k`` reads flattened ``bases`` plus ``starts[k % G] + k // G``
+    (a pixel's 4 bytes from 3 channel planes: a quantized stem's input packed into words; a
+    packed dot's pairs from two rows), its predicate the same within a run (``predicates[g]``:
+    True, or a scalar condition; starts None for a run the predicate turns off in every lane)
+    -- else None. Then each run is one vector load (masked by its condition) and a shuffle
+    interleaves them, where a gather took a load a lane."""
     split = _lane_offsets(buf, indices)
-    truths = _lane_truths(predicate, lanes)
-    if split is None or truths is None or dt.is_bool(buf.dtype):
+    if split is None or dt.is_bool(buf.dtype):
         return None
     bases, total = split
     groups = 2
     while 2 * groups <= lanes and lanes % groups == 0:  # (runs of two lanes or more)
-        if all(total[k] == total[k % groups] + k // groups and truths[k] == truths[k % groups]
-               for k in range(lanes)):
-            starts = [total[g] if truths[g] else None for g in range(groups)]
-            return (bases, starts) if any(x is not None for x in starts) else None
+        if all(total[k] == total[k % groups] + k // groups for k in range(lanes)):
+            preds = _run_predicates(predicate, lanes, groups)
+            if preds is None:
+                return None
+            starts = [None if c is False else total[g] for g, c in enumerate(preds)]
+            return (bases, starts, preds) if any(x is not None for x in starts) else None
         groups *= 2
     return None
 
 
-def _load_interleaved(e, buf, ptr, bases, starts, dtype: str) -> ir.Value:
+def _load_interleaved(e, buf, ptr, bases, starts, preds, dtype: str) -> ir.Value:
     b = e.builder
     lanes, groups = dt.lanes(dtype), len(starts)
     run = lanes // groups
     rt = T.mem_type(dt.with_lanes(dt.element(dtype), run))
     base = _flat_offset(e, buf, bases)
     parts = []
-    for start in starts:
+    for start, pred in zip(starts, preds):
         if start is None:  # (every lane of the run predicated off: a masked load's zeros)
             parts.append(ir.Constant(rt, None))
             continue
         addr = b.gep(ptr, [b.add(base, ir.Constant(base.type, start)) if start else base],
                      source_etype=T.mem_type(buf.dtype))
-        parts.append(b.load(addr, typ=rt, align=T.elem_align(buf.dtype)))
+        if pred is True:
+            parts.append(b.load(addr, typ=rt, align=T.elem_align(buf.dtype)))
+        else:  # (a run whose lanes hold or fail together: a masked load of the run)
+            mask = T.broadcast(b, e.expr(pred), run)
+            parts.append(llvm_intrinsic(b, "masked.load", [addr, ir.Constant(T.I32, T.elem_align(buf.dtype)), mask,
+                                                            ir.Constant(rt, None)], ret=rt, overload=[rt, T.PTR]))
     while len(parts) > 1:  # (runs concatenated in order, then one shuffle interleaves)
         n = parts[0].type.count
         parts = [b.shuffle_vector(x, y, ir.Constant(ir.VectorType(T.I32, 2 * n), list(range(2 * n))))
