@@ -58,8 +58,9 @@ def hang_on_relu():
 
 
 def slow_to_start():
-    """The runner of a child that starts slowly (its imports on a loaded machine): 7 s."""
-    time.sleep(7)
+    """The runner of a child that starts slowly (its imports on a loaded machine): 22 s, longer
+    than the test's patience, which must itself outlast a real case under CI's load."""
+    time.sleep(22)
     return ember_runner()
 
 
@@ -68,7 +69,7 @@ def test_a_child_slow_to_start_is_not_taken_for_a_hung_case():
     its first case (CI once saw it, under load) runs its cases; it used to be killed, and every
     case it had left recorded as a crash."""
     res = run_cases_in_processes(runner=f"{__name__}:slow_to_start", cases=f"{__name__}:tiny_cases", processes=1,
-                                 timeout=30, patience=5.0)
+                                 timeout=30, patience=20.0)
     assert [r.name for r in res] == [c.name for c in tiny_cases()] and all(r.passed for r in res), \
         [r.reason for r in res if not r.passed]
 
@@ -94,8 +95,11 @@ def test_a_crash_is_recorded_and_the_rest_still_run():
 
 
 def test_a_hung_case_is_killed_and_recorded():
+    # patience must outlast a real case: the first compile in a fresh child (LLVM's start, a
+    # cold kernel) took over 5 s under CI's load, and that case was killed as hung too
     res = run_cases_in_processes(runner=f"{__name__}:hang_on_relu", cases=f"{__name__}:tiny_cases", processes=1,
-                                 timeout=30, patience=5.0)
+                                 timeout=30, patience=25.0)
     by = {r.name: r for r in res}
     assert by["case2_relu"].reason.startswith("crash: the process hung"), by["case2_relu"].reason
-    assert all(r.passed for n, r in by.items() if n != "case2_relu")  # stdout noise did not get in the way
+    # stdout noise did not get in the way
+    assert all(r.passed for n, r in by.items() if n != "case2_relu"), [(r.name, r.reason) for r in res]
