@@ -286,8 +286,8 @@ def profile_kernels(exe, inputs: Sequence = (), *, warmup: int = 3, repeat: int 
     named = dict(named or {})
     calls = exe._calls
     info = exe.program["calls"]
-    measured = peak_gflops is None or peak_gbps is None
-    if measured:
+    given = (peak_gflops, peak_gbps)
+    if None in given:
         pg, pb = _peaks(exe.target)
         peak_gflops = peak_gflops or pg
         peak_gbps = peak_gbps or pb
@@ -312,9 +312,9 @@ def profile_kernels(exe, inputs: Sequence = (), *, warmup: int = 3, repeat: int 
         t0 = clock()
         exe.run(*inputs, **named)
         plain.append(clock() - t0)
-    if measured:  # (again, after the runs: the best of two moments)
+    if None in given:  # (measured again after the runs: the better of two moments)
         pg, pb = _peaks(exe.target, again=True)
-        peak_gflops, peak_gbps = max(peak_gflops, pg), max(peak_gbps, pb)
+        peak_gflops, peak_gbps = given[0] or pg, given[1] or pb
     rows = []
     medians = [statistics.median(t) for t in times]
     kernel_total = sum(medians) or 1.0

@@ -224,3 +224,7 @@ def test_the_peak_is_the_best_of_two_measurements(conv_net_exe, x, monkeypatch, 
     prof = profile_kernels(conv_net_exe, [x], warmup=1, repeat=2)
     assert not seen and prof.peak_gflops == 250.0
     assert all(r.peak_gflops == 250.0 for r in prof.rows)
+    # a peak the caller gives stays, though the bandwidth is measured
+    seen[:] = [300.0]
+    prof = profile_kernels(conv_net_exe, [x], warmup=1, repeat=2, peak_gflops=50.0)
+    assert prof.peak_gflops == 50.0 and prof.peak_gbps == 10.0
