@@ -194,6 +194,16 @@ def _compiled_before(model, options: CompileOptions) -> Optional[str]:
     return os.path.join(d, "model-" + hashlib.sha256(key.encode()).hexdigest())
 
 
+def _offload_int8_channels_last(options: CompileOptions) -> bool:
+    """Whether an offload backend reads quantized data channels last (block_layout then lays it
+    so)."""
+    if not options.offload:
+        return False
+    from ..offload import int8_channels_last
+
+    return int8_channels_last(options.offload)
+
+
 def _offload_block(options: CompileOptions):
     """The channel block the offload backends' kernels read (block_layout then uses it), or
     None."""
@@ -240,7 +250,8 @@ def _compile(model, options: CompileOptions):
     ctx = PassContext(opt_level=options.opt_level, disabled=options.disabled_passes,
                       instruments=[timer, *options.instruments],
                       config={"target": target, "options": options, "evaluate": evaluate_constants,
-                              "channel_block": _offload_block(options)})
+                              "channel_block": _offload_block(options),
+                              "int8_channels_last": _offload_int8_channels_last(options)})
     # the model's main, and each subgraph function control flow runs, go through the pipeline
     # on their own: each becomes a program of its own
     from ..kernels.common import likely_sizes

@@ -22,8 +22,8 @@ from typing import Callable, Optional
 
 from ..errors import ArgumentError, CompileError, TargetError
 
-__all__ = ["Backend", "ExternalSource", "backend_for", "backend_names", "compile_c", "get_backend", "layout_block",
-           "register_backend"]
+__all__ = ["Backend", "ExternalSource", "backend_for", "backend_names", "compile_c", "get_backend", "int8_channels_last",
+           "layout_block", "register_backend"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,6 +52,9 @@ class Backend:
     version: str = "1"
     doc: str = ""
     block: Callable = lambda target: None  # the channel block its kernels read, for block_layout
+    # its quantized (uint8) kernels read channels last, one block of all the channels (oneDNN
+    # 2's fast int8 convolutions take nhwc only: blocked data ran its reference code)
+    int8_channels_last: bool = False
     # its kernels keep state per constant buffer (weights reordered on first sight) and export
     # ``<kernel>__forget(const void *)``, which an executable calls for its constants when freed
     stateful: bool = False
@@ -115,6 +118,11 @@ def layout_block(names: tuple, target) -> Optional[int]:
         if b:
             return b
     return None
+
+
+def int8_channels_last(names: tuple) -> bool:
+    """Whether one of the backends ``names`` reads quantized data channels last."""
+    return any(get_backend(n).int8_channels_last for n in names)
 
 
 def backend_for(fn, names: tuple) -> Optional[str]:

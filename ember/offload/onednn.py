@@ -23,6 +23,7 @@ import os
 import re
 
 from . import Backend, ExternalSource, register_backend
+from .onednn_int8 import int8_conv_plan, int8_conv_source
 from .patterns import anchor_chain
 
 HEADER = "/usr/include/oneapi/dnnl/dnnl.h"
@@ -176,7 +177,7 @@ def _product_source(fn, func, name: str) -> ExternalSource:
                   f"{2 * NR} + (j % {NR}) * 2 + kk % 2];")
     else:
         unpack = (f"for (int64_t kk = 0; kk < {K}; kk++) for (int64_t j = 0; j < {N}; j++) "
-                  f"u[kk * {N} + j] = w[(j / {NR}) * {K * NR} + kk * {NR} + j % {NR}];")
+                  f"((float *)u)[kk * {N} + j] = w[(j / {NR}) * {K * NR} + kk * {NR} + j % {NR}];")
     return _kernel(name, fn, init=init, desc=desc, op_desc="&md", unpack=unpack,
                    batch=_sizes(func, name, a[0]), nsizes=len(func.scalars), x=at[mm.args[0]], w=at[mm.args[1]],
                    bias=at[bias] if bias is not None else None, posts=posts,
@@ -184,7 +185,7 @@ def _product_source(fn, func, name: str) -> ExternalSource:
 
 
 def _matches(fn) -> bool:
-    return _plan(fn) is not None or _product_plan(fn) is not None
+    return _plan(fn) is not None or _product_plan(fn) is not None or int8_conv_plan(fn) is not None
 
 
 def _sizes(func, name: str, batch) -> str:
@@ -225,7 +226,14 @@ def _post_ops(posts) -> str:
 
 def _source(fn, func, name: str) -> ExternalSource:
     conv = _plan(fn)
-    return _conv_source(fn, func, name, *conv) if conv is not None else _product_source(fn, func, name)
+    if conv is not None:
+        return _conv_source(fn, func, name, *conv)
+    q = int8_conv_plan(fn)
+    if q is not None:
+        conv = q[0]
+        return ExternalSource(int8_conv_source(fn, func, name, q, _sizes(func, name, conv.type.shape[0])),
+                              cflags=("-pthread",), links=("-ldnnl",))
+    return _product_source(fn, func, name)
 
 
 def _conv_source(fn, func, name: str, conv, bias, posts) -> ExternalSource:
@@ -284,7 +292,6 @@ def _kernel(name: str, fn, *, init: str, desc: str, op_desc: str, unpack, batch:
     args = ([f"const float *p{i}" for i in range(len(fn.params))] + ["float *out"]
             + [f"int64_t sz{i}" for i in range(nsizes)])
     summed = next((at[p[1]] for p in posts if p[0] == "sum"), None)
-    user = ("(void *)w" if unpack is None else "u")
     text = f"""#include <float.h>
 #include <oneapi/dnnl/dnnl.h>
 #include <pthread.h>
@@ -305,13 +312,6 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 typedef struct {{ int64_t n; dnnl_primitive_t p; dnnl_memory_desc_t src_md, dst_md; const dnnl_memory_desc_t *wmd; }} prim_t;
 static prim_t prim[PRIMS];
 static int prims;
-
-/* the weights reordered into a primitive's format, per (weights buffer, primitive): two
-   executables of one library (the same architecture, other weights) each get theirs, and an
-   executable's finalizer forgets its buffers ({name}__forget) before their memory is reused */
-#define SLOTS 64
-static struct {{ const void *w; int k; dnnl_memory_t m; }} slot[SLOTS];
-static int slots;
 
 static void init(void) {{
     {init}
@@ -346,46 +346,7 @@ static int make(int64_t n, prim_t *q) {{
     return ok ? 0 : 1;
 }}
 
-/* the weights at w in the format of primitive k: reordered on first sight (NULL on failure;
-   the caller holds mu) */
-static dnnl_memory_t weights(const float *w, int k) {{
-    for (int i = 0; i < slots; i++)
-        if (slot[i].w == w && slot[i].k == k) return slot[i].m;
-    dnnl_memory_t wu = NULL, wp = NULL, m = NULL;
-    dnnl_primitive_desc_t rpd = NULL;
-    dnnl_primitive_t r = NULL;
-    dnnl_stream_t s = NULL;
-    dnnl_exec_arg_t ra[2];
-    {'' if unpack is None else 'float *u = malloc(dnnl_memory_desc_get_size(&wuser));' + chr(10) + '    if (!u) return NULL;' + chr(10) + '    ' + unpack}
-    if (dnnl_memory_create(&wu, &wuser, eng, {user}) == dnnl_success
-            && dnnl_memory_create(&wp, prim[k].wmd, eng, DNNL_MEMORY_ALLOCATE) == dnnl_success
-            && dnnl_reorder_primitive_desc_create(&rpd, &wuser, eng, prim[k].wmd, eng, NULL) == dnnl_success
-            && dnnl_primitive_create(&r, rpd) == dnnl_success
-            && dnnl_stream_create(&s, eng, dnnl_stream_default_flags) == dnnl_success) {{
-        ra[0].arg = DNNL_ARG_FROM; ra[0].memory = wu; ra[1].arg = DNNL_ARG_TO; ra[1].memory = wp;
-        if (dnnl_primitive_execute(r, s, 2, ra) == dnnl_success && dnnl_stream_wait(s) == dnnl_success) {{
-            m = wp;
-            wp = NULL;
-            if (slots == SLOTS) {{ dnnl_memory_destroy(slot[0].m); slot[0] = slot[--slots]; }}
-            slot[slots].w = w; slot[slots].k = k; slot[slots].m = m; slots++;
-        }}
-    }}
-    if (s) dnnl_stream_destroy(s);
-    if (r) dnnl_primitive_destroy(r);
-    if (rpd) dnnl_primitive_desc_destroy(rpd);
-    if (wu) dnnl_memory_destroy(wu);
-    if (wp) dnnl_memory_destroy(wp);
-    {'' if unpack is None else 'free(u);'}
-    return m;
-}}
-
-void {name}__forget(const void *w) {{
-    pthread_mutex_lock(&mu);
-    for (int i = 0; i < slots; i++)
-        if (slot[i].w == w) {{ dnnl_memory_destroy(slot[i].m); slot[i--] = slot[--slots]; }}
-    pthread_mutex_unlock(&mu);
-}}
-
+{_weights_c(name, unpack)}
 int32_t {name}({', '.join(args)}) {{
     int64_t n = {batch};
     pthread_once(&once, init);
@@ -421,6 +382,60 @@ int32_t {name}({', '.join(args)}) {{
     return ExternalSource(text, cflags=("-pthread",), links=("-ldnnl",))
 
 
+def _weights_c(name: str, unpack) -> str:
+    """C of a kernel's weights in its primitives' formats: ``weights(w, k)``, the weights at
+    ``w`` reordered from the user format ``wuser`` (or from Ember's packing through ``unpack``:
+    C filling ``void *u`` from ``w``) into primitive ``k``'s, once per (weights buffer,
+    primitive), and ``<name>__forget(w)``. Needs ``eng``, ``wuser``, ``mu`` and ``prim[k].wmd``."""
+    user = ("(void *)w" if unpack is None else "u")
+    return f"""/* the weights reordered into a primitive's format, per (weights buffer, primitive): two
+   executables of one library (the same architecture, other weights) each get theirs, and an
+   executable's finalizer forgets its buffers ({name}__forget) before their memory is reused */
+#define SLOTS 64
+static struct {{ const void *w; int k; dnnl_memory_t m; }} slot[SLOTS];
+static int slots;
+
+/* the weights at w in the format of primitive k: reordered on first sight (NULL on failure;
+   the caller holds mu) */
+static dnnl_memory_t weights(const float *w, int k) {{
+    for (int i = 0; i < slots; i++)
+        if (slot[i].w == w && slot[i].k == k) return slot[i].m;
+    dnnl_memory_t wu = NULL, wp = NULL, m = NULL;
+    dnnl_primitive_desc_t rpd = NULL;
+    dnnl_primitive_t r = NULL;
+    dnnl_stream_t s = NULL;
+    dnnl_exec_arg_t ra[2];
+    {'' if unpack is None else 'void *u = malloc(dnnl_memory_desc_get_size(&wuser));' + chr(10) + '    if (!u) return NULL;' + chr(10) + '    ' + unpack}
+    if (dnnl_memory_create(&wu, &wuser, eng, {user}) == dnnl_success
+            && dnnl_memory_create(&wp, prim[k].wmd, eng, DNNL_MEMORY_ALLOCATE) == dnnl_success
+            && dnnl_reorder_primitive_desc_create(&rpd, &wuser, eng, prim[k].wmd, eng, NULL) == dnnl_success
+            && dnnl_primitive_create(&r, rpd) == dnnl_success
+            && dnnl_stream_create(&s, eng, dnnl_stream_default_flags) == dnnl_success) {{
+        ra[0].arg = DNNL_ARG_FROM; ra[0].memory = wu; ra[1].arg = DNNL_ARG_TO; ra[1].memory = wp;
+        if (dnnl_primitive_execute(r, s, 2, ra) == dnnl_success && dnnl_stream_wait(s) == dnnl_success) {{
+            m = wp;
+            wp = NULL;
+            if (slots == SLOTS) {{ dnnl_memory_destroy(slot[0].m); slot[0] = slot[--slots]; }}
+            slot[slots].w = w; slot[slots].k = k; slot[slots].m = m; slots++;
+        }}
+    }}
+    if (s) dnnl_stream_destroy(s);
+    if (r) dnnl_primitive_destroy(r);
+    if (rpd) dnnl_primitive_desc_destroy(rpd);
+    if (wu) dnnl_memory_destroy(wu);
+    if (wp) dnnl_memory_destroy(wp);
+    {'' if unpack is None else 'free(u);'}
+    return m;
+}}
+
+void {name}__forget(const void *w) {{
+    pthread_mutex_lock(&mu);
+    for (int i = 0; i < slots; i++)
+        if (slot[i].w == w) {{ dnnl_memory_destroy(slot[i].m); slot[i--] = slot[--slots]; }}
+    pthread_mutex_unlock(&mu);
+}}"""
+
+
 def _block(target):
     # oneDNN's fast (JIT) convolutions read blocks of one vector: nChw16c on AVX-512, nChw8c on
     # AVX2 (blocks of 32 ran its reference implementation, "ref:any")
@@ -432,4 +447,4 @@ def _block(target):
 ONEDNN = register_backend(Backend("onednn", _matches, _source, unavailable=_unavailable, version="6",
                                   doc="blocked float32 convolutions and products by weights on oneDNN's "
                                       "primitives (libdnnl)",
-                                  block=_block, stateful=True))
+                                  block=_block, stateful=True, int8_channels_last=True))

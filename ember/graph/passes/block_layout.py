@@ -145,7 +145,7 @@ def _reads_padding(attrs: dict) -> bool:
     return any(attrs.get("padding") or ())
 
 
-def _integer_conv(n: Call, target, saturating: bool = False):
+def _integer_conv(n: Call, target, saturating: bool = False, channels_last: bool = False):
     """``nn.conv2d_integer`` on blocked uint8 data as packed dots over four channels
     (``vpdpbusd``): the data read as int32 words (a view; blocked here if its producer was not),
     the weights packed in numpy with each lane's four channels in one word, the padding at the
@@ -161,6 +161,12 @@ def _integer_conv(n: Call, target, saturating: bool = False):
     if dot is None:
         return None
     fb = channel_block("int32", target, F)
+    if channels_last and F % fb == 0:
+        # one block of all the channels: (N, 1, H, W, C) is nhwc, the layout an offload
+        # backend's quantized kernels read (``Backend.int8_channels_last``)
+        fb = F
+        if C % 4 == 0 and (_blocked(x) is None or _blocked(x).type.shape[1] != 1):
+            x = _call("unblock_channels", [_call("block_channels", [x], {"block": C}, n.span)], {}, n.span)
     src = _blocked(x)
     if src is None:
         # a stem's few channels (three) in one block of four: one word per pixel, the fourth
@@ -459,6 +465,7 @@ def block_layout(mod: Module, ctx: PassContext) -> Module:
     # (the block an offload backend's kernels read: ``ember.offload.layout_block``, given by
     # the compiler, a layer above)
     block = ctx.config.get("channel_block")
+    int8_last = ctx.config.get("int8_channels_last", False)
 
     def visit(n):
         if isinstance(n, TupleGetItem) and isinstance(n.tuple, Tuple):  # (a split's blocked parts)
@@ -470,7 +477,7 @@ def block_layout(mod: Module, ctx: PassContext) -> Module:
         if n.op == "nn.conv2d":
             return _conv(n, target, precision, block)
         if n.op == "nn.conv2d_integer":
-            return _integer_conv(n, target, saturating)
+            return _integer_conv(n, target, saturating, int8_last)
         if n.op == "concat":
             return _concat(n)
         if n.op in _POOLS:
