@@ -27,6 +27,21 @@ from .onednn_int8 import int8_conv_plan, int8_conv_source
 from .patterns import anchor_chain
 
 HEADER = "/usr/include/oneapi/dnnl/dnnl.h"
+# what every kernel's C starts with: oneDNN, its engine, and the once/lock a kernel makes its
+# primitives under
+PRELUDE = """#include <float.h>
+#include <oneapi/dnnl/dnnl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static dnnl_engine_t eng;
+static int failed;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+"""
 BLOCKS = (4, 8, 16, 32)  # the channel blocks with a oneDNN format tag (aBcd<b>b, Abcd<b>a)
 
 
@@ -292,19 +307,8 @@ def _kernel(name: str, fn, *, init: str, desc: str, op_desc: str, unpack, batch:
     args = ([f"const float *p{i}" for i in range(len(fn.params))] + ["float *out"]
             + [f"int64_t sz{i}" for i in range(nsizes)])
     summed = next((at[p[1]] for p in posts if p[0] == "sum"), None)
-    text = f"""#include <float.h>
-#include <oneapi/dnnl/dnnl.h>
-#include <pthread.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-static dnnl_engine_t eng;
+    text = f"""{PRELUDE}
 static dnnl_memory_desc_t wuser, bia_md;
-static int failed;
-static pthread_once_t once = PTHREAD_ONCE_INIT;
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* a primitive per batch size (one where the batch is static): made on the first run of that
    size, with the data descriptors of that size and the weights' format it chose */

@@ -223,7 +223,7 @@ def int8_conv_source(fn, func, name: str, plan, sizes) -> tuple:
     unpack = (f"for (int64_t f = 0; f < {OC}; f++) for (int64_t c = 0; c < {C}; c++) "
               f"for (int64_t t = 0; t < {KH * KW}; t++) ((int8_t *)u)[(f * {C} + c) * {KH * KW} + t] = "
               f"((const int8_t *)w)[(((f / {FB}) * {C // 4} + c / 4) * {KH * KW} + t) * {4 * FB} + (f % {FB}) * 4 + c % 4];")
-    from .onednn import _weights_c
+    from .onednn import PRELUDE, _weights_c
 
     args = [f"const float *p{i}" for i in range(len(fn.params))] + ["float *out"] + \
         [f"int64_t sz{i}" for i in range(len(func.scalars))]
@@ -231,19 +231,8 @@ def int8_conv_source(fn, func, name: str, plan, sizes) -> tuple:
                          for i, (_, ptr) in enumerate(binaries))
     bin_args = "".join(f", {{DNNL_ARG_ATTR_MULTIPLE_POST_OP({k}) | DNNL_ARG_SRC_1, bin[{i}]}}"
                        for i, (k, _) in enumerate(binaries))
-    text = f"""#include <float.h>
-#include <oneapi/dnnl/dnnl.h>
-#include <pthread.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-static dnnl_engine_t eng;
+    text = f"""{PRELUDE}
 static dnnl_memory_desc_t wuser, shift_md;
-static int failed;
-static pthread_once_t once = PTHREAD_ONCE_INIT;
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* a primitive per batch size and per the values it is made from (key: the scales, shifts and
    scalars of the call's parameters, which differ between the convs sharing this kernel) */
