@@ -23,7 +23,7 @@ import os
 import re
 
 from . import Backend, ExternalSource, register_backend
-from .onednn_int8 import int8_conv_plan, int8_conv_source
+from .onednn_int8 import int8_plan, int8_source
 from .patterns import anchor_chain
 
 HEADER = "/usr/include/oneapi/dnnl/dnnl.h"
@@ -200,7 +200,7 @@ def _product_source(fn, func, name: str) -> ExternalSource:
 
 
 def _matches(fn) -> bool:
-    return _plan(fn) is not None or _product_plan(fn) is not None or int8_conv_plan(fn) is not None
+    return _plan(fn) is not None or _product_plan(fn) is not None or int8_plan(fn) is not None
 
 
 def _sizes(func, name: str, batch) -> str:
@@ -243,10 +243,9 @@ def _source(fn, func, name: str) -> ExternalSource:
     conv = _plan(fn)
     if conv is not None:
         return _conv_source(fn, func, name, *conv)
-    q = int8_conv_plan(fn)
+    q = int8_plan(fn)
     if q is not None:
-        conv = q[0]
-        return ExternalSource(int8_conv_source(fn, func, name, q, _sizes(func, name, conv.type.shape[0])),
+        return ExternalSource(int8_source(fn, func, name, q, _sizes(func, name, q[0].args[0].type.shape[0])),
                               cflags=("-pthread",), links=("-ldnnl",))
     return _product_source(fn, func, name)
 

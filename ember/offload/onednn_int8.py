@@ -1,32 +1,37 @@
-"""The ``onednn`` backend's quantized convolutions: Ember's integer conv groups on oneDNN's int8
-primitive (uint8 data, int8 weights, int32 sums).
+"""The ``onednn`` backend's quantized kernels: Ember's integer conv and product groups on
+oneDNN's int8 primitives (uint8 data, int8 weights, int32 sums).
 
-A QDQ conv reaches the fused groups as ``integer_products``, ``requantize`` and
-``block_layout`` leave it: ``nn.conv2d_nchwc`` with ``dot="dot_u8i8x4"`` over the blocked
-uint8 data read as int32 words, Ember's packed weights (``F/FB, C/4, kh, kw, FB, 4`` int8 as
-int32 words), then an epilogue of per-channel and scalar arithmetic::
+A QDQ conv or Linear layer reaches the fused groups as ``integer_products``, ``requantize``
+and ``block_layout`` leave it: ``nn.conv2d_nchwc`` or ``nn.matmul_packed`` with
+``dot="dot_u8i8x4"`` over uint8 data read as int32 words and Ember's packed weights (four
+int8 along the contraction in a word), then an epilogue of per-channel, full-shape and scalar
+arithmetic::
 
-    (cast(conv - corr, float32) * m + s)  round  [* c]  [max/min c]  [round  cast(int32)  + zp
-    max/min c  cast(uint8)]          (a uint8 result, or a float32 one)
+    cast(sums [- corr], float32) * m [+ s]  round  [* c]  [max/min c]  [+ residual]  round
+    cast(int32)  + zp  max/min c  cast(uint8)  [cast(float32) - zp' * s']
 
-where ``corr`` is the zero point of the data times the weights' column sums. oneDNN computes
-the same: the sums into its output scales ``m`` (per channel), ``s - corr * m`` a per-channel
-binary add post-op (``s`` where the conv pads: there the data's zero point is oneDNN's source
-zero point, which pads as Ember does), each later step an ``eltwise`` post-op (``round``,
-``linear``, ``clip``; integer steps on exact integers in float), and the last cast the
-destination's type. A residual add stays on Ember's kernel: oneDNN 2.6's brgemm convolutions
-computed a ``sum`` post-op after an eltwise ``linear`` wrongly (up to 25 codes off its own
-reference implementation on the same inputs), and the quantized residuals need one there.
-Only channels-last data (``nhwc``, Ember's one block of all the channels: see
-``Backend.int8_channels_last``) runs on oneDNN's JIT code; blocked int8 data ran its reference.
-The values (scales, shifts, scalars) are the group's parameters, which differ between the
-convs that share a kernel: a primitive is made per batch size and per those values, kept, and
-found again by comparing them (a few kilobytes, each run).
+where ``corr``, a conv's, is its data's zero point times the weights' column sums. oneDNN
+computes the same: the sums into its output scales ``m``, ``s`` a per-channel binary add
+(post-op 0), every later step with a param a binary post-op reading the param itself at each
+run (integer steps on whole numbers in float: exact), ``round`` an eltwise one, and the last
+cast the destination's type. The data's zero point is oneDNN's source zero point (where the
+conv pads, its pad value; elsewhere found from ``corr`` and the weights' column sums when the
+primitive is made), so its sums less the zero point's work are Ember's, exactly; where it
+cannot be found, ``-corr * m`` joins the shift. The float steps are the same operations, not
+always in the same roundings (LLVM may fuse Ember's ``* m + s`` into one; oneDNN scales, then
+adds): a value within a last bit of a half can go to the other code, and a code off grows
+through the next layers. QDQ ResNet-50: a fifth of its outputs one code (0.91) off Ember's
+alone, as a quarter of ONNX Runtime's optimized session's are off its plain one's.
 
-Sums are exact on both sides; the float steps are the same operations but for the shift,
-``(acc - corr) * m + s`` against ``acc * m + (s - corr * m)``, whose last-bit differences can
-move a value that lies within a rounding of a half to the next code (ONNX Runtime's optimized
-and plain sessions differ so too).
+oneDNN 2.6's int8 JIT convolutions read ``nhwc`` only (blocked int8 data ran its reference
+code), so with this backend the quantized regions take one block of all the channels
+(``Backend.int8_channels_last``); a product's rows are plain. Its brgemm convolutions computed
+an eltwise ``linear`` followed by a binary or ``sum`` post-op wrongly (up to 25 codes off its
+own reference code on the same inputs): scalars are binary post-ops for that reason too.
+
+The scales, shift and zero-point correction are the group's parameters, which differ between
+the groups sharing a kernel: a primitive is made per batch size and per those values, kept,
+and found again by comparing them (a few kilobytes, each run).
 """
 from __future__ import annotations
 
@@ -34,9 +39,9 @@ import struct
 
 from ..graph.ir import Call, Var
 
-__all__ = ["int8_conv_plan", "int8_conv_source"]
+__all__ = ["int8_plan", "int8_source"]
 
-_SCALAR_STEPS = {"maximum": "max", "minimum": "min", "multiply": "mul", "add": "add"}
+ANCHORS = ("nn.conv2d_nchwc", "nn.matmul_packed")
 
 
 def _param(e) -> bool:
@@ -44,11 +49,11 @@ def _param(e) -> bool:
 
 
 def _chain(fn):
-    """``(conv, [(step, param or None, ...)])``: ``fn``'s body as the conv then one op at a
-    time on the previous value, else None."""
+    """``(anchor, [(step, param or None)])``: ``fn``'s body as a conv or a product by weights
+    then one op at a time on the previous value (the other operand a param), else None."""
     steps = []
     e = fn.body
-    while isinstance(e, Call) and e.op != "nn.conv2d_nchwc":
+    while isinstance(e, Call) and e.op not in ANCHORS:
         if e.op in ("round", "cast") and len(e.args) == 1:
             steps.append((e.op if e.op == "round" else f"cast:{e.attr('dtype')}", None))
             e = e.args[0]
@@ -58,110 +63,184 @@ def _chain(fn):
         a, b = e.args
         if e.op != "subtract" and _param(a) and isinstance(b, Call):
             a, b = b, a  # (the chain's value first)
-        if not isinstance(a, Call):
+        if not (isinstance(a, Call) and _param(b)):
             return None
-        if _param(b):
-            steps.append((e.op, b))
-        else:
-            return None
+        steps.append((e.op, b))
         e = a
     if not (isinstance(e, Call) and len(e.args) == 2 and all(_param(a) for a in e.args)):
         return None
     return e, steps[::-1]
 
 
-def int8_conv_plan(fn):
-    """``(conv, head, posts)`` for a quantized conv group oneDNN runs, else None: ``head`` is
-    ``(corr, m, s or None)``, the per-channel params of the sums' scaling; ``posts`` the later
-    steps as ``("round",)``, ``("linear", a, b)``, ``("clip", lo, hi)`` (each of ``a``, ``b``,
-    ``lo``, ``hi`` a float, or ``(scalar param, sign)``: ``(p, -1)`` is its negation)."""
+def _conv_ok(conv) -> bool:
+    x, w, out = conv.args[0].type, conv.args[1].type, conv.type
+    a = conv.attrs
+    pad = a.get("pad_value", 0)
+    return (a.get("dot") == "dot_u8i8x4" and not a.get("pairs") and a.get("groups", 1) == 1
+            and x.dtype == w.dtype == out.dtype == "int32" and x.ndim == 5 and w.ndim == 5 and w.is_static
+            and all(isinstance(d, int) for d in (*x.shape[1:], *out.shape[1:])) and x.shape[0] == out.shape[0]
+            # (channels last, nhwc, only: oneDNN 2 runs int8 data in blocks on its reference code)
+            and x.shape[1] == 1 and out.shape[1] == 1 and w.shape[1] == x.shape[4]
+            # (a pad value of one zero point's four bytes)
+            and (not pad or len(set(struct.pack("<I", pad & 0xFFFFFFFF))) == 1))
+
+
+def _product_ok(mm) -> bool:
+    a, bp, out = mm.args[0].type, mm.args[1].type, mm.type
+    first = a.shape[0]
+    return (mm.attrs.get("dot") == "dot_u8i8x4" and not mm.attrs.get("runtime")
+            and a.dtype == bp.dtype == out.dtype == "int32" and bp.ndim == 3 and bp.is_static
+            and a.ndim == out.ndim and all(isinstance(d, int) for d in a.shape[1:])
+            and tuple(a.shape[:-1]) == tuple(out.shape[:-1]) and out.shape[-1] == mm.attr("units")
+            and bp.shape[1] == a.shape[-1]
+            and (isinstance(first, int) or len(first.symbols) == 1))
+
+
+def int8_plan(fn):
+    """``(anchor, head, posts)`` for a quantized conv or product group oneDNN runs, else None.
+    ``head`` is ``(corr or None, m, s or None)``: the sums less ``corr`` (a conv's zero-point
+    correction, per channel), times ``m`` (per channel or one), plus ``s``; ``posts`` the
+    later steps as ``("round",)`` and ``("binary", op, param, "channel" | "full" | "scalar")``
+    (a param of one value per channel, of the output's shape, or one; read at each run)."""
     found = _chain(fn)
     if found is None:
         return None
-    conv, steps = found
-    x, w, out = conv.args[0].type, conv.args[1].type, conv.type
-    a = conv.attrs
-    if not (a.get("dot") == "dot_u8i8x4" and not a.get("pairs") and a.get("groups", 1) == 1
-            and x.dtype == w.dtype == out.dtype == "int32" and x.ndim == 5 and w.ndim == 5
-            and w.is_static and all(isinstance(d, int) for d in x.shape[1:])
-            and all(isinstance(d, int) for d in out.shape[1:]) and x.shape[0] == out.shape[0]):
-        return None
-    if x.shape[1] != 1 or out.shape[1] != 1 or w.shape[1] != x.shape[4]:
-        return None  # (channels last, nhwc, only: oneDNN 2 runs int8 data in blocks on its reference code)
-    pad = a.get("pad_value", 0)
-    if pad and len(set(struct.pack("<I", pad & 0xFFFFFFFF))) != 1:
-        return None  # (a pad value not one zero point's four bytes)
-    channel = (1, out.shape[1], 1, 1, out.shape[4])
+    anchor, steps = found
+    out = anchor.type
+    if anchor.op == "nn.conv2d_nchwc":
+        if not _conv_ok(anchor):
+            return None
+        channel = {(1, 1, 1, 1, out.shape[4])}
+        if not (steps and steps[0][0] == "subtract" and steps[0][1].type.dtype == "int32"
+                and (tuple(steps[0][1].type.shape) in channel or steps[0][1].type.ndim == 0)):
+            return None
+        corr, steps = steps[0][1], steps[1:]
+    else:
+        if not _product_ok(anchor):
+            return None
+        units = out.shape[-1]
+        channel = {(units,), (1,) * (out.ndim - 1) + (units,)}
+        corr = None
 
-    def per_channel(p, dtype):
-        return p.type.dtype == dtype and (tuple(p.type.shape) == channel or p.type.ndim == 0)
+    def kind(p):
+        shape = tuple(p.type.shape)
+        return "scalar" if not shape else "channel" if shape in channel else \
+            "full" if shape == tuple(out.shape) and p.type.dtype == "float32" else None
 
-    # the head: subtract(corr) cast(float32) multiply(m) [add(s)]
-    if len(steps) < 3 or steps[0][0] != "subtract" or steps[1][0] != "cast:float32" or steps[2][0] != "multiply":
+    # the head: cast(float32) multiply(m) [add(s)]
+    if len(steps) < 2 or steps[0][0] != "cast:float32" or steps[1][0] != "multiply" \
+            or steps[1][1].type.dtype != "float32" or kind(steps[1][1]) not in ("scalar", "channel"):
         return None
-    corr, m = steps[0][1], steps[2][1]
-    if not (per_channel(corr, "int32") and per_channel(m, "float32")):
-        return None
-    rest = steps[3:]
-    s = None
-    if rest and rest[0][0] == "add" and per_channel(rest[0][1], "float32"):
+    m, rest, s = steps[1][1], steps[2:], None
+    if rest and rest[0][0] == "add" and rest[0][1].type.dtype == "float32" and kind(rest[0][1]) in ("scalar", "channel"):
         s, rest = rest[0][1], rest[1:]
+    posts = _posts(rest, kind)
+    if posts is None:
+        return None
+    return anchor, (corr, m, s), posts
+
+
+def _posts(rest, kind):
+    """The post-ops of the steps after the head (:func:`int8_plan`), or None where one has no
+    post-op or the result is not what the last step makes. Every step with a param is a
+    binary post-op reading it at each run, the integer ones on whole numbers in float (exact):
+    oneDNN 2.6's brgemm convolutions computed an eltwise ``linear`` followed by a binary or
+    ``sum`` post-op wrongly (up to 25 codes off its reference code on the same inputs; a
+    binary post-op in its place, exactly)."""
     posts, integral, dtype = [], False, "float32"
-
-    def scalar(p):
-        return p.type.ndim == 0 and p.type.dtype == dtype
-
-    for k, step in enumerate(rest):
-        op = step[0]
+    for k, (op, p) in enumerate(rest):
         last = k == len(rest) - 1
+        where = kind(p) if p is not None else None
+        if p is not None and (p.type.dtype != dtype or (dtype == "int32" and where != "scalar")):
+            return None
         if op == "round":
             posts.append(("round",))
             integral = True
-        elif op in ("maximum", "minimum") and scalar(step[1]):
-            p = step[1]
-            posts.append(("clip", (p, 1), None) if op == "maximum" else ("clip", None, (p, 1)))
-        elif op in ("multiply", "add") and dtype == "float32" and step[1].type.ndim \
-                and per_channel(step[1], "float32"):
-            posts.append(("binary", op, step[1]))  # (the param itself, read at each run)
-            integral = False
-        elif op == "multiply" and scalar(step[1]) and dtype == "float32":
-            posts.append(("linear", (step[1], 1), 0.0))
-            integral = False
-        elif op == "add" and scalar(step[1]):
-            posts.append(("linear", 1.0, (step[1], 1)))
-            integral = integral and dtype == "int32"
+        elif op in ("multiply", "add", "subtract", "maximum", "minimum") and where and dtype in ("float32", "int32"):
+            posts.append(("binary", op, p, where))
+            integral = (integral and op in ("maximum", "minimum")) or dtype == "int32"
         elif op == "cast:int32" and integral and dtype == "float32":
             dtype = "int32"  # (exact: the value is a whole number already)
-        elif op == "cast:uint8" and last and integral and dtype == "int32":
+        elif op == "cast:uint8" and integral and dtype == "int32" and (
+                last or [r[0] for r in rest[k - 2:k]] == ["maximum", "minimum"]):
+            # (the last step: oneDNN saturates to the destination's uint8; inside the chain, a
+            # quantizer's saturation then its cast, dequantized after: its bounds, a uint8's by
+            # construction, make the cast exact, the value going on as a whole float)
             dtype = "uint8"
+        elif op == "cast:float32" and dtype in ("int32", "uint8"):
+            dtype = "float32"  # (whole numbers in float, as they were)
         else:
             return None
-    if dtype not in ("uint8", "float32") or fn.body.type.dtype != dtype:
-        return None
-    return conv, (corr, m, s), posts
+    return posts if dtype in ("uint8", "float32") else None
 
 
-def int8_conv_source(fn, func, name: str, plan, sizes) -> tuple:
-    """``(C text, batch expression)`` of the kernel running ``plan`` (:func:`int8_conv_plan`)
-    on oneDNN. ``sizes``: ``onednn._sizes``."""
-    conv, (corr, m, s), posts = plan
+def _anchor_c(anchor, dst_type: str) -> dict:
+    """The C particular to the anchor op: the descriptors of its data, weights and result for
+    batch ``n`` (``desc``), the weights' plain format (``init``), Ember's packed weights
+    unpacked into it (``unpack``), the per-channel and full-shape descriptors of binary
+    post-ops, and the channel count ``OC``."""
+    out = anchor.type.shape
+    if anchor.op == "nn.conv2d_nchwc":
+        x, w = anchor.args[0].type.shape, anchor.args[1].type.shape
+        OC, OH, OW = out[4], out[2], out[3]
+        C, KH, KW, H, W = 4 * x[4], w[2], w[3], x[2], x[3]
+        sh, sw = anchor.attr("strides") or (1, 1)
+        dh, dw = anchor.attr("dilation") or (1, 1)
+        pt, pl, pb, pr = anchor.attr("padding") or (0, 0, 0, 0)
+        pad = anchor.attrs.get("pad_value", 0)
+        return dict(OC=OC, init=f"dnnl_dims_t wd = {{{OC}, {C}, {KH}, {KW}}}, bd = {{1, {OC}, 1, 1}};"
+                                f" dnnl_dims_t od1 = {{1, 1, 1, 1}}; int wn = 4, bn = 4, wtag = dnnl_oihw, btag = dnnl_nchw;",
+                    zp=struct.pack("<I", pad & 0xFFFFFFFF)[0] if pad else 0,
+                    desc=f"""dnnl_dims_t sd = {{n, {C}, {H}, {W}}}, wd = {{{OC}, {C}, {KH}, {KW}}}, dd = {{n, {OC}, {OH}, {OW}}};
+    dnnl_dims_t st = {{{sh}, {sw}}}, dil = {{{dh - 1}, {dw - 1}}}, padl = {{{pt}, {pl}}}, padr = {{{pb}, {pr}}};
+    dnnl_memory_desc_t wany;
+    dnnl_convolution_desc_t od;
+    int ok = dnnl_memory_desc_init_by_tag(&q->src_md, 4, sd, dnnl_u8, dnnl_nhwc) == dnnl_success
+        && dnnl_memory_desc_init_by_tag(&wany, 4, wd, dnnl_s8, dnnl_format_tag_any) == dnnl_success
+        && dnnl_memory_desc_init_by_tag(&q->dst_md, 4, dd, {dst_type}, dnnl_nhwc) == dnnl_success
+        && dnnl_memory_desc_init_by_tag(&q->full_md, 4, dd, dnnl_f32, dnnl_nhwc) == dnnl_success
+        && dnnl_dilated_convolution_forward_desc_init(&od, dnnl_forward_inference, dnnl_convolution_direct,
+               &q->src_md, &wany, NULL, &q->dst_md, st, dil, padl, padr) == dnnl_success;""",
+                    colsum=(f"for (int64_t cc = 0; cc < {C}; cc++) for (int64_t t = 0; t < {KH * KW}; t++) "
+                            f"cs += w8[((cc / 4) * {KH * KW} + t) * {4 * OC} + c * 4 + cc % 4];"),
+                    unpack=(f"for (int64_t f = 0; f < {OC}; f++) for (int64_t c = 0; c < {C}; c++) "
+                            f"for (int64_t t = 0; t < {KH * KW}; t++) ((int8_t *)u)[(f * {C} + c) * {KH * KW} + t] = "
+                            f"((const int8_t *)w)[((c / 4) * {KH * KW} + t) * {4 * OC} + f * 4 + c % 4];"))
+    a = anchor.args[0].type.shape
+    panels, K4, NR = anchor.args[1].type.shape
+    N, K = out[-1], 4 * K4
+    R = 1
+    for d in a[1:-1]:
+        R *= d
+    return dict(OC=N, zp=0, colsum="", init=f"dnnl_dims_t wd = {{{K}, {N}}}, bd = {{1, {N}}}, od1 = {{1, 1}}; int wn = 2, "
+                                 f"bn = 2, wtag = dnnl_ab, btag = dnnl_ab;",
+                desc=f"""dnnl_dims_t sd = {{n * {R}, {K}}}, wd = {{{K}, {N}}}, dd = {{n * {R}, {N}}};
+    dnnl_memory_desc_t wany;
+    dnnl_matmul_desc_t od;
+    int ok = dnnl_memory_desc_init_by_tag(&q->src_md, 2, sd, dnnl_u8, dnnl_ab) == dnnl_success
+        && dnnl_memory_desc_init_by_tag(&wany, 2, wd, dnnl_s8, dnnl_format_tag_any) == dnnl_success
+        && dnnl_memory_desc_init_by_tag(&q->dst_md, 2, dd, {dst_type}, dnnl_ab) == dnnl_success
+        && dnnl_memory_desc_init_by_tag(&q->full_md, 2, dd, dnnl_f32, dnnl_ab) == dnnl_success
+        && dnnl_matmul_desc_init(&od, &q->src_md, &wany, NULL, &q->dst_md) == dnnl_success;""",
+                # (Ember's panels: (N/NR, K/4, NR) words of four int8 along K)
+                unpack=(f"for (int64_t kk = 0; kk < {K}; kk++) for (int64_t j = 0; j < {N}; j++) "
+                        f"((int8_t *)u)[kk * {N} + j] = ((const int8_t *)w)[((j / {NR}) * {K4} + kk / 4) * {4 * NR} "
+                        f"+ (j % {NR}) * 4 + kk % 4];"))
+
+
+def int8_source(fn, func, name: str, plan, sizes: str) -> str:
+    """The C of the kernel running ``plan`` (:func:`int8_plan`) on oneDNN for the batch
+    ``sizes`` (a C expression: ``onednn._sizes``)."""
+    anchor, (corr, m, s), posts = plan
     at = {p: f"p{i}" for i, p in enumerate(fn.params)}
-    x, w, out = conv.args[0].type.shape, conv.args[1].type.shape, conv.type.shape
-    N, FO, OH, OW, FB = out
-    OC = FO * FB
-    CB = 4 * x[4]
-    C, KH, KW = x[1] * CB, w[2], w[3]
-    H, W = x[2], x[3]
-    pad = conv.attrs.get("pad_value", 0)
-    zp = struct.pack("<I", pad & 0xFFFFFFFF)[0] if pad else 0
     u8 = fn.body.type.dtype == "uint8"
-    sh, sw = conv.attr("strides") or (1, 1)
-    dh, dw = conv.attr("dilation") or (1, 1)
-    pt, pl, pb, pr = conv.attr("padding") or (0, 0, 0, 0)
+    dst_type = "dnnl_u8" if u8 else "dnnl_f32"
+    A = _anchor_c(anchor, dst_type)
+    OC, zp, unpack = A["OC"], A["zp"], A["unpack"]
 
     # the values a primitive is made from, laid in its key: per channel m, s, corr (OC each,
-    # or one), then the scalars of the later steps, in order
-    fields, scalars = [], []
+    # or one); the later steps' params are read at each run
+    fields = []
 
     def field(p, kind):
         n = 1 if p.type.ndim == 0 else OC
@@ -170,12 +249,7 @@ def int8_conv_source(fn, func, name: str, plan, sizes) -> tuple:
 
     nm = field(m, "float")
     ns = field(s, "float") if s is not None else 0
-    nc = field(corr, "int32_t")
-    for post in posts:
-        if post[0] != "binary":
-            scalars += [v[0] for v in post[1:] if isinstance(v, tuple)]
-    for p in dict.fromkeys(scalars):
-        field(p, "float" if p.type.dtype == "float32" else "int32_t")
+    nc = field(corr, "int32_t") if corr is not None else 0
     offsets, off = {}, 0
     for ptr, kind, n in fields:
         offsets[ptr] = off
@@ -186,72 +260,67 @@ def int8_conv_source(fn, func, name: str, plan, sizes) -> tuple:
     def val(ptr, kind, i="0"):
         return f"((const {kind} *)(q->key + {offsets[ptr]}))[{i}]"
 
-    def kinds(p):
-        return "float" if p.type.dtype == "float32" else "int32_t"
-
-    def cval(v):
-        if v is None:
-            return None
-        if isinstance(v, (int, float)):
-            return f"{float(v)!r}f"
-        p, sign = v
-        return f"({'-' if sign < 0 else ''}(float){val(at[p], kinds(p))})"
-
-    mi = "c" if nm > 1 else "0"
-    si = "c" if ns > 1 else "0"
-    ci = "c" if nc > 1 else "0"
-    shift = (f"(float)({val(at[s], 'float', si)} - (float){val(at[corr], 'int32_t', ci)} * {val(at[m], 'float', mi)})"
-             if s is not None and not pad else
-             f"({val(at[s], 'float', si)})" if s is not None else
-             f"(-(float){val(at[corr], 'int32_t', ci)} * {val(at[m], 'float', mi)})" if not pad else "0.0f")
+    mi, si, ci = ("c" if k > 1 else "0" for k in (nm, ns, nc))
+    # the shift, post-op 0: s, less corr * m where oneDNN cannot take the data's zero point
+    shift = " + ".join(([f"{val(at[s], 'float', si)}"] if s is not None else []) + (
+        [f"(zp ? 0.0f : -(float){val(at[corr], 'int32_t', ci)} * {val(at[m], 'float', mi)})"] if corr is not None else []))
+    # the data's zero point, where the conv does not pad at it: from corr = zero * colsum(w),
+    # so that oneDNN's sums less its work are Ember's, exactly (a shift by -corr * m after the
+    # scaling rounds otherwise, and a code off there grows through the next layers)
+    derive = "" if corr is None else f"""if (zp == 0) {{
+        int found = 0, same = 1;
+        int64_t z = 0;
+        for (int64_t c = 0; c < {OC} && same; c++) {{
+            int64_t cs = 0, cr = {val(at[corr], 'int32_t', ci)};
+            {A["colsum"]}
+            if (cs == 0) {{ same = cr == 0; continue; }}
+            if (cr % cs) {{ same = 0; break; }}
+            if (!found) {{ z = cr / cs; found = 1; }} else if (cr / cs != z) same = 0;
+        }}
+        if (same && found && z > 0 && z < 256) zp = (int32_t)z;
+    }}"""
     lines, binaries = [], []
-    for k, post in enumerate(posts, start=1):  # (post-op 0: the shift)
+    for k, post in enumerate(posts, start=1):
         if post[0] == "binary":
-            # (a per-channel param as it is, {1, OC, 1, 1}: the shift's descriptor)
-            alg = "dnnl_binary_mul" if post[1] == "multiply" else "dnnl_binary_add"
-            lines.append(f"ok = ok && dnnl_post_ops_append_binary(po, {alg}, &shift_md) == dnnl_success;")
-            binaries.append((k, at[post[2]]))
+            alg = {"multiply": "dnnl_binary_mul", "add": "dnnl_binary_add", "subtract": "dnnl_binary_sub",
+                   "maximum": "dnnl_binary_max", "minimum": "dnnl_binary_min"}[post[1]]
+            md = {"channel": "&shift_md", "full": "&q->full_md",
+                  "scalar": "&one_md" if post[2].type.dtype == "float32" else "&one_s32_md"}[post[3]]
+            lines.append(f"ok = ok && dnnl_post_ops_append_binary(po, {alg}, {md}) == dnnl_success;")
+            binaries.append((k, at[post[2]], md.replace("q->", "prim[k].")))
         elif post[0] == "round":
             lines.append("ok = ok && dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_round, 0.0f, 0.0f) == dnnl_success;")
-        elif post[0] == "linear":
-            lines.append(f"ok = ok && dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_linear, {cval(post[1])}, "
-                         f"{cval(post[2])}) == dnnl_success;")
-        elif post[0] == "clip":
-            lo, hi = cval(post[1]) or "-FLT_MAX", cval(post[2]) or "FLT_MAX"
-            lines.append(f"ok = ok && dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_clip, {lo}, {hi}) == dnnl_success;")
-    dst_type = "dnnl_u8" if u8 else "dnnl_f32"
-    unpack = (f"for (int64_t f = 0; f < {OC}; f++) for (int64_t c = 0; c < {C}; c++) "
-              f"for (int64_t t = 0; t < {KH * KW}; t++) ((int8_t *)u)[(f * {C} + c) * {KH * KW} + t] = "
-              f"((const int8_t *)w)[(((f / {FB}) * {C // 4} + c / 4) * {KH * KW} + t) * {4 * FB} + (f % {FB}) * 4 + c % 4];")
     from .onednn import PRELUDE, _weights_c
 
     args = [f"const float *p{i}" for i in range(len(fn.params))] + ["float *out"] + \
         [f"int64_t sz{i}" for i in range(len(func.scalars))]
-    bin_create = "".join(f"\n        && dnnl_memory_create(&bin[{i}], &shift_md, eng, (void *){ptr}) == dnnl_success"
-                         for i, (_, ptr) in enumerate(binaries))
+    bin_create = "".join(f"\n        && dnnl_memory_create(&bin[{i}], {md}, eng, (void *){ptr}) == dnnl_success"
+                         for i, (_, ptr, md) in enumerate(binaries))
     bin_args = "".join(f", {{DNNL_ARG_ATTR_MULTIPLE_POST_OP({k}) | DNNL_ARG_SRC_1, bin[{i}]}}"
-                       for i, (k, _) in enumerate(binaries))
+                       for i, (k, _, _) in enumerate(binaries))
     text = f"""{PRELUDE}
-static dnnl_memory_desc_t wuser, shift_md;
+static dnnl_memory_desc_t wuser, shift_md, one_md, one_s32_md;
 
 /* a primitive per batch size and per the values it is made from (key: the scales, shifts and
-   scalars of the call's parameters, which differ between the convs sharing this kernel) */
+   scalars of the call's parameters, which differ between the groups sharing this kernel) */
 #define PRIMS 256
 #define KEYBYTES {keybytes}
 typedef struct {{ int64_t n; unsigned char *key; float *shift; dnnl_primitive_t p;
-                 dnnl_memory_desc_t src_md, dst_md; const dnnl_memory_desc_t *wmd; }} prim_t;
+                 dnnl_memory_desc_t src_md, dst_md, full_md; const dnnl_memory_desc_t *wmd; }} prim_t;
 static prim_t prim[PRIMS];
 static int prims;
 
 static void init(void) {{
-    dnnl_dims_t wd = {{{OC}, {C}, {KH}, {KW}}}, bd = {{1, {OC}, 1, 1}};
+    {A["init"]}
     failed = dnnl_engine_create(&eng, dnnl_cpu, 0) != dnnl_success
-        || dnnl_memory_desc_init_by_tag(&wuser, 4, wd, dnnl_s8, dnnl_oihw) != dnnl_success
-        || dnnl_memory_desc_init_by_tag(&shift_md, 4, bd, dnnl_f32, dnnl_nchw) != dnnl_success;
+        || dnnl_memory_desc_init_by_tag(&wuser, wn, wd, dnnl_s8, wtag) != dnnl_success
+        || dnnl_memory_desc_init_by_tag(&shift_md, bn, bd, dnnl_f32, btag) != dnnl_success
+        || dnnl_memory_desc_init_by_tag(&one_md, bn, od1, dnnl_f32, btag) != dnnl_success
+        || dnnl_memory_desc_init_by_tag(&one_s32_md, bn, od1, dnnl_s32, btag) != dnnl_success;
 }}
 
 /* the primitive for batch n and the values at key into *q (0 on success; the caller holds mu) */
-static int make(int64_t n, const unsigned char *key, prim_t *q) {{
+static int make(int64_t n, const unsigned char *key, const int8_t *w8, prim_t *q) {{
     dnnl_primitive_attr_t attr = NULL;
     dnnl_post_ops_t po = NULL;
     dnnl_primitive_desc_t pd = NULL;
@@ -262,20 +331,14 @@ static int make(int64_t n, const unsigned char *key, prim_t *q) {{
     float *scale = malloc({OC} * sizeof(float));
     if (!q->key || !q->shift || !scale) {{ free(q->key); free(q->shift); free(scale); return 1; }}
     memcpy(q->key, key, KEYBYTES);
+    int32_t zp = {zp};
+    {derive}
     for (int64_t c = 0; c < {OC}; c++) {{
         scale[c] = {val(at[m], 'float', mi)};
-        q->shift[c] = {shift};
+        q->shift[c] = {shift or "0.0f"};
     }}
-    dnnl_dims_t sd = {{n, {C}, {H}, {W}}}, wd = {{{OC}, {C}, {KH}, {KW}}}, dd = {{n, {OC}, {OH}, {OW}}};
-    dnnl_dims_t st = {{{sh}, {sw}}}, dil = {{{dh - 1}, {dw - 1}}}, padl = {{{pt}, {pl}}}, padr = {{{pb}, {pr}}};
-    dnnl_memory_desc_t wany;
-    dnnl_convolution_desc_t cd;
-    int32_t zp = {zp};
-    int ok = dnnl_memory_desc_init_by_tag(&q->src_md, 4, sd, dnnl_u8, dnnl_nhwc) == dnnl_success
-        && dnnl_memory_desc_init_by_tag(&wany, 4, wd, dnnl_s8, dnnl_format_tag_any) == dnnl_success
-        && dnnl_memory_desc_init_by_tag(&q->dst_md, 4, dd, {dst_type}, dnnl_nhwc) == dnnl_success
-        && dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct,
-               &q->src_md, &wany, NULL, &q->dst_md, st, dil, padl, padr) == dnnl_success
+    {A["desc"]}
+    ok = ok
         && dnnl_primitive_attr_create(&attr) == dnnl_success
         && dnnl_post_ops_create(&po) == dnnl_success
         && dnnl_primitive_attr_set_output_scales(attr, {OC}, 1 << 1, scale) == dnnl_success
@@ -283,7 +346,7 @@ static int make(int64_t n, const unsigned char *key, prim_t *q) {{
         && dnnl_post_ops_append_binary(po, dnnl_binary_add, &shift_md) == dnnl_success;
     {" ".join(lines)}
     ok = ok && dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success
-        && dnnl_primitive_desc_create(&pd, &cd, attr, eng, NULL) == dnnl_success
+        && dnnl_primitive_desc_create(&pd, &od, attr, eng, NULL) == dnnl_success
         && dnnl_primitive_create(&q->p, pd) == dnnl_success
         && dnnl_primitive_get_primitive_desc(q->p, &own) == dnnl_success;
     if (ok) {{
@@ -316,14 +379,14 @@ int32_t {name}({', '.join(args)}) {{
     pthread_mutex_lock(&mu);
     for (int i = 0; i < prims; i++)
         if (prim[i].n == n && memcmp(prim[i].key, key, KEYBYTES) == 0) {{ k = i; break; }}
-    if (k < 0 && prims < PRIMS && make(n, key, &prim[prims]) == 0) k = prims++;
-    dnnl_memory_t wei = k < 0 ? NULL : weights({at[conv.args[1]]}, k);
+    if (k < 0 && prims < PRIMS && make(n, key, (const int8_t *){at[anchor.args[1]]}, &prim[prims]) == 0) k = prims++;
+    dnnl_memory_t wei = k < 0 ? NULL : weights({at[anchor.args[1]]}, k);
     pthread_mutex_unlock(&mu);
     if (!wei) return 1;  /* (more primitives than PRIMS, or oneDNN failed) */
     static _Thread_local dnnl_stream_t s;
     if (!s && dnnl_stream_create(&s, eng, dnnl_stream_default_flags) != dnnl_success) return 1;
     dnnl_memory_t src = NULL, dst = NULL, sh = NULL, bin[{max(1, len(binaries))}] = {{NULL}};
-    int ok = dnnl_memory_create(&src, &prim[k].src_md, eng, (void *){at[conv.args[0]]}) == dnnl_success
+    int ok = dnnl_memory_create(&src, &prim[k].src_md, eng, (void *){at[anchor.args[0]]}) == dnnl_success
         && dnnl_memory_create(&dst, &prim[k].dst_md, eng, out) == dnnl_success
         && dnnl_memory_create(&sh, &shift_md, eng, prim[k].shift) == dnnl_success{bin_create};
     if (ok) {{

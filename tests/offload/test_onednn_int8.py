@@ -69,10 +69,9 @@ def test_quantized_convolutions_run_on_onednn_int8_and_match_embers(batch, capfd
     assert len(made) == 2 * (1 if batch == 1 else 3) and "ref" not in "".join(made), made
 
 
-def test_a_kernel_shared_by_convs_of_other_scales_gets_a_primitive_for_each():
-    """Two convs of one shape (one kernel) with other weights, scales and zero points: each
-    call finds the primitive made from its own values."""
-    F = 32
+def _chain(F=32):
+    """Three quantized 1x1 convs of one shape (one kernel) with other weights, scales and zero
+    points, the last dequantized."""
     inits = {"sx": np.array(0.03, np.float32), "zx": np.array(128, np.uint8)}
     nodes = [h.make_node("QuantizeLinear", ["x", "sx", "zx"], ["q0"])]
     prev = "q0"
@@ -90,7 +89,13 @@ def test_a_kernel_shared_by_convs_of_other_scales_gets_a_primitive_for_each():
     nodes.append(h.make_node("DequantizeLinear", [prev, "s2", "z2"], ["y"]))
     g = h.make_graph(nodes, "chain", [h.make_tensor_value_info("x", TP.FLOAT, [1, F, 9, 9])],
                      [h.make_tensor_value_info("y", TP.FLOAT, None)], [nh.from_array(v, k) for k, v in inits.items()])
-    m = h.make_model(g, opset_imports=[h.make_opsetid("", 21)])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 21)])
+
+
+def test_a_kernel_shared_by_convs_of_other_scales_gets_a_primitive_for_each():
+    """Each call finds the primitive made from its own values."""
+    F = 32
+    m = _chain(F)
     own = ember.compile(m, wait=True, cache=False)
     off = ember.compile(m, wait=True, cache=False, offload=["onednn"])
     taken = {e["name"] for e in off.module.metadata["kernels"] if e.get("backend") == "onednn"}
@@ -98,3 +103,49 @@ def test_a_kernel_shared_by_convs_of_other_scales_gets_a_primitive_for_each():
     x = RNG.standard_normal((1, F, 9, 9)).astype(np.float32)
     got, want = off.run(x)[0], own.run(x)[0]
     assert np.mean(np.abs(got - want) <= 1e-6) > 0.99 and np.abs(got - want).max() <= 0.04 + 1e-6, taken
+
+
+def _qdq_mlp(batch):
+    """Two quantized Linear layers as ORT's quantize_static writes a transformer's (per-column
+    int8 weights, a bias, a ReLU between), the second dequantized to float."""
+    K, N1, N2 = 64, 96, 32
+    inits = {"sx": np.array(0.05, np.float32), "zx": np.array(125, np.uint8),
+             "s1": np.array(0.08, np.float32), "z1": np.array(0, np.uint8),
+             "s2": np.array(0.1, np.float32), "z2": np.array(140, np.uint8),
+             "b1": (RNG.standard_normal(N1) * 0.3).astype(np.float32)}
+    for name, (k, n) in (("w1", (K, N1)), ("w2", (N1, N2))):
+        inits[name] = RNG.integers(-127, 128, (k, n)).astype(np.int8)
+        inits[name + "s"] = (RNG.random(n) * 0.004 + 0.001).astype(np.float32)
+        inits[name + "z"] = np.zeros(n, np.int8)
+    nodes = [h.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
+             h.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
+             h.make_node("DequantizeLinear", ["w1", "w1s", "w1z"], ["w1d"], axis=1),
+             h.make_node("DequantizeLinear", ["w2", "w2s", "w2z"], ["w2d"], axis=1),
+             h.make_node("MatMul", ["xd", "w1d"], ["m1"]), h.make_node("Add", ["m1", "b1"], ["a1"]),
+             h.make_node("Relu", ["a1"], ["r1"]),
+             h.make_node("QuantizeLinear", ["r1", "s1", "z1"], ["q1"]),
+             h.make_node("DequantizeLinear", ["q1", "s1", "z1"], ["d1"]),
+             h.make_node("MatMul", ["d1", "w2d"], ["m2"]),
+             h.make_node("QuantizeLinear", ["m2", "s2", "z2"], ["q2"]),
+             h.make_node("DequantizeLinear", ["q2", "s2", "z2"], ["y"])]
+    g = h.make_graph(nodes, "mlp", [h.make_tensor_value_info("x", TP.FLOAT, [batch, 16, K])],
+                     [h.make_tensor_value_info("y", TP.FLOAT, None)], [nh.from_array(v, k) for k, v in inits.items()])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 21)])
+
+
+@pytest.mark.parametrize("batch", [2, "N"])
+def test_quantized_products_by_weights_run_on_onednn_int8_matmul(batch, capfd, monkeypatch):
+    m = _qdq_mlp(batch)
+    own = ember.compile(m, wait=True, cache=False)
+    monkeypatch.setenv("EMBER_DNNL_VERBOSE", "1")
+    off = ember.compile(m, wait=True, cache=False, offload=["onednn"])
+    taken = [e["name"] for e in off.module.metadata["kernels"] if e.get("backend") == "onednn"]
+    assert len(taken) == 2 and all("matmul_packed" in n for n in taken), taken
+    capfd.readouterr()
+    for n in ((2,) if batch == 2 else (1, 3)):
+        x = RNG.standard_normal((n, 16, 64)).astype(np.float32)
+        got, want = off.run(x)[0], own.run(x)[0]
+        # (the same codes but where a value lies within a float rounding of a half)
+        assert np.mean(got == want) > 0.99 and np.abs(got - want).max() <= 0.1 + 1e-6
+    made = [line for line in capfd.readouterr().err.splitlines() if "ember onednn" in line]
+    assert len(made) == 2 * (1 if batch == 2 else 2) and "ref" not in "".join(made), made
