@@ -194,11 +194,11 @@ def _compiled_before(model, options: CompileOptions) -> Optional[str]:
     return os.path.join(d, "model-" + hashlib.sha256(key.encode()).hexdigest())
 
 
-def _offload_int8_channels_last(options: CompileOptions) -> bool:
-    """Whether an offload backend reads quantized data channels last (block_layout then lays it
-    so)."""
+def _offload_int8_channels_last(options: CompileOptions) -> tuple:
+    """The packed dots of the quantized convs an offload backend takes channels last
+    (block_layout then lays those so)."""
     if not options.offload:
-        return False
+        return ()
     from ..offload import int8_channels_last
 
     return int8_channels_last(options.offload)

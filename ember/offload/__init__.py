@@ -52,9 +52,11 @@ class Backend:
     version: str = "1"
     doc: str = ""
     block: Callable = lambda target: None  # the channel block its kernels read, for block_layout
-    # its quantized (uint8) kernels read channels last, one block of all the channels (oneDNN
-    # 2's fast int8 convolutions take nhwc only: blocked data ran its reference code)
-    int8_channels_last: bool = False
+    # the packed dots (``dot_u8i8x4``, ...) of the quantized convs its kernels take, which read
+    # their data channels last, one block of all the channels (oneDNN 2's fast int8
+    # convolutions take nhwc only: blocked data ran its reference code); a conv on another dot
+    # (an AVX2 host's int16 pairs) keeps Ember's blocks
+    int8_channels_last: tuple = ()
     # its kernels keep state per constant buffer (weights reordered on first sight) and export
     # ``<kernel>__forget(const void *)``, which an executable calls for its constants when freed
     stateful: bool = False
@@ -120,9 +122,9 @@ def layout_block(names: tuple, target) -> Optional[int]:
     return None
 
 
-def int8_channels_last(names: tuple) -> bool:
-    """Whether one of the backends ``names`` reads quantized data channels last."""
-    return any(get_backend(n).int8_channels_last for n in names)
+def int8_channels_last(names: tuple) -> tuple:
+    """The packed dots of the quantized convs the backends ``names`` take channels last."""
+    return tuple(sorted({d for n in names for d in get_backend(n).int8_channels_last}))
 
 
 def backend_for(fn, names: tuple) -> Optional[str]:

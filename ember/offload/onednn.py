@@ -23,7 +23,7 @@ import os
 import re
 
 from . import Backend, ExternalSource, register_backend
-from .onednn_int8 import int8_plan, int8_source
+from .onednn_int8 import DOTS, int8_plan, int8_source
 from .patterns import anchor_chain
 
 HEADER = "/usr/include/oneapi/dnnl/dnnl.h"
@@ -450,4 +450,4 @@ def _block(target):
 ONEDNN = register_backend(Backend("onednn", _matches, _source, unavailable=_unavailable, version="6",
                                   doc="blocked float32 convolutions and products by weights on oneDNN's "
                                       "primitives (libdnnl)",
-                                  block=_block, stateful=True, int8_channels_last=True))
+                                  block=_block, stateful=True, int8_channels_last=DOTS))

@@ -39,9 +39,13 @@ import struct
 
 from ..graph.ir import Call, Var
 
-__all__ = ["int8_plan", "int8_source"]
+__all__ = ["DOTS", "int8_plan", "int8_source"]
 
 ANCHORS = ("nn.conv2d_nchwc", "nn.matmul_packed")
+# The packed dots of the groups oneDNN takes: uint8 by int8 in words of four channels, exact
+# with VNNI; ``dot_u8i7x4``, an AVX2 host's ``pmaddubsw`` (7-bit weights, or saturating as
+# oneDNN's AVX2 code does too), the same words. (``dot_i16x2``'s int16 pairs it has no kernel for.)
+DOTS = ("dot_u8i8x4", "dot_u8i7x4")
 
 
 def _param(e) -> bool:
@@ -76,7 +80,7 @@ def _conv_ok(conv) -> bool:
     x, w, out = conv.args[0].type, conv.args[1].type, conv.type
     a = conv.attrs
     pad = a.get("pad_value", 0)
-    return (a.get("dot") == "dot_u8i8x4" and not a.get("pairs") and a.get("groups", 1) == 1
+    return (a.get("dot") in DOTS and not a.get("pairs") and a.get("groups", 1) == 1
             and x.dtype == w.dtype == out.dtype == "int32" and x.ndim == 5 and w.ndim == 5 and w.is_static
             and all(isinstance(d, int) for d in (*x.shape[1:], *out.shape[1:])) and x.shape[0] == out.shape[0]
             # (channels last, nhwc, only: oneDNN 2 runs int8 data in blocks on its reference code)
@@ -88,7 +92,7 @@ def _conv_ok(conv) -> bool:
 def _product_ok(mm) -> bool:
     a, bp, out = mm.args[0].type, mm.args[1].type, mm.type
     first = a.shape[0]
-    return (mm.attrs.get("dot") == "dot_u8i8x4" and not mm.attrs.get("runtime")
+    return (mm.attrs.get("dot") in DOTS and not mm.attrs.get("runtime")
             and a.dtype == bp.dtype == out.dtype == "int32" and bp.ndim == 3 and bp.is_static
             and a.ndim == out.ndim and all(isinstance(d, int) for d in a.shape[1:])
             and tuple(a.shape[:-1]) == tuple(out.shape[:-1]) and out.shape[-1] == mm.attr("units")

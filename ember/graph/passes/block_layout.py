@@ -145,7 +145,7 @@ def _reads_padding(attrs: dict) -> bool:
     return any(attrs.get("padding") or ())
 
 
-def _integer_conv(n: Call, target, saturating: bool = False, channels_last: bool = False):
+def _integer_conv(n: Call, target, saturating: bool = False, channels_last: tuple = ()):
     """``nn.conv2d_integer`` on blocked uint8 data as packed dots over four channels
     (``vpdpbusd``): the data read as int32 words (a view; blocked here if its producer was not),
     the weights packed in numpy with each lane's four channels in one word, the padding at the
@@ -161,9 +161,9 @@ def _integer_conv(n: Call, target, saturating: bool = False, channels_last: bool
     if dot is None:
         return None
     fb = channel_block("int32", target, F)
-    if channels_last and F % fb == 0:
+    if dot in channels_last and F % fb == 0:
         # one block of all the channels: (N, 1, H, W, C) is nhwc, the layout an offload
-        # backend's quantized kernels read (``Backend.int8_channels_last``)
+        # backend's quantized kernels on this dot read (``Backend.int8_channels_last``)
         fb = F
         if C % 4 == 0 and (_blocked(x) is None or _blocked(x).type.shape[1] != 1):
             x = _call("unblock_channels", [_call("block_channels", [x], {"block": C}, n.span)], {}, n.span)
@@ -465,7 +465,7 @@ def block_layout(mod: Module, ctx: PassContext) -> Module:
     # (the block an offload backend's kernels read: ``ember.offload.layout_block``, given by
     # the compiler, a layer above)
     block = ctx.config.get("channel_block")
-    int8_last = ctx.config.get("int8_channels_last", False)
+    int8_last = ctx.config.get("int8_channels_last", ())
 
     def visit(n):
         if isinstance(n, TupleGetItem) and isinstance(n.tuple, Tuple):  # (a split's blocked parts)
