@@ -11,6 +11,7 @@ forced model's kernel profile (rows marked ``[onednn]``).
     python bench/offload.py bert vit_b_16          # products by weights on oneDNN's matmul
     python bench/offload.py resnet50 --precision bf16   # bf16 convolutions on oneDNN's
     python bench/offload.py --onnx ~/.cache/ember/ecosystem/timm/repvgg_a0.onnx
+    python bench/offload.py --onnx ~/.cache/ember/quant/resnet50_qdq.onnx --saturating  # int8 on an AVX2 CPU
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ import json, sys, time
 import numpy as np
 import ember
 path, offload, repeat, kernels, precision = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1", sys.argv[5]
-exe = ember.compile(path, wait=True, precision=precision,
+exe = ember.compile(path, wait=True, precision=precision, saturating_int8=sys.argv[6] == "1",
                     offload=(offload if offload == "auto" else [offload]) if offload else [])
 from ember.profile.inputs import random_inputs
 feeds = {i.name: a for i, a in zip(exe.input_info, random_inputs(exe.input_info))}  # (token ids: zeros)
@@ -48,8 +49,10 @@ print(json.dumps(res))
 """
 
 
-def _run(path: str, offload: str, repeat: int, kernels: bool, precision: str = "fp32") -> dict:
-    r = subprocess.run([sys.executable, "-c", _CHILD, path, offload, str(repeat), "1" if kernels else "0", precision],
+def _run(path: str, offload: str, repeat: int, kernels: bool, precision: str = "fp32",
+         saturating: bool = False) -> dict:
+    r = subprocess.run([sys.executable, "-c", _CHILD, path, offload, str(repeat), "1" if kernels else "0", precision,
+                        "1" if saturating else "0"],
                        capture_output=True, text=True, timeout=3600)
     if r.returncode != 0:
         raise RuntimeError(r.stderr.strip()[-2000:])
@@ -69,6 +72,9 @@ def main(argv=None) -> int:
     p.add_argument("--choices", action="store_true", help="print auto's choice per kernel, with both times")
     p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"],
                    help="compile every model at this precision (bf16: oneDNN's bf16 convolutions and products)")
+    p.add_argument("--saturating", action="store_true",
+                   help="compile every model with saturating_int8=True (a CPU without VNNI: full-range int8 "
+                        "weights on pmaddubsw, saturating as ORT and oneDNN do there, which oneDNN then takes)")
     a = p.parse_args(argv)
     from compile_times import model_paths
 
@@ -81,7 +87,8 @@ def main(argv=None) -> int:
         info = {}
         for _ in range(a.rounds):
             for mode in runs:
-                r = _run(path, mode, a.repeat, a.kernels and mode == "onednn" and not info.get(mode), a.precision)
+                r = _run(path, mode, a.repeat, a.kernels and mode == "onednn" and not info.get(mode), a.precision,
+                         a.saturating)
                 runs[mode].append(r["median_ms"])
                 info.setdefault(mode, r)
         e, o, u = (statistics.median(runs[k]) for k in ("", "onednn", "auto"))
