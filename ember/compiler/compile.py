@@ -194,24 +194,16 @@ def _compiled_before(model, options: CompileOptions) -> Optional[str]:
     return os.path.join(d, "model-" + hashlib.sha256(key.encode()).hexdigest())
 
 
-def _offload_int8_channels_last(options: CompileOptions) -> tuple:
-    """The packed dots of the quantized convs an offload backend takes channels last
-    (block_layout then lays those so)."""
+def _offload_layout(options: CompileOptions) -> dict:
+    """What the offload backends' kernels read, for block_layout: ``channel_block``, the
+    channel block of their blocked data (None: Ember's choice), and ``int8_channels_last``, the
+    packed dots of the quantized convs they take channels last."""
     if not options.offload:
-        return ()
-    from ..offload import int8_channels_last
+        return {"channel_block": None, "int8_channels_last": ()}
+    from ..offload import int8_channels_last, layout_block
 
-    return int8_channels_last(options.offload)
-
-
-def _offload_block(options: CompileOptions):
-    """The channel block the offload backends' kernels read (block_layout then uses it), or
-    None."""
-    if not options.offload:
-        return None
-    from ..offload import layout_block
-
-    return layout_block(options.offload, options.target)
+    return {"channel_block": layout_block(options.offload, options.target),
+            "int8_channels_last": int8_channels_last(options.offload)}
 
 
 def _optimize(mod: Module, ctx: PassContext) -> tuple:
@@ -250,8 +242,7 @@ def _compile(model, options: CompileOptions):
     ctx = PassContext(opt_level=options.opt_level, disabled=options.disabled_passes,
                       instruments=[timer, *options.instruments],
                       config={"target": target, "options": options, "evaluate": evaluate_constants,
-                              "channel_block": _offload_block(options),
-                              "int8_channels_last": _offload_int8_channels_last(options)})
+                              **_offload_layout(options)})
     # the model's main, and each subgraph function control flow runs, go through the pipeline
     # on their own: each becomes a program of its own
     from ..kernels.common import likely_sizes

@@ -38,6 +38,7 @@ from __future__ import annotations
 import struct
 
 from ..graph.ir import Call, Var
+from .onednn_c import PRELUDE, made_c, weights_c
 
 __all__ = ["DOTS", "int8_plan", "int8_source"]
 
@@ -296,8 +297,6 @@ def int8_source(fn, func, name: str, plan, sizes: str) -> str:
             binaries.append((k, at[post[2]], md.replace("q->", "prim[k].")))
         elif post[0] == "round":
             lines.append("ok = ok && dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_round, 0.0f, 0.0f) == dnnl_success;")
-    from .onednn import PRELUDE, _weights_c
-
     args = [f"const float *p{i}" for i in range(len(fn.params))] + ["float *out"] + \
         [f"int64_t sz{i}" for i in range(len(func.scalars))]
     bin_create = "".join(f"\n        && dnnl_memory_create(&bin[{i}], {md}, eng, (void *){ptr}) == dnnl_success"
@@ -355,24 +354,12 @@ static int make(int64_t n, const unsigned char *key, const int8_t *w8, prim_t *q
         && dnnl_primitive_desc_create(&pd, &od, attr, eng, NULL) == dnnl_success
         && dnnl_primitive_create(&q->p, pd) == dnnl_success
         && dnnl_primitive_get_primitive_desc(q->p, &own) == dnnl_success;
-    if (ok) {{
-        q->wmd = dnnl_primitive_desc_query_md(own, dnnl_query_weights_md, 0);
-        if (getenv("EMBER_DNNL_VERBOSE")) {{
-            const char *impl = NULL;
-            dnnl_primitive_desc_query(own, dnnl_query_impl_info_str, 0, &impl);
-            fprintf(stderr, "ember onednn {name} (batch %lld): %s\\n", (long long)n, impl ? impl : "?");
-        }}
-    }} else {{
-        free(q->key); free(q->shift);
-    }}
+    {made_c(name, failed="free(q->key); free(q->shift);")}
     free(scale);
-    if (pd) dnnl_primitive_desc_destroy(pd);
-    if (po) dnnl_post_ops_destroy(po);
-    if (attr) dnnl_primitive_attr_destroy(attr);
     return ok ? 0 : 1;
 }}
 
-{_weights_c(name, unpack)}
+{weights_c(name, unpack)}
 
 int32_t {name}({', '.join(args)}) {{
     int64_t n = {sizes};
