@@ -226,8 +226,13 @@ def _drive_children(names: list, job: dict, env: dict, record: Callable) -> None
                                 env=env, text=True)
         err: list = []
         lines: queue.Queue = queue.Queue()
-        threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True).start()
-        threading.Thread(target=lambda: ([lines.put(x) for x in proc.stdout], lines.put(None)), daemon=True).start()
+        # (each reader bound to its own child's pipe, list and queue: a killed child's reader,
+        # finishing late, put its end-of-output into the next child's queue when these were
+        # looked up by name, and that child's results were lost -- recorded as an exit between
+        # cases, its stderr holding the old child's)
+        threading.Thread(target=lambda p=proc, e=err: e.append(p.stderr.read()), daemon=True).start()
+        threading.Thread(target=lambda p=proc, q=lines: ([q.put(x) for x in p.stdout], q.put(None)),
+                         daemon=True).start()
         proc.stdin.write(json.dumps(dict(job, names=names)))
         proc.stdin.close()
         current, hung = None, False
